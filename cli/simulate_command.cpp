@@ -1,0 +1,141 @@
+#include "simulate_command.hpp"
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include <fmt/format.h>
+
+#include "pipesim/sim/engine.hpp"
+#include "pipesim/sim/error.hpp"
+#include "pipesim/sim/metrics.hpp"
+#include "pipesim/sim/plan_builder.hpp"
+#include "pipesim/sim/plan_json.hpp"
+#include "pipesim/sim/trace.hpp"
+
+namespace pipesim::cli {
+
+namespace {
+
+struct Result {
+  sim::Plan plan;
+  sim::Timeline timeline;
+  sim::Metrics metrics;
+  double wall_s = 0;
+};
+
+/// FILE for one schedule, FILE with ".<schedule>" before the extension when several are written.
+std::string per_schedule(const std::string& file, const std::string& schedule, bool several) {
+  if (!several) return file;
+  std::filesystem::path p(file);
+  return (p.parent_path() / (p.stem().string() + "." + schedule + p.extension().string())).string();
+}
+
+std::ofstream open_out(const std::string& path) {
+  std::filesystem::path p(path);
+  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
+  std::ofstream out(path, std::ios::binary);
+  if (!out) throw sim::InputError(path, "", "cannot write this file");
+  return out;
+}
+
+Result run_plan(sim::Plan plan, bool record_memory) {
+  auto t0 = std::chrono::steady_clock::now();
+  sim::Engine engine(sim::EngineOptions{record_memory});
+  sim::Timeline tl = engine.run(plan);
+  sim::Metrics m = sim::compute_metrics(plan, tl);
+  double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return {std::move(plan), std::move(tl), std::move(m), wall};
+}
+
+std::string gib(std::int64_t bytes) { return fmt::format("{:.2f}", static_cast<double>(bytes) / (1024.0 * 1024 * 1024)); }
+
+void print_table(const std::vector<Result>& results, const std::vector<std::string>& skipped) {
+  const auto& p = results.front().plan;
+  std::cout << fmt::format("{} on {} x{} GPUs ({}), pp={} tp={} dp={}, global batch {}, seq {}, recompute {}\n",
+                           p.meta.model, p.hw.name, p.num_gpus(), p.meta.replicas, p.meta.pp, p.meta.tp, p.meta.dp,
+                           p.meta.global_batch, p.meta.seq, p.meta.recompute);
+  std::cout << fmt::format("{:<18} {:>4} {:>13} {:>13} {:>7} {:>9} {:>13} {:>5}\n", "schedule", "mb", "step time (s)",
+                           "tokens/s", "MFU %", "bubble %", "peak GPU GiB", "OOM");
+  for (const auto& r : results) {
+    const auto& m = r.metrics;
+    std::cout << fmt::format("{:<18} {:>4} {:>13.4f} {:>13.0f} {:>7.1f} {:>9.1f} {:>13} {:>5}\n", m.schedule,
+                             r.plan.meta.microbatches, m.step_time_s, m.tokens_per_s, 100 * m.mfu,
+                             100 * m.bubble_fraction, gib(m.peak_gpu_mem_bytes), m.oom ? "yes" : "no");
+  }
+  std::cout << fmt::format("GPU memory capacity {} GiB\n", gib(p.hw.gpu.hbm_bytes));
+  for (const auto& r : results) {
+    if (r.metrics.oom)
+      std::cout << fmt::format("  {}: OOM first on {} at {:.4f} s, worst excess {} GiB\n", r.metrics.schedule,
+                               r.metrics.oom_device, r.metrics.oom_time_s, gib(r.metrics.oom_bytes_over));
+    if (!r.plan.meta.note.empty()) std::cout << fmt::format("  {}: {}\n", r.metrics.schedule, r.plan.meta.note);
+  }
+  for (const auto& s : skipped) std::cout << "  skipped " << s << "\n";
+}
+
+}  // namespace
+
+int run_simulate(const SimulateOptions& o) {
+  if (o.format != "table" && o.format != "json")
+    throw sim::InputError("--format", "", fmt::format("unknown format '{}'; valid: table, json", o.format));
+  const bool record_memory = !o.trace_file.empty() || !o.trace_dir.empty();
+  std::vector<Result> results;
+  std::vector<std::string> skipped;
+  if (!o.plan_file.empty()) {
+    results.push_back(run_plan(sim::load_plan(o.plan_file), record_memory));
+  } else {
+    std::vector<const sim::ScheduleInfo*> todo;
+    if (o.schedule == "all") {
+      for (const auto& s : sim::schedule_registry()) todo.push_back(&s);
+    } else {
+      todo.push_back(&sim::find_schedule(o.schedule));
+    }
+    for (const auto* s : todo) {
+      sim::ScheduleInput in = sim::make_schedule_input(o.job, *s);
+      if (o.schedule == "all") {
+        // With several schedules, one that cannot run this shape is reported and skipped.
+        if (std::string why = s->check({in.pp, in.microbatches, in.virtual_stages}); !why.empty()) {
+          skipped.push_back(fmt::format("{}: {}", s->name, why));
+          continue;
+        }
+      }
+      results.push_back(run_plan(sim::build_plan(*s, in), record_memory));
+    }
+  }
+  if (results.empty()) throw sim::InputError("--schedule", "", "no schedule applies to this configuration");
+  const bool several = results.size() > 1;
+  for (const auto& r : results) {
+    const std::string& name = r.metrics.schedule;
+    if (!o.trace_file.empty() || !o.trace_dir.empty()) {
+      std::string path = o.trace_file.empty() ? (std::filesystem::path(o.trace_dir) / (name + ".trace.json")).string()
+                                              : per_schedule(o.trace_file, name, several);
+      auto out = open_out(path);
+      sim::write_chrome_trace(out, r.plan, r.timeline);
+    }
+    if (!o.timeline_file.empty()) {
+      auto out = open_out(per_schedule(o.timeline_file, name, several));
+      sim::write_timeline(out, r.plan, r.timeline, r.metrics);
+    }
+    if (!o.plan_out.empty()) {
+      auto out = open_out(per_schedule(o.plan_out, name, several));
+      out << sim::plan_to_json(r.plan);
+    }
+  }
+  if (o.format == "json") {
+    if (o.schedule == "all" && o.plan_file.empty()) {
+      std::cout << "[";
+      for (std::size_t i = 0; i < results.size(); ++i)
+        std::cout << (i ? ",\n" : "\n") << sim::metrics_to_json(results[i].plan, results[i].metrics, results[i].wall_s);
+      std::cout << "\n]\n";
+    } else {
+      std::cout << sim::metrics_to_json(results[0].plan, results[0].metrics, results[0].wall_s) << "\n";
+    }
+  } else {
+    print_table(results, skipped);
+    if (!o.trace_dir.empty()) std::cout << fmt::format("Chrome traces written under {}/ (open in ui.perfetto.dev)\n", o.trace_dir);
+  }
+  return 0;
+}
+
+}  // namespace pipesim::cli

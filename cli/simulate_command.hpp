@@ -1,0 +1,24 @@
+// `pipesim simulate`: resolve the job, build the plan of each requested schedule, run the engine, print.
+#pragma once
+
+#include <string>
+
+#include "pipesim/sim/job.hpp"
+
+namespace pipesim::cli {
+
+struct SimulateOptions {
+  sim::JobOptions job;
+  std::string schedule = "all";
+  std::string plan_file;  ///< run a saved plan instead of generating one
+  std::string trace_file;
+  std::string trace_dir;  ///< one trace per schedule: DIR/<schedule>.trace.json
+  std::string timeline_file;
+  std::string plan_out;
+  std::string format = "table";
+};
+
+/// Returns the process exit code; library errors propagate as exceptions to main.
+int run_simulate(const SimulateOptions& options);
+
+}  // namespace pipesim::cli

@@ -1,0 +1,71 @@
+// Cost model: turns a model (or a profiled workload) into per-layer costs for one microbatch: FLOPs of the
+// forward, backward-input and backward-weight passes, parameters, stored activations under a recompute
+// policy, boundary bytes for pipeline p2p and TP collective bytes. Layers are: embedding, each transformer
+// block, and the head (final norm + LM head + loss) as its own layer. Formulas: shared/REFERENCE.md.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "pipesim/sim/model.hpp"
+#include "pipesim/sim/time.hpp"
+
+namespace pipesim::sim {
+
+enum class Recompute { kNone, kSelective, kFull };
+enum class LayerRole { kEmbedding, kBlock, kHead };
+
+Recompute parse_recompute(const std::string& s);  ///< throws InputError listing the valid names
+const char* to_string(Recompute r);
+const char* to_string(LayerRole r);
+
+struct LayerCost {
+  LayerRole role = LayerRole::kBlock;
+  // Per microbatch, whole layer (before the TP split).
+  double fwd_flops = 0;
+  double bwd_input_flops = 0;
+  double bwd_weight_flops = 0;
+  double recompute_flops = 0;  ///< re-run in the backward under the recompute policy
+  double gemm_gflop = 0;       ///< a typical GEMM of the layer, per TP rank
+  std::int32_t kernels = 0;    ///< kernel launches of the forward
+  // Measured times of a profiled workload (>= 0 replace the FLOP-based times).
+  Duration fwd_ns = -1, bwd_input_ns = -1, bwd_weight_ns = -1, recompute_ns = -1;
+  std::int64_t params = 0;                  ///< whole layer
+  std::int64_t param_bytes = 0;             ///< weights + grads + optimizer state per TP rank
+  std::int64_t stored_activation_bytes = 0;  ///< per TP rank, kept from forward to backward
+  std::int64_t recompute_extra_bytes = 0;   ///< re-materialized during the backward (freed with it)
+  std::int64_t output_bytes = 0;            ///< boundary activation sent to the next stage, per TP rank
+  std::int64_t tp_bus_bytes = 0;            ///< TP collective bus bytes per GPU per forward (same in backward)
+  std::int32_t tp_collectives = 0;          ///< TP collectives per forward
+};
+
+struct CostOptions {
+  std::int64_t microbatch_size = 1;
+  std::int64_t seq = 2048;
+  std::int32_t tp = 1;
+  Recompute recompute = Recompute::kNone;
+  /// Bytes per parameter resident on the GPU: bf16 weight + bf16 grad + fp32 master, m, v (mixed-precision Adam).
+  std::int64_t bytes_per_param = 16;
+};
+
+/// Per-layer costs of a transformer: [embedding, block 0 .. block L-1, head].
+std::vector<LayerCost> model_layer_costs(const ModelSpec& model, const CostOptions& options);
+
+/// Forward FLOPs per token of one transformer block at sequence length `seq` (causal attention).
+double block_forward_flops_per_token(const ModelSpec& model, std::int64_t block, std::int64_t seq);
+/// Parameters of one transformer block.
+std::int64_t block_params(const ModelSpec& model);
+
+/// A profiled workload: per-layer measured times for one microbatch, as users measured them.
+struct Workload {
+  std::string name;
+  std::vector<LayerCost> layers;
+  std::int64_t microbatch_size = 0;  ///< 0 when unknown
+  std::int64_t seq = 0;
+};
+
+Workload parse_workload(const std::string& json_text, const std::string& file, Recompute recompute);
+Workload load_workload(const std::string& path, Recompute recompute);
+
+}  // namespace pipesim::sim

@@ -1,0 +1,41 @@
+// Typed errors of the pipesim libraries. Library code throws these; only cli/ turns them into exit codes.
+// An InputError names the file, the JSON path inside it and what is wrong, so the user gets one clear line.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace pipesim::sim {
+
+/// Bad user input: a malformed or unknown key, an out-of-range number, an impossible configuration.
+class InputError : public std::runtime_error {
+ public:
+  InputError(std::string file, std::string json_path, std::string message)
+      : std::runtime_error(format(file, json_path, message)),
+        file_(std::move(file)),
+        json_path_(std::move(json_path)),
+        message_(std::move(message)) {}
+
+  const std::string& file() const { return file_; }
+  const std::string& json_path() const { return json_path_; }
+  const std::string& message() const { return message_; }
+
+ private:
+  static std::string format(const std::string& file, const std::string& path, const std::string& msg) {
+    std::string out;
+    if (!file.empty()) out += file + ": ";
+    if (!path.empty()) out += path + ": ";
+    return out + msg;
+  }
+  std::string file_;
+  std::string json_path_;
+  std::string message_;
+};
+
+/// A plan that cannot execute: a dependency cycle or a stream order that would deadlock.
+class DeadlockError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+}  // namespace pipesim::sim

@@ -1,0 +1,59 @@
+// Bandwidth sharing between concurrent transfers: each flow crosses a path of directed links; rates are the
+// max-min fair allocation (progressive filling), recomputed only for the connected group of flows that share
+// links with a flow that starts or ends, so private links (NVLink ports, NICs) stay cheap at 8K GPUs.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "pipesim/sim/time.hpp"
+
+namespace pipesim::sim {
+
+using FlowId = std::int32_t;
+
+class FlowNetwork {
+ public:
+  explicit FlowNetwork(std::vector<double> capacity_bytes_per_ns);
+
+  /// Adds a flow of `bytes` over `links` (optionally capped at `max_bytes_per_ns`, 0 = no cap).
+  /// Returns its id; rates of the affected flows change (see changed()).
+  FlowId add(const std::vector<std::int32_t>& links, double bytes, double max_bytes_per_ns, TimePoint now);
+  /// Removes a flow (finished); rates of the flows that shared links with it change.
+  void remove(FlowId f, TimePoint now);
+
+  /// Flows whose rate was recomputed by the last add/remove, ascending ids.
+  const std::vector<FlowId>& changed() const { return changed_; }
+  double rate(FlowId f) const { return flows_[static_cast<std::size_t>(f)].rate; }
+  double remaining(FlowId f) const { return flows_[static_cast<std::size_t>(f)].remaining; }
+  /// Time at which the flow delivers its last byte at its current rate (rounded up).
+  TimePoint finish_time(FlowId f) const;
+  /// Bytes carried so far per link (for utilization), brought up to date at `now`.
+  std::vector<double> carried_bytes(TimePoint now);
+  std::size_t active() const { return active_; }
+
+ private:
+  struct Flow {
+    std::vector<std::int32_t> links;
+    double remaining = 0;
+    double rate = 0;
+    double cap = 0;
+    TimePoint updated = 0;
+    bool live = false;
+  };
+  void advance(Flow& f, TimePoint now);
+  void recompute(const std::vector<std::int32_t>& seed_links, TimePoint now);
+
+  std::vector<double> capacity_;
+  std::vector<double> carried_;
+  std::vector<std::vector<FlowId>> on_link_;
+  std::vector<Flow> flows_;
+  std::vector<FlowId> free_ids_;
+  std::vector<FlowId> changed_;
+  std::size_t active_ = 0;
+  // Scratch buffers reused across recomputations.
+  std::vector<std::int32_t> link_mark_, flow_mark_;
+  std::int32_t epoch_ = 0;
+};
+
+}  // namespace pipesim::sim

@@ -1,0 +1,96 @@
+// Hardware profile: what one node of a cluster can do (GPU, PCIe tree, NVLink, host, network).
+// Loaded from versioned, strict JSON (`"format": "pipesim-hw"`); every figure carries its source.
+// The simulator derives link capacities, compute rates and optimizer rates from it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace pipesim::sim {
+
+/// One point of a piecewise curve; curves are interpolated log-linearly in x and clamped at the ends.
+struct CurvePoint {
+  double x = 0;
+  double y = 0;
+};
+
+/// Interpolates y at x on a curve sorted by x (log-x interpolation, clamped).
+double interpolate_log_x(const std::vector<CurvePoint>& curve, double x);
+
+struct GpuSpec {
+  std::string model;
+  std::map<std::string, double> peak_tflops;  ///< dense TFLOP/s per dtype ("bf16", "fp16", "fp32")
+  std::int64_t hbm_bytes = 0;
+  double hbm_GBps = 0;
+  double launch_overhead_us = 0;
+  /// GEMM efficiency (fraction of peak) against the work of one GEMM in GFLOP.
+  std::vector<CurvePoint> gemm_efficiency;  ///< x = gemm_gflop, y = efficiency
+  std::map<std::string, std::string> sources;
+};
+
+struct PcieSpec {
+  int gen = 4;
+  double lane_GBps = 0;    ///< per direction, GPU <-> its switch (x16)
+  double uplink_GBps = 0;  ///< per direction, switch <-> root complex, shared by the GPUs under it
+  double latency_us = 0;
+  std::vector<std::vector<int>> switches;  ///< GPU indices under each switch uplink
+  /// Achieved pinned copy bandwidth against transfer size (x = bytes, y = GB/s), when calibrated.
+  std::vector<CurvePoint> h2d_GBps_by_size;
+  std::vector<CurvePoint> d2h_GBps_by_size;
+  std::map<std::string, std::string> sources;
+};
+
+struct NvlinkSpec {
+  double GBps_per_direction = 0;  ///< 0: no NVLink, GPU-to-GPU traffic goes over PCIe
+  double latency_us = 0;
+  double allreduce_busbw_GBps = 0;  ///< achieved NCCL bus bandwidth inside the node
+  std::map<std::string, std::string> sources;
+};
+
+struct NodeSpec {
+  int gpus = 0;
+  PcieSpec pcie;
+  NvlinkSpec nvlink;
+};
+
+struct HostSpec {
+  std::string cpu_model;
+  int cores = 0;
+  std::int64_t dram_bytes = 0;
+  double dram_GBps = 0;
+  std::vector<CurvePoint> adam_params_per_s_by_threads;  ///< x = threads, y = params/s
+  std::map<std::string, std::string> sources;
+};
+
+struct NetworkSpec {
+  double nic_GBps = 0;  ///< per GPU, per direction
+  double latency_us = 0;
+  std::map<std::string, std::string> sources;
+};
+
+struct HardwareProfile {
+  std::string name;
+  std::string description;
+  double gpu_hour_usd = 0;
+  GpuSpec gpu;
+  NodeSpec node;
+  HostSpec host;
+  NetworkSpec network;
+  std::string origin;  ///< file it was read from (for messages); not serialized
+
+  double peak_flops(const std::string& dtype) const;  ///< FLOP/s
+  double adam_params_per_s(int threads) const;
+};
+
+/// Parses a profile from JSON text; `file` names the source in error messages.
+HardwareProfile parse_hardware_profile(const std::string& json_text, const std::string& file);
+/// Loads a shipped profile by name (hw_profiles/NAME.json) or a file path.
+HardwareProfile load_hardware_profile(const std::string& name_or_path);
+/// Serializes a profile back to JSON text (lossless for the fields above).
+std::string hardware_profile_to_json(const HardwareProfile& hw);
+/// Names of the shipped profiles, sorted.
+std::vector<std::string> shipped_hardware_profiles();
+
+}  // namespace pipesim::sim

@@ -1,0 +1,51 @@
+// Metrics of a run, as DESIGN.md defines them: step time, bubble fraction (with warm-up / intra / drain
+// breakdown), tokens/s, TFLOP/s per GPU, MFU/HFU, peak memory and OOM. Used by the CLI, planner and notebooks.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "pipesim/sim/engine.hpp"
+#include "pipesim/sim/plan.hpp"
+
+namespace pipesim::sim {
+
+struct GpuMetrics {
+  std::string device;
+  double busy_s = 0;
+  double warmup_s = 0;  ///< before the GPU's first compute op
+  double intra_s = 0;   ///< idle between its first and last compute op
+  double drain_s = 0;   ///< after its last compute op
+  std::int64_t peak_mem_bytes = 0;
+};
+
+struct Metrics {
+  std::string schedule;
+  std::int32_t num_gpus = 0;
+  std::int32_t simulated_gpus = 0;
+  double step_time_s = 0;
+  double bubble_fraction = 0;
+  double bubble_warmup_fraction = 0;
+  double bubble_intra_fraction = 0;
+  double bubble_drain_fraction = 0;
+  double tokens_per_s = 0;
+  double tflops_per_gpu = 0;
+  double mfu = 0;
+  double hfu = 0;
+  std::int64_t peak_gpu_mem_bytes = 0;
+  bool oom = false;
+  std::string oom_device;
+  double oom_time_s = 0;
+  std::int64_t oom_bytes_over = 0;
+  std::int64_t ops = 0;
+  std::uint64_t events = 0;
+  std::vector<GpuMetrics> gpus;
+};
+
+Metrics compute_metrics(const Plan& plan, const Timeline& timeline);
+
+/// One JSON object with the `simulate --format json` keys; `sim_wall_s` is the only non-deterministic field.
+std::string metrics_to_json(const Plan& plan, const Metrics& m, double sim_wall_s, int indent = 2);
+
+}  // namespace pipesim::sim

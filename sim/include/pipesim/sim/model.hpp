@@ -1,0 +1,39 @@
+// Transformer model description: the architecture numbers the cost model needs.
+// Read from pipesim presets (models/NAME.json, strict) or from HuggingFace config.json files directly
+// (Llama, Qwen2/3, Mistral/Mixtral, GPT-2, GPT-NeoX, gpt-oss, Qwen3-MoE).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace pipesim::sim {
+
+enum class MlpKind { kSwiGlu, kGelu };
+
+struct ModelSpec {
+  std::string name;
+  std::int64_t hidden = 0;
+  std::int64_t layers = 0;
+  std::int64_t heads = 0;
+  std::int64_t kv_heads = 0;
+  std::int64_t head_dim = 0;  ///< hidden / heads unless the config says otherwise
+  std::int64_t ffn_hidden = 0;
+  std::int64_t vocab = 0;
+  bool tie_embeddings = false;
+  MlpKind mlp = MlpKind::kSwiGlu;
+  std::int64_t num_experts = 0;  ///< 0 for dense models
+  std::int64_t experts_per_token = 0;
+  std::int64_t moe_ffn_hidden = 0;
+  std::int64_t sliding_window = 0;     ///< 0: none
+  std::vector<bool> layer_is_sliding;  ///< per block, empty when no layer uses the window
+
+  bool is_moe() const { return num_experts > 0; }
+};
+
+/// Loads a preset by name (models/NAME.json) or a file: a pipesim preset or a HuggingFace config.json.
+ModelSpec load_model(const std::string& name_or_path);
+ModelSpec parse_model(const std::string& json_text, const std::string& file);
+std::vector<std::string> shipped_models();
+
+}  // namespace pipesim::sim

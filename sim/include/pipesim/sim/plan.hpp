@@ -1,0 +1,142 @@
+// The plan: per-device streams of operations with explicit dependencies. It is the contract between
+// schedule generators and planner (which write it), the simulator and replay (which execute it).
+// Serialized as JSON ("format": "pipesim-plan", "version": 1) by plan_json.hpp, losslessly.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "pipesim/sim/hardware.hpp"
+#include "pipesim/sim/time.hpp"
+
+namespace pipesim::sim {
+
+using OpId = std::int32_t;
+using StreamId = std::int32_t;
+using DeviceId = std::int32_t;
+
+enum class DeviceKind : std::uint8_t { kGpu, kHost };
+
+struct Device {
+  std::string name;
+  DeviceKind kind = DeviceKind::kGpu;
+  std::int32_t node = 0;
+  std::int32_t local_index = 0;     ///< GPU index inside its node; 0 for the host
+  std::int64_t resident_bytes = 0;  ///< allocated for the whole run (weights, grads, optimizer state)
+};
+
+enum class StreamKind : std::uint8_t { kCompute, kH2D, kD2H, kP2PSend, kP2PRecv, kCollective, kCpu, kFill };
+
+/// A serial FIFO queue on a device: an op starts when it is at the head and all its deps have finished.
+struct Stream {
+  DeviceId device = 0;
+  StreamKind kind = StreamKind::kCompute;
+  std::string name;
+};
+
+enum class OpKind : std::uint8_t {
+  kForward,
+  kBackward,  ///< input and weight gradients together
+  kBackwardInput,
+  kBackwardWeight,
+  kRecompute,
+  kH2D,
+  kD2H,
+  kP2P,
+  kAllReduce,
+  kAllGather,
+  kReduceScatter,
+  kOptimizer,
+  kFill,
+  kContextSwitch,
+};
+
+/// GPU math: time = flops / (peak(dtype) x efficiency(gemm_gflop)) + kernels x launch overhead.
+struct ComputeWork {
+  double flops = 0;
+  double gemm_gflop = 0;  ///< size of a typical GEMM of the op, for the efficiency table
+  std::int32_t kernels = 0;
+};
+
+/// Bytes moved from src to dst over the links between them (shared by max-min fairness).
+/// Collectives are one transfer per member to its ring neighbour, started together by `group`.
+struct TransferWork {
+  DeviceId src = 0;
+  DeviceId dst = 0;
+  std::int64_t bytes = 0;
+  std::int32_t latency_steps = 1;  ///< path latency is paid this many times (ring steps)
+  std::int32_t group = -1;         ///< ops of one collective share a group id; -1: point to point
+  std::int32_t group_size = 1;     ///< members of the group present in this plan
+};
+
+/// Host CPU work: holds `threads` cores for params / adam_rate(threads).
+struct CpuWork {
+  std::int64_t params = 0;
+  std::int32_t threads = 1;
+};
+
+/// Memory-bound device work (e.g. a GPU optimizer step): bytes / memory bandwidth.
+struct MemoryWork {
+  std::int64_t bytes = 0;
+};
+
+using Payload = std::variant<ComputeWork, TransferWork, CpuWork, MemoryWork>;
+
+struct OpTags {
+  std::int32_t stage = -1;
+  std::int32_t virtual_stage = -1;
+  std::int32_t microbatch = -1;
+  std::int32_t layer_begin = -1;  ///< first layer (inclusive)
+  std::int32_t layer_end = -1;    ///< last layer (exclusive)
+  std::int32_t iteration = 0;
+};
+
+struct Op {
+  StreamId stream = 0;
+  OpKind kind = OpKind::kForward;
+  OpTags tags;
+  Payload payload;
+  Duration fixed_duration = -1;  ///< >= 0 replaces the payload's cost (profiled times, fixed p2p time)
+  std::int64_t alloc_bytes = 0;  ///< allocated on the stream's device when the op starts
+  std::int64_t free_bytes = 0;   ///< freed when the op ends
+  std::vector<OpId> deps;
+};
+
+/// What the plan was generated from; carried through to results so outputs are self-describing.
+struct PlanMeta {
+  std::string schedule;
+  std::string model;
+  std::int32_t pp = 1, tp = 1, dp = 1;
+  std::int32_t virtual_stages = 1;
+  std::int32_t microbatches = 1;
+  std::int32_t accum_steps = 1;
+  std::int32_t seq = 0;
+  std::int64_t global_batch = 0;
+  std::string recompute = "none";
+  std::string replicas = "symmetric";
+  std::int32_t simulated_gpus = 0;  ///< GPUs instantiated; the others are identical replicas
+  double model_flops_per_step = 0;  ///< whole job, no recompute (for MFU)
+  double hardware_flops_per_step = 0;  ///< whole job, with recompute (for HFU)
+  std::string dtype = "bf16";
+  std::vector<std::int32_t> partition;  ///< transformer blocks per stage (per virtual stage when v > 1)
+  std::string note;
+};
+
+struct Plan {
+  PlanMeta meta;
+  HardwareProfile hw;
+  std::int32_t nodes = 1;
+  std::vector<Device> devices;
+  std::vector<Stream> streams;
+  std::vector<Op> ops;
+
+  std::int32_t num_gpus() const { return meta.pp * meta.tp * meta.dp; }
+};
+
+const char* to_string(OpKind k);
+const char* to_string(StreamKind k);
+const char* to_string(DeviceKind k);
+
+}  // namespace pipesim::sim

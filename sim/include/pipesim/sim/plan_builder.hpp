@@ -1,0 +1,48 @@
+// Plan builder: turns (per-layer costs, parallel config, a schedule's per-rank task orders) into a Plan:
+// compute ops with TP collectives, pipeline p2p transfers, bucketed DP gradient all-reduce overlapping the
+// last backward, and the optimizer step; memory effects for weights and activations.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "pipesim/sim/cost_model.hpp"
+#include "pipesim/sim/hardware.hpp"
+#include "pipesim/sim/plan.hpp"
+#include "pipesim/sim/schedule.hpp"
+
+namespace pipesim::sim {
+
+struct ScheduleInput {
+  std::string model_name;
+  HardwareProfile hw;
+  std::int32_t nodes = 0;  ///< 0: as many as pp*tp*dp needs
+  std::int32_t pp = 1, tp = 1, dp = 1;
+  std::int32_t virtual_stages = 1;
+  std::int32_t microbatches = 1;
+  std::int32_t accum_steps = 1;
+  std::int64_t seq = 0;
+  std::int64_t global_batch = 0;
+  /// Distinct per-layer cost tables and, per microbatch, which one it uses (fractional microbatch sizes
+  /// give floor and ceil sized microbatches).
+  std::vector<std::vector<LayerCost>> costs;
+  std::vector<std::int32_t> cost_of_microbatch;
+  std::vector<std::int32_t> partition;  ///< transformer blocks per model chunk (pp*v entries); empty: balanced
+  Recompute recompute = Recompute::kNone;
+  Duration p2p_fixed_ns = -1;  ///< >= 0: every pipeline hop takes this long (compute-only models)
+  bool explicit_replicas = false;
+  std::int64_t dp_bucket_params = 40'000'000;  ///< gradient all-reduce bucket (Megatron DDP default)
+  std::int64_t dp_grad_bytes_per_param = 2;
+  std::int64_t optimizer_bytes_per_param = 28;  ///< HBM traffic of one fused Adam step per parameter
+};
+
+/// Balanced split of `blocks` into `chunks` (the first blocks % chunks chunks get one more).
+std::vector<std::int32_t> balanced_partition(std::int32_t blocks, std::int32_t chunks);
+/// Parses "a,b,c" (blocks per stage); throws InputError naming --partition.
+std::vector<std::int32_t> parse_partition(const std::string& text);
+
+/// Builds the plan; throws InputError for impossible configurations (with what would be valid).
+Plan build_plan(const ScheduleInfo& schedule, const ScheduleInput& input);
+
+}  // namespace pipesim::sim

@@ -1,0 +1,55 @@
+// Cluster topology: the directed links of N nodes of one hardware profile, and the path a transfer takes.
+// Each GPU has a PCIe lane to its switch (up/down), an NVLink port (tx/rx) when the node has NVLink, and a
+// NIC (tx/rx); each PCIe switch has an uplink to the root complex (up/down) shared by the GPUs under it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "pipesim/sim/hardware.hpp"
+#include "pipesim/sim/time.hpp"
+
+namespace pipesim::sim {
+
+using LinkId = std::int32_t;
+
+struct Link {
+  double bytes_per_ns = 0;  ///< capacity in one direction (1 GB/s = 1 byte/ns)
+  bool shared = false;      ///< used by more than one GPU (a switch uplink)
+};
+
+/// Endpoint of a transfer: a GPU (node, index) or a node's host memory.
+struct Endpoint {
+  std::int32_t node = 0;
+  std::int32_t gpu = -1;  ///< -1: host memory of the node
+};
+
+struct Path {
+  std::vector<LinkId> links;
+  Duration latency = 0;
+  double max_bytes_per_ns = 0;  ///< size-dependent cap (calibrated copy curves); 0: none
+};
+
+class Topology {
+ public:
+  Topology(const HardwareProfile& hw, std::int32_t nodes);
+
+  Path path(Endpoint src, Endpoint dst, std::int64_t bytes) const;
+  const std::vector<Link>& links() const { return links_; }
+  std::string link_name(LinkId id) const;
+  std::int32_t nodes() const { return nodes_; }
+
+ private:
+  LinkId gpu_link(std::int32_t node, std::int32_t gpu, std::int32_t which) const;
+  LinkId switch_link(std::int32_t node, std::int32_t sw, std::int32_t which) const;
+
+  const HardwareProfile* hw_;
+  std::int32_t nodes_;
+  std::int32_t gpus_;
+  std::int32_t per_node_;
+  std::vector<std::int32_t> switch_of_gpu_;
+  std::vector<Link> links_;
+};
+
+}  // namespace pipesim::sim

@@ -1,0 +1,129 @@
+#include "pipesim/sim/metrics.hpp"
+
+#include <algorithm>
+#include <limits>
+
+#include <nlohmann/json.hpp>
+
+namespace pipesim::sim {
+
+Metrics compute_metrics(const Plan& plan, const Timeline& tl) {
+  Metrics m;
+  m.schedule = plan.meta.schedule;
+  m.num_gpus = plan.num_gpus();
+  m.ops = static_cast<std::int64_t>(plan.ops.size());
+  m.events = tl.events;
+  TimePoint first = std::numeric_limits<TimePoint>::max(), last = 0;
+  for (std::size_t i = 0; i < plan.ops.size(); ++i) {
+    first = std::min(first, tl.start[i]);
+    last = std::max(last, tl.end[i]);
+  }
+  if (plan.ops.empty()) first = 0;
+  const Duration step = last - first;
+  m.step_time_s = to_seconds(step);
+
+  // Busy time of each GPU's compute stream (a serial stream: the sum of its op durations).
+  const std::size_t nd = plan.devices.size();
+  std::vector<Duration> busy(nd, 0);
+  std::vector<TimePoint> first_c(nd, std::numeric_limits<TimePoint>::max()), last_c(nd, -1);
+  std::vector<char> has_compute(nd, 0);
+  for (const auto& s : plan.streams)
+    if (s.kind == StreamKind::kCompute) has_compute[static_cast<std::size_t>(s.device)] = 1;
+  for (std::size_t i = 0; i < plan.ops.size(); ++i) {
+    const auto& s = plan.streams[static_cast<std::size_t>(plan.ops[i].stream)];
+    if (s.kind != StreamKind::kCompute) continue;
+    auto d = static_cast<std::size_t>(s.device);
+    busy[d] += tl.end[i] - tl.start[i];
+    first_c[d] = std::min(first_c[d], tl.start[i]);
+    last_c[d] = std::max(last_c[d], tl.end[i]);
+  }
+  Duration total_busy = 0, total_warm = 0, total_drain = 0;
+  std::int32_t gpus = 0;
+  for (std::size_t d = 0; d < nd; ++d) {
+    if (plan.devices[d].kind != DeviceKind::kGpu || !has_compute[d]) continue;
+    ++gpus;
+    GpuMetrics g;
+    g.device = plan.devices[d].name;
+    g.busy_s = to_seconds(busy[d]);
+    Duration warm = last_c[d] < 0 ? step : first_c[d] - first;
+    Duration drain = last_c[d] < 0 ? 0 : last - last_c[d];
+    g.warmup_s = to_seconds(warm);
+    g.drain_s = to_seconds(drain);
+    g.intra_s = to_seconds(step - busy[d] - warm - drain);
+    g.peak_mem_bytes = tl.peak_bytes[d];
+    m.peak_gpu_mem_bytes = std::max(m.peak_gpu_mem_bytes, tl.peak_bytes[d]);
+    total_busy += busy[d];
+    total_warm += warm;
+    total_drain += drain;
+    m.gpus.push_back(std::move(g));
+  }
+  m.simulated_gpus = gpus;
+  if (step > 0 && gpus > 0) {
+    const double denom = static_cast<double>(gpus) * static_cast<double>(step);
+    m.bubble_fraction = 1.0 - static_cast<double>(total_busy) / denom;
+    m.bubble_warmup_fraction = static_cast<double>(total_warm) / denom;
+    m.bubble_drain_fraction = static_cast<double>(total_drain) / denom;
+    m.bubble_intra_fraction = m.bubble_fraction - m.bubble_warmup_fraction - m.bubble_drain_fraction;
+    m.tokens_per_s = static_cast<double>(plan.meta.global_batch) * plan.meta.seq / m.step_time_s;
+    m.tflops_per_gpu = plan.meta.model_flops_per_step / (m.num_gpus * m.step_time_s) / 1e12;
+    const double peak = plan.hw.peak_flops(plan.meta.dtype);
+    m.mfu = plan.meta.model_flops_per_step / (m.num_gpus * m.step_time_s) / peak;
+    m.hfu = plan.meta.hardware_flops_per_step / (m.num_gpus * m.step_time_s) / peak;
+  }
+  m.oom = tl.oom.oom;
+  if (tl.oom.oom) {
+    m.oom_device = plan.devices[static_cast<std::size_t>(tl.oom.device)].name;
+    m.oom_time_s = to_seconds(tl.oom.time);
+    m.oom_bytes_over = tl.oom.bytes_over;
+  }
+  return m;
+}
+
+std::string metrics_to_json(const Plan& plan, const Metrics& m, double sim_wall_s, int indent) {
+  nlohmann::ordered_json j;
+  j["schedule"] = m.schedule;
+  j["model"] = plan.meta.model;
+  j["hardware"] = plan.hw.name;
+  j["num_gpus"] = m.num_gpus;
+  j["simulated_gpus"] = m.simulated_gpus;
+  j["pp"] = plan.meta.pp;
+  j["tp"] = plan.meta.tp;
+  j["dp"] = plan.meta.dp;
+  j["virtual_stages"] = plan.meta.virtual_stages;
+  j["microbatches"] = plan.meta.microbatches;
+  j["accum_steps"] = plan.meta.accum_steps;
+  j["global_batch"] = plan.meta.global_batch;
+  j["seq"] = plan.meta.seq;
+  j["recompute"] = plan.meta.recompute;
+  j["replicas"] = plan.meta.replicas;
+  j["partition"] = plan.meta.partition;
+  j["step_time_s"] = m.step_time_s;
+  j["bubble_fraction"] = m.bubble_fraction;
+  j["bubble_breakdown"] = {{"warmup", m.bubble_warmup_fraction},
+                           {"intra", m.bubble_intra_fraction},
+                           {"drain", m.bubble_drain_fraction}};
+  j["tokens_per_s"] = m.tokens_per_s;
+  j["tflops_per_gpu"] = m.tflops_per_gpu;
+  j["mfu"] = m.mfu;
+  j["hfu"] = m.hfu;
+  j["peak_gpu_mem_bytes"] = m.peak_gpu_mem_bytes;
+  j["gpu_mem_capacity_bytes"] = plan.hw.gpu.hbm_bytes;
+  j["oom"] = m.oom;
+  if (m.oom) j["oom_detail"] = {{"device", m.oom_device}, {"time_s", m.oom_time_s}, {"bytes_over", m.oom_bytes_over}};
+  nlohmann::ordered_json per = nlohmann::ordered_json::array();
+  for (const auto& g : m.gpus)
+    per.push_back({{"device", g.device},
+                   {"busy_s", g.busy_s},
+                   {"warmup_s", g.warmup_s},
+                   {"intra_s", g.intra_s},
+                   {"drain_s", g.drain_s},
+                   {"peak_mem_bytes", g.peak_mem_bytes}});
+  j["per_gpu"] = std::move(per);
+  j["ops"] = m.ops;
+  j["events"] = m.events;
+  if (!plan.meta.note.empty()) j["note"] = plan.meta.note;
+  j["sim_wall_s"] = sim_wall_s;
+  return j.dump(indent);
+}
+
+}  // namespace pipesim::sim

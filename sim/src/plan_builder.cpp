@@ -1,0 +1,493 @@
+#include "pipesim/sim/plan_builder.hpp"
+
+#include <algorithm>
+#include <numeric>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "pipesim/sim/error.hpp"
+#include "pipesim/sim/topology.hpp"
+
+namespace pipesim::sim {
+
+std::vector<std::int32_t> balanced_partition(std::int32_t blocks, std::int32_t chunks) {
+  std::vector<std::int32_t> out(static_cast<std::size_t>(chunks), blocks / chunks);
+  for (std::int32_t i = 0; i < blocks % chunks; ++i) ++out[static_cast<std::size_t>(i)];
+  return out;
+}
+
+std::vector<std::int32_t> parse_partition(const std::string& text) {
+  std::vector<std::int32_t> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    std::size_t used = 0;
+    long v = -1;
+    try {
+      v = std::stol(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != item.size() || item.empty() || v < 0 || v > 1'000'000)
+      throw InputError("--partition", "", fmt::format("'{}' is not a block count; expected comma-separated integers >= 0, e.g. 8,8,8,8", item));
+    out.push_back(static_cast<std::int32_t>(v));
+  }
+  if (out.empty()) throw InputError("--partition", "", "empty; expected comma-separated block counts, e.g. 8,8,8,8");
+  return out;
+}
+
+namespace {
+
+constexpr std::int32_t kNone = -1;
+// Share of a block's stored activations that only the weight-gradient pass still needs (the inputs of the
+// linear layers: 2+2+2+8 of the 34 s*b*h bytes in Korthikanti's count); freed by W, the rest by B.
+constexpr std::int64_t kWeightGradShareNum = 14, kWeightGradShareDen = 34;
+
+/// Sums of one model chunk's layers for one cost table, per TP rank.
+struct ChunkCost {
+  std::int32_t begin = 0, end = 0;  // layer range
+  double fwd = 0, bwd_in = 0, bwd_w = 0, rc = 0;
+  double gemm = 0;
+  std::int32_t kernels = 0;
+  bool profiled = false;
+  Duration fwd_ns = 0, bwd_in_ns = 0, bwd_w_ns = 0, rc_ns = 0;
+  std::int64_t stored = 0, extra = 0, w_share = 0, out_bytes = 0, tp_bus = 0;
+  std::int32_t tp_coll = 0;
+  std::int64_t param_bytes = 0, params = 0;
+};
+
+struct Slot {  // ops of one (replica, chunk, microbatch)
+  OpId fwd_first = kNone, fwd_done = kNone, bwd_first = kNone, bwd_done = kNone;
+};
+
+class Builder {
+ public:
+  Builder(const ScheduleInfo& s, const ScheduleInput& in) : sched_(s), in_(in) {}
+  Plan build(bool explicit_replicas);
+
+ private:
+  void validate_and_layout();
+  OpId add_op(StreamId stream, OpKind kind, OpTags tags, Payload payload, Duration fixed) {
+    Op op;
+    op.stream = stream;
+    op.kind = kind;
+    op.tags = tags;
+    op.payload = payload;
+    op.fixed_duration = fixed;
+    plan_.ops.push_back(std::move(op));
+    return static_cast<OpId>(plan_.ops.size() - 1);
+  }
+  DeviceId device_of_rank(std::int32_t rank);
+  std::int32_t global_rank(std::int32_t d, std::int32_t stage, std::int32_t t) const {
+    return t + in_.tp * (stage + in_.pp * d);
+  }
+  Slot& slot(std::int32_t replica, std::int32_t chunk, std::int32_t mb) {
+    return slots_[(static_cast<std::size_t>(replica) * static_cast<std::size_t>(chunks_) + static_cast<std::size_t>(chunk)) *
+                      static_cast<std::size_t>(total_mb_) + static_cast<std::size_t>(mb)];
+  }
+  OpId emit_tp_collective(StreamId stream, DeviceId self, std::int32_t replica_d, std::int32_t stage, std::int32_t t,
+                          const ChunkCost& cc, OpTags tags, std::int32_t phase, std::int32_t multiplier);
+  void emit_gpu(std::size_t replica, std::int32_t stage);
+  void emit_p2p(std::size_t replica, std::int32_t stage);
+
+  const ScheduleInfo& sched_;
+  const ScheduleInput& in_;
+  Plan plan_;
+  bool explicit_ = false;
+  std::int32_t chunks_ = 0, total_mb_ = 0, gpus_total_ = 0, max_chunk_layers_ = 1;
+  std::vector<std::vector<ChunkCost>> chunk_costs_;  // [cost table][chunk]
+  std::vector<std::pair<std::int32_t, std::int32_t>> replicas_;  // (dp index, tp rank)
+  std::vector<DeviceId> device_of_rank_;
+  std::vector<std::vector<StreamId>> streams_;  // [replica*pp + stage] -> compute, p2p_send, collective
+  std::vector<std::vector<Task>> orders_;       // [stage]
+  std::vector<Slot> slots_;
+  std::vector<std::vector<OpId>> dp_ops_;  // [replica*pp + stage]
+};
+
+void Builder::validate_and_layout() {
+  const auto& hw = in_.hw;
+  auto bad = [](const std::string& flag, const std::string& msg) { throw InputError(flag, "", msg); };
+  if (in_.pp < 1 || in_.tp < 1 || in_.dp < 1) bad("--pp/--tp/--dp", "must all be >= 1");
+  if (in_.tp > hw.node.gpus || hw.node.gpus % in_.tp != 0)
+    bad("--tp", fmt::format("tp {} must divide the {} GPUs of a node (TP stays inside a node)", in_.tp, hw.node.gpus));
+  if (in_.microbatches < 1) bad("--microbatches", "must be >= 1");
+  if (in_.accum_steps < 1) bad("--accum-steps", "must be >= 1");
+  if (in_.virtual_stages < 1) bad("--virtual-stages", "must be >= 1");
+  if (!sched_.interleaved && in_.virtual_stages != 1)
+    bad("--virtual-stages", fmt::format("schedule {} uses one chunk per rank; valid: 1", sched_.name));
+  if (std::string why = sched_.check({in_.pp, in_.microbatches, in_.virtual_stages}); !why.empty())
+    bad("--schedule", fmt::format("{}: {}", sched_.name, why));
+  gpus_total_ = in_.pp * in_.tp * in_.dp;
+  std::int32_t need_nodes = (gpus_total_ + hw.node.gpus - 1) / hw.node.gpus;
+  plan_.nodes = in_.nodes > 0 ? in_.nodes : need_nodes;
+  if (plan_.nodes < need_nodes)
+    bad("--nodes", fmt::format("pp*tp*dp = {} GPUs need {} nodes of {} GPUs; given {}", gpus_total_, need_nodes,
+                               hw.node.gpus, plan_.nodes));
+  if (in_.costs.empty()) bad("--model", "no layers to simulate");
+  if (static_cast<std::int32_t>(in_.cost_of_microbatch.size()) != in_.microbatches)
+    bad("--microbatches", "internal: one cost table index per microbatch expected");
+
+  // Layer roles must read embedding*, block*, head*.
+  const auto& layers = in_.costs.front();
+  std::int32_t first_block = -1, last_block = -1, blocks = 0;
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    if (layers[i].role != LayerRole::kBlock) continue;
+    if (first_block < 0) first_block = static_cast<std::int32_t>(i);
+    last_block = static_cast<std::int32_t>(i);
+    ++blocks;
+  }
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    auto ii = static_cast<std::int32_t>(i);
+    bool ok = layers[i].role == LayerRole::kBlock ? (ii >= first_block && ii <= last_block)
+              : layers[i].role == LayerRole::kEmbedding ? (first_block < 0 || ii < first_block)
+                                                         : (ii > last_block);
+    if (!ok)
+      throw InputError("--workload", fmt::format("/layers/{}", i),
+                       "layers must be ordered embedding, blocks, head (an embedding or head inside the blocks)");
+  }
+  if (blocks == 0) throw InputError("--workload", "/layers", "needs at least one layer with role block");
+  chunks_ = in_.pp * in_.virtual_stages;
+  std::vector<std::int32_t> part = in_.partition;
+  if (part.empty()) {
+    if (blocks < chunks_)
+      bad("--pp", fmt::format("pp x virtual stages = {} chunks exceeds the model's {} transformer blocks", chunks_, blocks));
+    part = balanced_partition(blocks, chunks_);
+  }
+  if (static_cast<std::int32_t>(part.size()) != chunks_)
+    bad("--partition", fmt::format("has {} entries; expected pp x virtual stages = {}", part.size(), chunks_));
+  if (std::accumulate(part.begin(), part.end(), 0) != blocks)
+    bad("--partition", fmt::format("sums to {}; the model has {} transformer blocks", std::accumulate(part.begin(), part.end(), 0), blocks));
+  plan_.meta.partition = part;
+
+  // Chunk layer ranges: the embedding rides with chunk 0 and the head with the last chunk.
+  std::vector<std::pair<std::int32_t, std::int32_t>> ranges;
+  std::int32_t at = first_block;
+  for (std::int32_t c = 0; c < chunks_; ++c) {
+    std::int32_t b = c == 0 ? 0 : at, e = at + part[static_cast<std::size_t>(c)];
+    if (c == chunks_ - 1) e = static_cast<std::int32_t>(layers.size());
+    at += part[static_cast<std::size_t>(c)];
+    if (b == e) bad("--partition", fmt::format("chunk {} would hold no layer at all; every stage needs a layer", c));
+    ranges.push_back({b, e});
+  }
+
+  const std::int64_t t = in_.tp;
+  for (const auto& table : in_.costs) {
+    std::vector<ChunkCost> row;
+    for (auto [b, e] : ranges) {
+      ChunkCost cc;
+      max_chunk_layers_ = std::max(max_chunk_layers_, e - b);
+      cc.begin = b;
+      cc.end = e;
+      double weighted = 0;
+      for (std::int32_t i = b; i < e; ++i) {
+        const LayerCost& l = table[static_cast<std::size_t>(i)];
+        cc.fwd += l.fwd_flops / static_cast<double>(t);
+        cc.bwd_in += l.bwd_input_flops / static_cast<double>(t);
+        cc.bwd_w += l.bwd_weight_flops / static_cast<double>(t);
+        cc.rc += l.recompute_flops / static_cast<double>(t);
+        weighted += l.fwd_flops * l.gemm_gflop;
+        cc.kernels += l.kernels;
+        if (l.fwd_ns >= 0) {
+          cc.profiled = true;
+          cc.fwd_ns += l.fwd_ns;
+          cc.bwd_in_ns += l.bwd_input_ns;
+          cc.bwd_w_ns += l.bwd_weight_ns;
+          cc.rc_ns += std::max<Duration>(0, l.recompute_ns);
+        }
+        cc.stored += l.stored_activation_bytes;
+        if (l.role == LayerRole::kBlock) cc.w_share += l.stored_activation_bytes * kWeightGradShareNum / kWeightGradShareDen;
+        cc.extra += l.recompute_extra_bytes;
+        cc.tp_bus += l.tp_bus_bytes;
+        cc.tp_coll += l.tp_collectives;
+        cc.param_bytes += l.param_bytes;
+        cc.params += (l.params + t - 1) / t;
+      }
+      cc.gemm = cc.fwd > 0 ? weighted / (cc.fwd * static_cast<double>(t)) : 0;
+      cc.out_bytes = table[static_cast<std::size_t>(e - 1)].output_bytes;
+      row.push_back(cc);
+    }
+    chunk_costs_.push_back(std::move(row));
+  }
+  total_mb_ = in_.microbatches * in_.accum_steps;
+  for (std::int32_t s = 0; s < in_.pp; ++s) orders_.push_back(sched_.order({in_.pp, in_.microbatches, in_.virtual_stages}, s));
+}
+
+DeviceId Builder::device_of_rank(std::int32_t rank) {
+  auto& d = device_of_rank_[static_cast<std::size_t>(rank)];
+  if (d == kNone) {
+    Device dev;
+    dev.name = fmt::format("gpu{}", rank);
+    dev.kind = DeviceKind::kGpu;
+    dev.node = rank / in_.hw.node.gpus;
+    dev.local_index = rank % in_.hw.node.gpus;
+    plan_.devices.push_back(dev);
+    d = static_cast<DeviceId>(plan_.devices.size() - 1);
+  }
+  return d;
+}
+
+OpId Builder::emit_tp_collective(StreamId stream, DeviceId self, std::int32_t d, std::int32_t stage, std::int32_t t,
+                                 const ChunkCost& cc, OpTags tags, std::int32_t phase, std::int32_t multiplier) {
+  TransferWork w;
+  w.src = self;
+  w.dst = device_of_rank(global_rank(d, stage, (t + 1) % in_.tp));
+  w.bytes = cc.tp_bus * multiplier;
+  w.latency_steps = 2 * (in_.tp - 1) * cc.tp_coll * multiplier;
+  if (explicit_) {
+    // One collective per (replica, stage, chunk, microbatch, phase), shared by the tp ranks.
+    std::int64_t id = (((static_cast<std::int64_t>(d) * in_.pp + stage) * in_.virtual_stages + tags.virtual_stage) *
+                           total_mb_ + tags.microbatch) * 4 + phase;
+    w.group = static_cast<std::int32_t>(id);
+    w.group_size = in_.tp;
+  }
+  return add_op(stream, OpKind::kAllReduce, tags, w, -1);
+}
+
+void Builder::emit_gpu(std::size_t replica, std::int32_t stage) {
+  const auto [d, t] = replicas_[replica];
+  const auto& st = streams_[replica * static_cast<std::size_t>(in_.pp) + static_cast<std::size_t>(stage)];
+  const StreamId compute = st[0], coll = in_.dp > 1 ? st[2] : kNone;
+  const DeviceId self = plan_.streams[static_cast<std::size_t>(compute)].device;
+  const auto& order = orders_[static_cast<std::size_t>(stage)];
+  const bool tp_comm = in_.tp > 1;
+  auto& dp_ops = dp_ops_[replica * static_cast<std::size_t>(in_.pp) + static_cast<std::size_t>(stage)];
+
+  // The task that completes each chunk's weight gradients in the last accumulation round carries the DP buckets.
+  std::vector<std::int64_t> last_grad_task(static_cast<std::size_t>(in_.virtual_stages), -1);
+  for (std::size_t k = 0; k < order.size(); ++k)
+    if (order[k].kind == TaskKind::kBackward || order[k].kind == TaskKind::kBackwardWeight)
+      last_grad_task[static_cast<std::size_t>(order[k].chunk)] = static_cast<std::int64_t>(k);
+
+  std::int64_t params = 0, resident = 0;
+  for (std::int32_t v = 0; v < in_.virtual_stages; ++v) {
+    const ChunkCost& cc = chunk_costs_[0][static_cast<std::size_t>(v * in_.pp + stage)];
+    params += cc.params;
+    resident += cc.param_bytes;
+  }
+  plan_.devices[static_cast<std::size_t>(self)].resident_bytes = resident;
+
+  for (std::int32_t round = 0; round < in_.accum_steps; ++round) {
+    for (std::size_t k = 0; k < order.size(); ++k) {
+      const Task& task = order[k];
+      const std::int32_t mb = round * in_.microbatches + task.microbatch;
+      const std::int32_t chunk = task.chunk * in_.pp + stage;
+      const ChunkCost& cc = chunk_costs_[static_cast<std::size_t>(in_.cost_of_microbatch[static_cast<std::size_t>(task.microbatch)])]
+                                        [static_cast<std::size_t>(chunk)];
+      OpTags tags{stage, task.chunk, mb, cc.begin, cc.end, 0};
+      Slot& sl = slot(static_cast<std::int32_t>(replica), chunk, mb);
+      auto fixed = [&](Duration ns) { return cc.profiled ? ns : Duration{-1}; };
+      if (task.kind == TaskKind::kForward) {
+        OpId f = add_op(compute, OpKind::kForward, tags, ComputeWork{cc.fwd, cc.gemm, cc.kernels}, fixed(cc.fwd_ns));
+        plan_.ops[static_cast<std::size_t>(f)].alloc_bytes = cc.stored;
+        sl.fwd_first = sl.fwd_done = f;
+        if (tp_comm && cc.tp_bus > 0) sl.fwd_done = emit_tp_collective(compute, self, d, stage, t, cc, tags, 0, 1);
+        continue;
+      }
+      OpId first = kNone;
+      if (task.kind == TaskKind::kBackward || task.kind == TaskKind::kBackwardInput) {
+        if (cc.rc > 0 || cc.rc_ns > 0) {
+          first = add_op(compute, OpKind::kRecompute, tags, ComputeWork{cc.rc, cc.gemm, cc.kernels}, fixed(cc.rc_ns));
+          plan_.ops[static_cast<std::size_t>(first)].alloc_bytes = cc.extra;
+          if (tp_comm && in_.recompute == Recompute::kFull && cc.tp_bus > 0)
+            emit_tp_collective(compute, self, d, stage, t, cc, tags, 1, 1);
+        }
+      }
+      const bool carries_dp = in_.dp > 1 && round == in_.accum_steps - 1 &&
+                              static_cast<std::int64_t>(k) == last_grad_task[static_cast<std::size_t>(task.chunk)];
+      const bool whole = task.kind == TaskKind::kBackward;
+      const bool weight_only = task.kind == TaskKind::kBackwardWeight;
+      const OpKind kind = whole ? OpKind::kBackward : weight_only ? OpKind::kBackwardWeight : OpKind::kBackwardInput;
+      const std::int64_t frees = whole ? cc.stored + cc.extra : weight_only ? cc.w_share : cc.stored - cc.w_share + cc.extra;
+      OpId last;
+      OpId first_b = kNone;
+      if (!carries_dp) {
+        double flops = whole ? cc.bwd_in + cc.bwd_w : weight_only ? cc.bwd_w : cc.bwd_in;
+        Duration ns = whole ? cc.bwd_in_ns + cc.bwd_w_ns : weight_only ? cc.bwd_w_ns : cc.bwd_in_ns;
+        last = first_b = add_op(compute, kind, tags, ComputeWork{flops, cc.gemm, cc.kernels * 2}, fixed(ns));
+      } else {
+        // Split the chunk's last gradient pass into buckets (layers in reverse order) so each bucket's
+        // all-reduce overlaps the rest of the backward.
+        const auto& table = in_.costs[static_cast<std::size_t>(in_.cost_of_microbatch[static_cast<std::size_t>(task.microbatch)])];
+        std::int32_t hi = cc.end;
+        std::int32_t bucket = 0;
+        last = kNone;
+        while (hi > cc.begin) {
+          std::int32_t lo = hi;
+          std::int64_t bparams = 0, bparam_bytes = 0;
+          double flops = 0;
+          Duration ns = 0;
+          while (lo > cc.begin && (bparams < in_.dp_bucket_params || lo == hi)) {
+            const LayerCost& l = table[static_cast<std::size_t>(--lo)];
+            bparams += (l.params + in_.tp - 1) / in_.tp;
+            bparam_bytes += l.param_bytes;
+            flops += (whole ? l.bwd_input_flops + l.bwd_weight_flops : weight_only ? l.bwd_weight_flops : l.bwd_input_flops) /
+                     static_cast<double>(in_.tp);
+            ns += whole ? l.bwd_input_ns + l.bwd_weight_ns : weight_only ? l.bwd_weight_ns : l.bwd_input_ns;
+          }
+          if (bparams == 0 && bparam_bytes > 0) bparams = bparam_bytes / 16;  // profiled layers give bytes
+          OpTags bt = tags;
+          bt.layer_begin = lo;
+          bt.layer_end = hi;
+          OpId b = add_op(compute, kind, bt, ComputeWork{flops, cc.gemm, cc.kernels * 2 * (hi - lo) / std::max(1, cc.end - cc.begin)},
+                          fixed(ns));
+          if (first_b == kNone) first_b = b;
+          last = b;
+          TransferWork w;
+          w.src = self;
+          w.dst = device_of_rank(global_rank((d + 1) % in_.dp, stage, t));
+          w.bytes = 2 * (in_.dp - 1) * bparams * in_.dp_grad_bytes_per_param / in_.dp;
+          w.latency_steps = 2 * (in_.dp - 1);
+          if (explicit_) {
+            // DP group ids follow the TP ones: one per (stage, tp rank, chunk, bucket), shared by the dp replicas.
+            std::int64_t tp_space = static_cast<std::int64_t>(in_.dp) * in_.pp * in_.virtual_stages * total_mb_ * 4;
+            std::int64_t id = ((static_cast<std::int64_t>(stage) * in_.tp + t) * in_.virtual_stages + task.chunk) *
+                                  max_chunk_layers_ + bucket;
+            w.group = static_cast<std::int32_t>(tp_space + id);
+            w.group_size = in_.dp;
+          }
+          OpId ar = add_op(coll, OpKind::kAllReduce, bt, w, -1);
+          plan_.ops[static_cast<std::size_t>(ar)].deps.push_back(b);
+          dp_ops.push_back(ar);
+          hi = lo;
+          ++bucket;
+        }
+      }
+      plan_.ops[static_cast<std::size_t>(last)].free_bytes = frees;
+      if (first == kNone) first = first_b;
+      if (task.kind != TaskKind::kBackwardWeight) {
+        sl.bwd_first = first;
+        sl.bwd_done = last;
+        if (tp_comm && cc.tp_bus > 0) sl.bwd_done = emit_tp_collective(compute, self, d, stage, t, cc, tags, 2, 1);
+      }
+    }
+  }
+  OpId opt = add_op(compute, OpKind::kOptimizer, OpTags{stage, -1, -1, -1, -1, 0},
+                    MemoryWork{params * in_.optimizer_bytes_per_param}, -1);
+  plan_.ops[static_cast<std::size_t>(opt)].deps = dp_ops;
+}
+
+void Builder::emit_p2p(std::size_t replica, std::int32_t stage) {
+  const auto& st = streams_[replica * static_cast<std::size_t>(in_.pp) + static_cast<std::size_t>(stage)];
+  const StreamId send = st[1];
+  const DeviceId self = plan_.streams[static_cast<std::size_t>(send)].device;
+  const auto r = static_cast<std::int32_t>(replica);
+  auto device_of_chunk = [&](std::int32_t chunk) {
+    const auto& cs = streams_[replica * static_cast<std::size_t>(in_.pp) + static_cast<std::size_t>(chunk % in_.pp)];
+    return plan_.streams[static_cast<std::size_t>(cs[0])].device;
+  };
+  for (std::int32_t round = 0; round < in_.accum_steps; ++round) {
+    for (const Task& task : orders_[static_cast<std::size_t>(stage)]) {
+      if (task.kind == TaskKind::kBackwardWeight) continue;
+      const bool fwd = task.kind == TaskKind::kForward;
+      const std::int32_t mb = round * in_.microbatches + task.microbatch;
+      const std::int32_t chunk = task.chunk * in_.pp + stage;
+      const std::int32_t peer = fwd ? chunk + 1 : chunk - 1;
+      if (peer < 0 || peer >= chunks_) continue;
+      Slot& from = slot(r, chunk, mb);
+      Slot& to = slot(r, peer, mb);
+      OpId produced = fwd ? from.fwd_done : from.bwd_done;
+      OpId consumer = fwd ? to.fwd_first : to.bwd_first;
+      DeviceId dst = device_of_chunk(peer);
+      if (dst == self) {
+        plan_.ops[static_cast<std::size_t>(consumer)].deps.push_back(produced);
+        continue;
+      }
+      const ChunkCost& boundary = chunk_costs_[static_cast<std::size_t>(in_.cost_of_microbatch[static_cast<std::size_t>(task.microbatch)])]
+                                              [static_cast<std::size_t>(fwd ? chunk : peer)];
+      TransferWork w;
+      w.src = self;
+      w.dst = dst;
+      w.bytes = boundary.out_bytes;
+      OpTags tags{stage, task.chunk, mb, -1, -1, 0};
+      OpId p = add_op(send, OpKind::kP2P, tags, w, in_.p2p_fixed_ns);
+      plan_.ops[static_cast<std::size_t>(p)].deps.push_back(produced);
+      plan_.ops[static_cast<std::size_t>(consumer)].deps.push_back(p);
+    }
+  }
+}
+
+Plan Builder::build(bool explicit_replicas) {
+  explicit_ = explicit_replicas;
+  plan_.hw = in_.hw;
+  validate_and_layout();
+  device_of_rank_.assign(static_cast<std::size_t>(plan_.nodes) * static_cast<std::size_t>(in_.hw.node.gpus), kNone);
+  if (explicit_) {
+    for (std::int32_t d = 0; d < in_.dp; ++d)
+      for (std::int32_t t = 0; t < in_.tp; ++t) replicas_.push_back({d, t});
+  } else {
+    replicas_.push_back({0, 0});
+  }
+  slots_.assign(replicas_.size() * static_cast<std::size_t>(chunks_) * static_cast<std::size_t>(total_mb_), Slot{});
+  dp_ops_.resize(replicas_.size() * static_cast<std::size_t>(in_.pp));
+  for (const auto& [d, t] : replicas_) {
+    for (std::int32_t s = 0; s < in_.pp; ++s) {
+      DeviceId dev = device_of_rank(global_rank(d, s, t));
+      std::vector<StreamId> ids;
+      for (StreamKind k : {StreamKind::kCompute, StreamKind::kP2PSend, StreamKind::kCollective}) {
+        if (k == StreamKind::kCollective && in_.dp == 1) break;
+        plan_.streams.push_back({dev, k, to_string(k)});
+        ids.push_back(static_cast<StreamId>(plan_.streams.size() - 1));
+      }
+      streams_.push_back(std::move(ids));
+    }
+  }
+  for (std::size_t r = 0; r < replicas_.size(); ++r)
+    for (std::int32_t s = 0; s < in_.pp; ++s) emit_gpu(r, s);
+  for (std::size_t r = 0; r < replicas_.size(); ++r)
+    for (std::int32_t s = 0; s < in_.pp; ++s) emit_p2p(r, s);
+
+  auto& m = plan_.meta;
+  m.schedule = sched_.name;
+  m.model = in_.model_name;
+  m.pp = in_.pp;
+  m.tp = in_.tp;
+  m.dp = in_.dp;
+  m.virtual_stages = in_.virtual_stages;
+  m.microbatches = in_.microbatches;
+  m.accum_steps = in_.accum_steps;
+  m.seq = static_cast<std::int32_t>(in_.seq);
+  m.global_batch = in_.global_batch;
+  m.recompute = to_string(in_.recompute);
+  m.replicas = explicit_ ? "explicit" : "symmetric";
+  m.simulated_gpus = static_cast<std::int32_t>(replicas_.size()) * in_.pp;
+  double model = 0, hardware = 0;
+  for (std::int32_t i = 0; i < in_.microbatches; ++i)
+    for (const LayerCost& l : in_.costs[static_cast<std::size_t>(in_.cost_of_microbatch[static_cast<std::size_t>(i)])]) {
+      model += l.fwd_flops + l.bwd_input_flops + l.bwd_weight_flops;
+      hardware += l.fwd_flops + l.bwd_input_flops + l.bwd_weight_flops + l.recompute_flops;
+    }
+  m.model_flops_per_step = model * in_.accum_steps * in_.dp;
+  m.hardware_flops_per_step = hardware * in_.accum_steps * in_.dp;
+  return std::move(plan_);
+}
+
+/// True when a simulated replica's traffic crosses a link that other (unsimulated) replicas would share.
+bool touches_shared_link(const Plan& plan) {
+  Topology topo(plan.hw, plan.nodes);
+  for (const Op& op : plan.ops) {
+    const auto* w = std::get_if<TransferWork>(&op.payload);
+    if (!w || op.fixed_duration >= 0) continue;
+    const auto& a = plan.devices[static_cast<std::size_t>(w->src)];
+    const auto& b = plan.devices[static_cast<std::size_t>(w->dst)];
+    Path p = topo.path({a.node, a.local_index}, {b.node, b.local_index}, w->bytes);
+    for (LinkId l : p.links)
+      if (topo.links()[static_cast<std::size_t>(l)].shared) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+Plan build_plan(const ScheduleInfo& schedule, const ScheduleInput& input) {
+  if (input.explicit_replicas || input.tp * input.dp == 1) return Builder(schedule, input).build(input.explicit_replicas);
+  Plan plan = Builder(schedule, input).build(false);
+  if (touches_shared_link(plan)) {
+    // Identical replicas would contend on shared PCIe uplinks: simulating one would hide that contention.
+    plan = Builder(schedule, input).build(true);
+    plan.meta.note = "replicas share PCIe switch uplinks; simulated explicitly instead of symmetric";
+  }
+  return plan;
+}
+
+}  // namespace pipesim::sim

@@ -1,0 +1,125 @@
+#include <algorithm>
+#include <deque>
+
+#include <fmt/format.h>
+
+#include "pipesim/sim/error.hpp"
+#include "pipesim/sim/schedule.hpp"
+
+namespace pipesim::sim {
+
+namespace {
+
+std::string needs_plain(const ScheduleShape& s) {
+  if (s.virtual_stages != 1) return "uses one model chunk per rank; --virtual-stages must be 1";
+  return "";
+}
+
+// GPipe: all forwards, then all backwards in microbatch order 0..m-1.
+std::vector<Task> gpipe_order(const ScheduleShape& s, std::int32_t) {
+  std::vector<Task> out;
+  for (std::int32_t i = 0; i < s.microbatches; ++i) out.push_back({TaskKind::kForward, i, 0});
+  for (std::int32_t i = 0; i < s.microbatches; ++i) out.push_back({TaskKind::kBackward, i, 0});
+  return out;
+}
+
+// 1F1B (PyTorch Schedule1F1B order): min(m, p-rank) warm-up forwards, then B,F pairs, then the remaining B.
+std::vector<Task> one_f_one_b_order(const ScheduleShape& s, std::int32_t rank) {
+  std::vector<Task> out;
+  const std::int32_t m = s.microbatches, warm = std::min(m, s.pp - rank);
+  for (std::int32_t i = 0; i < warm; ++i) out.push_back({TaskKind::kForward, i, 0});
+  for (std::int32_t i = 0, next = warm; i < m; ++i) {
+    out.push_back({TaskKind::kBackward, i, 0});
+    if (next < m) out.push_back({TaskKind::kForward, next++, 0});
+  }
+  return out;
+}
+
+// Interleaved 1F1B (Megatron-LM): v chunks per rank; forward k runs chunk (k mod pv)/p of microbatch
+// (k / pv) p + k mod p; warm-up (p-rank-1)*2 + (v-1)*p forwards, then F,B pairs, then the remaining B.
+std::vector<Task> interleaved_order(const ScheduleShape& s, std::int32_t rank) {
+  const std::int32_t p = s.pp, v = s.virtual_stages, total = s.microbatches * v;
+  auto fwd = [&](std::int32_t k) {
+    return Task{TaskKind::kForward, (k / (p * v)) * p + k % p, (k % (p * v)) / p};
+  };
+  auto bwd = [&](std::int32_t k) {
+    return Task{TaskKind::kBackward, (k / (p * v)) * p + k % p, v - 1 - (k % (p * v)) / p};
+  };
+  const std::int32_t warm = std::min((p - rank - 1) * 2 + (v - 1) * p, total);
+  std::vector<Task> out;
+  for (std::int32_t k = 0; k < warm; ++k) out.push_back(fwd(k));
+  const std::int32_t steady = total - warm;
+  for (std::int32_t j = 0; j < steady; ++j) {
+    out.push_back(fwd(warm + j));
+    out.push_back(bwd(j));
+  }
+  for (std::int32_t j = steady; j < total; ++j) out.push_back(bwd(j));
+  return out;
+}
+
+// ZB-H1 (Zero Bubble PP): 1F1B with the backward split into B (input grad) and W (weight grad); rank r keeps
+// up to r weight-gradient passes pending and runs them in its cool-down, which fills the 1F1B drain bubble:
+// step = m(F+B+W) + (p-1)(F+B-W) for uniform stages, at the in-flight activation count of 1F1B.
+std::vector<Task> zb_h1_order(const ScheduleShape& s, std::int32_t rank) {
+  std::vector<Task> out;
+  const std::int32_t m = s.microbatches, warm = std::min(m, s.pp - rank);
+  for (std::int32_t i = 0; i < warm; ++i) out.push_back({TaskKind::kForward, i, 0});
+  std::deque<std::int32_t> pending;
+  for (std::int32_t i = 0, next = warm; i < m; ++i) {
+    out.push_back({TaskKind::kBackwardInput, i, 0});
+    pending.push_back(i);
+    if (next < m) out.push_back({TaskKind::kForward, next++, 0});
+    while (static_cast<std::int32_t>(pending.size()) > rank) {
+      out.push_back({TaskKind::kBackwardWeight, pending.front(), 0});
+      pending.pop_front();
+    }
+  }
+  for (std::int32_t i : pending) out.push_back({TaskKind::kBackwardWeight, i, 0});
+  return out;
+}
+
+std::vector<ScheduleInfo> make_registry() {
+  std::vector<ScheduleInfo> r;
+  r.push_back({"gpipe", "GPipe (Huang et al. 2019)",
+               "all forwards, then all backwards (microbatch order 0..m-1); holds m microbatches of activations",
+               {{"microbatches", "m >= 1"}},
+               false, false, needs_plain, gpipe_order});
+  r.push_back({"1f1b", "PipeDream-flush / Megatron-LM; PyTorch Schedule1F1B order",
+               "warm-up min(m, p-rank) forwards, then one backward one forward, then cool-down; holds p-rank microbatches",
+               {{"microbatches", "m >= 1"}},
+               false, false, needs_plain, one_f_one_b_order});
+  r.push_back({"interleaved-1f1b", "Megatron-LM (Narayanan et al. 2021)",
+               "v model chunks per rank assigned round-robin; bubble (p-1)/(v*m+p-1) for uniform chunks",
+               {{"virtual_stages", "v >= 2 chunks per rank (default 2)"}, {"microbatches", "m divisible by p"}},
+               false, true,
+               [](const ScheduleShape& s) -> std::string {
+                 if (s.virtual_stages < 2) return "needs --virtual-stages >= 2";
+                 if (s.microbatches % s.pp != 0)
+                   return fmt::format("needs microbatches divisible by pp ({} % {} != 0)", s.microbatches, s.pp);
+                 return "";
+               },
+               interleaved_order});
+  r.push_back({"zb-h1", "Zero Bubble PP, ZB-H1 (Qi et al. 2024)",
+               "backward split into B (input grad) and W (weight grad); W deferred into the cool-down bubbles",
+               {{"microbatches", "m >= 1 (closed-form bubble for m >= p)"}},
+               true, false, needs_plain, zb_h1_order});
+  return r;
+}
+
+}  // namespace
+
+const std::vector<ScheduleInfo>& schedule_registry() {
+  static const std::vector<ScheduleInfo> registry = make_registry();  // immutable after first use
+  return registry;
+}
+
+const ScheduleInfo& find_schedule(const std::string& name) {
+  std::string valid;
+  for (const auto& s : schedule_registry()) {
+    if (s.name == name) return s;
+    valid += (valid.empty() ? "" : ", ") + s.name;
+  }
+  throw InputError("--schedule", "", fmt::format("unknown schedule '{}'; valid: {}, all", name, valid));
+}
+
+}  // namespace pipesim::sim

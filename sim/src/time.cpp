@@ -1,0 +1,26 @@
+#include "pipesim/sim/time.hpp"
+
+#include <cmath>
+#include <stdexcept>
+
+namespace pipesim::sim {
+
+namespace {
+constexpr double kMaxSeconds = 9.2e9;  // int64 nanoseconds hold ~292 years
+}
+
+Duration duration_from_seconds(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0 || seconds > kMaxSeconds)
+    throw std::out_of_range("time in seconds must be finite, >= 0 and < 9.2e9");
+  return static_cast<Duration>(std::llround(seconds * 1e9));
+}
+
+Duration duration_for_work(double work, double rate_per_s) {
+  if (work <= 0) return 0;
+  if (!(rate_per_s > 0) || !std::isfinite(rate_per_s)) throw std::out_of_range("rate must be positive and finite");
+  double ns = std::ceil(work / rate_per_s * 1e9);
+  if (ns > kMaxSeconds * 1e9) throw std::out_of_range("duration exceeds the simulated time range");
+  return static_cast<Duration>(ns);
+}
+
+}  // namespace pipesim::sim

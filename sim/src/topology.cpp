@@ -1,0 +1,95 @@
+#include "pipesim/sim/topology.hpp"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+namespace pipesim::sim {
+
+namespace {
+// Per-GPU link slots.
+constexpr std::int32_t kLaneUp = 0, kLaneDown = 1, kNvlTx = 2, kNvlRx = 3, kNicTx = 4, kNicRx = 5, kGpuLinks = 6;
+constexpr std::int32_t kSwUp = 0, kSwDown = 1;
+const char* kGpuLinkNames[] = {"pcie.up", "pcie.down", "nvlink.tx", "nvlink.rx", "nic.tx", "nic.rx"};
+
+Duration us_to_ns(double us) { return static_cast<Duration>(std::llround(us * 1000.0)); }
+}  // namespace
+
+Topology::Topology(const HardwareProfile& hw, std::int32_t nodes)
+    : hw_(&hw), nodes_(nodes), gpus_(hw.node.gpus) {
+  const auto& pcie = hw.node.pcie;
+  std::int32_t switches = static_cast<std::int32_t>(pcie.switches.size());
+  per_node_ = gpus_ * kGpuLinks + 2 * switches;
+  switch_of_gpu_.assign(static_cast<std::size_t>(gpus_), 0);
+  for (std::int32_t s = 0; s < switches; ++s)
+    for (int g : pcie.switches[static_cast<std::size_t>(s)]) switch_of_gpu_[static_cast<std::size_t>(g)] = s;
+  links_.reserve(static_cast<std::size_t>(per_node_) * static_cast<std::size_t>(nodes));
+  for (std::int32_t n = 0; n < nodes; ++n) {
+    for (std::int32_t g = 0; g < gpus_; ++g) {
+      links_.push_back({pcie.lane_GBps, false});
+      links_.push_back({pcie.lane_GBps, false});
+      links_.push_back({hw.node.nvlink.GBps_per_direction, false});
+      links_.push_back({hw.node.nvlink.GBps_per_direction, false});
+      links_.push_back({hw.network.nic_GBps, false});
+      links_.push_back({hw.network.nic_GBps, false});
+    }
+    for (std::int32_t s = 0; s < switches; ++s) {
+      bool shared = pcie.switches[static_cast<std::size_t>(s)].size() > 1;
+      links_.push_back({pcie.uplink_GBps, shared});
+      links_.push_back({pcie.uplink_GBps, shared});
+    }
+  }
+}
+
+LinkId Topology::gpu_link(std::int32_t node, std::int32_t gpu, std::int32_t which) const {
+  return node * per_node_ + gpu * kGpuLinks + which;
+}
+
+LinkId Topology::switch_link(std::int32_t node, std::int32_t sw, std::int32_t which) const {
+  return node * per_node_ + gpus_ * kGpuLinks + 2 * sw + which;
+}
+
+std::string Topology::link_name(LinkId id) const {
+  std::int32_t node = id / per_node_, rest = id % per_node_;
+  if (rest < gpus_ * kGpuLinks) return fmt::format("node{}.gpu{}.{}", node, rest / kGpuLinks, kGpuLinkNames[rest % kGpuLinks]);
+  rest -= gpus_ * kGpuLinks;
+  return fmt::format("node{}.switch{}.uplink.{}", node, rest / 2, rest % 2 == kSwUp ? "up" : "down");
+}
+
+Path Topology::path(Endpoint src, Endpoint dst, std::int64_t bytes) const {
+  Path p;
+  const auto& pcie = hw_->node.pcie;
+  auto sw = [&](std::int32_t g) { return switch_of_gpu_[static_cast<std::size_t>(g)]; };
+  if (src.gpu < 0 && dst.gpu < 0) return p;  // host to host on one node: memory copy, not modelled as a link
+  if (src.gpu < 0 || dst.gpu < 0) {
+    // Host <-> GPU over PCIe: lane and switch uplink; the calibrated copy curve caps the rate by size.
+    bool h2d = src.gpu < 0;
+    std::int32_t node = h2d ? dst.node : src.node, g = h2d ? dst.gpu : src.gpu;
+    if (h2d) p.links = {switch_link(node, sw(g), kSwDown), gpu_link(node, g, kLaneDown)};
+    else p.links = {gpu_link(node, g, kLaneUp), switch_link(node, sw(g), kSwUp)};
+    const auto& curve = h2d ? pcie.h2d_GBps_by_size : pcie.d2h_GBps_by_size;
+    if (!curve.empty()) p.max_bytes_per_ns = interpolate_log_x(curve, static_cast<double>(bytes));
+    p.latency = us_to_ns(pcie.latency_us);
+    if (src.node != dst.node) p.latency += us_to_ns(hw_->network.latency_us);
+    return p;
+  }
+  if (src.node != dst.node) {
+    p.links = {gpu_link(src.node, src.gpu, kNicTx), gpu_link(dst.node, dst.gpu, kNicRx)};
+    p.latency = us_to_ns(hw_->network.latency_us);
+  } else if (hw_->node.nvlink.GBps_per_direction > 0) {
+    p.links = {gpu_link(src.node, src.gpu, kNvlTx), gpu_link(dst.node, dst.gpu, kNvlRx)};
+    p.latency = us_to_ns(hw_->node.nvlink.latency_us);
+  } else {
+    // No NVLink: peer traffic crosses PCIe, through the root complex when the GPUs sit under different switches.
+    p.links.push_back(gpu_link(src.node, src.gpu, kLaneUp));
+    if (sw(src.gpu) != sw(dst.gpu)) {
+      p.links.push_back(switch_link(src.node, sw(src.gpu), kSwUp));
+      p.links.push_back(switch_link(dst.node, sw(dst.gpu), kSwDown));
+    }
+    p.links.push_back(gpu_link(dst.node, dst.gpu, kLaneDown));
+    p.latency = us_to_ns(pcie.latency_us);
+  }
+  return p;
+}
+
+}  // namespace pipesim::sim
