@@ -244,7 +244,8 @@ void Run::start(OpId id) {
   adjust_memory(dev, op.alloc_bytes);
   const auto* t = std::get_if<TransferWork>(&op.payload);
   if (t && op.fixed_duration < 0) {
-    Path p = topo_.path(endpoint(t->src), endpoint(t->dst), t->bytes);
+    Path p = is_collective(op.kind) ? topo_.ring_path(endpoint(t->src), endpoint(t->dst), t->bytes)
+                                    : topo_.path(endpoint(t->src), endpoint(t->dst), t->bytes);
     op_latency_[i] = p.latency * t->latency_steps;
     if (!p.links.empty() && t->bytes > 0) {
       FlowId f = net_.add(p.links, static_cast<double>(t->bytes), p.max_bytes_per_ns, now_);

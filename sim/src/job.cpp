@@ -69,6 +69,8 @@ ScheduleInput make_schedule_input(const JobOptions& j, const ScheduleInfo& sched
   if (j.nodes < 0) bad("--nodes", "must be >= 1");
   if (j.tp < 1 || j.dp < 1) bad("--tp/--dp", "must be >= 1");
   if (j.accum_steps < 1) bad("--accum-steps", "must be >= 1");
+  if (j.tp > in.hw.node.gpus || in.hw.node.gpus % j.tp != 0)
+    bad("--tp", fmt::format("tp {} must divide the {} GPUs of a node (TP stays inside a node)", j.tp, in.hw.node.gpus));
   in.nodes = j.nodes;
   in.tp = j.tp;
   in.dp = j.dp;

@@ -77,7 +77,7 @@ std::int64_t checked_integer(const json& v, const std::string& file, const std::
     throw InputError(file, path, "expected an integer");
   std::int64_t x = v.is_number_float() ? static_cast<std::int64_t>(v.get<double>()) : v.get<std::int64_t>();
   if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(hi))
-    throw InputError(file, path, fmt::format("value out of range; valid: {} .. {}", lo, hi));
+    throw InputError(file, path, fmt::format("value {} out of range; valid: {} .. {}", v.get<std::uint64_t>(), lo, hi));
   if (x < lo || x > hi) throw InputError(file, path, fmt::format("value {} out of range; valid: {} .. {}", x, lo, hi));
   return x;
 }

@@ -45,7 +45,7 @@ ModelSpec parse_preset(JsonObject& r) {
   else r.fail("mlp", fmt::format("unknown MLP '{}'; valid: swiglu, gelu", mlp));
   m.num_experts = r.integer_or("num_experts", 0, 0, 1 << 16);
   m.experts_per_token = r.integer_or("experts_per_token", 0, 0, 1 << 16);
-  m.moe_ffn_hidden = r.integer_or("moe_ffn_hidden_size", m.ffn_hidden, 1, kMaxDim);
+  m.moe_ffn_hidden = r.integer_or("moe_ffn_hidden_size", m.num_experts > 0 ? m.ffn_hidden : 0, 0, kMaxDim);
   m.sliding_window = r.integer_or("sliding_window", 0, 0, kMaxDim);
   r.finish();
   return m;

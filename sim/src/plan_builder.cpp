@@ -96,6 +96,7 @@ class Builder {
   Plan plan_;
   bool explicit_ = false;
   std::int32_t chunks_ = 0, total_mb_ = 0, gpus_total_ = 0, max_chunk_layers_ = 1;
+  std::int32_t dp_ring_offset_ = 1;  // DP ring neighbour distance: crosses nodes whenever the group does
   std::vector<std::vector<ChunkCost>> chunk_costs_;  // [cost table][chunk]
   std::vector<std::pair<std::int32_t, std::int32_t>> replicas_;  // (dp index, tp rank)
   std::vector<DeviceId> device_of_rank_;
@@ -210,6 +211,12 @@ void Builder::validate_and_layout() {
     chunk_costs_.push_back(std::move(row));
   }
   total_mb_ = in_.microbatches * in_.accum_steps;
+  for (std::int32_t k = 1; k < in_.dp; ++k) {
+    if (global_rank(k, 0, 0) / hw.node.gpus != 0) {
+      dp_ring_offset_ = k;
+      break;
+    }
+  }
   for (std::int32_t s = 0; s < in_.pp; ++s) orders_.push_back(sched_.order({in_.pp, in_.microbatches, in_.virtual_stages}, s));
 }
 
@@ -335,7 +342,7 @@ void Builder::emit_gpu(std::size_t replica, std::int32_t stage) {
           last = b;
           TransferWork w;
           w.src = self;
-          w.dst = device_of_rank(global_rank((d + 1) % in_.dp, stage, t));
+          w.dst = device_of_rank(global_rank((d + dp_ring_offset_) % in_.dp, stage, t));
           w.bytes = 2 * (in_.dp - 1) * bparams * in_.dp_grad_bytes_per_param / in_.dp;
           w.latency_steps = 2 * (in_.dp - 1);
           if (explicit_) {
@@ -470,7 +477,8 @@ bool touches_shared_link(const Plan& plan) {
     if (!w || op.fixed_duration >= 0) continue;
     const auto& a = plan.devices[static_cast<std::size_t>(w->src)];
     const auto& b = plan.devices[static_cast<std::size_t>(w->dst)];
-    Path p = topo.path({a.node, a.local_index}, {b.node, b.local_index}, w->bytes);
+    Path p = is_collective(op.kind) ? topo.ring_path({a.node, a.local_index}, {b.node, b.local_index}, w->bytes)
+                                    : topo.path({a.node, a.local_index}, {b.node, b.local_index}, w->bytes);
     for (LinkId l : p.links)
       if (topo.links()[static_cast<std::size_t>(l)].shared) return true;
   }

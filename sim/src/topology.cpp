@@ -92,4 +92,23 @@ Path Topology::path(Endpoint src, Endpoint dst, std::int64_t bytes) const {
   return p;
 }
 
+Path Topology::ring_path(Endpoint self, Endpoint next, std::int64_t bytes) const {
+  Path p = path(self, next, bytes);
+  if (self.gpu < 0 || next.gpu < 0) return p;
+  if (self.node != next.node) {
+    p.links = {gpu_link(self.node, self.gpu, kNicTx), gpu_link(self.node, self.gpu, kNicRx)};
+  } else if (hw_->node.nvlink.GBps_per_direction > 0) {
+    p.links = {gpu_link(self.node, self.gpu, kNvlTx), gpu_link(self.node, self.gpu, kNvlRx)};
+  } else {
+    auto sw = switch_of_gpu_[static_cast<std::size_t>(self.gpu)];
+    p.links = {gpu_link(self.node, self.gpu, kLaneUp)};
+    if (sw != switch_of_gpu_[static_cast<std::size_t>(next.gpu)]) {
+      p.links.push_back(switch_link(self.node, sw, kSwUp));
+      p.links.push_back(switch_link(self.node, sw, kSwDown));
+    }
+    p.links.push_back(gpu_link(self.node, self.gpu, kLaneDown));
+  }
+  return p;
+}
+
 }  // namespace pipesim::sim

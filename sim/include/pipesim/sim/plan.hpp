@@ -135,6 +135,10 @@ struct Plan {
   std::int32_t num_gpus() const { return meta.pp * meta.tp * meta.dp; }
 };
 
+inline bool is_collective(OpKind k) {
+  return k == OpKind::kAllReduce || k == OpKind::kAllGather || k == OpKind::kReduceScatter;
+}
+
 const char* to_string(OpKind k);
 const char* to_string(StreamKind k);
 const char* to_string(DeviceKind k);

@@ -36,6 +36,12 @@ class Topology {
   Topology(const HardwareProfile& hw, std::int32_t nodes);
 
   Path path(Endpoint src, Endpoint dst, std::int64_t bytes) const;
+  /// Path of one member of a ring collective whose neighbour is `next`: the member sends to `next` and
+  /// receives as much from its predecessor over the same fabric, so its flow crosses its own egress and
+  /// ingress links (NIC tx+rx, NVLink tx+rx, or PCIe up+down incl. switch uplinks when the ring leaves the
+  /// switch). Every member then loads links exactly as in a full ring, which keeps symmetric and explicit
+  /// replica simulation in agreement.
+  Path ring_path(Endpoint self, Endpoint next, std::int64_t bytes) const;
   const std::vector<Link>& links() const { return links_; }
   std::string link_name(LinkId id) const;
   std::int32_t nodes() const { return nodes_; }

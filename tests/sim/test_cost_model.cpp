@@ -1,0 +1,112 @@
+#include <gtest/gtest.h>
+
+#include "pipesim/sim/cost_model.hpp"
+#include "pipesim/sim/error.hpp"
+#include "pipesim/sim/model.hpp"
+
+namespace pipesim::sim {
+namespace {
+
+TEST(CostModel, Llama2_7bParametersByHand) {
+  ModelSpec m = load_model("llama2-7b");
+  // Attention 4h^2 = 67,108,864; SwiGLU MLP 3 * 4096 * 11008 = 135,266,304; two RMSNorms 8,192.
+  EXPECT_EQ(block_params(m), 67'108'864 + 135'266'304 + 8'192);
+  auto layers = model_layer_costs(m, CostOptions{1, 4096, 1, Recompute::kNone});
+  ASSERT_EQ(layers.size(), 34u);
+  std::int64_t total = 0;
+  for (const auto& l : layers) total += l.params;
+  EXPECT_EQ(total, 6'738'415'616);  // the published 6.74B: 32 blocks + embedding + untied head + final norm
+}
+
+TEST(CostModel, BlockFlopsByHand) {
+  ModelSpec m = load_model("llama2-7b");
+  const std::int64_t s = 4096, b = 2, h = 4096;
+  auto layers = model_layer_costs(m, CostOptions{b, s, 1, Recompute::kNone});
+  const double tokens = static_cast<double>(b * s);
+  const double gemm = 2.0 * (4.0 * h * h + 3.0 * h * 11008) * tokens;  // every weight, 2 FLOPs per MAC
+  const double attn = 4.0 * (s / 2.0) * h * tokens;                    // QK^T and AV, causal half
+  const LayerCost& blk = layers[1];
+  EXPECT_DOUBLE_EQ(blk.fwd_flops, gemm + attn);
+  EXPECT_DOUBLE_EQ(blk.bwd_input_flops, gemm + 2 * attn);
+  EXPECT_DOUBLE_EQ(blk.bwd_weight_flops, gemm);
+  // Dense GPT check from REFERENCE.md: 24 b s h^2 + 4 b s^2 h with a 4h GELU MLP.
+  ModelSpec g = load_model("gpt3-175b");
+  auto gl = model_layer_costs(g, CostOptions{1, 2048, 1, Recompute::kNone});
+  const double H = 12288, S = 2048;
+  EXPECT_DOUBLE_EQ(gl[1].fwd_flops, 24 * S * H * H + 2 * S * S * H);  // causal: half of 4 b s^2 h
+  EXPECT_DOUBLE_EQ(gl.back().fwd_flops, 2 * S * H * 50257);          // logits
+}
+
+TEST(CostModel, GqaAndMoeFlops) {
+  ModelSpec q = load_model("qwen3-235b-a22b");
+  const double h = 4096, qd = 64 * 128, kv = 4 * 128;
+  const double expect = 2 * (h * qd + 2 * h * kv + qd * h + 8 * 3 * h * 1536 + h * 128) + 4 * (1024 / 2.0) * qd;
+  EXPECT_DOUBLE_EQ(block_forward_flops_per_token(q, 0, 1024), expect);
+  // All 128 experts hold parameters although only 8 run per token.
+  EXPECT_EQ(block_params(q), 4096LL * 8192 + 2 * 4096LL * 512 + 8192LL * 4096 + 128LL * 3 * 4096 * 1536 + 4096LL * 128 + 2 * 4096);
+}
+
+TEST(CostModel, ActivationMemoryUnderRecomputeAndTp) {
+  ModelSpec m = load_model("llama2-7b");
+  const std::int64_t s = 2048, b = 1, h = 4096, a = 32, t = 2;
+  auto none = model_layer_costs(m, CostOptions{b, s, t, Recompute::kNone});
+  auto sel = model_layer_costs(m, CostOptions{b, s, t, Recompute::kSelective});
+  auto full = model_layer_costs(m, CostOptions{b, s, t, Recompute::kFull});
+  // Korthikanti et al. with TP + sequence parallel: s b h (34/t + 5 a s / (h t)).
+  EXPECT_EQ(none[1].stored_activation_bytes, 34 * s * b * h / t + 5 * a * s * s * b / t);
+  EXPECT_EQ(sel[1].stored_activation_bytes, 34 * s * b * h / t);
+  EXPECT_EQ(full[1].stored_activation_bytes, 2 * s * b * h / t);
+  EXPECT_DOUBLE_EQ(full[1].recompute_flops, full[1].fwd_flops);
+  EXPECT_DOUBLE_EQ(none[1].recompute_flops, 0);
+  EXPECT_GT(sel[1].recompute_flops, 0);
+  // Boundary activation for p2p and the TP all-reduce bus bytes: 2 collectives of 2sbh at 2(t-1)/t.
+  EXPECT_EQ(none[1].output_bytes, 2 * s * b * h / t);
+  EXPECT_EQ(none[1].tp_bus_bytes, 2 * (2 * (t - 1) * 2 * s * b * h / t));
+  // 16 bytes of mixed-precision Adam state per parameter, split by t.
+  EXPECT_EQ(none[1].param_bytes, block_params(m) / t * 16);
+}
+
+TEST(CostModel, HeadHeavyModels) {
+  // REFERENCE.md: Qwen3-1.7B's head is about 6 blocks of forward FLOPs, Llama-3-8B's about 2.4.
+  for (auto [name, ratio] : {std::pair<const char*, double>{"qwen3-1.7b", 6.0}, {"llama3-8b", 2.4}}) {
+    ModelSpec m = load_model(name);
+    auto l = model_layer_costs(m, CostOptions{1, 2048, 1, Recompute::kNone});
+    EXPECT_NEAR(l.back().fwd_flops / l[1].fwd_flops, ratio, 0.5) << name;
+  }
+}
+
+TEST(CostModel, SlidingWindowLayersAttendToTheWindow) {
+  ModelSpec m = load_model(std::string(PIPESIM_TEST_DATA_DIR) + "/hf/openai__gpt-oss-20b.json");
+  ASSERT_EQ(m.sliding_window, 128);
+  const double full = block_forward_flops_per_token(m, 1, 8192);
+  const double slide = block_forward_flops_per_token(m, 0, 8192);
+  EXPECT_LT(slide, full);
+  const double q = 64 * 64;
+  EXPECT_DOUBLE_EQ(full - slide, 4 * q * (8192 / 2.0 - 128 * (1 - 128 / (2.0 * 8192))));
+}
+
+TEST(Workload, ProfiledLayersWithRepeatAndSplitBackward) {
+  const char* text = R"({"layers": [
+      {"role": "embedding", "fwd_ms": 0.5, "bwd_ms": 0.5},
+      {"role": "block", "fwd_ms": 2, "bwd_input_ms": 2.5, "bwd_weight_ms": 1.5, "activation_bytes": 100,
+       "output_bytes": 10, "repeat": 3},
+      {"role": "head", "fwd_ms": 4, "bwd_ms": 8}]})";
+  Workload w = parse_workload(text, "w.json", Recompute::kFull);
+  ASSERT_EQ(w.layers.size(), 5u);
+  EXPECT_EQ(w.layers[1].fwd_ns, 2'000'000);
+  EXPECT_EQ(w.layers[1].bwd_input_ns, 2'500'000);
+  EXPECT_EQ(w.layers[1].bwd_weight_ns, 1'500'000);
+  EXPECT_EQ(w.layers[1].recompute_ns, 2'000'000);  // full recompute re-runs the block forward
+  EXPECT_EQ(w.layers[0].recompute_ns, 0);          // embedding and head are not recomputed
+  EXPECT_EQ(w.layers[4].recompute_ns, 0);
+  EXPECT_EQ(w.layers[4].bwd_input_ns, 4'000'000);  // no split given: half and half
+  EXPECT_EQ(w.layers[1].stored_activation_bytes, 10);
+  EXPECT_THROW(parse_workload(R"({"layers": [{"fwd_ms": 1}]})", "w.json", Recompute::kNone), InputError);
+  EXPECT_THROW(parse_workload(R"({"layers": [{"fwd_ms": 1, "bwd_ms": 2, "bwd_input_ms": 5}]})", "w.json", Recompute::kNone),
+               InputError);
+  EXPECT_THROW(parse_workload(R"({"layers": [{"fwd_ms": 1, "bwd_ms": 2, "fwd_msec": 1}]})", "w.json", Recompute::kNone),
+               InputError);
+}
+
+}  // namespace
+}  // namespace pipesim::sim

@@ -1,0 +1,155 @@
+#include <gtest/gtest.h>
+
+#include "pipesim/sim/engine.hpp"
+#include "pipesim/sim/error.hpp"
+#include "pipesim/sim/hardware.hpp"
+
+namespace pipesim::sim {
+namespace {
+
+/// A tiny plan on one h100-sxm-8x node: `gpus` GPUs (one compute and one send stream each) and the host.
+struct PlanMaker {
+  Plan plan;
+  explicit PlanMaker(int gpus) {
+    plan.hw = load_hardware_profile("h100-sxm-8x");
+    plan.meta.schedule = "hand";
+    for (int g = 0; g < gpus; ++g) {
+      plan.devices.push_back({"gpu" + std::to_string(g), DeviceKind::kGpu, 0, g, 0});
+      plan.streams.push_back({g, StreamKind::kCompute, "compute"});
+      plan.streams.push_back({g, StreamKind::kP2PSend, "p2p_send"});
+    }
+    plan.devices.push_back({"host", DeviceKind::kHost, 0, 0, 0});
+    plan.streams.push_back({gpus, StreamKind::kCpu, "cpu"});
+    plan.streams.push_back({gpus, StreamKind::kCpu, "cpu2"});
+  }
+  OpId add(StreamId s, Payload p, Duration fixed, std::vector<OpId> deps = {}) {
+    Op op;
+    op.stream = s;
+    op.payload = p;
+    op.fixed_duration = fixed;
+    op.deps = std::move(deps);
+    plan.ops.push_back(op);
+    return static_cast<OpId>(plan.ops.size() - 1);
+  }
+};
+
+TEST(Engine, StreamsAreSerialAndDepsCrossStreams) {
+  PlanMaker pm(2);
+  OpId a = pm.add(0, ComputeWork{}, 10);
+  OpId b = pm.add(0, ComputeWork{}, 20);
+  OpId c = pm.add(2, ComputeWork{}, 5, {a});
+  OpId d = pm.add(2, ComputeWork{}, 1, {b});
+  Timeline t = Engine{}.run(pm.plan);
+  EXPECT_EQ(t.start[static_cast<std::size_t>(b)], 10);
+  EXPECT_EQ(t.end[static_cast<std::size_t>(b)], 30);
+  EXPECT_EQ(t.start[static_cast<std::size_t>(c)], 10);
+  EXPECT_EQ(t.start[static_cast<std::size_t>(d)], 30);
+  EXPECT_EQ(t.end[static_cast<std::size_t>(d)], 31);
+}
+
+TEST(Engine, ComputeTimeFromFlopsEfficiencyAndLaunches) {
+  PlanMaker pm(1);
+  // 100 GFLOP GEMMs run at 60% of 989 TFLOP/s in the h100 profile; 10 launches of 3 us each.
+  OpId a = pm.add(0, ComputeWork{989e12 * 0.6 * 1e-3, 100.0, 10}, -1);
+  Timeline t = Engine{}.run(pm.plan);
+  EXPECT_NEAR(static_cast<double>(t.end[static_cast<std::size_t>(a)]), 1'000'000 + 30'000, 1.0);
+}
+
+TEST(Engine, TransfersShareLinksAndPayLatency) {
+  PlanMaker pm(3);
+  // NVLink4 450 B/ns per direction, 3 us latency: 450 kB alone takes 1000 ns + 3000 ns.
+  OpId one = pm.add(1, TransferWork{0, 1, 450'000, 1, -1, 1}, -1);
+  Timeline t1 = Engine{}.run(pm.plan);
+  EXPECT_EQ(t1.end[static_cast<std::size_t>(one)], 4000);
+  // Two sends from GPU 0 at once (different streams) share its NVLink tx port: 2000 ns each.
+  pm.plan.streams.push_back({0, StreamKind::kP2PSend, "p2p_send2"});
+  OpId two = pm.add(static_cast<StreamId>(pm.plan.streams.size() - 1), TransferWork{0, 2, 450'000, 1, -1, 1}, -1);
+  Timeline t2 = Engine{}.run(pm.plan);
+  EXPECT_EQ(t2.end[static_cast<std::size_t>(one)], 5000);
+  EXPECT_EQ(t2.end[static_cast<std::size_t>(two)], 5000);
+  ASSERT_FALSE(t2.links.empty());
+  EXPECT_EQ(t2.links.front().name, "node0.gpu0.nvlink.tx");
+  EXPECT_DOUBLE_EQ(t2.links.front().carried_bytes, 900'000);
+}
+
+TEST(Engine, CollectiveMembersStartTogether) {
+  PlanMaker pm(2);
+  OpId late = pm.add(2, ComputeWork{}, 700);
+  OpId m0 = pm.add(0, TransferWork{0, 1, 450'000, 1, 0, 2}, -1);
+  OpId m1 = pm.add(2, TransferWork{1, 0, 450'000, 1, 0, 2}, -1);
+  Timeline t = Engine{}.run(pm.plan);
+  EXPECT_EQ(t.end[static_cast<std::size_t>(late)], 700);
+  EXPECT_EQ(t.start[static_cast<std::size_t>(m0)], 700);
+  EXPECT_EQ(t.start[static_cast<std::size_t>(m1)], 700);
+  EXPECT_EQ(t.end[static_cast<std::size_t>(m0)], 700 + 4000);
+}
+
+TEST(Engine, MemoryPeakAndOomKeepRunning) {
+  PlanMaker pm(1);
+  pm.plan.devices[0].resident_bytes = 1000;
+  OpId a = pm.add(0, ComputeWork{}, 10);
+  pm.plan.ops[static_cast<std::size_t>(a)].alloc_bytes = 500;
+  OpId b = pm.add(0, ComputeWork{}, 10);
+  pm.plan.ops[static_cast<std::size_t>(b)].alloc_bytes = pm.plan.hw.gpu.hbm_bytes;  // far too much
+  pm.plan.ops[static_cast<std::size_t>(b)].free_bytes = pm.plan.hw.gpu.hbm_bytes + 500;
+  pm.add(0, ComputeWork{}, 10);
+  Timeline t = Engine{}.run(pm.plan);
+  EXPECT_EQ(t.peak_bytes[0], 1500 + pm.plan.hw.gpu.hbm_bytes);
+  EXPECT_TRUE(t.oom.oom);
+  EXPECT_EQ(t.oom.device, 0);
+  EXPECT_EQ(t.oom.time, 10);
+  EXPECT_EQ(t.oom.bytes_over, 1500);
+  EXPECT_EQ(t.end.back(), 30);  // the run completes so the user sees where and by how much
+}
+
+TEST(Engine, CpuOptimizerHoldsCoresFromThePool) {
+  PlanMaker pm(1);
+  const int cores = pm.plan.hw.host.cores;
+  const double rate = pm.plan.hw.adam_params_per_s(cores);
+  // Two optimizer steps that each need every core run one after the other although they sit on two streams.
+  OpId a = pm.add(2, CpuWork{static_cast<std::int64_t>(rate / 1000), cores}, -1);  // 1 ms of work
+  OpId b = pm.add(3, CpuWork{static_cast<std::int64_t>(rate / 1000), cores}, -1);
+  Timeline t = Engine{}.run(pm.plan);
+  Duration d = duration_for_work(static_cast<double>(static_cast<std::int64_t>(rate / 1000)), rate);
+  EXPECT_EQ(t.end[static_cast<std::size_t>(a)], d);
+  EXPECT_EQ(t.start[static_cast<std::size_t>(b)], d);
+  EXPECT_EQ(t.end[static_cast<std::size_t>(b)], 2 * d);
+}
+
+TEST(Engine, DetectsDeadlockAndNamesStuckOps) {
+  PlanMaker pm(2);
+  // Stream A: X then Y. Stream B: Z then W. X waits for W and Z waits for Y: nothing can ever start.
+  OpId x = pm.add(0, ComputeWork{}, 1);
+  OpId y = pm.add(0, ComputeWork{}, 1);
+  OpId z = pm.add(2, ComputeWork{}, 1, {y});
+  OpId w = pm.add(2, ComputeWork{}, 1);
+  pm.plan.ops[static_cast<std::size_t>(x)].deps.push_back(w);
+  (void)z;
+  try {
+    Engine{}.run(pm.plan);
+    FAIL() << "deadlock not detected";
+  } catch (const DeadlockError& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("4 of 4 ops never ran"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("op 0 forward on gpu0/compute waits for op 3"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("op 2 forward on gpu1/compute waits for op 1"), std::string::npos) << msg;
+  }
+}
+
+TEST(Engine, CollectiveWithMissingMemberIsADeadlock) {
+  PlanMaker pm(2);
+  pm.add(0, TransferWork{0, 1, 10, 1, 0, 2}, -1);
+  EXPECT_THROW(Engine{}.run(pm.plan), DeadlockError);
+}
+
+TEST(Engine, RejectsDanglingReferences) {
+  PlanMaker pm(1);
+  pm.add(0, ComputeWork{}, 1, {7});
+  EXPECT_THROW(Engine{}.run(pm.plan), InputError);
+  PlanMaker pm2(1);
+  pm2.add(9, ComputeWork{}, 1);
+  EXPECT_THROW(Engine{}.run(pm2.plan), InputError);
+}
+
+}  // namespace
+}  // namespace pipesim::sim

@@ -1,0 +1,67 @@
+#include <gtest/gtest.h>
+
+#include "pipesim/sim/flow_network.hpp"
+#include "pipesim/sim/hardware.hpp"
+#include "pipesim/sim/topology.hpp"
+
+namespace pipesim::sim {
+namespace {
+
+TEST(FlowNetwork, MaxMinFairnessWorkedExample) {
+  // Links: L0 = 10, L1 = 4, L2 = 10 bytes/ns. Flows: A over L0+L1, B over L1, C over L0+L2, D over L2.
+  // L1 is the tightest (4/2): A = B = 2. Then L2 (10/2 = 5 < L0's 8 left for C): C = D = 5. L0 carries 7 of 10.
+  FlowNetwork net({10, 4, 10});
+  FlowId a = net.add({0, 1}, 1e6, 0, 0);
+  FlowId b = net.add({1}, 1e6, 0, 0);
+  FlowId c = net.add({0, 2}, 1e6, 0, 0);
+  FlowId d = net.add({2}, 1e6, 0, 0);
+  EXPECT_DOUBLE_EQ(net.rate(a), 2);
+  EXPECT_DOUBLE_EQ(net.rate(b), 2);
+  EXPECT_DOUBLE_EQ(net.rate(c), 5);
+  EXPECT_DOUBLE_EQ(net.rate(d), 5);
+  // When D ends, C is limited by L0 (10 - 2 = 8), not L2.
+  net.remove(d, 100);
+  EXPECT_DOUBLE_EQ(net.rate(c), 8);
+  EXPECT_DOUBLE_EQ(net.rate(a), 2);
+  // C moved 5 bytes/ns for 100 ns.
+  EXPECT_DOUBLE_EQ(net.remaining(c), 1e6 - 500);
+  // A per-flow cap (a size-dependent copy rate) binds before the links do.
+  FlowId e = net.add({2}, 1e6, 1.5, 100);
+  EXPECT_DOUBLE_EQ(net.rate(e), 1.5);
+  EXPECT_DOUBLE_EQ(net.rate(c), 8);
+}
+
+TEST(FlowNetwork, FinishTimeRoundsUp) {
+  FlowNetwork net({3});
+  FlowId f = net.add({0}, 10, 0, 7);
+  EXPECT_EQ(net.finish_time(f), 7 + 4);  // 10 / 3 = 3.33 ns -> 4
+}
+
+TEST(FlowNetwork, SharedPcieUplinkOnRtx4090Server) {
+  // rtx4090-8x: GPUs {0,1} share one switch uplink (25 GB/s), GPU 2 sits under another switch.
+  HardwareProfile hw = load_hardware_profile("rtx4090-8x");
+  Topology topo(hw, 1);
+  std::vector<double> cap;
+  for (const auto& l : topo.links()) cap.push_back(l.bytes_per_ns);
+  FlowNetwork net(cap);
+  Path p0 = topo.path({0, -1}, {0, 0}, 1 << 30), p1 = topo.path({0, -1}, {0, 1}, 1 << 30),
+       p2 = topo.path({0, -1}, {0, 2}, 1 << 30);
+  FlowId f0 = net.add(p0.links, 1e9, 0, 0);
+  FlowId f1 = net.add(p1.links, 1e9, 0, 0);
+  FlowId f2 = net.add(p2.links, 1e9, 0, 0);
+  EXPECT_DOUBLE_EQ(net.rate(f0), 12.5);  // two GPUs halve their shared uplink
+  EXPECT_DOUBLE_EQ(net.rate(f1), 12.5);
+  EXPECT_DOUBLE_EQ(net.rate(f2), 25.0);  // alone under its switch
+  // The opposite direction is a separate capacity: a D2H from GPU 0 runs at full lane speed.
+  Path up = topo.path({0, 0}, {0, -1}, 1 << 30);
+  FlowId g = net.add(up.links, 1e9, 0, 0);
+  EXPECT_DOUBLE_EQ(net.rate(g), 25.0);
+  EXPECT_DOUBLE_EQ(net.rate(f0), 12.5);
+  // GPU-to-GPU across switches without NVLink crosses both uplinks.
+  Path peer = topo.path({0, 1}, {0, 2}, 1 << 20);
+  EXPECT_EQ(peer.links.size(), 4u);
+  EXPECT_TRUE(topo.links()[static_cast<std::size_t>(peer.links[1])].shared);
+}
+
+}  // namespace
+}  // namespace pipesim::sim

@@ -1,0 +1,54 @@
+#include <gtest/gtest.h>
+
+#include "pipesim/sim/error.hpp"
+#include "pipesim/sim/hardware.hpp"
+
+namespace pipesim::sim {
+namespace {
+
+TEST(Hardware, ShippedProfilesLoadAndRoundTrip) {
+  auto names = shipped_hardware_profiles();
+  for (const char* want : {"rtx4090-8x", "a100-80g-sxm-8x", "h100-sxm-8x"})
+    EXPECT_NE(std::find(names.begin(), names.end(), want), names.end()) << want;
+  for (const auto& n : names) {
+    HardwareProfile hw = load_hardware_profile(n);
+    std::string once = hardware_profile_to_json(hw);
+    HardwareProfile again = parse_hardware_profile(once, "again.json");
+    EXPECT_EQ(hardware_profile_to_json(again), once) << n;
+    // Efficiency and copy curves never exceed physics.
+    for (const auto& p : hw.gpu.gemm_efficiency) EXPECT_LE(p.y, 1.0);
+  }
+}
+
+TEST(Hardware, CurvesInterpolateInLogSpaceAndClamp) {
+  std::vector<CurvePoint> c{{1, 0.1}, {100, 0.5}};
+  EXPECT_DOUBLE_EQ(interpolate_log_x(c, 0.5), 0.1);
+  EXPECT_DOUBLE_EQ(interpolate_log_x(c, 1000), 0.5);
+  EXPECT_NEAR(interpolate_log_x(c, 10), 0.3, 1e-12);
+}
+
+TEST(Hardware, StrictSchema) {
+  HardwareProfile hw = load_hardware_profile("rtx4090-8x");
+  std::string good = hardware_profile_to_json(hw);
+  auto err = [](const std::string& text) {
+    try {
+      parse_hardware_profile(text, "hw.json");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(err(good), "no error");
+  std::string typo = good;
+  typo.replace(typo.find("\"hbm_GBps\""), 10, "\"hbm_GBs\"");
+  EXPECT_NE(err(typo).find("hw.json: /gpu/hbm_GBps: missing required key"), std::string::npos) << err(typo);
+  std::string nosource = good;
+  nosource.replace(nosource.find("\"nic_GBps\": \"one"), 12, "\"nic_Gbps\": ");
+  EXPECT_NE(err(nosource).find("/network/sources"), std::string::npos) << err(nosource);
+  std::string twice = good;
+  twice.replace(twice.find("[\n          2,"), 14, "[\n          1,");
+  EXPECT_NE(err(twice).find("GPU 1 is already under switch 0"), std::string::npos) << err(twice);
+}
+
+}  // namespace
+}  // namespace pipesim::sim

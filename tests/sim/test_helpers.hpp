@@ -1,0 +1,65 @@
+// Helpers shared by the simulator tests: uniform profiled workloads whose schedules have closed forms.
+#pragma once
+
+#include <string>
+
+#include "pipesim/sim/engine.hpp"
+#include "pipesim/sim/error.hpp"
+#include "pipesim/sim/hardware.hpp"
+#include "pipesim/sim/metrics.hpp"
+#include "pipesim/sim/plan_builder.hpp"
+#include "pipesim/sim/schedule.hpp"
+
+namespace pipesim::sim::testing {
+
+/// `blocks` identical blocks with the given per-microbatch times (ns) and bytes, no embedding or head.
+inline std::vector<LayerCost> uniform_layers(int blocks, Duration fwd, Duration bwd_in, Duration bwd_w,
+                                             std::int64_t act_bytes = 0, std::int64_t param_bytes = 0) {
+  LayerCost c;
+  c.role = LayerRole::kBlock;
+  c.fwd_ns = fwd;
+  c.bwd_input_ns = bwd_in;
+  c.bwd_weight_ns = bwd_w;
+  c.recompute_ns = 0;
+  c.stored_activation_bytes = act_bytes;
+  c.param_bytes = param_bytes;
+  return std::vector<LayerCost>(static_cast<std::size_t>(blocks), c);
+}
+
+/// A pipeline of p stages, one block each, with fixed zero-time p2p: the textbook setting of the closed forms.
+inline ScheduleInput uniform_input(int p, int m, Duration fwd, Duration bwd_in, Duration bwd_w, int v = 1,
+                                   std::int64_t act_bytes = 0) {
+  ScheduleInput in;
+  in.model_name = "uniform";
+  in.hw = load_hardware_profile("h100-sxm-8x");
+  in.pp = p;
+  in.virtual_stages = v;
+  in.microbatches = m;
+  in.seq = 1024;
+  in.global_batch = m;
+  in.costs.push_back(uniform_layers(p * v, fwd, bwd_in, bwd_w, act_bytes));
+  in.cost_of_microbatch.assign(static_cast<std::size_t>(m), 0);
+  in.p2p_fixed_ns = 0;
+  return in;
+}
+
+struct RunResult {
+  Plan plan;
+  Timeline timeline;
+  Metrics metrics;
+};
+
+inline RunResult simulate(const std::string& schedule, const ScheduleInput& in) {
+  Plan plan = build_plan(find_schedule(schedule), in);
+  Timeline tl = Engine{}.run(plan);
+  Metrics m = compute_metrics(plan, tl);
+  return {std::move(plan), std::move(tl), std::move(m)};
+}
+
+inline Duration step_ns(const RunResult& r) {
+  Duration last = 0;
+  for (auto e : r.timeline.end) last = std::max(last, e);
+  return last;
+}
+
+}  // namespace pipesim::sim::testing

@@ -1,0 +1,160 @@
+#include <gtest/gtest.h>
+
+#include "pipesim/sim/error.hpp"
+#include "pipesim/sim/job.hpp"
+#include "test_helpers.hpp"
+
+namespace pipesim::sim {
+namespace {
+
+ScheduleInput resolve(JobOptions j, const std::string& schedule = "1f1b") {
+  return make_schedule_input(j, find_schedule(schedule));
+}
+
+std::vector<std::int64_t> sizes(const ScheduleInput& in, std::int64_t seq) {
+  // Each cost table belongs to one microbatch size; recover it from the head's stored logits (4 b s V + 2 b s h).
+  std::vector<std::int64_t> out;
+  for (auto idx : in.cost_of_microbatch) {
+    const auto& head = in.costs[static_cast<std::size_t>(idx)].back();
+    out.push_back(head.stored_activation_bytes / (seq * (4 * 128256 + 2 * 4096)));
+  }
+  return out;
+}
+
+TEST(Job, BatchArithmetic) {
+  JobOptions j;
+  j.dp = 2;
+  j.accum_steps = 2;
+  j.global_batch = 64;
+  j.microbatches = 8;  // b = 64 / (2*2*8) = 2
+  auto in = resolve(j);
+  EXPECT_EQ(in.microbatches, 8);
+  EXPECT_EQ(in.global_batch, 64);
+  EXPECT_EQ(sizes(in, 2048), std::vector<std::int64_t>(8, 2));
+  j.microbatches = 0;
+  j.microbatch_size = 4;  // M = 16 / 4
+  EXPECT_EQ(resolve(j).microbatches, 4);
+  j.global_batch = 0;
+  j.microbatches = 3;  // G = 2*2*3*4
+  EXPECT_EQ(resolve(j).global_batch, 48);
+}
+
+TEST(Job, FractionalMicrobatchSplitsFloorCeil) {
+  JobOptions j;
+  j.global_batch = 10;
+  j.microbatches = 4;  // 2.5 per microbatch: two of 3, two of 2
+  auto in = resolve(j);
+  EXPECT_EQ(sizes(in, 2048), (std::vector<std::int64_t>{3, 3, 2, 2}));
+  EXPECT_EQ(in.costs.size(), 2u);
+}
+
+TEST(Job, DefaultsFillTheNode) {
+  JobOptions j;  // llama3-8b on rtx4090-8x
+  auto in = resolve(j);
+  EXPECT_EQ(in.pp, 8);
+  EXPECT_EQ(in.microbatches, 32);
+  EXPECT_EQ(in.seq, 2048);
+  EXPECT_EQ(resolve(j, "interleaved-1f1b").virtual_stages, 2);
+}
+
+TEST(Job, ImpossibleConfigsNameTheFlag) {
+  auto err = [](JobOptions j, const std::string& s = "1f1b") {
+    try {
+      auto in = resolve(j, s);
+      build_plan(find_schedule(s), in);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  JobOptions j;
+  j.global_batch = 10;
+  j.dp = 4;
+  EXPECT_EQ(err(j).rfind("--global-batch: 10 is not divisible by dp x accum-steps = 4", 0), 0u) << err(j);
+  j = {};
+  j.global_batch = 8;
+  j.microbatches = 16;
+  EXPECT_EQ(err(j).rfind("--microbatches: 16 microbatches exceed", 0), 0u) << err(j);
+  j = {};
+  j.tp = 3;
+  EXPECT_EQ(err(j).rfind("--tp:", 0), 0u) << err(j);
+  j = {};
+  j.pp = 64;
+  EXPECT_EQ(err(j).rfind("--pp: pp x virtual stages = 64 chunks exceeds the model's 32", 0), 0u) << err(j);
+  j = {};
+  j.partition = "4,4,4";
+  EXPECT_EQ(err(j).rfind("--partition: has 3 entries; expected pp x virtual stages = 8", 0), 0u) << err(j);
+  j.partition = "4,4,4,4,4,4,4,5";
+  EXPECT_EQ(err(j).rfind("--partition: sums to 33", 0), 0u) << err(j);
+  j.partition = "4,4,x";
+  EXPECT_EQ(err(j).rfind("--partition: 'x' is not a block count", 0), 0u) << err(j);
+  j = {};
+  j.recompute = "some";
+  EXPECT_EQ(err(j).rfind("--recompute: unknown policy 'some'; valid: none, selective, full", 0), 0u) << err(j);
+  j = {};
+  j.nodes = 1;
+  j.dp = 2;
+  j.pp = 8;
+  EXPECT_EQ(err(j).rfind("--nodes: pp*tp*dp = 16 GPUs need 2 nodes", 0), 0u) << err(j);
+  j = {};
+  j.microbatches = 6;
+  EXPECT_EQ(err(j, "interleaved-1f1b").rfind("--schedule: interleaved-1f1b: needs microbatches divisible by pp", 0), 0u);
+}
+
+TEST(Job, PartitionMovesEmbeddingAndHead) {
+  JobOptions j;
+  j.pp = 4;
+  j.partition = "0,16,16,0";  // embedding alone on stage 0, head alone on stage 3
+  auto in = resolve(j);
+  Plan p = build_plan(find_schedule("1f1b"), in);
+  for (const Op& op : p.ops) {
+    if (op.kind != OpKind::kForward) continue;
+    if (op.tags.stage == 0) {
+      EXPECT_EQ(op.tags.layer_end - op.tags.layer_begin, 1);
+    }
+    if (op.tags.stage == 3) {
+      EXPECT_EQ(op.tags.layer_begin, 33);
+    }
+  }
+}
+
+TEST(Job, SymmetricAndExplicitReplicasAgree) {
+  for (const char* hw : {"h100-sxm-8x", "a100-80g-sxm-8x"}) {
+    for (auto [pp, tp, dp] : {std::tuple{2, 2, 2}, std::tuple{2, 8, 2}, std::tuple{4, 1, 4}}) {
+      JobOptions j;
+      j.model = "llama2-7b";
+      j.hw = hw;
+      j.pp = pp;
+      j.tp = tp;
+      j.dp = dp;
+      j.microbatches = 4;
+      j.seq = 1024;
+      for (const char* s : {"1f1b", "zb-h1"}) {
+        auto sym = testing::simulate(s, resolve(j, s));
+        j.explicit_replicas = true;
+        auto exp = testing::simulate(s, resolve(j, s));
+        j.explicit_replicas = false;
+        EXPECT_EQ(sym.plan.meta.replicas, "symmetric");
+        EXPECT_EQ(exp.plan.meta.simulated_gpus, pp * tp * dp);
+        EXPECT_EQ(testing::step_ns(sym), testing::step_ns(exp)) << hw << " " << s << " " << pp << "x" << tp << "x" << dp;
+        EXPECT_EQ(sym.metrics.peak_gpu_mem_bytes, exp.metrics.peak_gpu_mem_bytes);
+        EXPECT_NEAR(sym.metrics.bubble_fraction, exp.metrics.bubble_fraction, 1e-12);
+      }
+    }
+  }
+}
+
+TEST(Job, SharedUplinksForceExplicitReplicas) {
+  JobOptions j;  // rtx4090-8x has no NVLink: TP and DP traffic crosses shared PCIe switch uplinks
+  j.model = "llama2-7b";
+  j.pp = 2;
+  j.tp = 2;
+  j.dp = 2;
+  j.microbatches = 4;
+  auto r = testing::simulate("1f1b", resolve(j));
+  EXPECT_EQ(r.plan.meta.replicas, "explicit");
+  EXPECT_EQ(r.plan.meta.simulated_gpus, 8);
+}
+
+}  // namespace
+}  // namespace pipesim::sim

@@ -1,0 +1,92 @@
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "pipesim/sim/error.hpp"
+#include "pipesim/sim/model.hpp"
+
+namespace pipesim::sim {
+namespace {
+
+const std::string kHf = std::string(PIPESIM_TEST_DATA_DIR) + "/hf/";
+
+TEST(Model, EveryPresetLoads) {
+  auto names = shipped_models();
+  for (const char* want : {"llama2-7b", "llama2-13b", "llama2-70b", "llama3-8b", "llama3-70b", "qwen3-1.7b", "qwen3-8b",
+                           "qwen3-32b", "qwen3-235b-a22b", "gpt3-175b", "gpt-40b"})
+    EXPECT_NE(std::find(names.begin(), names.end(), want), names.end()) << want;
+  for (const auto& n : names) EXPECT_NO_THROW(load_model(n)) << n;
+}
+
+TEST(Model, PresetsAgreeWithGenuineHfConfigs) {
+  for (auto [preset, file] : {std::pair<const char*, const char*>{"llama2-7b", "meta-llama__Llama-2-7b-hf.json"},
+                              {"llama2-70b", "meta-llama__Llama-2-70b-hf.json"},
+                              {"llama3-8b", "meta-llama__Llama-3.1-8B.json"},
+                              {"qwen3-1.7b", "Qwen__Qwen3-1.7B.json"},
+                              {"qwen3-32b", "Qwen__Qwen3-32B.json"},
+                              {"qwen3-235b-a22b", "Qwen__Qwen3-235B-A22B.json"}}) {
+    ModelSpec a = load_model(preset), b = load_model(kHf + file);
+    EXPECT_EQ(a.hidden, b.hidden) << preset;
+    EXPECT_EQ(a.layers, b.layers) << preset;
+    EXPECT_EQ(a.heads, b.heads) << preset;
+    EXPECT_EQ(a.kv_heads, b.kv_heads) << preset;
+    EXPECT_EQ(a.head_dim, b.head_dim) << preset;
+    EXPECT_EQ(a.ffn_hidden, b.ffn_hidden) << preset;
+    EXPECT_EQ(a.vocab, b.vocab) << preset;
+    EXPECT_EQ(a.tie_embeddings, b.tie_embeddings) << preset;
+    EXPECT_EQ(a.num_experts, b.num_experts) << preset;
+    EXPECT_EQ(a.experts_per_token, b.experts_per_token) << preset;
+    EXPECT_EQ(a.moe_ffn_hidden, b.moe_ffn_hidden) << preset;
+  }
+}
+
+TEST(Model, ReadsEveryHfStyle) {
+  ModelSpec gpt2 = load_model(kHf + "gpt2.json");
+  EXPECT_EQ(gpt2.hidden, 768);
+  EXPECT_EQ(gpt2.layers, 12);
+  EXPECT_EQ(gpt2.ffn_hidden, 4 * 768);  // GPT-2 leaves n_inner null: 4h
+  EXPECT_EQ(gpt2.mlp, MlpKind::kGelu);
+  EXPECT_TRUE(gpt2.tie_embeddings);
+  ModelSpec neox = load_model(kHf + "EleutherAI__gpt-neox-20b.json");
+  EXPECT_EQ(neox.mlp, MlpKind::kGelu);
+  EXPECT_EQ(neox.ffn_hidden, 24576);
+  ModelSpec mix = load_model(kHf + "mistralai__Mixtral-8x7B-v0.1.json");
+  EXPECT_EQ(mix.num_experts, 8);
+  EXPECT_EQ(mix.experts_per_token, 2);
+  EXPECT_EQ(mix.moe_ffn_hidden, 14336);
+  ModelSpec oss = load_model(kHf + "openai__gpt-oss-20b.json");
+  EXPECT_EQ(oss.num_experts, 32);
+  EXPECT_EQ(oss.experts_per_token, 4);
+  ASSERT_EQ(oss.layer_is_sliding.size(), 24u);
+  EXPECT_TRUE(oss.layer_is_sliding[0]);
+  EXPECT_FALSE(oss.layer_is_sliding[1]);
+  for (const auto& e : std::filesystem::directory_iterator(kHf))
+    if (e.path().extension() == ".json") {
+      EXPECT_NO_THROW(load_model(e.path().string())) << e.path();
+    }
+}
+
+TEST(Model, BadInputNamesFileAndPath) {
+  auto msg = [](const std::string& text) {
+    try {
+      parse_model(text, "m.json");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const std::string base = R"("format":"pipesim-model","version":1,"name":"x","source":"s","hidden_size":64,"num_layers":2,)"
+                           R"("num_heads":4,"ffn_hidden_size":128,"vocab_size":100)";
+  EXPECT_EQ(msg("{" + base + "}"), "no error");
+  EXPECT_EQ(msg("{" + base + R"(,"hiden":3})"), "m.json: /hiden: unknown key; valid keys here: experts_per_token, ffn_hidden_size, format, head_dim, hidden_size, mlp, moe_ffn_hidden_size, name, num_experts, num_heads, num_kv_heads, num_layers, sliding_window, source, tie_embeddings, version, vocab_size");
+  EXPECT_NE(msg(R"({"format":"pipesim-model","version":1})").find("m.json: /name: missing required key"), std::string::npos);
+  EXPECT_NE(msg("{" + base + R"(,"num_kv_heads":3})").find("/num_key_value_heads"), std::string::npos);
+  EXPECT_NE(msg(R"({"hidden_size": -4, "num_hidden_layers": 2})").find("m.json: /hidden_size: value -4 out of range"),
+            std::string::npos);
+  EXPECT_NE(msg("{not json").find("m.json: malformed JSON"), std::string::npos);
+  EXPECT_THROW(load_model("no-such-model"), InputError);
+  EXPECT_THROW(load_model("/no/such/file.json"), InputError);
+}
+
+}  // namespace
+}  // namespace pipesim::sim
