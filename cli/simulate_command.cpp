@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -91,19 +92,23 @@ int run_simulate(const SimulateOptions& o) {
     } else {
       todo.push_back(&sim::find_schedule(o.schedule));
     }
+    std::optional<sim::InputError> first_error;
     for (const auto* s : todo) {
-      sim::ScheduleInput in = sim::make_schedule_input(o.job, *s);
-      if (o.schedule == "all") {
-        // With several schedules, one that cannot run this shape is reported and skipped.
-        if (std::string why = s->check({in.pp, in.microbatches, in.virtual_stages}); !why.empty()) {
-          skipped.push_back(fmt::format("{}: {}", s->name, why));
-          continue;
-        }
+      if (o.schedule != "all") {
+        results.push_back(run_plan(sim::build_plan(*s, sim::make_schedule_input(o.job, *s)), record_memory));
+        continue;
       }
-      results.push_back(run_plan(sim::build_plan(*s, in), record_memory));
+      // With several schedules, one that cannot run this configuration is reported and skipped.
+      try {
+        sim::Plan plan = sim::build_plan(*s, sim::make_schedule_input(o.job, *s));
+        results.push_back(run_plan(std::move(plan), record_memory));
+      } catch (const sim::InputError& e) {
+        if (!first_error) first_error = e;
+        skipped.push_back(fmt::format("{}: {}", s->name, e.what()));
+      }
     }
+    if (results.empty() && first_error) throw *first_error;
   }
-  if (results.empty()) throw sim::InputError("--schedule", "", "no schedule applies to this configuration");
   const bool several = results.size() > 1;
   for (const auto& r : results) {
     const std::string& name = r.metrics.schedule;

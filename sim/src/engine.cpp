@@ -34,25 +34,26 @@ void validate_plan(const Plan& plan, const std::string& file) {
       throw InputError(file, fmt::format("/streams/{}/device", s), fmt::format("no device {}; valid: 0 .. {}", plan.streams[s].device, nd - 1));
   for (std::size_t i = 0; i < plan.ops.size(); ++i) {
     const Op& op = plan.ops[i];
-    std::string path = fmt::format("/ops/{}", i);
+    // Paths are formatted only on failure: this loop runs over millions of ops.
+    auto path = [i] { return fmt::format("/ops/{}", i); };
     if (op.stream < 0 || op.stream >= ns)
-      throw InputError(file, path + "/stream", fmt::format("no stream {}; valid: 0 .. {}", op.stream, ns - 1));
+      throw InputError(file, path() + "/stream", fmt::format("no stream {}; valid: 0 .. {}", op.stream, ns - 1));
     for (std::size_t k = 0; k < op.deps.size(); ++k)
       if (op.deps[k] < 0 || op.deps[k] >= no || op.deps[k] == static_cast<OpId>(i))
-        throw InputError(file, fmt::format("{}/deps/{}", path, k),
+        throw InputError(file, fmt::format("{}/deps/{}", path(), k),
                          fmt::format("dependency {} is not another op; valid: 0 .. {}", op.deps[k], no - 1));
-    if (op.alloc_bytes < 0 || op.free_bytes < 0) throw InputError(file, path, "alloc_bytes and free_bytes must be >= 0");
+    if (op.alloc_bytes < 0 || op.free_bytes < 0) throw InputError(file, path(), "alloc_bytes and free_bytes must be >= 0");
     if (const auto* t = std::get_if<TransferWork>(&op.payload)) {
       if (t->src < 0 || t->src >= nd || t->dst < 0 || t->dst >= nd)
-        throw InputError(file, path + "/transfer", fmt::format("src/dst must be devices 0 .. {}", nd - 1));
-      if (t->bytes < 0) throw InputError(file, path + "/transfer/bytes", "must be >= 0");
-      if (t->group_size < 1) throw InputError(file, path + "/transfer/group_size", "must be >= 1");
+        throw InputError(file, path() + "/transfer", fmt::format("src/dst must be devices 0 .. {}", nd - 1));
+      if (t->bytes < 0) throw InputError(file, path() + "/transfer/bytes", "must be >= 0");
+      if (t->group_size < 1) throw InputError(file, path() + "/transfer/group_size", "must be >= 1");
     }
     if (const auto* c = std::get_if<CpuWork>(&op.payload)) {
       if (plan.devices[static_cast<std::size_t>(plan.streams[static_cast<std::size_t>(op.stream)].device)].kind != DeviceKind::kHost)
-        throw InputError(file, path + "/cpu", "CPU work must sit on a host stream");
+        throw InputError(file, path() + "/cpu", "CPU work must sit on a host stream");
       if (c->threads < 1 || c->threads > plan.hw.host.cores)
-        throw InputError(file, path + "/cpu/threads", fmt::format("valid: 1 .. {} (host cores)", plan.hw.host.cores));
+        throw InputError(file, path() + "/cpu/threads", fmt::format("valid: 1 .. {} (host cores)", plan.hw.host.cores));
     }
   }
 }
@@ -70,12 +71,32 @@ class Run {
   Timeline execute();
 
  private:
+  enum class Mode : std::uint8_t { kTimed, kFlow, kCpu };
+  /// The per-op fields the event loop touches, packed so the hot loop stays in cache.
+  struct HotOp {
+    Duration duration = 0;  // precomputed for timed and CPU ops
+    std::int64_t alloc = 0;
+    std::int64_t free = 0;
+    StreamId stream = 0;
+    std::int32_t position = 0;  // index in its stream
+    std::int32_t deps_left = 0;
+    Mode mode = Mode::kTimed;
+    bool started = false;
+  };
+  struct StreamState {
+    DeviceId device = 0;
+    std::int32_t head = 0;
+    std::int32_t count = 0;
+    std::int64_t begin = 0;  // offset into stream_order_
+  };
+
   static std::vector<double> capacities(const Topology& t) {
     std::vector<double> c;
     c.reserve(t.links().size());
     for (const auto& l : t.links()) c.push_back(l.bytes_per_ns);
     return c;
   }
+  void setup();
   void try_start(OpId id);
   void start(OpId id);
   void finish(OpId id);
@@ -86,7 +107,6 @@ class Run {
     const auto& dev = plan_.devices[static_cast<std::size_t>(d)];
     return {dev.node, dev.kind == DeviceKind::kGpu ? dev.local_index : -1};
   }
-  DeviceId device_of(const Op& op) const { return plan_.streams[static_cast<std::size_t>(op.stream)].device; }
   [[noreturn]] void report_deadlock() const;
 
   const Plan& plan_;
@@ -97,12 +117,11 @@ class Run {
   TimePoint now_ = 0;
   Timeline tl_;
 
-  std::vector<std::int32_t> deps_left_;
-  std::vector<OpId> dependents_;          // CSR of reverse deps
+  std::vector<HotOp> ops_;
+  std::vector<StreamState> streams_;
+  std::vector<OpId> stream_order_;
+  std::vector<OpId> dependents_;  // CSR of reverse deps
   std::vector<std::int64_t> dependents_at_;
-  std::vector<std::vector<OpId>> stream_ops_;
-  std::vector<std::size_t> stream_head_;
-  std::vector<char> started_;
   std::vector<std::int64_t> mem_now_;
   std::vector<std::int32_t> cores_free_;
   std::vector<std::deque<OpId>> cpu_waiting_;
@@ -114,24 +133,33 @@ class Run {
   std::size_t finished_ = 0;
 };
 
-Timeline Run::execute() {
-  validate_plan(plan_);
+void Run::setup() {
   const std::size_t n = plan_.ops.size();
   tl_.start.assign(n, -1);
   tl_.end.assign(n, -1);
-  deps_left_.assign(n, 0);
-  started_.assign(n, 0);
+  ops_.resize(n);
   op_latency_.assign(n, 0);
   dependents_at_.assign(n + 1, 0);
-  stream_ops_.resize(plan_.streams.size());
-  stream_head_.assign(plan_.streams.size(), 0);
+  streams_.resize(plan_.streams.size());
+  for (std::size_t s = 0; s < plan_.streams.size(); ++s) streams_[s].device = plan_.streams[s].device;
   std::int32_t max_group = -1;
   for (std::size_t i = 0; i < n; ++i) {
     const Op& op = plan_.ops[i];
-    deps_left_[i] = static_cast<std::int32_t>(op.deps.size());
+    HotOp& h = ops_[i];
+    auto& st = streams_[static_cast<std::size_t>(op.stream)];
+    h.stream = op.stream;
+    h.position = st.count++;
+    h.deps_left = static_cast<std::int32_t>(op.deps.size());
+    h.alloc = op.alloc_bytes;
+    h.free = op.free_bytes;
+    if (const auto* t = std::get_if<TransferWork>(&op.payload); t && op.fixed_duration < 0) {
+      h.mode = Mode::kFlow;
+      max_group = std::max(max_group, t->group);
+    } else {
+      h.mode = std::holds_alternative<CpuWork>(op.payload) && op.fixed_duration < 0 ? Mode::kCpu : Mode::kTimed;
+      h.duration = compute_duration(op, st.device);
+    }
     for (OpId d : op.deps) ++dependents_at_[static_cast<std::size_t>(d) + 1];
-    stream_ops_[static_cast<std::size_t>(op.stream)].push_back(static_cast<OpId>(i));
-    if (const auto* t = std::get_if<TransferWork>(&op.payload)) max_group = std::max(max_group, t->group);
   }
   for (std::size_t i = 0; i < n; ++i) dependents_at_[i + 1] += dependents_at_[i];
   dependents_.assign(static_cast<std::size_t>(dependents_at_[n]), 0);
@@ -139,6 +167,16 @@ Timeline Run::execute() {
     std::vector<std::int64_t> fill(dependents_at_.begin(), dependents_at_.end() - 1);
     for (std::size_t i = 0; i < n; ++i)
       for (OpId d : plan_.ops[i].deps) dependents_[static_cast<std::size_t>(fill[static_cast<std::size_t>(d)]++)] = static_cast<OpId>(i);
+  }
+  std::int64_t at = 0;
+  for (auto& st : streams_) {
+    st.begin = at;
+    at += st.count;
+  }
+  stream_order_.assign(n, 0);
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto& st = streams_[static_cast<std::size_t>(ops_[i].stream)];
+    stream_order_[static_cast<std::size_t>(st.begin + ops_[i].position)] = static_cast<OpId>(i);
   }
   group_ready_.assign(static_cast<std::size_t>(max_group + 1), 0);
   group_members_.assign(static_cast<std::size_t>(max_group + 1), {});
@@ -155,9 +193,13 @@ Timeline Run::execute() {
     cores_free_[d] = dev.kind == DeviceKind::kHost ? plan_.hw.host.cores : 0;
     adjust_memory(static_cast<DeviceId>(d), dev.resident_bytes);
   }
+}
 
-  for (std::size_t s = 0; s < stream_ops_.size(); ++s)
-    if (!stream_ops_[s].empty()) try_start(stream_ops_[s].front());
+Timeline Run::execute() {
+  validate_plan(plan_);
+  setup();
+  for (const auto& st : streams_)
+    if (st.count > 0) try_start(stream_order_[static_cast<std::size_t>(st.begin)]);
 
   while (!queue_.empty()) {
     Event ev = queue_.pop();
@@ -177,7 +219,7 @@ Timeline Run::execute() {
       queue_.push(now_ + op_latency_[static_cast<std::size_t>(op)], 0, kOpEnd, op);
     }
   }
-  if (finished_ != n) report_deadlock();
+  if (finished_ != plan_.ops.size()) report_deadlock();
 
   std::vector<double> carried = net_.carried_bytes(now_);
   for (std::size_t l = 0; l < carried.size(); ++l)
@@ -187,22 +229,22 @@ Timeline Run::execute() {
 }
 
 void Run::try_start(OpId id) {
-  const auto i = static_cast<std::size_t>(id);
-  if (started_[i] || deps_left_[i] > 0) return;
-  const Op& op = plan_.ops[i];
-  const auto s = static_cast<std::size_t>(op.stream);
-  if (stream_ops_[s][stream_head_[s]] != id) return;
-  if (const auto* t = std::get_if<TransferWork>(&op.payload); t && t->group >= 0 && t->group_size > 1) {
-    // A collective starts on all members at once, when the last of them is ready.
-    auto g = static_cast<std::size_t>(t->group);
-    started_[i] = 1;
-    group_members_[g].push_back(id);
-    if (++group_ready_[g] < t->group_size) return;
-    for (OpId m : group_members_[g]) {
-      started_[static_cast<std::size_t>(m)] = 0;
-      start(m);
+  HotOp& h = ops_[static_cast<std::size_t>(id)];
+  if (h.started || h.deps_left > 0 || streams_[static_cast<std::size_t>(h.stream)].head != h.position) return;
+  if (h.mode == Mode::kFlow) {
+    const auto& t = std::get<TransferWork>(plan_.ops[static_cast<std::size_t>(id)].payload);
+    if (t.group >= 0 && t.group_size > 1) {
+      // A collective starts on all members at once, when the last of them is ready.
+      auto g = static_cast<std::size_t>(t.group);
+      h.started = true;
+      group_members_[g].push_back(id);
+      if (++group_ready_[g] < t.group_size) return;
+      for (OpId m : group_members_[g]) {
+        ops_[static_cast<std::size_t>(m)].started = false;
+        start(m);
+      }
+      return;
     }
-    return;
   }
   start(id);
 }
@@ -227,28 +269,30 @@ Duration Run::compute_duration(const Op& op, DeviceId device) const {
 
 void Run::start(OpId id) {
   const auto i = static_cast<std::size_t>(id);
-  const Op& op = plan_.ops[i];
-  DeviceId dev = device_of(op);
-  if (const auto* w = std::get_if<CpuWork>(&op.payload); w && op.fixed_duration < 0) {
+  HotOp& h = ops_[i];
+  const DeviceId dev = streams_[static_cast<std::size_t>(h.stream)].device;
+  if (h.mode == Mode::kCpu) {
     auto d = static_cast<std::size_t>(dev);
-    if (cores_free_[d] < w->threads) {  // wait for cores, first come first served
-      started_[i] = 1;
+    const auto threads = std::get<CpuWork>(plan_.ops[i].payload).threads;
+    if (cores_free_[d] < threads) {  // wait for cores, first come first served
+      h.started = true;
       if (std::find(cpu_waiting_[d].begin(), cpu_waiting_[d].end(), id) == cpu_waiting_[d].end())
         cpu_waiting_[d].push_back(id);
       return;
     }
-    cores_free_[d] -= w->threads;
+    cores_free_[d] -= threads;
   }
-  started_[i] = 1;
+  h.started = true;
   tl_.start[i] = now_;
-  adjust_memory(dev, op.alloc_bytes);
-  const auto* t = std::get_if<TransferWork>(&op.payload);
-  if (t && op.fixed_duration < 0) {
-    Path p = is_collective(op.kind) ? topo_.ring_path(endpoint(t->src), endpoint(t->dst), t->bytes)
-                                    : topo_.path(endpoint(t->src), endpoint(t->dst), t->bytes);
-    op_latency_[i] = p.latency * t->latency_steps;
-    if (!p.links.empty() && t->bytes > 0) {
-      FlowId f = net_.add(p.links, static_cast<double>(t->bytes), p.max_bytes_per_ns, now_);
+  adjust_memory(dev, h.alloc);
+  if (h.mode == Mode::kFlow) {
+    const Op& op = plan_.ops[i];
+    const auto& t = std::get<TransferWork>(op.payload);
+    Path p = is_collective(op.kind) ? topo_.ring_path(endpoint(t.src), endpoint(t.dst), t.bytes)
+                                    : topo_.path(endpoint(t.src), endpoint(t.dst), t.bytes);
+    op_latency_[i] = p.latency * t.latency_steps;
+    if (!p.links.empty() && t.bytes > 0) {
+      FlowId f = net_.add(p.links, static_cast<double>(t.bytes), p.max_bytes_per_ns, now_);
       if (static_cast<std::size_t>(f) >= flow_op_.size()) {
         flow_op_.resize(static_cast<std::size_t>(f) + 1, -1);
         flow_version_.resize(static_cast<std::size_t>(f) + 1, 0);
@@ -260,7 +304,7 @@ void Run::start(OpId id) {
     queue_.push(now_ + op_latency_[i], 0, kOpEnd, id);
     return;
   }
-  queue_.push(now_ + compute_duration(op, dev), 0, kOpEnd, id);
+  queue_.push(now_ + h.duration, 0, kOpEnd, id);
 }
 
 void Run::schedule_flow_events(const std::vector<FlowId>& flows) {
@@ -275,29 +319,27 @@ void Run::schedule_flow_events(const std::vector<FlowId>& flows) {
 
 void Run::finish(OpId id) {
   const auto i = static_cast<std::size_t>(id);
-  const Op& op = plan_.ops[i];
-  DeviceId dev = device_of(op);
+  const HotOp& h = ops_[i];
+  auto& st = streams_[static_cast<std::size_t>(h.stream)];
   tl_.end[i] = now_;
   ++finished_;
-  adjust_memory(dev, -op.free_bytes);
-  if (const auto* w = std::get_if<CpuWork>(&op.payload); w && op.fixed_duration < 0) {
-    auto d = static_cast<std::size_t>(dev);
-    cores_free_[d] += w->threads;
+  adjust_memory(st.device, -h.free);
+  if (h.mode == Mode::kCpu) {
+    auto d = static_cast<std::size_t>(st.device);
+    cores_free_[d] += std::get<CpuWork>(plan_.ops[i].payload).threads;
     while (!cpu_waiting_[d].empty()) {
       OpId next = cpu_waiting_[d].front();
       const auto& nw = std::get<CpuWork>(plan_.ops[static_cast<std::size_t>(next)].payload);
       if (cores_free_[d] < nw.threads) break;
       cpu_waiting_[d].pop_front();
-      started_[static_cast<std::size_t>(next)] = 0;
+      ops_[static_cast<std::size_t>(next)].started = false;
       start(next);
     }
   }
-  auto s = static_cast<std::size_t>(op.stream);
-  ++stream_head_[s];
-  if (stream_head_[s] < stream_ops_[s].size()) try_start(stream_ops_[s][stream_head_[s]]);
+  if (++st.head < st.count) try_start(stream_order_[static_cast<std::size_t>(st.begin + st.head)]);
   for (auto k = dependents_at_[i]; k < dependents_at_[i + 1]; ++k) {
     OpId d = dependents_[static_cast<std::size_t>(k)];
-    if (--deps_left_[static_cast<std::size_t>(d)] == 0) try_start(d);
+    if (--ops_[static_cast<std::size_t>(d)].deps_left == 0) try_start(d);
   }
 }
 
@@ -330,9 +372,9 @@ std::string describe(const Plan& plan, OpId id) {
 void Run::report_deadlock() const {
   std::string msg = fmt::format("deadlock: {} of {} ops never ran; stuck:", plan_.ops.size() - finished_, plan_.ops.size());
   int shown = 0;
-  for (std::size_t s = 0; s < stream_ops_.size() && shown < 8; ++s) {
-    if (stream_head_[s] >= stream_ops_[s].size()) continue;
-    OpId head = stream_ops_[s][stream_head_[s]];
+  for (std::size_t s = 0; s < streams_.size() && shown < 8; ++s) {
+    if (streams_[s].head >= streams_[s].count) continue;
+    OpId head = stream_order_[static_cast<std::size_t>(streams_[s].begin + streams_[s].head)];
     msg += fmt::format(" [{} waits for", describe(plan_, head));
     int listed = 0;
     for (OpId d : plan_.ops[static_cast<std::size_t>(head)].deps) {

@@ -1,0 +1,184 @@
+#!/usr/bin/env python3
+"""CLI contract tests for `pipesim`: JSON keys, traces, saved plans, determinism and every bad-input path
+(one line naming file / JSON path / flag, what is wrong and what is valid, exit code 2)."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+PIPESIM = os.path.abspath(sys.argv.pop(1)) if len(sys.argv) > 1 else "pipesim"
+SRC = os.environ.get("PIPESIM_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+FIXTURES = os.path.join(SRC, "tests", "fixtures")
+
+
+def run(*args, cwd=None):
+    p = subprocess.run([PIPESIM, *args], capture_output=True, text=True, cwd=cwd, timeout=300)
+    return p.returncode, p.stdout, p.stderr
+
+
+class Simulate(unittest.TestCase):
+    def test_json_keys_for_every_schedule(self):
+        rc, out, err = run("simulate", "--model", "llama2-7b", "--hw", "h100-sxm-8x", "--pp", "4", "--tp", "2",
+                           "--dp", "2", "--microbatches", "8", "--format", "json")
+        self.assertEqual(rc, 0, err)
+        rows = json.loads(out)
+        self.assertEqual([r["schedule"] for r in rows], ["gpipe", "1f1b", "interleaved-1f1b", "zb-h1"])
+        for r in rows:
+            for k in ["schedule", "num_gpus", "step_time_s", "bubble_fraction", "tokens_per_s", "tflops_per_gpu",
+                      "mfu", "peak_gpu_mem_bytes", "oom", "ops", "sim_wall_s"]:
+                self.assertIn(k, r)
+            self.assertEqual(r["num_gpus"], 16)
+            self.assertGreater(r["step_time_s"], 0)
+            self.assertLess(r["mfu"], 1)
+            # tokens/s is global batch x seq / step time
+            self.assertAlmostEqual(r["tokens_per_s"], r["global_batch"] * r["seq"] / r["step_time_s"], delta=1e-6 * r["tokens_per_s"])
+        self.assertEqual(rows[0]["global_batch"], 2 * 8)
+
+    def test_single_schedule_prints_one_object(self):
+        rc, out, err = run("simulate", "--schedule", "1f1b", "--format", "json", "--microbatches", "8")
+        self.assertEqual(rc, 0, err)
+        self.assertIsInstance(json.loads(out), dict)
+
+    def test_table_and_traces_of_the_default_job(self):
+        with tempfile.TemporaryDirectory() as d:
+            rc, out, err = run("simulate", cwd=d)
+            self.assertEqual(rc, 0, err)
+            for s in ["gpipe", "1f1b", "interleaved-1f1b", "zb-h1"]:
+                self.assertIn(s, out)
+                with open(os.path.join(d, "out", s + ".trace.json")) as f:
+                    trace = json.load(f)
+                phases = {e["ph"] for e in trace["traceEvents"]}
+                self.assertTrue({"X", "M", "s", "f", "C"} <= phases, phases)
+            self.assertIn("llama3-8b on rtx4090-8x", out)
+
+    def test_saved_plan_runs_to_the_same_prediction(self):
+        with tempfile.TemporaryDirectory() as d:
+            plan = os.path.join(d, "plan.json")
+            rc, out1, err = run("simulate", "--model", "qwen3-1.7b", "--schedule", "zb-h1", "--pp", "4",
+                                "--microbatches", "8", "--plan-out", plan, "--format", "json")
+            self.assertEqual(rc, 0, err)
+            rc, out2, err = run("simulate", "--plan", plan, "--format", "json")
+            self.assertEqual(rc, 0, err)
+            a, b = json.loads(out1), json.loads(out2)
+            for k in ["step_time_s", "bubble_fraction", "peak_gpu_mem_bytes", "tokens_per_s", "mfu"]:
+                self.assertEqual(a[k], b[k], k)
+
+    def test_deterministic_output(self):
+        with tempfile.TemporaryDirectory() as d:
+            outs = []
+            for i in range(2):
+                t = os.path.join(d, f"t{i}.json")
+                tl = os.path.join(d, f"tl{i}.json")
+                rc, out, err = run("simulate", "--model", "llama2-7b", "--hw", "a100-80g-sxm-8x", "--pp", "2",
+                                   "--tp", "2", "--dp", "2", "--schedule", "interleaved-1f1b", "--microbatches", "4",
+                                   "--trace", t, "--timeline", tl, "--format", "json")
+                self.assertEqual(rc, 0, err)
+                j = json.loads(out)
+                j.pop("sim_wall_s")
+                with open(t) as ft, open(tl) as ftl:
+                    outs.append((json.dumps(j), ft.read(), ftl.read()))
+            self.assertEqual(outs[0], outs[1])
+
+    def test_profiled_workload_with_fixed_p2p(self):
+        rc, out, err = run("simulate", "--workload", os.path.join(FIXTURES, "uniform_workload.json"), "--pp", "4",
+                           "--microbatches", "8", "--p2p-time-ms", "0", "--schedule", "1f1b", "--format", "json")
+        self.assertEqual(rc, 0, err)
+        r = json.loads(out)
+        # 4 blocks of fwd 1 ms + bwd 2 ms: (m + p - 1)(f + b) = 11 x 3 ms
+        self.assertAlmostEqual(r["step_time_s"], 0.033, places=12)
+        self.assertAlmostEqual(r["bubble_fraction"], 3 / 11, places=12)
+
+    def test_hf_config_directly(self):
+        rc, out, err = run("simulate", "--model", os.path.join(FIXTURES, "hf", "Qwen__Qwen3-8B.json"), "--pp", "4",
+                           "--hw", "a100-80g-sxm-8x", "--schedule", "1f1b", "--microbatches", "8", "--format", "json")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(json.loads(out)["model"], "Qwen__Qwen3-8B")
+
+    def test_listings(self):
+        rc, out, _ = run("schedules")
+        self.assertEqual(rc, 0)
+        for s in ["gpipe", "1f1b", "interleaved-1f1b", "zb-h1"]:
+            self.assertIn(s, out)
+        rc, out, _ = run("hw")
+        self.assertIn("rtx4090-8x", out)
+        rc, out, _ = run("models")
+        self.assertIn("qwen3-235b-a22b", out)
+
+
+class BadInput(unittest.TestCase):
+    def expect_error(self, args, *fragments, cwd=None):
+        rc, out, err = run(*args, cwd=cwd)
+        self.assertEqual(rc, 2, f"{args}: rc={rc} out={out} err={err}")
+        lines = err.strip().splitlines()
+        self.assertEqual(len(lines), 1, err)
+        for f in fragments:
+            self.assertIn(f, lines[0])
+
+    def test_cli_flags(self):
+        self.expect_error(["simulate", "--schedule", "2f2b"], "unknown schedule '2f2b'; valid: gpipe, 1f1b")
+        self.expect_error(["simulate", "--pp", "0"], "--pp")
+        self.expect_error(["simulate", "--tp", "3"], "--tp: tp 3 must divide the 8 GPUs")
+        self.expect_error(["simulate", "--recompute", "some"], "--recompute")
+        self.expect_error(["simulate", "--bogus"], "--bogus")
+        self.expect_error(["simulate", "--microbatches", "abc"], "--microbatches")
+        self.expect_error(["simulate", "--partition", "1,2"], "--partition: has 2 entries; expected pp x virtual stages = 8")
+        self.expect_error(["simulate", "--global-batch", "7", "--dp", "2"], "--global-batch: 7 is not divisible")
+        self.expect_error(["simulate", "--schedule", "interleaved-1f1b", "--microbatches", "6"],
+                          "needs microbatches divisible by pp")
+        self.expect_error(["simulate", "--pp", "8", "--dp", "2", "--nodes", "1"], "--nodes")
+        self.expect_error(["simulate", "--pp", "64"], "exceeds the model's 32 transformer blocks")
+        self.expect_error(["simulate", "--format", "xml"], "--format")
+        self.expect_error([], "subcommand")
+
+    def test_files(self):
+        with tempfile.TemporaryDirectory() as d:
+            def write(name, text):
+                p = os.path.join(d, name)
+                with open(p, "w") as f:
+                    f.write(text)
+                return p
+            self.expect_error(["simulate", "--model", "nosuch"], "nosuch: unknown model; presets:")
+            self.expect_error(["simulate", "--hw", "nosuch"], "nosuch: unknown hardware profile; shipped:")
+            self.expect_error(["simulate", "--model", os.path.join(d, "missing.json")], "missing.json: cannot open file")
+            bad = write("bad.json", "{oops")
+            self.expect_error(["simulate", "--model", bad], "bad.json: malformed JSON")
+            def profile():
+                with open(os.path.join(SRC, "hw_profiles", "rtx4090-8x.json")) as f:
+                    return json.load(f)
+            hw = profile()
+            hw["gpu"]["hbm_gbps"] = 5
+            self.expect_error(["simulate", "--hw", write("hw.json", json.dumps(hw))], "hw.json: /gpu/hbm_gbps: unknown key")
+            hw = profile()
+            hw["gpu"]["hbm_GBps"] = -1
+            self.expect_error(["simulate", "--hw", write("hw2.json", json.dumps(hw))],
+                              "hw2.json: /gpu/hbm_GBps: value -1 out of range")
+            self.expect_error(["simulate", "--workload", write("w.json", '{"layers": [{"fwd_ms": "1", "bwd_ms": 2}]}')],
+                              "w.json: /layers/0/fwd_ms: expected a number")
+            self.expect_error(["simulate", "--workload", write("w2.json", '{"layers": [{"role": "neck", "fwd_ms": 1, "bwd_ms": 2}]}')],
+                              "/layers/0/role: unknown role 'neck'; valid: embedding, block, head")
+            self.expect_error(["simulate", "--plan", write("p.json", '{"format": "pipesim-plan", "version": 2}')],
+                              "p.json: /version: unsupported version; valid: 1")
+            self.expect_error(["simulate", "--model", write("m.json", '{"format": "pipesim-model", "version": 1, "name": "x"}')],
+                              "m.json: /source: missing required key")
+
+    def test_deadlocked_plan(self):
+        with tempfile.TemporaryDirectory() as d:
+            plan = os.path.join(d, "plan.json")
+            rc, _, err = run("simulate", "--workload", os.path.join(FIXTURES, "uniform_workload.json"), "--pp", "2",
+                             "--microbatches", "2", "--schedule", "1f1b", "--plan-out", plan, "--format", "json")
+            self.assertEqual(rc, 0, err)
+            with open(plan) as f:
+                p = json.load(f)
+            # Make stage 0's first forward wait for its own last backward: a cycle through stream order.
+            first_fwd = next(i for i, o in enumerate(p["ops"]) if o["kind"] == "forward")
+            last_bwd = max(i for i, o in enumerate(p["ops"]) if o["kind"] == "backward" and o["stream"] == p["ops"][first_fwd]["stream"])
+            p["ops"][first_fwd]["deps"].append(last_bwd)
+            with open(plan, "w") as f:
+                json.dump(p, f)
+            self.expect_error(["simulate", "--plan", plan], "deadlock:", f"op {first_fwd} forward", f"waits for op {last_bwd}")
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=1)
