@@ -37,7 +37,8 @@ void run(benchmark::State& state, const Plan& plan) {
   }
   state.counters["ops"] = static_cast<double>(plan.ops.size());
   state.counters["ops_per_s"] =
-      benchmark::Counter(static_cast<double>(plan.ops.size()) * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+      benchmark::Counter(static_cast<double>(plan.ops.size()) * static_cast<double>(state.iterations()),
+                         benchmark::Counter::kIsRate);
 }
 
 void BM_ComputeBound1f1b(benchmark::State& state) {

@@ -2,8 +2,8 @@
 // calls the libraries and maps their typed errors to exit code 2 with one line.
 #include <iostream>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "pipesim/sim/error.hpp"
 #include "pipesim/sim/hardware.hpp"
@@ -16,7 +16,8 @@ namespace {
 int list_schedules() {
   for (const auto& s : pipesim::sim::schedule_registry()) {
     std::cout << fmt::format("{:<18} {}\n{:<18} source: {}\n", s.name, s.description, "", s.source);
-    for (const auto& p : s.parameters) std::cout << fmt::format("{:<18}   {}: {}\n", "", p.name, p.description);
+    for (const auto& p : s.parameters)
+      std::cout << fmt::format("{:<18}   {}: {}\n", "", p.name, p.description);
   }
   return 0;
 }
@@ -32,9 +33,10 @@ int list_hw() {
 int list_models() {
   for (const auto& name : pipesim::sim::shipped_models()) {
     auto m = pipesim::sim::load_model(name);
-    std::cout << fmt::format("{:<18} layers {:>3}, hidden {:>5}, heads {:>3}/{:<3} ffn {:>6}, vocab {:>6}{}\n", name,
-                             m.layers, m.hidden, m.heads, m.kv_heads, m.ffn_hidden, m.vocab,
-                             m.is_moe() ? fmt::format(", MoE {} experts top-{}", m.num_experts, m.experts_per_token) : "");
+    std::cout << fmt::format(
+        "{:<18} layers {:>3}, hidden {:>5}, heads {:>3}/{:<3} ffn {:>6}, vocab {:>6}{}\n", name, m.layers,
+        m.hidden, m.heads, m.kv_heads, m.ffn_hidden, m.vocab,
+        m.is_moe() ? fmt::format(", MoE {} experts top-{}", m.num_experts, m.experts_per_token) : "");
   }
   return 0;
 }
@@ -48,24 +50,34 @@ int main(int argc, char** argv) {
 
   pipesim::cli::SimulateOptions so;
   auto& j = so.job;
-  auto* sim = app.add_subcommand("simulate", "predict step time, throughput, bubbles and memory of a training job");
+  auto* sim =
+      app.add_subcommand("simulate", "predict step time, throughput, bubbles and memory of a training job");
   sim->add_option("--model", j.model, "model preset name or HuggingFace config.json")->capture_default_str();
   sim->add_option("--workload", j.workload, "profiled per-layer times (JSON) instead of --model");
   sim->add_option("--hw", j.hw, "hardware profile name or file")->capture_default_str();
-  sim->add_option("--nodes", j.nodes, "nodes of the hardware profile (default: as many as pp*tp*dp needs)")->check(CLI::Range(1, 1 << 20));
+  sim->add_option("--nodes", j.nodes, "nodes of the hardware profile (default: as many as pp*tp*dp needs)")
+      ->check(CLI::Range(1, 1 << 20));
   sim->add_option("--schedule", so.schedule, "schedule name or all")->capture_default_str();
   sim->add_option("--pp", j.pp, "pipeline stages (default: GPUs / (tp*dp))")->check(CLI::Range(1, 1 << 20));
   sim->add_option("--tp", j.tp, "tensor-parallel degree")->check(CLI::Range(1, 1024));
   sim->add_option("--dp", j.dp, "data-parallel degree")->check(CLI::Range(1, 1 << 20));
-  sim->add_option("--microbatches", j.microbatches, "microbatches per pipeline flush (M)")->check(CLI::Range(1, 1 << 24));
-  sim->add_option("--microbatch-size", j.microbatch_size, "sequences per microbatch (b)")->check(CLI::Range(1.0, 1e9));
-  sim->add_option("--global-batch", j.global_batch, "sequences per optimizer step (G = dp*K*M*b)")->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40));
-  sim->add_option("--accum-steps", j.accum_steps, "pipeline flushes per optimizer step (K)")->check(CLI::Range(1, 1 << 20));
-  sim->add_option("--seq", j.seq, "sequence length")->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 24));
+  sim->add_option("--microbatches", j.microbatches, "microbatches per pipeline flush (M)")
+      ->check(CLI::Range(1, 1 << 24));
+  sim->add_option("--microbatch-size", j.microbatch_size, "sequences per microbatch (b)")
+      ->check(CLI::Range(1.0, 1e9));
+  sim->add_option("--global-batch", j.global_batch, "sequences per optimizer step (G = dp*K*M*b)")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40));
+  sim->add_option("--accum-steps", j.accum_steps, "pipeline flushes per optimizer step (K)")
+      ->check(CLI::Range(1, 1 << 20));
+  sim->add_option("--seq", j.seq, "sequence length")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 24));
   sim->add_option("--partition", j.partition, "transformer blocks per stage, e.g. 5,5,5,3");
-  sim->add_option("--virtual-stages", j.virtual_stages, "model chunks per rank (interleaved-1f1b)")->check(CLI::Range(1, 1024));
-  sim->add_option("--recompute", j.recompute, "activation recompute: none|selective|full")->capture_default_str();
-  sim->add_option("--p2p-time-ms", j.p2p_time_ms, "fixed time per pipeline hop instead of bytes/bandwidth")->check(CLI::Range(0.0, 1e6));
+  sim->add_option("--virtual-stages", j.virtual_stages, "model chunks per rank (interleaved-1f1b)")
+      ->check(CLI::Range(1, 1024));
+  sim->add_option("--recompute", j.recompute, "activation recompute: none|selective|full")
+      ->capture_default_str();
+  sim->add_option("--p2p-time-ms", j.p2p_time_ms, "fixed time per pipeline hop instead of bytes/bandwidth")
+      ->check(CLI::Range(0.0, 1e6));
   std::string replicas = "symmetric";
   sim->add_option("--replicas", replicas, "symmetric (simulate identical replicas once) or explicit")
       ->check(CLI::IsMember({"symmetric", "explicit"}))
@@ -75,7 +87,9 @@ int main(int argc, char** argv) {
   sim->add_option("--trace-dir", so.trace_dir, "write one Chrome trace per schedule into this folder");
   sim->add_option("--timeline", so.timeline_file, "write the pipesim-timeline JSON");
   sim->add_option("--plan-out", so.plan_out, "write the generated plan JSON");
-  sim->add_option("--format", so.format, "table or json")->check(CLI::IsMember({"table", "json"}))->capture_default_str();
+  sim->add_option("--format", so.format, "table or json")
+      ->check(CLI::IsMember({"table", "json"}))
+      ->capture_default_str();
 
   app.add_subcommand("schedules", "list the registered schedules and their parameters");
   app.add_subcommand("hw", "list the shipped hardware profiles");

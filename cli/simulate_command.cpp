@@ -50,15 +50,18 @@ Result run_plan(sim::Plan plan, bool record_memory) {
   return {std::move(plan), std::move(tl), std::move(m), wall};
 }
 
-std::string gib(std::int64_t bytes) { return fmt::format("{:.2f}", static_cast<double>(bytes) / (1024.0 * 1024 * 1024)); }
+std::string gib(std::int64_t bytes) {
+  return fmt::format("{:.2f}", static_cast<double>(bytes) / (1024.0 * 1024 * 1024));
+}
 
 void print_table(const std::vector<Result>& results, const std::vector<std::string>& skipped) {
   const auto& p = results.front().plan;
-  std::cout << fmt::format("{} on {} x{} GPUs ({}), pp={} tp={} dp={}, global batch {}, seq {}, recompute {}\n",
-                           p.meta.model, p.hw.name, p.num_gpus(), p.meta.replicas, p.meta.pp, p.meta.tp, p.meta.dp,
-                           p.meta.global_batch, p.meta.seq, p.meta.recompute);
-  std::cout << fmt::format("{:<18} {:>4} {:>13} {:>13} {:>7} {:>9} {:>13} {:>5}\n", "schedule", "mb", "step time (s)",
-                           "tokens/s", "MFU %", "bubble %", "peak GPU GiB", "OOM");
+  std::cout << fmt::format(
+      "{} on {} x{} GPUs ({}), pp={} tp={} dp={}, global batch {}, seq {}, recompute {}\n", p.meta.model,
+      p.hw.name, p.num_gpus(), p.meta.replicas, p.meta.pp, p.meta.tp, p.meta.dp, p.meta.global_batch,
+      p.meta.seq, p.meta.recompute);
+  std::cout << fmt::format("{:<18} {:>4} {:>13} {:>13} {:>7} {:>9} {:>13} {:>5}\n", "schedule", "mb",
+                           "step time (s)", "tokens/s", "MFU %", "bubble %", "peak GPU GiB", "OOM");
   for (const auto& r : results) {
     const auto& m = r.metrics;
     std::cout << fmt::format("{:<18} {:>4} {:>13.4f} {:>13.0f} {:>7.1f} {:>9.1f} {:>13} {:>5}\n", m.schedule,
@@ -70,7 +73,8 @@ void print_table(const std::vector<Result>& results, const std::vector<std::stri
     if (r.metrics.oom)
       std::cout << fmt::format("  {}: OOM first on {} at {:.4f} s, worst excess {} GiB\n", r.metrics.schedule,
                                r.metrics.oom_device, r.metrics.oom_time_s, gib(r.metrics.oom_bytes_over));
-    if (!r.plan.meta.note.empty()) std::cout << fmt::format("  {}: {}\n", r.metrics.schedule, r.plan.meta.note);
+    if (!r.plan.meta.note.empty())
+      std::cout << fmt::format("  {}: {}\n", r.metrics.schedule, r.plan.meta.note);
   }
   for (const auto& s : skipped) std::cout << "  skipped " << s << "\n";
 }
@@ -113,8 +117,9 @@ int run_simulate(const SimulateOptions& o) {
   for (const auto& r : results) {
     const std::string& name = r.metrics.schedule;
     if (!o.trace_file.empty() || !o.trace_dir.empty()) {
-      std::string path = o.trace_file.empty() ? (std::filesystem::path(o.trace_dir) / (name + ".trace.json")).string()
-                                              : per_schedule(o.trace_file, name, several);
+      std::string path = o.trace_file.empty()
+                             ? (std::filesystem::path(o.trace_dir) / (name + ".trace.json")).string()
+                             : per_schedule(o.trace_file, name, several);
       auto out = open_out(path);
       sim::write_chrome_trace(out, r.plan, r.timeline);
     }
@@ -131,14 +136,16 @@ int run_simulate(const SimulateOptions& o) {
     if (o.schedule == "all" && o.plan_file.empty()) {
       std::cout << "[";
       for (std::size_t i = 0; i < results.size(); ++i)
-        std::cout << (i ? ",\n" : "\n") << sim::metrics_to_json(results[i].plan, results[i].metrics, results[i].wall_s);
+        std::cout << (i ? ",\n" : "\n")
+                  << sim::metrics_to_json(results[i].plan, results[i].metrics, results[i].wall_s);
       std::cout << "\n]\n";
     } else {
       std::cout << sim::metrics_to_json(results[0].plan, results[0].metrics, results[0].wall_s) << "\n";
     }
   } else {
     print_table(results, skipped);
-    if (!o.trace_dir.empty()) std::cout << fmt::format("Chrome traces written under {}/ (open in ui.perfetto.dev)\n", o.trace_dir);
+    if (!o.trace_dir.empty())
+      std::cout << fmt::format("Chrome traces written under {}/ (open in ui.perfetto.dev)\n", o.trace_dir);
   }
   return 0;
 }

@@ -23,18 +23,24 @@ Recompute parse_recompute(const std::string& s) {
 
 const char* to_string(Recompute r) {
   switch (r) {
-    case Recompute::kNone: return "none";
-    case Recompute::kSelective: return "selective";
-    case Recompute::kFull: return "full";
+    case Recompute::kNone:
+      return "none";
+    case Recompute::kSelective:
+      return "selective";
+    case Recompute::kFull:
+      return "full";
   }
   return "?";
 }
 
 const char* to_string(LayerRole r) {
   switch (r) {
-    case LayerRole::kEmbedding: return "embedding";
-    case LayerRole::kBlock: return "block";
-    case LayerRole::kHead: return "head";
+    case LayerRole::kEmbedding:
+      return "embedding";
+    case LayerRole::kBlock:
+      return "block";
+    case LayerRole::kHead:
+      return "head";
   }
   return "?";
 }
@@ -73,7 +79,9 @@ double attention_flops_per_token(const ModelSpec& m, std::int64_t block, std::in
   return 4.0 * attended_keys(m, block, seq) * static_cast<double>(m.heads * m.head_dim);
 }
 
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
+  return (a + b - 1) / b;
+}
 
 }  // namespace
 
@@ -169,7 +177,9 @@ std::vector<LayerCost> model_layer_costs(const ModelSpec& m, const CostOptions& 
 
 namespace {
 
-Duration ms_to_ns(double ms) { return static_cast<Duration>(std::llround(ms * 1e6)); }
+Duration ms_to_ns(double ms) {
+  return static_cast<Duration>(std::llround(ms * 1e6));
+}
 
 }  // namespace
 
@@ -189,22 +199,28 @@ Workload parse_workload(const std::string& text, const std::string& file, Recomp
     JsonObject e(layers[i], file, fmt::format("/layers/{}", i));
     LayerCost c;
     std::string role = e.string_or("role", "block");
-    if (role == "embedding") c.role = LayerRole::kEmbedding;
-    else if (role == "block") c.role = LayerRole::kBlock;
-    else if (role == "head") c.role = LayerRole::kHead;
-    else e.fail("role", fmt::format("unknown role '{}'; valid: embedding, block, head", role));
+    if (role == "embedding")
+      c.role = LayerRole::kEmbedding;
+    else if (role == "block")
+      c.role = LayerRole::kBlock;
+    else if (role == "head")
+      c.role = LayerRole::kHead;
+    else
+      e.fail("role", fmt::format("unknown role '{}'; valid: embedding, block, head", role));
     double fwd = e.number("fwd_ms", 0, 1e7);
     bool has_bi = e.has("bwd_input_ms"), has_bw = e.has("bwd_weight_ms");
     double bwd = e.number_or("bwd_ms", -1, 0, 1e7);
     double bi = e.number_or("bwd_input_ms", -1, 0, 1e7);
     double bwt = e.number_or("bwd_weight_ms", -1, 0, 1e7);
-    if (bwd < 0 && !(has_bi && has_bw)) e.fail("bwd_ms", "missing; give bwd_ms or both bwd_input_ms and bwd_weight_ms");
+    if (bwd < 0 && !(has_bi && has_bw))
+      e.fail("bwd_ms", "missing; give bwd_ms or both bwd_input_ms and bwd_weight_ms");
     if (bwd < 0) bwd = bi + bwt;
     if (has_bi && !has_bw) bwt = bwd - bi;
     if (has_bw && !has_bi) bi = bwd - bwt;
     if (!has_bi && !has_bw) bi = bwd / 2, bwt = bwd - bi;
     if (bi < 0 || bwt < 0 || std::fabs(bi + bwt - bwd) > 1e-9 * std::max(1.0, bwd))
-      e.fail("bwd_ms", fmt::format("bwd_input_ms + bwd_weight_ms ({}) must equal bwd_ms ({})", bi + bwt, bwd));
+      e.fail("bwd_ms",
+             fmt::format("bwd_input_ms + bwd_weight_ms ({}) must equal bwd_ms ({})", bi + bwt, bwd));
     c.fwd_ns = ms_to_ns(fwd);
     c.bwd_input_ns = ms_to_ns(bi);
     c.bwd_weight_ns = ms_to_ns(bwd) - c.bwd_input_ns;
@@ -218,8 +234,9 @@ Workload parse_workload(const std::string& text, const std::string& file, Recomp
     c.bwd_input_flops = c.fwd_flops;
     c.bwd_weight_flops = c.fwd_flops;
     if (c.recompute_ns > 0 && c.output_bytes > 0 && c.output_bytes < c.stored_activation_bytes) {
-      c.recompute_extra_bytes = c.stored_activation_bytes - c.output_bytes;  // re-materialized in the backward
-      c.stored_activation_bytes = c.output_bytes;                            // only the block input is kept
+      c.recompute_extra_bytes =
+          c.stored_activation_bytes - c.output_bytes;  // re-materialized in the backward
+      c.stored_activation_bytes = c.output_bytes;      // only the block input is kept
     }
     std::int64_t repeat = e.integer_or("repeat", 1, 1, 100000);
     e.finish();

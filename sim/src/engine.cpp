@@ -23,26 +23,31 @@ void validate_plan(const Plan& plan, const std::string& file) {
     const auto& dev = plan.devices[d];
     std::string path = fmt::format("/devices/{}", d);
     if (dev.node < 0 || dev.node >= plan.nodes)
-      throw InputError(file, path + "/node", fmt::format("node {} out of range; valid: 0 .. {}", dev.node, plan.nodes - 1));
+      throw InputError(file, path + "/node",
+                       fmt::format("node {} out of range; valid: 0 .. {}", dev.node, plan.nodes - 1));
     if (dev.kind == DeviceKind::kGpu && (dev.local_index < 0 || dev.local_index >= plan.hw.node.gpus))
-      throw InputError(file, path + "/local_index",
-                       fmt::format("GPU index {} out of range; valid: 0 .. {}", dev.local_index, plan.hw.node.gpus - 1));
+      throw InputError(
+          file, path + "/local_index",
+          fmt::format("GPU index {} out of range; valid: 0 .. {}", dev.local_index, plan.hw.node.gpus - 1));
     if (dev.resident_bytes < 0) throw InputError(file, path + "/resident_bytes", "must be >= 0");
   }
   for (std::size_t s = 0; s < plan.streams.size(); ++s)
     if (plan.streams[s].device < 0 || plan.streams[s].device >= nd)
-      throw InputError(file, fmt::format("/streams/{}/device", s), fmt::format("no device {}; valid: 0 .. {}", plan.streams[s].device, nd - 1));
+      throw InputError(file, fmt::format("/streams/{}/device", s),
+                       fmt::format("no device {}; valid: 0 .. {}", plan.streams[s].device, nd - 1));
   for (std::size_t i = 0; i < plan.ops.size(); ++i) {
     const Op& op = plan.ops[i];
     // Paths are formatted only on failure: this loop runs over millions of ops.
     auto path = [i] { return fmt::format("/ops/{}", i); };
     if (op.stream < 0 || op.stream >= ns)
-      throw InputError(file, path() + "/stream", fmt::format("no stream {}; valid: 0 .. {}", op.stream, ns - 1));
+      throw InputError(file, path() + "/stream",
+                       fmt::format("no stream {}; valid: 0 .. {}", op.stream, ns - 1));
     for (std::size_t k = 0; k < op.deps.size(); ++k)
       if (op.deps[k] < 0 || op.deps[k] >= no || op.deps[k] == static_cast<OpId>(i))
         throw InputError(file, fmt::format("{}/deps/{}", path(), k),
                          fmt::format("dependency {} is not another op; valid: 0 .. {}", op.deps[k], no - 1));
-    if (op.alloc_bytes < 0 || op.free_bytes < 0) throw InputError(file, path(), "alloc_bytes and free_bytes must be >= 0");
+    if (op.alloc_bytes < 0 || op.free_bytes < 0)
+      throw InputError(file, path(), "alloc_bytes and free_bytes must be >= 0");
     if (const auto* t = std::get_if<TransferWork>(&op.payload)) {
       if (t->src < 0 || t->src >= nd || t->dst < 0 || t->dst >= nd)
         throw InputError(file, path() + "/transfer", fmt::format("src/dst must be devices 0 .. {}", nd - 1));
@@ -50,10 +55,12 @@ void validate_plan(const Plan& plan, const std::string& file) {
       if (t->group_size < 1) throw InputError(file, path() + "/transfer/group_size", "must be >= 1");
     }
     if (const auto* c = std::get_if<CpuWork>(&op.payload)) {
-      if (plan.devices[static_cast<std::size_t>(plan.streams[static_cast<std::size_t>(op.stream)].device)].kind != DeviceKind::kHost)
+      if (plan.devices[static_cast<std::size_t>(plan.streams[static_cast<std::size_t>(op.stream)].device)]
+              .kind != DeviceKind::kHost)
         throw InputError(file, path() + "/cpu", "CPU work must sit on a host stream");
       if (c->threads < 1 || c->threads > plan.hw.host.cores)
-        throw InputError(file, path() + "/cpu/threads", fmt::format("valid: 1 .. {} (host cores)", plan.hw.host.cores));
+        throw InputError(file, path() + "/cpu/threads",
+                         fmt::format("valid: 1 .. {} (host cores)", plan.hw.host.cores));
     }
   }
 }
@@ -156,7 +163,8 @@ void Run::setup() {
       h.mode = Mode::kFlow;
       max_group = std::max(max_group, t->group);
     } else {
-      h.mode = std::holds_alternative<CpuWork>(op.payload) && op.fixed_duration < 0 ? Mode::kCpu : Mode::kTimed;
+      h.mode =
+          std::holds_alternative<CpuWork>(op.payload) && op.fixed_duration < 0 ? Mode::kCpu : Mode::kTimed;
       h.duration = compute_duration(op, st.device);
     }
     for (OpId d : op.deps) ++dependents_at_[static_cast<std::size_t>(d) + 1];
@@ -166,7 +174,8 @@ void Run::setup() {
   {
     std::vector<std::int64_t> fill(dependents_at_.begin(), dependents_at_.end() - 1);
     for (std::size_t i = 0; i < n; ++i)
-      for (OpId d : plan_.ops[i].deps) dependents_[static_cast<std::size_t>(fill[static_cast<std::size_t>(d)]++)] = static_cast<OpId>(i);
+      for (OpId d : plan_.ops[i].deps)
+        dependents_[static_cast<std::size_t>(fill[static_cast<std::size_t>(d)]++)] = static_cast<OpId>(i);
   }
   std::int64_t at = 0;
   for (auto& st : streams_) {
@@ -211,7 +220,8 @@ Timeline Run::execute() {
     if (ev.type == kOpEnd) {
       finish(ev.target);
     } else if (ev.type == kFlowDone) {
-      if (ev.version != flow_version_[static_cast<std::size_t>(ev.target)]) continue;  // superseded by a rate change
+      if (ev.version != flow_version_[static_cast<std::size_t>(ev.target)])
+        continue;  // superseded by a rate change
       OpId op = flow_op_[static_cast<std::size_t>(ev.target)];
       ++flow_version_[static_cast<std::size_t>(ev.target)];
       net_.remove(ev.target, now_);
@@ -224,7 +234,8 @@ Timeline Run::execute() {
   std::vector<double> carried = net_.carried_bytes(now_);
   for (std::size_t l = 0; l < carried.size(); ++l)
     if (carried[l] > 0)
-      tl_.links.push_back({topo_.link_name(static_cast<LinkId>(l)), carried[l], topo_.links()[l].bytes_per_ns});
+      tl_.links.push_back(
+          {topo_.link_name(static_cast<LinkId>(l)), carried[l], topo_.links()[l].bytes_per_ns});
   return std::move(tl_);
 }
 
@@ -260,7 +271,8 @@ Duration Run::compute_duration(const Op& op, DeviceId device) const {
   }
   if (const auto* m = std::get_if<MemoryWork>(&op.payload)) {
     bool gpu = plan_.devices[static_cast<std::size_t>(device)].kind == DeviceKind::kGpu;
-    return duration_for_work(static_cast<double>(m->bytes), (gpu ? hw.gpu.hbm_GBps : hw.host.dram_GBps) * 1e9);
+    return duration_for_work(static_cast<double>(m->bytes),
+                             (gpu ? hw.gpu.hbm_GBps : hw.host.dram_GBps) * 1e9);
   }
   if (const auto* w = std::get_if<CpuWork>(&op.payload))
     return duration_for_work(static_cast<double>(w->params), hw.adam_params_per_s(w->threads));
@@ -363,14 +375,16 @@ void Run::adjust_memory(DeviceId d, std::int64_t delta) {
 std::string describe(const Plan& plan, OpId id) {
   const Op& op = plan.ops[static_cast<std::size_t>(id)];
   const auto& st = plan.streams[static_cast<std::size_t>(op.stream)];
-  std::string s = fmt::format("op {} {} on {}/{}", id, to_string(op.kind), plan.devices[static_cast<std::size_t>(st.device)].name, st.name);
+  std::string s = fmt::format("op {} {} on {}/{}", id, to_string(op.kind),
+                              plan.devices[static_cast<std::size_t>(st.device)].name, st.name);
   if (op.tags.stage >= 0) s += fmt::format(" stage {}", op.tags.stage);
   if (op.tags.microbatch >= 0) s += fmt::format(" mb {}", op.tags.microbatch);
   return s;
 }
 
 void Run::report_deadlock() const {
-  std::string msg = fmt::format("deadlock: {} of {} ops never ran; stuck:", plan_.ops.size() - finished_, plan_.ops.size());
+  std::string msg =
+      fmt::format("deadlock: {} of {} ops never ran; stuck:", plan_.ops.size() - finished_, plan_.ops.size());
   int shown = 0;
   for (std::size_t s = 0; s < streams_.size() && shown < 8; ++s) {
     if (streams_[s].head >= streams_[s].count) continue;

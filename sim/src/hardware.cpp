@@ -18,7 +18,8 @@ double interpolate_log_x(const std::vector<CurvePoint>& curve, double x) {
   if (curve.empty()) return 0;
   if (x <= curve.front().x) return curve.front().y;
   if (x >= curve.back().x) return curve.back().y;
-  auto hi = std::upper_bound(curve.begin(), curve.end(), x, [](double v, const CurvePoint& p) { return v < p.x; });
+  auto hi =
+      std::upper_bound(curve.begin(), curve.end(), x, [](double v, const CurvePoint& p) { return v < p.x; });
   auto lo = hi - 1;
   double t = (std::log(x) - std::log(lo->x)) / (std::log(hi->x) - std::log(lo->x));
   return lo->y + t * (hi->y - lo->y);
@@ -47,7 +48,8 @@ std::vector<CurvePoint> read_curve(JsonObject& o, const std::string& key, const 
     if (required) o.fail(key, "missing required key");
     return out;
   }
-  if (!v->is_array() || v->empty()) o.fail(key, fmt::format("expected a non-empty array of {{\"{}\", \"{}\"}}", xkey, ykey));
+  if (!v->is_array() || v->empty())
+    o.fail(key, fmt::format("expected a non-empty array of {{\"{}\", \"{}\"}}", xkey, ykey));
   for (std::size_t i = 0; i < v->size(); ++i) {
     JsonObject p((*v)[i], o.file(), o.path_of(key) + "/" + std::to_string(i));
     CurvePoint c{p.number(xkey, 1e-12, kBig), p.number(ykey, 0, ymax)};
@@ -110,8 +112,8 @@ HardwareProfile parse_hardware_profile(const std::string& text, const std::strin
     hw.gpu.hbm_GBps = g.number("hbm_GBps", 1e-3, 1e6);
     hw.gpu.launch_overhead_us = g.number("launch_overhead_us", 0, 1e4);
     hw.gpu.gemm_efficiency = read_curve(g, "gemm_efficiency", "gemm_gflop", "efficiency", 1.0, true);
-    hw.gpu.sources = read_sources(g, {"model", "peak_tflops", "hbm_bytes", "hbm_GBps", "launch_overhead_us",
-                                      "gemm_efficiency"});
+    hw.gpu.sources = read_sources(
+        g, {"model", "peak_tflops", "hbm_bytes", "hbm_GBps", "launch_overhead_us", "gemm_efficiency"});
     g.finish();
   }
   {
@@ -124,16 +126,20 @@ HardwareProfile parse_hardware_profile(const std::string& text, const std::strin
     hw.node.pcie.latency_us = p.number("latency_us", 0, 1e5);
     const json& sw = p.raw("switches");
     std::vector<int> owner(static_cast<std::size_t>(hw.node.gpus), -1);
-    if (!sw.is_array() || sw.empty()) p.fail("switches", "expected a non-empty array of arrays of GPU indices");
+    if (!sw.is_array() || sw.empty())
+      p.fail("switches", "expected a non-empty array of arrays of GPU indices");
     for (std::size_t i = 0; i < sw.size(); ++i) {
       std::string path = p.path_of("switches") + "/" + std::to_string(i);
-      if (!sw[i].is_array() || sw[i].empty()) throw InputError(file, path, "expected a non-empty array of GPU indices");
+      if (!sw[i].is_array() || sw[i].empty())
+        throw InputError(file, path, "expected a non-empty array of GPU indices");
       std::vector<int> members;
       for (std::size_t k = 0; k < sw[i].size(); ++k) {
         std::string ep = path + "/" + std::to_string(k);
         int gi = static_cast<int>(detail::checked_integer(sw[i][k], file, ep, 0, hw.node.gpus - 1));
         if (owner[static_cast<std::size_t>(gi)] >= 0)
-          throw InputError(file, ep, fmt::format("GPU {} is already under switch {}", gi, owner[static_cast<std::size_t>(gi)]));
+          throw InputError(
+              file, ep,
+              fmt::format("GPU {} is already under switch {}", gi, owner[static_cast<std::size_t>(gi)]));
         owner[static_cast<std::size_t>(gi)] = static_cast<int>(i);
         members.push_back(gi);
       }
@@ -141,7 +147,8 @@ HardwareProfile parse_hardware_profile(const std::string& text, const std::strin
     }
     for (int gi = 0; gi < hw.node.gpus; ++gi)
       if (owner[static_cast<std::size_t>(gi)] < 0)
-        p.fail("switches", fmt::format("GPU {} is under no switch; every GPU 0..{} must appear once", gi, hw.node.gpus - 1));
+        p.fail("switches", fmt::format("GPU {} is under no switch; every GPU 0..{} must appear once", gi,
+                                       hw.node.gpus - 1));
     hw.node.pcie.h2d_GBps_by_size = read_curve(p, "h2d_GBps_by_size", "bytes", "GBps", 1e5, false);
     hw.node.pcie.d2h_GBps_by_size = read_curve(p, "d2h_GBps_by_size", "bytes", "GBps", 1e5, false);
     hw.node.pcie.sources = read_sources(p, {"gen", "lane_GBps", "uplink_GBps", "latency_us", "switches",
@@ -163,7 +170,8 @@ HardwareProfile parse_hardware_profile(const std::string& text, const std::strin
     hw.host.dram_GBps = h.number("dram_GBps", 1e-3, 1e6);
     hw.host.adam_params_per_s_by_threads =
         read_curve(h, "adam_params_per_s_by_threads", "threads", "params_per_s", 1e13, true);
-    hw.host.sources = read_sources(h, {"cpu_model", "cores", "dram_bytes", "dram_GBps", "adam_params_per_s_by_threads"});
+    hw.host.sources =
+        read_sources(h, {"cpu_model", "cores", "dram_bytes", "dram_GBps", "adam_params_per_s_by_threads"});
     h.finish();
   }
   {
@@ -185,7 +193,8 @@ HardwareProfile load_hardware_profile(const std::string& name_or_path) {
     if (!fs::exists(path)) {
       std::string names;
       for (const auto& n : shipped_hardware_profiles()) names += (names.empty() ? "" : ", ") + n;
-      throw InputError(name_or_path, "", fmt::format("unknown hardware profile; shipped: {} (or give a file path)", names));
+      throw InputError(name_or_path, "",
+                       fmt::format("unknown hardware profile; shipped: {} (or give a file path)", names));
     }
   }
   return parse_hardware_profile(detail::read_text_file(path), path);
@@ -227,13 +236,19 @@ std::string hardware_profile_to_json(const HardwareProfile& hw) {
             {"cores", hw.host.cores},
             {"dram_bytes", hw.host.dram_bytes},
             {"dram_GBps", hw.host.dram_GBps},
-            {"adam_params_per_s_by_threads", curve_json(hw.host.adam_params_per_s_by_threads, "threads", "params_per_s")}};
+            {"adam_params_per_s_by_threads",
+             curve_json(hw.host.adam_params_per_s_by_threads, "threads", "params_per_s")}};
   write_sources(h, hw.host.sources);
   json w = {{"nic_GBps", hw.network.nic_GBps}, {"latency_us", hw.network.latency_us}};
   write_sources(w, hw.network.sources);
-  json root = {{"format", "pipesim-hw"}, {"version", 1},       {"name", hw.name},
-               {"description", hw.description}, {"gpu", g}, {"node", {{"gpus", hw.node.gpus}, {"pcie", p}, {"nvlink", nv}}},
-               {"host", h},       {"network", w}};
+  json root = {{"format", "pipesim-hw"},
+               {"version", 1},
+               {"name", hw.name},
+               {"description", hw.description},
+               {"gpu", g},
+               {"node", {{"gpus", hw.node.gpus}, {"pcie", p}, {"nvlink", nv}}},
+               {"host", h},
+               {"network", w}};
   if (hw.gpu_hour_usd > 0) root["gpu_hour_usd"] = hw.gpu_hour_usd;
   return root.dump(2);
 }

@@ -12,7 +12,9 @@ namespace pipesim::sim {
 
 namespace {
 
-[[noreturn]] void bad(const std::string& flag, const std::string& msg) { throw InputError(flag, "", msg); }
+[[noreturn]] void bad(const std::string& flag, const std::string& msg) {
+  throw InputError(flag, "", msg);
+}
 
 struct Batch {
   std::int64_t global = 0;
@@ -20,18 +22,24 @@ struct Batch {
   std::vector<std::int64_t> sizes;  // per microbatch
 };
 
-// G = dp x K x M x b: any two of G, M, b give the third; a fractional b is split floor/ceil across microbatches.
+// G = dp x K x M x b: any two of G, M, b give the third; a fractional b is split floor/ceil across
+// microbatches.
 Batch derive_batch(const JobOptions& j, std::int32_t pp) {
   const std::int64_t replicas = static_cast<std::int64_t>(j.dp) * j.accum_steps;
   std::int64_t G = j.global_batch, M = j.microbatches;
   double b = j.microbatch_size;
   if (G < 0 || M < 0 || b < 0) bad("--global-batch/--microbatches/--microbatch-size", "must be positive");
   if (b > 0 && std::floor(b) != b && !(G > 0 && M > 0))
-    bad("--microbatch-size", "a fractional size is only derived from --global-batch and --microbatches; give an integer");
-  if (G == 0 && M == 0 && b == 0) b = 1, M = 4 * static_cast<std::int64_t>(pp);
-  else if (G == 0 && b == 0) b = 1;
-  else if (G == 0 && M == 0) M = 4 * static_cast<std::int64_t>(pp);
-  else if (M == 0 && b == 0) b = 1;
+    bad("--microbatch-size",
+        "a fractional size is only derived from --global-batch and --microbatches; give an integer");
+  if (G == 0 && M == 0 && b == 0)
+    b = 1, M = 4 * static_cast<std::int64_t>(pp);
+  else if (G == 0 && b == 0)
+    b = 1;
+  else if (G == 0 && M == 0)
+    M = 4 * static_cast<std::int64_t>(pp);
+  else if (M == 0 && b == 0)
+    b = 1;
 
   Batch out;
   if (G == 0) {
@@ -46,13 +54,16 @@ Batch derive_batch(const JobOptions& j, std::int32_t pp) {
   if (M == 0) {
     auto bi = static_cast<std::int64_t>(b);
     if (per_flush % bi != 0)
-      bad("--microbatch-size", fmt::format("{} samples per pipeline flush are not a multiple of {}; valid sizes divide {}",
-                                           per_flush, bi, per_flush));
+      bad("--microbatch-size",
+          fmt::format("{} samples per pipeline flush are not a multiple of {}; valid sizes divide {}",
+                      per_flush, bi, per_flush));
     M = per_flush / bi;
   }
   if (M > per_flush)
-    bad("--microbatches", fmt::format("{} microbatches exceed the {} samples per pipeline flush (G / (dp x K))", M, per_flush));
-  if (b > 0 && std::fabs(b * static_cast<double>(M) - static_cast<double>(per_flush)) > 1e-9 * static_cast<double>(per_flush))
+    bad("--microbatches",
+        fmt::format("{} microbatches exceed the {} samples per pipeline flush (G / (dp x K))", M, per_flush));
+  if (b > 0 && std::fabs(b * static_cast<double>(M) - static_cast<double>(per_flush)) >
+                   1e-9 * static_cast<double>(per_flush))
     bad("--global-batch", fmt::format("G={} != dp x K x M x b = {} x {} x {}", G, replicas, M, b));
   out.global = G;
   out.microbatches = static_cast<std::int32_t>(M);
@@ -70,7 +81,8 @@ ScheduleInput make_schedule_input(const JobOptions& j, const ScheduleInfo& sched
   if (j.tp < 1 || j.dp < 1) bad("--tp/--dp", "must be >= 1");
   if (j.accum_steps < 1) bad("--accum-steps", "must be >= 1");
   if (j.tp > in.hw.node.gpus || in.hw.node.gpus % j.tp != 0)
-    bad("--tp", fmt::format("tp {} must divide the {} GPUs of a node (TP stays inside a node)", j.tp, in.hw.node.gpus));
+    bad("--tp", fmt::format("tp {} must divide the {} GPUs of a node (TP stays inside a node)", j.tp,
+                            in.hw.node.gpus));
   in.nodes = j.nodes;
   in.tp = j.tp;
   in.dp = j.dp;
@@ -102,9 +114,11 @@ ScheduleInput make_schedule_input(const JobOptions& j, const ScheduleInfo& sched
     in.seq = j.seq > 0 ? j.seq : (w.seq > 0 ? w.seq : 2048);
     for (std::int64_t s : batch.sizes)
       if (w.microbatch_size > 0 && s != w.microbatch_size)
-        bad("--microbatch-size", fmt::format("the workload was profiled at microbatch size {}; the batch gives {}",
-                                             w.microbatch_size, s));
-    if (j.tp > 1) bad("--tp", "a profiled workload holds measured per-GPU times; profile it at the TP degree you run");
+        bad("--microbatch-size",
+            fmt::format("the workload was profiled at microbatch size {}; the batch gives {}",
+                        w.microbatch_size, s));
+    if (j.tp > 1)
+      bad("--tp", "a profiled workload holds measured per-GPU times; profile it at the TP degree you run");
     in.costs.push_back(std::move(w.layers));
     in.cost_of_microbatch.assign(static_cast<std::size_t>(in.microbatches), 0);
     return in;
@@ -113,7 +127,8 @@ ScheduleInput make_schedule_input(const JobOptions& j, const ScheduleInfo& sched
   in.model_name = m.name;
   in.seq = j.seq > 0 ? j.seq : 2048;
   if (in.seq > (std::int64_t{1} << 24)) bad("--seq", "valid: 1 .. 16777216");
-  if (m.heads % j.tp != 0) bad("--tp", fmt::format("{} attention heads are not divisible by tp = {}", m.heads, j.tp));
+  if (m.heads % j.tp != 0)
+    bad("--tp", fmt::format("{} attention heads are not divisible by tp = {}", m.heads, j.tp));
   std::map<std::int64_t, std::int32_t> table_of_size;
   for (std::int64_t s : batch.sizes) {
     auto [it, fresh] = table_of_size.emplace(s, static_cast<std::int32_t>(in.costs.size()));

@@ -39,9 +39,13 @@ const json& JsonObject::get(const std::string& key) {
   return *it;
 }
 
-JsonObject JsonObject::object(const std::string& key) { return JsonObject(get(key), file_, path_of(key)); }
+JsonObject JsonObject::object(const std::string& key) {
+  return JsonObject(get(key), file_, path_of(key));
+}
 
-const json& JsonObject::raw(const std::string& key) { return get(key); }
+const json& JsonObject::raw(const std::string& key) {
+  return get(key);
+}
 
 const json* JsonObject::raw_optional(const std::string& key) {
   seen_.insert(key);
@@ -73,12 +77,14 @@ double checked_number(const json& v, const std::string& file, const std::string&
 std::int64_t checked_integer(const json& v, const std::string& file, const std::string& path, std::int64_t lo,
                              std::int64_t hi) {
   if (!v.is_number_integer() && !(v.is_number_float() && std::floor(v.get<double>()) == v.get<double>() &&
-                                   std::fabs(v.get<double>()) < 9e15))
+                                  std::fabs(v.get<double>()) < 9e15))
     throw InputError(file, path, "expected an integer");
   std::int64_t x = v.is_number_float() ? static_cast<std::int64_t>(v.get<double>()) : v.get<std::int64_t>();
   if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(hi))
-    throw InputError(file, path, fmt::format("value {} out of range; valid: {} .. {}", v.get<std::uint64_t>(), lo, hi));
-  if (x < lo || x > hi) throw InputError(file, path, fmt::format("value {} out of range; valid: {} .. {}", x, lo, hi));
+    throw InputError(file, path,
+                     fmt::format("value {} out of range; valid: {} .. {}", v.get<std::uint64_t>(), lo, hi));
+  if (x < lo || x > hi)
+    throw InputError(file, path, fmt::format("value {} out of range; valid: {} .. {}", x, lo, hi));
   return x;
 }
 

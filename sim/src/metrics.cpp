@@ -109,7 +109,8 @@ std::string metrics_to_json(const Plan& plan, const Metrics& m, double sim_wall_
   j["peak_gpu_mem_bytes"] = m.peak_gpu_mem_bytes;
   j["gpu_mem_capacity_bytes"] = plan.hw.gpu.hbm_bytes;
   j["oom"] = m.oom;
-  if (m.oom) j["oom_detail"] = {{"device", m.oom_device}, {"time_s", m.oom_time_s}, {"bytes_over", m.oom_bytes_over}};
+  if (m.oom)
+    j["oom_detail"] = {{"device", m.oom_device}, {"time_s", m.oom_time_s}, {"bytes_over", m.oom_bytes_over}};
   nlohmann::ordered_json per = nlohmann::ordered_json::array();
   for (const auto& g : m.gpus)
     per.push_back({{"device", g.device},

@@ -40,9 +40,12 @@ ModelSpec parse_preset(JsonObject& r) {
   m.vocab = r.integer("vocab_size", 1, kMaxDim * 8);
   m.tie_embeddings = r.boolean_or("tie_embeddings", false);
   std::string mlp = r.string_or("mlp", "swiglu");
-  if (mlp == "swiglu") m.mlp = MlpKind::kSwiGlu;
-  else if (mlp == "gelu") m.mlp = MlpKind::kGelu;
-  else r.fail("mlp", fmt::format("unknown MLP '{}'; valid: swiglu, gelu", mlp));
+  if (mlp == "swiglu")
+    m.mlp = MlpKind::kSwiGlu;
+  else if (mlp == "gelu")
+    m.mlp = MlpKind::kGelu;
+  else
+    r.fail("mlp", fmt::format("unknown MLP '{}'; valid: swiglu, gelu", mlp));
   m.num_experts = r.integer_or("num_experts", 0, 0, 1 << 16);
   m.experts_per_token = r.integer_or("experts_per_token", 0, 0, 1 << 16);
   m.moe_ffn_hidden = r.integer_or("moe_ffn_hidden_size", m.num_experts > 0 ? m.ffn_hidden : 0, 0, kMaxDim);
@@ -55,7 +58,8 @@ std::int64_t hf_int(const json& j, const std::string& file, std::initializer_lis
                     std::int64_t lo, std::int64_t hi, std::int64_t fallback = -1) {
   for (const char* k : keys) {
     auto it = j.find(k);
-    if (it != j.end() && !it->is_null()) return detail::checked_integer(*it, file, std::string("/") + k, lo, hi);
+    if (it != j.end() && !it->is_null())
+      return detail::checked_integer(*it, file, std::string("/") + k, lo, hi);
   }
   if (fallback >= 0) return fallback;
   throw InputError(file, std::string("/") + *keys.begin(), "missing required key of a HuggingFace config");
@@ -83,13 +87,15 @@ ModelSpec parse_hf(const json& j, const std::string& file) {
     m.experts_per_token = hf_int(j, file, {"num_experts_per_tok", "experts_per_token"}, 1, m.num_experts);
     m.moe_ffn_hidden = hf_int(j, file, {"moe_intermediate_size"}, 1, kMaxDim, m.ffn_hidden);
   }
-  if (auto it = j.find("sliding_window"); it != j.end() && !it->is_null() && j.value("use_sliding_window", true)) {
+  if (auto it = j.find("sliding_window");
+      it != j.end() && !it->is_null() && j.value("use_sliding_window", true)) {
     m.sliding_window = detail::checked_integer(*it, file, "/sliding_window", 0, kMaxDim);
   }
   if (auto it = j.find("layer_types"); it != j.end() && it->is_array() && m.sliding_window > 0) {
     if (static_cast<std::int64_t>(it->size()) != m.layers)
       throw InputError(file, "/layer_types", fmt::format("expected {} entries (one per layer)", m.layers));
-    for (const auto& t : *it) m.layer_is_sliding.push_back(t.is_string() && t.get<std::string>() == "sliding_attention");
+    for (const auto& t : *it)
+      m.layer_is_sliding.push_back(t.is_string() && t.get<std::string>() == "sliding_attention");
   } else if (m.sliding_window > 0 && type != "gpt_oss") {
     m.layer_is_sliding.assign(static_cast<std::size_t>(m.layers), true);
   }
@@ -125,7 +131,8 @@ ModelSpec load_model(const std::string& name_or_path) {
     if (!std::filesystem::exists(path)) {
       std::string names;
       for (const auto& n : shipped_models()) names += (names.empty() ? "" : ", ") + n;
-      throw InputError(name_or_path, "", fmt::format("unknown model; presets: {} (or give a config.json path)", names));
+      throw InputError(name_or_path, "",
+                       fmt::format("unknown model; presets: {} (or give a config.json path)", names));
     }
   }
   return parse_model(detail::read_text_file(path), path);

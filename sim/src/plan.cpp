@@ -4,38 +4,62 @@ namespace pipesim::sim {
 
 const char* to_string(OpKind k) {
   switch (k) {
-    case OpKind::kForward: return "forward";
-    case OpKind::kBackward: return "backward";
-    case OpKind::kBackwardInput: return "backward_input";
-    case OpKind::kBackwardWeight: return "backward_weight";
-    case OpKind::kRecompute: return "recompute";
-    case OpKind::kH2D: return "h2d";
-    case OpKind::kD2H: return "d2h";
-    case OpKind::kP2P: return "p2p";
-    case OpKind::kAllReduce: return "allreduce";
-    case OpKind::kAllGather: return "allgather";
-    case OpKind::kReduceScatter: return "reducescatter";
-    case OpKind::kOptimizer: return "optimizer";
-    case OpKind::kFill: return "fill";
-    case OpKind::kContextSwitch: return "context_switch";
+    case OpKind::kForward:
+      return "forward";
+    case OpKind::kBackward:
+      return "backward";
+    case OpKind::kBackwardInput:
+      return "backward_input";
+    case OpKind::kBackwardWeight:
+      return "backward_weight";
+    case OpKind::kRecompute:
+      return "recompute";
+    case OpKind::kH2D:
+      return "h2d";
+    case OpKind::kD2H:
+      return "d2h";
+    case OpKind::kP2P:
+      return "p2p";
+    case OpKind::kAllReduce:
+      return "allreduce";
+    case OpKind::kAllGather:
+      return "allgather";
+    case OpKind::kReduceScatter:
+      return "reducescatter";
+    case OpKind::kOptimizer:
+      return "optimizer";
+    case OpKind::kFill:
+      return "fill";
+    case OpKind::kContextSwitch:
+      return "context_switch";
   }
   return "?";
 }
 
 const char* to_string(StreamKind k) {
   switch (k) {
-    case StreamKind::kCompute: return "compute";
-    case StreamKind::kH2D: return "h2d";
-    case StreamKind::kD2H: return "d2h";
-    case StreamKind::kP2PSend: return "p2p_send";
-    case StreamKind::kP2PRecv: return "p2p_recv";
-    case StreamKind::kCollective: return "collective";
-    case StreamKind::kCpu: return "cpu";
-    case StreamKind::kFill: return "fill";
+    case StreamKind::kCompute:
+      return "compute";
+    case StreamKind::kH2D:
+      return "h2d";
+    case StreamKind::kD2H:
+      return "d2h";
+    case StreamKind::kP2PSend:
+      return "p2p_send";
+    case StreamKind::kP2PRecv:
+      return "p2p_recv";
+    case StreamKind::kCollective:
+      return "collective";
+    case StreamKind::kCpu:
+      return "cpu";
+    case StreamKind::kFill:
+      return "fill";
   }
   return "?";
 }
 
-const char* to_string(DeviceKind k) { return k == DeviceKind::kGpu ? "gpu" : "host"; }
+const char* to_string(DeviceKind k) {
+  return k == DeviceKind::kGpu ? "gpu" : "host";
+}
 
 }  // namespace pipesim::sim

@@ -30,10 +30,14 @@ std::vector<std::int32_t> parse_partition(const std::string& text) {
       used = 0;
     }
     if (used != item.size() || item.empty() || v < 0 || v > 1'000'000)
-      throw InputError("--partition", "", fmt::format("'{}' is not a block count; expected comma-separated integers >= 0, e.g. 8,8,8,8", item));
+      throw InputError(
+          "--partition", "",
+          fmt::format("'{}' is not a block count; expected comma-separated integers >= 0, e.g. 8,8,8,8",
+                      item));
     out.push_back(static_cast<std::int32_t>(v));
   }
-  if (out.empty()) throw InputError("--partition", "", "empty; expected comma-separated block counts, e.g. 8,8,8,8");
+  if (out.empty())
+    throw InputError("--partition", "", "empty; expected comma-separated block counts, e.g. 8,8,8,8");
   return out;
 }
 
@@ -83,11 +87,14 @@ class Builder {
     return t + in_.tp * (stage + in_.pp * d);
   }
   Slot& slot(std::int32_t replica, std::int32_t chunk, std::int32_t mb) {
-    return slots_[(static_cast<std::size_t>(replica) * static_cast<std::size_t>(chunks_) + static_cast<std::size_t>(chunk)) *
-                      static_cast<std::size_t>(total_mb_) + static_cast<std::size_t>(mb)];
+    return slots_[(static_cast<std::size_t>(replica) * static_cast<std::size_t>(chunks_) +
+                   static_cast<std::size_t>(chunk)) *
+                      static_cast<std::size_t>(total_mb_) +
+                  static_cast<std::size_t>(mb)];
   }
-  OpId emit_tp_collective(StreamId stream, DeviceId self, std::int32_t replica_d, std::int32_t stage, std::int32_t t,
-                          const ChunkCost& cc, OpTags tags, std::int32_t phase, std::int32_t multiplier);
+  OpId emit_tp_collective(StreamId stream, DeviceId self, std::int32_t replica_d, std::int32_t stage,
+                          std::int32_t t, const ChunkCost& cc, OpTags tags, std::int32_t phase,
+                          std::int32_t multiplier);
   void emit_gpu(std::size_t replica, std::int32_t stage);
   void emit_p2p(std::size_t replica, std::int32_t stage);
 
@@ -97,7 +104,7 @@ class Builder {
   bool explicit_ = false;
   std::int32_t chunks_ = 0, total_mb_ = 0, gpus_total_ = 0, max_chunk_layers_ = 1;
   std::int32_t dp_ring_offset_ = 1;  // DP ring neighbour distance: crosses nodes whenever the group does
-  std::vector<std::vector<ChunkCost>> chunk_costs_;  // [cost table][chunk]
+  std::vector<std::vector<ChunkCost>> chunk_costs_;              // [cost table][chunk]
   std::vector<std::pair<std::int32_t, std::int32_t>> replicas_;  // (dp index, tp rank)
   std::vector<DeviceId> device_of_rank_;
   std::vector<std::vector<StreamId>> streams_;  // [replica*pp + stage] -> compute, p2p_send, collective
@@ -111,7 +118,8 @@ void Builder::validate_and_layout() {
   auto bad = [](const std::string& flag, const std::string& msg) { throw InputError(flag, "", msg); };
   if (in_.pp < 1 || in_.tp < 1 || in_.dp < 1) bad("--pp/--tp/--dp", "must all be >= 1");
   if (in_.tp > hw.node.gpus || hw.node.gpus % in_.tp != 0)
-    bad("--tp", fmt::format("tp {} must divide the {} GPUs of a node (TP stays inside a node)", in_.tp, hw.node.gpus));
+    bad("--tp", fmt::format("tp {} must divide the {} GPUs of a node (TP stays inside a node)", in_.tp,
+                            hw.node.gpus));
   if (in_.microbatches < 1) bad("--microbatches", "must be >= 1");
   if (in_.accum_steps < 1) bad("--accum-steps", "must be >= 1");
   if (in_.virtual_stages < 1) bad("--virtual-stages", "must be >= 1");
@@ -123,8 +131,8 @@ void Builder::validate_and_layout() {
   std::int32_t need_nodes = (gpus_total_ + hw.node.gpus - 1) / hw.node.gpus;
   plan_.nodes = in_.nodes > 0 ? in_.nodes : need_nodes;
   if (plan_.nodes < need_nodes)
-    bad("--nodes", fmt::format("pp*tp*dp = {} GPUs need {} nodes of {} GPUs; given {}", gpus_total_, need_nodes,
-                               hw.node.gpus, plan_.nodes));
+    bad("--nodes", fmt::format("pp*tp*dp = {} GPUs need {} nodes of {} GPUs; given {}", gpus_total_,
+                               need_nodes, hw.node.gpus, plan_.nodes));
   if (in_.costs.empty()) bad("--model", "no layers to simulate");
   if (static_cast<std::int32_t>(in_.cost_of_microbatch.size()) != in_.microbatches)
     bad("--microbatches", "internal: one cost table index per microbatch expected");
@@ -140,25 +148,29 @@ void Builder::validate_and_layout() {
   }
   for (std::size_t i = 0; i < layers.size(); ++i) {
     auto ii = static_cast<std::int32_t>(i);
-    bool ok = layers[i].role == LayerRole::kBlock ? (ii >= first_block && ii <= last_block)
+    bool ok = layers[i].role == LayerRole::kBlock       ? (ii >= first_block && ii <= last_block)
               : layers[i].role == LayerRole::kEmbedding ? (first_block < 0 || ii < first_block)
-                                                         : (ii > last_block);
+                                                        : (ii > last_block);
     if (!ok)
-      throw InputError("--workload", fmt::format("/layers/{}", i),
-                       "layers must be ordered embedding, blocks, head (an embedding or head inside the blocks)");
+      throw InputError(
+          "--workload", fmt::format("/layers/{}", i),
+          "layers must be ordered embedding, blocks, head (an embedding or head inside the blocks)");
   }
   if (blocks == 0) throw InputError("--workload", "/layers", "needs at least one layer with role block");
   chunks_ = in_.pp * in_.virtual_stages;
   std::vector<std::int32_t> part = in_.partition;
   if (part.empty()) {
     if (blocks < chunks_)
-      bad("--pp", fmt::format("pp x virtual stages = {} chunks exceeds the model's {} transformer blocks", chunks_, blocks));
+      bad("--pp", fmt::format("pp x virtual stages = {} chunks exceeds the model's {} transformer blocks",
+                              chunks_, blocks));
     part = balanced_partition(blocks, chunks_);
   }
   if (static_cast<std::int32_t>(part.size()) != chunks_)
-    bad("--partition", fmt::format("has {} entries; expected pp x virtual stages = {}", part.size(), chunks_));
+    bad("--partition",
+        fmt::format("has {} entries; expected pp x virtual stages = {}", part.size(), chunks_));
   if (std::accumulate(part.begin(), part.end(), 0) != blocks)
-    bad("--partition", fmt::format("sums to {}; the model has {} transformer blocks", std::accumulate(part.begin(), part.end(), 0), blocks));
+    bad("--partition", fmt::format("sums to {}; the model has {} transformer blocks",
+                                   std::accumulate(part.begin(), part.end(), 0), blocks));
   plan_.meta.partition = part;
 
   // Chunk layer ranges: the embedding rides with chunk 0 and the head with the last chunk.
@@ -168,7 +180,8 @@ void Builder::validate_and_layout() {
     std::int32_t b = c == 0 ? 0 : at, e = at + part[static_cast<std::size_t>(c)];
     if (c == chunks_ - 1) e = static_cast<std::int32_t>(layers.size());
     at += part[static_cast<std::size_t>(c)];
-    if (b == e) bad("--partition", fmt::format("chunk {} would hold no layer at all; every stage needs a layer", c));
+    if (b == e)
+      bad("--partition", fmt::format("chunk {} would hold no layer at all; every stage needs a layer", c));
     ranges.push_back({b, e});
   }
 
@@ -197,7 +210,8 @@ void Builder::validate_and_layout() {
           cc.rc_ns += std::max<Duration>(0, l.recompute_ns);
         }
         cc.stored += l.stored_activation_bytes;
-        if (l.role == LayerRole::kBlock) cc.w_share += l.stored_activation_bytes * kWeightGradShareNum / kWeightGradShareDen;
+        if (l.role == LayerRole::kBlock)
+          cc.w_share += l.stored_activation_bytes * kWeightGradShareNum / kWeightGradShareDen;
         cc.extra += l.recompute_extra_bytes;
         cc.tp_bus += l.tp_bus_bytes;
         cc.tp_coll += l.tp_collectives;
@@ -217,7 +231,8 @@ void Builder::validate_and_layout() {
       break;
     }
   }
-  for (std::int32_t s = 0; s < in_.pp; ++s) orders_.push_back(sched_.order({in_.pp, in_.microbatches, in_.virtual_stages}, s));
+  for (std::int32_t s = 0; s < in_.pp; ++s)
+    orders_.push_back(sched_.order({in_.pp, in_.microbatches, in_.virtual_stages}, s));
 }
 
 DeviceId Builder::device_of_rank(std::int32_t rank) {
@@ -234,8 +249,9 @@ DeviceId Builder::device_of_rank(std::int32_t rank) {
   return d;
 }
 
-OpId Builder::emit_tp_collective(StreamId stream, DeviceId self, std::int32_t d, std::int32_t stage, std::int32_t t,
-                                 const ChunkCost& cc, OpTags tags, std::int32_t phase, std::int32_t multiplier) {
+OpId Builder::emit_tp_collective(StreamId stream, DeviceId self, std::int32_t d, std::int32_t stage,
+                                 std::int32_t t, const ChunkCost& cc, OpTags tags, std::int32_t phase,
+                                 std::int32_t multiplier) {
   TransferWork w;
   w.src = self;
   w.dst = device_of_rank(global_rank(d, stage, (t + 1) % in_.tp));
@@ -243,8 +259,12 @@ OpId Builder::emit_tp_collective(StreamId stream, DeviceId self, std::int32_t d,
   w.latency_steps = 2 * (in_.tp - 1) * cc.tp_coll * multiplier;
   if (explicit_) {
     // One collective per (replica, stage, chunk, microbatch, phase), shared by the tp ranks.
-    std::int64_t id = (((static_cast<std::int64_t>(d) * in_.pp + stage) * in_.virtual_stages + tags.virtual_stage) *
-                           total_mb_ + tags.microbatch) * 4 + phase;
+    std::int64_t id =
+        (((static_cast<std::int64_t>(d) * in_.pp + stage) * in_.virtual_stages + tags.virtual_stage) *
+             total_mb_ +
+         tags.microbatch) *
+            4 +
+        phase;
     w.group = static_cast<std::int32_t>(id);
     w.group_size = in_.tp;
   }
@@ -260,7 +280,8 @@ void Builder::emit_gpu(std::size_t replica, std::int32_t stage) {
   const bool tp_comm = in_.tp > 1;
   auto& dp_ops = dp_ops_[replica * static_cast<std::size_t>(in_.pp) + static_cast<std::size_t>(stage)];
 
-  // The task that completes each chunk's weight gradients in the last accumulation round carries the DP buckets.
+  // The task that completes each chunk's weight gradients in the last accumulation round carries the DP
+  // buckets.
   std::vector<std::int64_t> last_grad_task(static_cast<std::size_t>(in_.virtual_stages), -1);
   for (std::size_t k = 0; k < order.size(); ++k)
     if (order[k].kind == TaskKind::kBackward || order[k].kind == TaskKind::kBackwardWeight)
@@ -279,33 +300,42 @@ void Builder::emit_gpu(std::size_t replica, std::int32_t stage) {
       const Task& task = order[k];
       const std::int32_t mb = round * in_.microbatches + task.microbatch;
       const std::int32_t chunk = task.chunk * in_.pp + stage;
-      const ChunkCost& cc = chunk_costs_[static_cast<std::size_t>(in_.cost_of_microbatch[static_cast<std::size_t>(task.microbatch)])]
+      const ChunkCost& cc = chunk_costs_[static_cast<std::size_t>(
+          in_.cost_of_microbatch[static_cast<std::size_t>(task.microbatch)])]
                                         [static_cast<std::size_t>(chunk)];
       OpTags tags{stage, task.chunk, mb, cc.begin, cc.end, 0};
       Slot& sl = slot(static_cast<std::int32_t>(replica), chunk, mb);
       auto fixed = [&](Duration ns) { return cc.profiled ? ns : Duration{-1}; };
       if (task.kind == TaskKind::kForward) {
-        OpId f = add_op(compute, OpKind::kForward, tags, ComputeWork{cc.fwd, cc.gemm, cc.kernels}, fixed(cc.fwd_ns));
+        OpId f = add_op(compute, OpKind::kForward, tags, ComputeWork{cc.fwd, cc.gemm, cc.kernels},
+                        fixed(cc.fwd_ns));
         plan_.ops[static_cast<std::size_t>(f)].alloc_bytes = cc.stored;
         sl.fwd_first = sl.fwd_done = f;
-        if (tp_comm && cc.tp_bus > 0) sl.fwd_done = emit_tp_collective(compute, self, d, stage, t, cc, tags, 0, 1);
+        if (tp_comm && cc.tp_bus > 0)
+          sl.fwd_done = emit_tp_collective(compute, self, d, stage, t, cc, tags, 0, 1);
         continue;
       }
       OpId first = kNone;
       if (task.kind == TaskKind::kBackward || task.kind == TaskKind::kBackwardInput) {
         if (cc.rc > 0 || cc.rc_ns > 0) {
-          first = add_op(compute, OpKind::kRecompute, tags, ComputeWork{cc.rc, cc.gemm, cc.kernels}, fixed(cc.rc_ns));
+          first = add_op(compute, OpKind::kRecompute, tags, ComputeWork{cc.rc, cc.gemm, cc.kernels},
+                         fixed(cc.rc_ns));
           plan_.ops[static_cast<std::size_t>(first)].alloc_bytes = cc.extra;
           if (tp_comm && in_.recompute == Recompute::kFull && cc.tp_bus > 0)
             emit_tp_collective(compute, self, d, stage, t, cc, tags, 1, 1);
         }
       }
-      const bool carries_dp = in_.dp > 1 && round == in_.accum_steps - 1 &&
-                              static_cast<std::int64_t>(k) == last_grad_task[static_cast<std::size_t>(task.chunk)];
+      const bool carries_dp =
+          in_.dp > 1 && round == in_.accum_steps - 1 &&
+          static_cast<std::int64_t>(k) == last_grad_task[static_cast<std::size_t>(task.chunk)];
       const bool whole = task.kind == TaskKind::kBackward;
       const bool weight_only = task.kind == TaskKind::kBackwardWeight;
-      const OpKind kind = whole ? OpKind::kBackward : weight_only ? OpKind::kBackwardWeight : OpKind::kBackwardInput;
-      const std::int64_t frees = whole ? cc.stored + cc.extra : weight_only ? cc.w_share : cc.stored - cc.w_share + cc.extra;
+      const OpKind kind = whole         ? OpKind::kBackward
+                          : weight_only ? OpKind::kBackwardWeight
+                                        : OpKind::kBackwardInput;
+      const std::int64_t frees = whole         ? cc.stored + cc.extra
+                                 : weight_only ? cc.w_share
+                                               : cc.stored - cc.w_share + cc.extra;
       OpId last;
       OpId first_b = kNone;
       if (!carries_dp) {
@@ -315,7 +345,8 @@ void Builder::emit_gpu(std::size_t replica, std::int32_t stage) {
       } else {
         // Split the chunk's last gradient pass into buckets (layers in reverse order) so each bucket's
         // all-reduce overlaps the rest of the backward.
-        const auto& table = in_.costs[static_cast<std::size_t>(in_.cost_of_microbatch[static_cast<std::size_t>(task.microbatch)])];
+        const auto& table = in_.costs[static_cast<std::size_t>(
+            in_.cost_of_microbatch[static_cast<std::size_t>(task.microbatch)])];
         std::int32_t hi = cc.end;
         std::int32_t bucket = 0;
         last = kNone;
@@ -328,7 +359,9 @@ void Builder::emit_gpu(std::size_t replica, std::int32_t stage) {
             const LayerCost& l = table[static_cast<std::size_t>(--lo)];
             bparams += (l.params + in_.tp - 1) / in_.tp;
             bparam_bytes += l.param_bytes;
-            flops += (whole ? l.bwd_input_flops + l.bwd_weight_flops : weight_only ? l.bwd_weight_flops : l.bwd_input_flops) /
+            flops += (whole         ? l.bwd_input_flops + l.bwd_weight_flops
+                      : weight_only ? l.bwd_weight_flops
+                                    : l.bwd_input_flops) /
                      static_cast<double>(in_.tp);
             ns += whole ? l.bwd_input_ns + l.bwd_weight_ns : weight_only ? l.bwd_weight_ns : l.bwd_input_ns;
           }
@@ -336,8 +369,10 @@ void Builder::emit_gpu(std::size_t replica, std::int32_t stage) {
           OpTags bt = tags;
           bt.layer_begin = lo;
           bt.layer_end = hi;
-          OpId b = add_op(compute, kind, bt, ComputeWork{flops, cc.gemm, cc.kernels * 2 * (hi - lo) / std::max(1, cc.end - cc.begin)},
-                          fixed(ns));
+          OpId b =
+              add_op(compute, kind, bt,
+                     ComputeWork{flops, cc.gemm, cc.kernels * 2 * (hi - lo) / std::max(1, cc.end - cc.begin)},
+                     fixed(ns));
           if (first_b == kNone) first_b = b;
           last = b;
           TransferWork w;
@@ -346,10 +381,14 @@ void Builder::emit_gpu(std::size_t replica, std::int32_t stage) {
           w.bytes = 2 * (in_.dp - 1) * bparams * in_.dp_grad_bytes_per_param / in_.dp;
           w.latency_steps = 2 * (in_.dp - 1);
           if (explicit_) {
-            // DP group ids follow the TP ones: one per (stage, tp rank, chunk, bucket), shared by the dp replicas.
-            std::int64_t tp_space = static_cast<std::int64_t>(in_.dp) * in_.pp * in_.virtual_stages * total_mb_ * 4;
-            std::int64_t id = ((static_cast<std::int64_t>(stage) * in_.tp + t) * in_.virtual_stages + task.chunk) *
-                                  max_chunk_layers_ + bucket;
+            // DP group ids follow the TP ones: one per (stage, tp rank, chunk, bucket), shared by the dp
+            // replicas.
+            std::int64_t tp_space =
+                static_cast<std::int64_t>(in_.dp) * in_.pp * in_.virtual_stages * total_mb_ * 4;
+            std::int64_t id =
+                ((static_cast<std::int64_t>(stage) * in_.tp + t) * in_.virtual_stages + task.chunk) *
+                    max_chunk_layers_ +
+                bucket;
             w.group = static_cast<std::int32_t>(tp_space + id);
             w.group_size = in_.dp;
           }
@@ -365,7 +404,8 @@ void Builder::emit_gpu(std::size_t replica, std::int32_t stage) {
       if (task.kind != TaskKind::kBackwardWeight) {
         sl.bwd_first = first;
         sl.bwd_done = last;
-        if (tp_comm && cc.tp_bus > 0) sl.bwd_done = emit_tp_collective(compute, self, d, stage, t, cc, tags, 2, 1);
+        if (tp_comm && cc.tp_bus > 0)
+          sl.bwd_done = emit_tp_collective(compute, self, d, stage, t, cc, tags, 2, 1);
       }
     }
   }
@@ -380,7 +420,8 @@ void Builder::emit_p2p(std::size_t replica, std::int32_t stage) {
   const DeviceId self = plan_.streams[static_cast<std::size_t>(send)].device;
   const auto r = static_cast<std::int32_t>(replica);
   auto device_of_chunk = [&](std::int32_t chunk) {
-    const auto& cs = streams_[replica * static_cast<std::size_t>(in_.pp) + static_cast<std::size_t>(chunk % in_.pp)];
+    const auto& cs =
+        streams_[replica * static_cast<std::size_t>(in_.pp) + static_cast<std::size_t>(chunk % in_.pp)];
     return plan_.streams[static_cast<std::size_t>(cs[0])].device;
   };
   for (std::int32_t round = 0; round < in_.accum_steps; ++round) {
@@ -400,7 +441,8 @@ void Builder::emit_p2p(std::size_t replica, std::int32_t stage) {
         plan_.ops[static_cast<std::size_t>(consumer)].deps.push_back(produced);
         continue;
       }
-      const ChunkCost& boundary = chunk_costs_[static_cast<std::size_t>(in_.cost_of_microbatch[static_cast<std::size_t>(task.microbatch)])]
+      const ChunkCost& boundary = chunk_costs_[static_cast<std::size_t>(
+          in_.cost_of_microbatch[static_cast<std::size_t>(task.microbatch)])]
                                               [static_cast<std::size_t>(fwd ? chunk : peer)];
       TransferWork w;
       w.src = self;
@@ -418,14 +460,16 @@ Plan Builder::build(bool explicit_replicas) {
   explicit_ = explicit_replicas;
   plan_.hw = in_.hw;
   validate_and_layout();
-  device_of_rank_.assign(static_cast<std::size_t>(plan_.nodes) * static_cast<std::size_t>(in_.hw.node.gpus), kNone);
+  device_of_rank_.assign(static_cast<std::size_t>(plan_.nodes) * static_cast<std::size_t>(in_.hw.node.gpus),
+                         kNone);
   if (explicit_) {
     for (std::int32_t d = 0; d < in_.dp; ++d)
       for (std::int32_t t = 0; t < in_.tp; ++t) replicas_.push_back({d, t});
   } else {
     replicas_.push_back({0, 0});
   }
-  slots_.assign(replicas_.size() * static_cast<std::size_t>(chunks_) * static_cast<std::size_t>(total_mb_), Slot{});
+  slots_.assign(replicas_.size() * static_cast<std::size_t>(chunks_) * static_cast<std::size_t>(total_mb_),
+                Slot{});
   dp_ops_.resize(replicas_.size() * static_cast<std::size_t>(in_.pp));
   for (const auto& [d, t] : replicas_) {
     for (std::int32_t s = 0; s < in_.pp; ++s) {
@@ -460,7 +504,8 @@ Plan Builder::build(bool explicit_replicas) {
   m.simulated_gpus = static_cast<std::int32_t>(replicas_.size()) * in_.pp;
   double model = 0, hardware = 0;
   for (std::int32_t i = 0; i < in_.microbatches; ++i)
-    for (const LayerCost& l : in_.costs[static_cast<std::size_t>(in_.cost_of_microbatch[static_cast<std::size_t>(i)])]) {
+    for (const LayerCost& l :
+         in_.costs[static_cast<std::size_t>(in_.cost_of_microbatch[static_cast<std::size_t>(i)])]) {
       model += l.fwd_flops + l.bwd_input_flops + l.bwd_weight_flops;
       hardware += l.fwd_flops + l.bwd_input_flops + l.bwd_weight_flops + l.recompute_flops;
     }
@@ -477,8 +522,9 @@ bool touches_shared_link(const Plan& plan) {
     if (!w || op.fixed_duration >= 0) continue;
     const auto& a = plan.devices[static_cast<std::size_t>(w->src)];
     const auto& b = plan.devices[static_cast<std::size_t>(w->dst)];
-    Path p = is_collective(op.kind) ? topo.ring_path({a.node, a.local_index}, {b.node, b.local_index}, w->bytes)
-                                    : topo.path({a.node, a.local_index}, {b.node, b.local_index}, w->bytes);
+    Path p = is_collective(op.kind)
+                 ? topo.ring_path({a.node, a.local_index}, {b.node, b.local_index}, w->bytes)
+                 : topo.path({a.node, a.local_index}, {b.node, b.local_index}, w->bytes);
     for (LinkId l : p.links)
       if (topo.links()[static_cast<std::size_t>(l)].shared) return true;
   }
@@ -488,7 +534,8 @@ bool touches_shared_link(const Plan& plan) {
 }  // namespace
 
 Plan build_plan(const ScheduleInfo& schedule, const ScheduleInput& input) {
-  if (input.explicit_replicas || input.tp * input.dp == 1) return Builder(schedule, input).build(input.explicit_replicas);
+  if (input.explicit_replicas || input.tp * input.dp == 1)
+    return Builder(schedule, input).build(input.explicit_replicas);
   Plan plan = Builder(schedule, input).build(false);
   if (touches_shared_link(plan)) {
     // Identical replicas would contend on shared PCIe uplinks: simulating one would hide that contention.

@@ -22,13 +22,14 @@ E enum_from(JsonObject& o, const std::string& key, const E (&values)[N]) {
   o.fail(key, fmt::format("unknown value '{}'; valid: {}", s, valid));
 }
 
-constexpr OpKind kOpKinds[] = {OpKind::kForward,   OpKind::kBackward,      OpKind::kBackwardInput, OpKind::kBackwardWeight,
-                               OpKind::kRecompute, OpKind::kH2D,           OpKind::kD2H,           OpKind::kP2P,
-                               OpKind::kAllReduce, OpKind::kAllGather,     OpKind::kReduceScatter, OpKind::kOptimizer,
-                               OpKind::kFill,      OpKind::kContextSwitch};
-constexpr StreamKind kStreamKinds[] = {StreamKind::kCompute,  StreamKind::kH2D,        StreamKind::kD2H,
-                                       StreamKind::kP2PSend,  StreamKind::kP2PRecv,    StreamKind::kCollective,
-                                       StreamKind::kCpu,      StreamKind::kFill};
+constexpr OpKind kOpKinds[] = {
+    OpKind::kForward,   OpKind::kBackward,     OpKind::kBackwardInput, OpKind::kBackwardWeight,
+    OpKind::kRecompute, OpKind::kH2D,          OpKind::kD2H,           OpKind::kP2P,
+    OpKind::kAllReduce, OpKind::kAllGather,    OpKind::kReduceScatter, OpKind::kOptimizer,
+    OpKind::kFill,      OpKind::kContextSwitch};
+constexpr StreamKind kStreamKinds[] = {StreamKind::kCompute, StreamKind::kH2D,     StreamKind::kD2H,
+                                       StreamKind::kP2PSend, StreamKind::kP2PRecv, StreamKind::kCollective,
+                                       StreamKind::kCpu,     StreamKind::kFill};
 constexpr DeviceKind kDeviceKinds[] = {DeviceKind::kGpu, DeviceKind::kHost};
 
 constexpr std::int64_t kI32 = 2147483647;
@@ -76,8 +77,8 @@ PlanMeta meta_from(JsonObject o) {
   const json& part = o.raw("partition");
   if (!part.is_array()) o.fail("partition", "expected an array of block counts");
   for (std::size_t i = 0; i < part.size(); ++i)
-    m.partition.push_back(static_cast<std::int32_t>(
-        detail::checked_integer(part[i], o.file(), o.path_of("partition") + "/" + std::to_string(i), 0, kI32)));
+    m.partition.push_back(static_cast<std::int32_t>(detail::checked_integer(
+        part[i], o.file(), o.path_of("partition") + "/" + std::to_string(i), 0, kI32)));
   m.note = o.string("note");
   o.finish();
   return m;
@@ -101,19 +102,22 @@ std::string plan_to_json(const Plan& plan) {
                        {"resident_bytes", d.resident_bytes}});
   root["devices"] = std::move(devices);
   json streams = json::array();
-  for (const auto& s : plan.streams) streams.push_back({{"device", s.device}, {"kind", to_string(s.kind)}, {"name", s.name}});
+  for (const auto& s : plan.streams)
+    streams.push_back({{"device", s.device}, {"kind", to_string(s.kind)}, {"name", s.name}});
   root["streams"] = std::move(streams);
   json ops = json::array();
   for (const auto& op : plan.ops) {
     json j = {{"stream", op.stream}, {"kind", to_string(op.kind)}};
     const auto& t = op.tags;
-    j["tags"] = {{"stage", t.stage},           {"virtual_stage", t.virtual_stage}, {"microbatch", t.microbatch},
-                 {"layer_begin", t.layer_begin}, {"layer_end", t.layer_end},       {"iteration", t.iteration}};
+    j["tags"] = {{"stage", t.stage},           {"virtual_stage", t.virtual_stage},
+                 {"microbatch", t.microbatch}, {"layer_begin", t.layer_begin},
+                 {"layer_end", t.layer_end},   {"iteration", t.iteration}};
     if (const auto* c = std::get_if<ComputeWork>(&op.payload))
       j["compute"] = {{"flops", c->flops}, {"gemm_gflop", c->gemm_gflop}, {"kernels", c->kernels}};
     else if (const auto* x = std::get_if<TransferWork>(&op.payload))
-      j["transfer"] = {{"src", x->src},     {"dst", x->dst},         {"bytes", x->bytes},
-                       {"latency_steps", x->latency_steps}, {"group", x->group}, {"group_size", x->group_size}};
+      j["transfer"] = {{"src", x->src},     {"dst", x->dst},
+                       {"bytes", x->bytes}, {"latency_steps", x->latency_steps},
+                       {"group", x->group}, {"group_size", x->group_size}};
     else if (const auto* w = std::get_if<CpuWork>(&op.payload))
       j["cpu"] = {{"params", w->params}, {"threads", w->threads}};
     else if (const auto* m = std::get_if<MemoryWork>(&op.payload))
@@ -204,7 +208,8 @@ Plan plan_from_json(const std::string& text, const std::string& file) {
     }
     if (o.has("cpu")) {
       JsonObject c = o.object("cpu");
-      op.payload = CpuWork{c.integer("params", 0, kI64), static_cast<std::int32_t>(c.integer("threads", 1, kI32))};
+      op.payload =
+          CpuWork{c.integer("params", 0, kI64), static_cast<std::int32_t>(c.integer("threads", 1, kI32))};
       c.finish();
       ++payloads;
     }
@@ -222,8 +227,9 @@ Plan plan_from_json(const std::string& text, const std::string& file) {
     if (!deps.is_array()) o.fail("deps", "expected an array of op indices");
     op.deps.reserve(deps.size());
     for (std::size_t k = 0; k < deps.size(); ++k)
-      op.deps.push_back(static_cast<OpId>(detail::checked_integer(deps[k], file, fmt::format("/ops/{}/deps/{}", i, k), 0,
-                                                                  static_cast<std::int64_t>(ops.size()) - 1)));
+      op.deps.push_back(
+          static_cast<OpId>(detail::checked_integer(deps[k], file, fmt::format("/ops/{}/deps/{}", i, k), 0,
+                                                    static_cast<std::int64_t>(ops.size()) - 1)));
     o.finish();
     plan.ops.push_back(std::move(op));
   }
@@ -231,6 +237,8 @@ Plan plan_from_json(const std::string& text, const std::string& file) {
   return plan;
 }
 
-Plan load_plan(const std::string& path) { return plan_from_json(detail::read_text_file(path), path); }
+Plan load_plan(const std::string& path) {
+  return plan_from_json(detail::read_text_file(path), path);
+}
 
 }  // namespace pipesim::sim

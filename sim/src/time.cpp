@@ -17,7 +17,8 @@ Duration duration_from_seconds(double seconds) {
 
 Duration duration_for_work(double work, double rate_per_s) {
   if (work <= 0) return 0;
-  if (!(rate_per_s > 0) || !std::isfinite(rate_per_s)) throw std::out_of_range("rate must be positive and finite");
+  if (!(rate_per_s > 0) || !std::isfinite(rate_per_s))
+    throw std::out_of_range("rate must be positive and finite");
   double ns = std::ceil(work / rate_per_s * 1e9);
   if (ns > kMaxSeconds * 1e9) throw std::out_of_range("duration exceeds the simulated time range");
   return static_cast<Duration>(ns);

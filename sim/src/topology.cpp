@@ -8,11 +8,14 @@ namespace pipesim::sim {
 
 namespace {
 // Per-GPU link slots.
-constexpr std::int32_t kLaneUp = 0, kLaneDown = 1, kNvlTx = 2, kNvlRx = 3, kNicTx = 4, kNicRx = 5, kGpuLinks = 6;
+constexpr std::int32_t kLaneUp = 0, kLaneDown = 1, kNvlTx = 2, kNvlRx = 3, kNicTx = 4, kNicRx = 5,
+                       kGpuLinks = 6;
 constexpr std::int32_t kSwUp = 0, kSwDown = 1;
 const char* kGpuLinkNames[] = {"pcie.up", "pcie.down", "nvlink.tx", "nvlink.rx", "nic.tx", "nic.rx"};
 
-Duration us_to_ns(double us) { return static_cast<Duration>(std::llround(us * 1000.0)); }
+Duration us_to_ns(double us) {
+  return static_cast<Duration>(std::llround(us * 1000.0));
+}
 }  // namespace
 
 Topology::Topology(const HardwareProfile& hw, std::int32_t nodes)
@@ -51,7 +54,8 @@ LinkId Topology::switch_link(std::int32_t node, std::int32_t sw, std::int32_t wh
 
 std::string Topology::link_name(LinkId id) const {
   std::int32_t node = id / per_node_, rest = id % per_node_;
-  if (rest < gpus_ * kGpuLinks) return fmt::format("node{}.gpu{}.{}", node, rest / kGpuLinks, kGpuLinkNames[rest % kGpuLinks]);
+  if (rest < gpus_ * kGpuLinks)
+    return fmt::format("node{}.gpu{}.{}", node, rest / kGpuLinks, kGpuLinkNames[rest % kGpuLinks]);
   rest -= gpus_ * kGpuLinks;
   return fmt::format("node{}.switch{}.uplink.{}", node, rest / 2, rest % 2 == kSwUp ? "up" : "down");
 }
@@ -65,8 +69,10 @@ Path Topology::path(Endpoint src, Endpoint dst, std::int64_t bytes) const {
     // Host <-> GPU over PCIe: lane and switch uplink; the calibrated copy curve caps the rate by size.
     bool h2d = src.gpu < 0;
     std::int32_t node = h2d ? dst.node : src.node, g = h2d ? dst.gpu : src.gpu;
-    if (h2d) p.links = {switch_link(node, sw(g), kSwDown), gpu_link(node, g, kLaneDown)};
-    else p.links = {gpu_link(node, g, kLaneUp), switch_link(node, sw(g), kSwUp)};
+    if (h2d)
+      p.links = {switch_link(node, sw(g), kSwDown), gpu_link(node, g, kLaneDown)};
+    else
+      p.links = {gpu_link(node, g, kLaneUp), switch_link(node, sw(g), kSwUp)};
     const auto& curve = h2d ? pcie.h2d_GBps_by_size : pcie.d2h_GBps_by_size;
     if (!curve.empty()) p.max_bytes_per_ns = interpolate_log_x(curve, static_cast<double>(bytes));
     p.latency = us_to_ns(pcie.latency_us);
@@ -80,7 +86,8 @@ Path Topology::path(Endpoint src, Endpoint dst, std::int64_t bytes) const {
     p.links = {gpu_link(src.node, src.gpu, kNvlTx), gpu_link(dst.node, dst.gpu, kNvlRx)};
     p.latency = us_to_ns(hw_->node.nvlink.latency_us);
   } else {
-    // No NVLink: peer traffic crosses PCIe, through the root complex when the GPUs sit under different switches.
+    // No NVLink: peer traffic crosses PCIe, through the root complex when the GPUs sit under different
+    // switches.
     p.links.push_back(gpu_link(src.node, src.gpu, kLaneUp));
     if (sw(src.gpu) != sw(dst.gpu)) {
       p.links.push_back(switch_link(src.node, sw(src.gpu), kSwUp));
@@ -99,6 +106,8 @@ Path Topology::ring_path(Endpoint self, Endpoint next, std::int64_t bytes) const
     p.links = {gpu_link(self.node, self.gpu, kNicTx), gpu_link(self.node, self.gpu, kNicRx)};
   } else if (hw_->node.nvlink.GBps_per_direction > 0) {
     p.links = {gpu_link(self.node, self.gpu, kNvlTx), gpu_link(self.node, self.gpu, kNvlRx)};
+    // The measured NCCL bus bandwidth, when the profile has one, caps a ring member below the raw port rate.
+    p.max_bytes_per_ns = hw_->node.nvlink.allreduce_busbw_GBps;
   } else {
     auto sw = switch_of_gpu_[static_cast<std::size_t>(self.gpu)];
     p.links = {gpu_link(self.node, self.gpu, kLaneUp)};

@@ -38,7 +38,8 @@ void write_chrome_trace(std::ostream& out, const Plan& plan, const Timeline& tl)
     if (!used[d]) continue;
     emit(fmt::format(R"({{"ph":"M","name":"process_name","pid":{},"args":{{"name":{}}}}})", d,
                      nlohmann::json(plan.devices[d].name).dump()));
-    emit(fmt::format(R"({{"ph":"M","name":"process_sort_index","pid":{},"args":{{"sort_index":{}}}}})", d, d));
+    emit(
+        fmt::format(R"({{"ph":"M","name":"process_sort_index","pid":{},"args":{{"sort_index":{}}}}})", d, d));
   }
   for (std::size_t s = 0; s < plan.streams.size(); ++s)
     emit(fmt::format(R"({{"ph":"M","name":"thread_name","pid":{},"tid":{},"args":{{"name":{}}}}})",
@@ -46,12 +47,14 @@ void write_chrome_trace(std::ostream& out, const Plan& plan, const Timeline& tl)
   for (std::size_t i = 0; i < plan.ops.size(); ++i) {
     const Op& op = plan.ops[i];
     const auto& st = plan.streams[static_cast<std::size_t>(op.stream)];
-    std::string args = fmt::format(R"("op":{},"stage":{},"layers":"{}-{}")", i, op.tags.stage, op.tags.layer_begin,
-                                   op.tags.layer_end);
-    if (const auto* w = std::get_if<TransferWork>(&op.payload)) args += fmt::format(R"(,"bytes":{})", w->bytes);
-    emit(fmt::format(R"({{"ph":"X","name":"{}","cat":"{}","pid":{},"tid":{},"ts":{},"dur":{},"args":{{{}}}}})",
-                     op_name(op), to_string(op.kind), st.device, op.stream, us(tl.start[i]),
-                     us(tl.end[i] - tl.start[i]), args));
+    std::string args = fmt::format(R"("op":{},"stage":{},"layers":"{}-{}")", i, op.tags.stage,
+                                   op.tags.layer_begin, op.tags.layer_end);
+    if (const auto* w = std::get_if<TransferWork>(&op.payload))
+      args += fmt::format(R"(,"bytes":{})", w->bytes);
+    emit(
+        fmt::format(R"({{"ph":"X","name":"{}","cat":"{}","pid":{},"tid":{},"ts":{},"dur":{},"args":{{{}}}}})",
+                    op_name(op), to_string(op.kind), st.device, op.stream, us(tl.start[i]),
+                    us(tl.end[i] - tl.start[i]), args));
   }
   // Flow arrows: from each p2p transfer to the ops that wait for it on the receiving side.
   for (std::size_t i = 0; i < plan.ops.size(); ++i) {
@@ -61,26 +64,26 @@ void write_chrome_trace(std::ostream& out, const Plan& plan, const Timeline& tl)
       if (src.kind != OpKind::kP2P) continue;
       const auto& ss = plan.streams[static_cast<std::size_t>(src.stream)];
       const auto& ds = plan.streams[static_cast<std::size_t>(op.stream)];
-      emit(fmt::format(R"({{"ph":"s","id":{},"name":"p2p","cat":"p2p","pid":{},"tid":{},"ts":{}}})", d, ss.device,
-                       src.stream, us(tl.start[static_cast<std::size_t>(d)])));
-      emit(fmt::format(R"({{"ph":"f","bp":"e","id":{},"name":"p2p","cat":"p2p","pid":{},"tid":{},"ts":{}}})", d,
-                       ds.device, op.stream, us(tl.start[i])));
+      emit(fmt::format(R"({{"ph":"s","id":{},"name":"p2p","cat":"p2p","pid":{},"tid":{},"ts":{}}})", d,
+                       ss.device, src.stream, us(tl.start[static_cast<std::size_t>(d)])));
+      emit(fmt::format(R"({{"ph":"f","bp":"e","id":{},"name":"p2p","cat":"p2p","pid":{},"tid":{},"ts":{}}})",
+                       d, ds.device, op.stream, us(tl.start[i])));
     }
   }
   for (const auto& s : tl.memory)
-    emit(fmt::format(R"({{"ph":"C","name":"memory","pid":{},"ts":{},"args":{{"GiB":{:.6f}}}}})", s.device, us(s.time),
-                     static_cast<double>(s.bytes) / (1024.0 * 1024.0 * 1024.0)));
+    emit(fmt::format(R"({{"ph":"C","name":"memory","pid":{},"ts":{},"args":{{"GiB":{:.6f}}}}})", s.device,
+                     us(s.time), static_cast<double>(s.bytes) / (1024.0 * 1024.0 * 1024.0)));
   out << "\n]}\n";
 }
 
 void write_timeline(std::ostream& out, const Plan& plan, const Timeline& tl, const Metrics& m) {
-  out << "{\"format\":\"pipesim-timeline\",\"version\":1,\"source\":\"" << tl.source << "\",\n\"metrics\":"
-      << metrics_to_json(plan, m, 0.0, -1) << ",\n\"ops\":[";
+  out << "{\"format\":\"pipesim-timeline\",\"version\":1,\"source\":\"" << tl.source
+      << "\",\n\"metrics\":" << metrics_to_json(plan, m, 0.0, -1) << ",\n\"ops\":[";
   for (std::size_t i = 0; i < plan.ops.size(); ++i) {
     const Op& op = plan.ops[i];
     out << (i ? ",\n" : "\n")
-        << fmt::format(R"({{"op":{},"kind":"{}","stream":{},"start_ns":{},"end_ns":{}}})", i, to_string(op.kind),
-                       op.stream, tl.start[i], tl.end[i]);
+        << fmt::format(R"({{"op":{},"kind":"{}","stream":{},"start_ns":{},"end_ns":{}}})", i,
+                       to_string(op.kind), op.stream, tl.start[i], tl.end[i]);
   }
   out << "\n]}\n";
 }

@@ -96,6 +96,18 @@ class Simulate(unittest.TestCase):
         self.assertEqual(rc, 0, err)
         self.assertEqual(json.loads(out)["model"], "Qwen__Qwen3-8B")
 
+    def test_reference_timelines_reproduce(self):
+        traces = os.path.join(SRC, "traces")
+        plans = [f for f in sorted(os.listdir(traces)) if f.endswith(".plan.json")]
+        self.assertTrue(plans)
+        with tempfile.TemporaryDirectory() as d:
+            for plan in plans:
+                got = os.path.join(d, "timeline.json")
+                rc, _, err = run("simulate", "--plan", os.path.join(traces, plan), "--timeline", got)
+                self.assertEqual(rc, 0, err)
+                with open(got) as a, open(os.path.join(traces, plan.replace(".plan.json", ".timeline.json"))) as b:
+                    self.assertEqual(a.read(), b.read(), plan)
+
     def test_listings(self):
         rc, out, _ = run("schedules")
         self.assertEqual(rc, 0)

@@ -34,16 +34,18 @@ TEST(CostModel, BlockFlopsByHand) {
   auto gl = model_layer_costs(g, CostOptions{1, 2048, 1, Recompute::kNone});
   const double H = 12288, S = 2048;
   EXPECT_DOUBLE_EQ(gl[1].fwd_flops, 24 * S * H * H + 2 * S * S * H);  // causal: half of 4 b s^2 h
-  EXPECT_DOUBLE_EQ(gl.back().fwd_flops, 2 * S * H * 50257);          // logits
+  EXPECT_DOUBLE_EQ(gl.back().fwd_flops, 2 * S * H * 50257);           // logits
 }
 
 TEST(CostModel, GqaAndMoeFlops) {
   ModelSpec q = load_model("qwen3-235b-a22b");
   const double h = 4096, qd = 64 * 128, kv = 4 * 128;
-  const double expect = 2 * (h * qd + 2 * h * kv + qd * h + 8 * 3 * h * 1536 + h * 128) + 4 * (1024 / 2.0) * qd;
+  const double expect =
+      2 * (h * qd + 2 * h * kv + qd * h + 8 * 3 * h * 1536 + h * 128) + 4 * (1024 / 2.0) * qd;
   EXPECT_DOUBLE_EQ(block_forward_flops_per_token(q, 0, 1024), expect);
   // All 128 experts hold parameters although only 8 run per token.
-  EXPECT_EQ(block_params(q), 4096LL * 8192 + 2 * 4096LL * 512 + 8192LL * 4096 + 128LL * 3 * 4096 * 1536 + 4096LL * 128 + 2 * 4096);
+  EXPECT_EQ(block_params(q), 4096LL * 8192 + 2 * 4096LL * 512 + 8192LL * 4096 + 128LL * 3 * 4096 * 1536 +
+                                 4096LL * 128 + 2 * 4096);
 }
 
 TEST(CostModel, ActivationMemoryUnderRecomputeAndTp) {
@@ -102,9 +104,11 @@ TEST(Workload, ProfiledLayersWithRepeatAndSplitBackward) {
   EXPECT_EQ(w.layers[4].bwd_input_ns, 4'000'000);  // no split given: half and half
   EXPECT_EQ(w.layers[1].stored_activation_bytes, 10);
   EXPECT_THROW(parse_workload(R"({"layers": [{"fwd_ms": 1}]})", "w.json", Recompute::kNone), InputError);
-  EXPECT_THROW(parse_workload(R"({"layers": [{"fwd_ms": 1, "bwd_ms": 2, "bwd_input_ms": 5}]})", "w.json", Recompute::kNone),
+  EXPECT_THROW(parse_workload(R"({"layers": [{"fwd_ms": 1, "bwd_ms": 2, "bwd_input_ms": 5}]})", "w.json",
+                              Recompute::kNone),
                InputError);
-  EXPECT_THROW(parse_workload(R"({"layers": [{"fwd_ms": 1, "bwd_ms": 2, "fwd_msec": 1}]})", "w.json", Recompute::kNone),
+  EXPECT_THROW(parse_workload(R"({"layers": [{"fwd_ms": 1, "bwd_ms": 2, "fwd_msec": 1}]})", "w.json",
+                              Recompute::kNone),
                InputError);
 }
 

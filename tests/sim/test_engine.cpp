@@ -63,7 +63,8 @@ TEST(Engine, TransfersShareLinksAndPayLatency) {
   EXPECT_EQ(t1.end[static_cast<std::size_t>(one)], 4000);
   // Two sends from GPU 0 at once (different streams) share its NVLink tx port: 2000 ns each.
   pm.plan.streams.push_back({0, StreamKind::kP2PSend, "p2p_send2"});
-  OpId two = pm.add(static_cast<StreamId>(pm.plan.streams.size() - 1), TransferWork{0, 2, 450'000, 1, -1, 1}, -1);
+  OpId two =
+      pm.add(static_cast<StreamId>(pm.plan.streams.size() - 1), TransferWork{0, 2, 450'000, 1, -1, 1}, -1);
   Timeline t2 = Engine{}.run(pm.plan);
   EXPECT_EQ(t2.end[static_cast<std::size_t>(one)], 5000);
   EXPECT_EQ(t2.end[static_cast<std::size_t>(two)], 5000);

@@ -9,7 +9,8 @@ namespace {
 
 TEST(FlowNetwork, MaxMinFairnessWorkedExample) {
   // Links: L0 = 10, L1 = 4, L2 = 10 bytes/ns. Flows: A over L0+L1, B over L1, C over L0+L2, D over L2.
-  // L1 is the tightest (4/2): A = B = 2. Then L2 (10/2 = 5 < L0's 8 left for C): C = D = 5. L0 carries 7 of 10.
+  // L1 is the tightest (4/2): A = B = 2. Then L2 (10/2 = 5 < L0's 8 left for C): C = D = 5. L0 carries 7
+  // of 10.
   FlowNetwork net({10, 4, 10});
   FlowId a = net.add({0, 1}, 1e6, 0, 0);
   FlowId b = net.add({1}, 1e6, 0, 0);

@@ -26,7 +26,8 @@ inline std::vector<LayerCost> uniform_layers(int blocks, Duration fwd, Duration 
   return std::vector<LayerCost>(static_cast<std::size_t>(blocks), c);
 }
 
-/// A pipeline of p stages, one block each, with fixed zero-time p2p: the textbook setting of the closed forms.
+/// A pipeline of p stages, one block each, with fixed zero-time p2p: the textbook setting of the closed
+/// forms.
 inline ScheduleInput uniform_input(int p, int m, Duration fwd, Duration bwd_in, Duration bwd_w, int v = 1,
                                    std::int64_t act_bytes = 0) {
   ScheduleInput in;

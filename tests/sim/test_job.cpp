@@ -12,7 +12,8 @@ ScheduleInput resolve(JobOptions j, const std::string& schedule = "1f1b") {
 }
 
 std::vector<std::int64_t> sizes(const ScheduleInput& in, std::int64_t seq) {
-  // Each cost table belongs to one microbatch size; recover it from the head's stored logits (4 b s V + 2 b s h).
+  // Each cost table belongs to one microbatch size; recover it from the head's stored logits (4 b s V + 2 b s
+  // h).
   std::vector<std::int64_t> out;
   for (auto idx : in.cost_of_microbatch) {
     const auto& head = in.costs[static_cast<std::size_t>(idx)].back();
@@ -90,7 +91,8 @@ TEST(Job, ImpossibleConfigsNameTheFlag) {
   EXPECT_EQ(err(j).rfind("--partition: 'x' is not a block count", 0), 0u) << err(j);
   j = {};
   j.recompute = "some";
-  EXPECT_EQ(err(j).rfind("--recompute: unknown policy 'some'; valid: none, selective, full", 0), 0u) << err(j);
+  EXPECT_EQ(err(j).rfind("--recompute: unknown policy 'some'; valid: none, selective, full", 0), 0u)
+      << err(j);
   j = {};
   j.nodes = 1;
   j.dp = 2;
@@ -98,7 +100,9 @@ TEST(Job, ImpossibleConfigsNameTheFlag) {
   EXPECT_EQ(err(j).rfind("--nodes: pp*tp*dp = 16 GPUs need 2 nodes", 0), 0u) << err(j);
   j = {};
   j.microbatches = 6;
-  EXPECT_EQ(err(j, "interleaved-1f1b").rfind("--schedule: interleaved-1f1b: needs microbatches divisible by pp", 0), 0u);
+  EXPECT_EQ(
+      err(j, "interleaved-1f1b").rfind("--schedule: interleaved-1f1b: needs microbatches divisible by pp", 0),
+      0u);
 }
 
 TEST(Job, PartitionMovesEmbeddingAndHead) {
@@ -136,7 +140,8 @@ TEST(Job, SymmetricAndExplicitReplicasAgree) {
         j.explicit_replicas = false;
         EXPECT_EQ(sym.plan.meta.replicas, "symmetric");
         EXPECT_EQ(exp.plan.meta.simulated_gpus, pp * tp * dp);
-        EXPECT_EQ(testing::step_ns(sym), testing::step_ns(exp)) << hw << " " << s << " " << pp << "x" << tp << "x" << dp;
+        EXPECT_EQ(testing::step_ns(sym), testing::step_ns(exp))
+            << hw << " " << s << " " << pp << "x" << tp << "x" << dp;
         EXPECT_EQ(sym.metrics.peak_gpu_mem_bytes, exp.metrics.peak_gpu_mem_bytes);
         EXPECT_NEAR(sym.metrics.bubble_fraction, exp.metrics.bubble_fraction, 1e-12);
       }

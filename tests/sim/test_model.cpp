@@ -12,19 +12,20 @@ const std::string kHf = std::string(PIPESIM_TEST_DATA_DIR) + "/hf/";
 
 TEST(Model, EveryPresetLoads) {
   auto names = shipped_models();
-  for (const char* want : {"llama2-7b", "llama2-13b", "llama2-70b", "llama3-8b", "llama3-70b", "qwen3-1.7b", "qwen3-8b",
-                           "qwen3-32b", "qwen3-235b-a22b", "gpt3-175b", "gpt-40b"})
+  for (const char* want : {"llama2-7b", "llama2-13b", "llama2-70b", "llama3-8b", "llama3-70b", "qwen3-1.7b",
+                           "qwen3-8b", "qwen3-32b", "qwen3-235b-a22b", "gpt3-175b", "gpt-40b"})
     EXPECT_NE(std::find(names.begin(), names.end(), want), names.end()) << want;
   for (const auto& n : names) EXPECT_NO_THROW(load_model(n)) << n;
 }
 
 TEST(Model, PresetsAgreeWithGenuineHfConfigs) {
-  for (auto [preset, file] : {std::pair<const char*, const char*>{"llama2-7b", "meta-llama__Llama-2-7b-hf.json"},
-                              {"llama2-70b", "meta-llama__Llama-2-70b-hf.json"},
-                              {"llama3-8b", "meta-llama__Llama-3.1-8B.json"},
-                              {"qwen3-1.7b", "Qwen__Qwen3-1.7B.json"},
-                              {"qwen3-32b", "Qwen__Qwen3-32B.json"},
-                              {"qwen3-235b-a22b", "Qwen__Qwen3-235B-A22B.json"}}) {
+  for (auto [preset, file] :
+       {std::pair<const char*, const char*>{"llama2-7b", "meta-llama__Llama-2-7b-hf.json"},
+        {"llama2-70b", "meta-llama__Llama-2-70b-hf.json"},
+        {"llama3-8b", "meta-llama__Llama-3.1-8B.json"},
+        {"qwen3-1.7b", "Qwen__Qwen3-1.7B.json"},
+        {"qwen3-32b", "Qwen__Qwen3-32B.json"},
+        {"qwen3-235b-a22b", "Qwen__Qwen3-235B-A22B.json"}}) {
     ModelSpec a = load_model(preset), b = load_model(kHf + file);
     EXPECT_EQ(a.hidden, b.hidden) << preset;
     EXPECT_EQ(a.layers, b.layers) << preset;
@@ -75,13 +76,19 @@ TEST(Model, BadInputNamesFileAndPath) {
     }
     return std::string("no error");
   };
-  const std::string base = R"("format":"pipesim-model","version":1,"name":"x","source":"s","hidden_size":64,"num_layers":2,)"
-                           R"("num_heads":4,"ffn_hidden_size":128,"vocab_size":100)";
+  const std::string base =
+      R"("format":"pipesim-model","version":1,"name":"x","source":"s","hidden_size":64,"num_layers":2,)"
+      R"("num_heads":4,"ffn_hidden_size":128,"vocab_size":100)";
   EXPECT_EQ(msg("{" + base + "}"), "no error");
-  EXPECT_EQ(msg("{" + base + R"(,"hiden":3})"), "m.json: /hiden: unknown key; valid keys here: experts_per_token, ffn_hidden_size, format, head_dim, hidden_size, mlp, moe_ffn_hidden_size, name, num_experts, num_heads, num_kv_heads, num_layers, sliding_window, source, tie_embeddings, version, vocab_size");
-  EXPECT_NE(msg(R"({"format":"pipesim-model","version":1})").find("m.json: /name: missing required key"), std::string::npos);
+  EXPECT_EQ(msg("{" + base + R"(,"hiden":3})"),
+            "m.json: /hiden: unknown key; valid keys here: experts_per_token, ffn_hidden_size, format, "
+            "head_dim, hidden_size, mlp, moe_ffn_hidden_size, name, num_experts, num_heads, num_kv_heads, "
+            "num_layers, sliding_window, source, tie_embeddings, version, vocab_size");
+  EXPECT_NE(msg(R"({"format":"pipesim-model","version":1})").find("m.json: /name: missing required key"),
+            std::string::npos);
   EXPECT_NE(msg("{" + base + R"(,"num_kv_heads":3})").find("/num_key_value_heads"), std::string::npos);
-  EXPECT_NE(msg(R"({"hidden_size": -4, "num_hidden_layers": 2})").find("m.json: /hidden_size: value -4 out of range"),
+  EXPECT_NE(msg(R"({"hidden_size": -4, "num_hidden_layers": 2})")
+                .find("m.json: /hidden_size: value -4 out of range"),
             std::string::npos);
   EXPECT_NE(msg("{not json").find("m.json: malformed JSON"), std::string::npos);
   EXPECT_THROW(load_model("no-such-model"), InputError);

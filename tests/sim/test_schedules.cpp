@@ -22,7 +22,8 @@ TEST(ClassicSchedules, GpipeAnd1f1bBubbleMatchesClosedFormOnGrid) {
       for (int m = 1; m <= 16; ++m) {
         auto r = simulate(name, uniform_input(p, m, kF, kB / 2, kB - kB / 2));
         // Exact integer makespan: (m + p - 1)(f + b).
-        ASSERT_EQ(step_ns(r), static_cast<Duration>(m + p - 1) * (kF + kB)) << name << " p=" << p << " m=" << m;
+        ASSERT_EQ(step_ns(r), static_cast<Duration>(m + p - 1) * (kF + kB))
+            << name << " p=" << p << " m=" << m;
         EXPECT_NEAR(r.metrics.bubble_fraction, static_cast<double>(p - 1) / (m + p - 1), 1e-12)
             << name << " p=" << p << " m=" << m;
       }
@@ -36,7 +37,8 @@ TEST(ClassicSchedules, InterleavedBubbleMatchesClosedForm) {
     for (int v = 2; v <= 4; ++v)
       for (int m = p; m <= 4 * p; m += p) {
         auto r = simulate("interleaved-1f1b", uniform_input(p, m, kF, kB / 2, kB - kB / 2, v));
-        ASSERT_EQ(step_ns(r), static_cast<Duration>(v * m + p - 1) * (kF + kB)) << "p=" << p << " v=" << v << " m=" << m;
+        ASSERT_EQ(step_ns(r), static_cast<Duration>(v * m + p - 1) * (kF + kB))
+            << "p=" << p << " v=" << v << " m=" << m;
         EXPECT_NEAR(r.metrics.bubble_fraction, static_cast<double>(p - 1) / (v * m + p - 1), 1e-12);
       }
 }
@@ -44,11 +46,13 @@ TEST(ClassicSchedules, InterleavedBubbleMatchesClosedForm) {
 TEST(ClassicSchedules, ZbH1MatchesClosedForm) {
   // Uniform F, B, W: step = m(F+B+W) + (p-1)(F+B-W) for m >= p (a third of the 1F1B bubble when F=B=W).
   const Duration f = 2'000'000;
-  for (auto [b, w] : {std::pair<Duration, Duration>{2'000'000, 2'000'000}, {3'000'000, 1'000'000}, {2'000'000, 1'500'000}})
+  for (auto [b, w] :
+       {std::pair<Duration, Duration>{2'000'000, 2'000'000}, {3'000'000, 1'000'000}, {2'000'000, 1'500'000}})
     for (int p = 1; p <= 6; ++p)
       for (int m = p; m <= 12; ++m) {
         auto r = simulate("zb-h1", uniform_input(p, m, f, b, w));
-        ASSERT_EQ(step_ns(r), static_cast<Duration>(m) * (f + b + w) + static_cast<Duration>(p - 1) * (f + b - w))
+        ASSERT_EQ(step_ns(r),
+                  static_cast<Duration>(m) * (f + b + w) + static_cast<Duration>(p - 1) * (f + b - w))
             << "p=" << p << " m=" << m << " b=" << b << " w=" << w;
       }
   auto one = simulate("1f1b", uniform_input(4, 8, f, f, f));

@@ -31,13 +31,13 @@ struct LayerCost {
   std::int32_t kernels = 0;    ///< kernel launches of the forward
   // Measured times of a profiled workload (>= 0 replace the FLOP-based times).
   Duration fwd_ns = -1, bwd_input_ns = -1, bwd_weight_ns = -1, recompute_ns = -1;
-  std::int64_t params = 0;                  ///< whole layer
-  std::int64_t param_bytes = 0;             ///< weights + grads + optimizer state per TP rank
+  std::int64_t params = 0;                   ///< whole layer
+  std::int64_t param_bytes = 0;              ///< weights + grads + optimizer state per TP rank
   std::int64_t stored_activation_bytes = 0;  ///< per TP rank, kept from forward to backward
-  std::int64_t recompute_extra_bytes = 0;   ///< re-materialized during the backward (freed with it)
-  std::int64_t output_bytes = 0;            ///< boundary activation sent to the next stage, per TP rank
-  std::int64_t tp_bus_bytes = 0;            ///< TP collective bus bytes per GPU per forward (same in backward)
-  std::int32_t tp_collectives = 0;          ///< TP collectives per forward
+  std::int64_t recompute_extra_bytes = 0;    ///< re-materialized during the backward (freed with it)
+  std::int64_t output_bytes = 0;             ///< boundary activation sent to the next stage, per TP rank
+  std::int64_t tp_bus_bytes = 0;    ///< TP collective bus bytes per GPU per forward (same in backward)
+  std::int32_t tp_collectives = 0;  ///< TP collectives per forward
 };
 
 struct CostOptions {
@@ -45,7 +45,8 @@ struct CostOptions {
   std::int64_t seq = 2048;
   std::int32_t tp = 1;
   Recompute recompute = Recompute::kNone;
-  /// Bytes per parameter resident on the GPU: bf16 weight + bf16 grad + fp32 master, m, v (mixed-precision Adam).
+  /// Bytes per parameter resident on the GPU: bf16 weight + bf16 grad + fp32 master, m, v (mixed-precision
+  /// Adam).
   std::int64_t bytes_per_param = 16;
 };
 

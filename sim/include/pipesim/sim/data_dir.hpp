@@ -1,4 +1,5 @@
-// Where shipped data (hw_profiles/, models/) lives: $PIPESIM_DATA_DIR, else the source tree set at build time.
+// Where shipped data (hw_profiles/, models/) lives: $PIPESIM_DATA_DIR, else the source tree set at build
+// time.
 #pragma once
 
 #include <string>

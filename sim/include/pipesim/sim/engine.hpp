@@ -19,8 +19,8 @@ struct MemorySample {
 
 struct OomReport {
   bool oom = false;
-  DeviceId device = -1;       ///< first device to exceed its capacity
-  TimePoint time = 0;         ///< when it first did
+  DeviceId device = -1;         ///< first device to exceed its capacity
+  TimePoint time = 0;           ///< when it first did
   std::int64_t bytes_over = 0;  ///< worst excess over capacity, over all devices
 };
 

@@ -21,7 +21,8 @@ struct Event {
 
 class EventQueue {
  public:
-  void push(TimePoint time, std::int32_t priority, std::int32_t type, std::int32_t target, std::uint32_t version = 0) {
+  void push(TimePoint time, std::int32_t priority, std::int32_t type, std::int32_t target,
+            std::uint32_t version = 0) {
     heap_.push(Event{time, priority, next_sequence_++, type, target, version});
   }
   bool empty() const { return heap_.empty(); }

@@ -14,8 +14,8 @@ struct JobOptions {
   std::string model = "llama3-8b";  ///< preset name or config.json path
   std::string workload;             ///< profiled workload file; replaces model when set
   std::string hw = "rtx4090-8x";
-  std::int32_t nodes = 0;           ///< 0: as many as the GPUs need
-  std::int32_t pp = 0;              ///< 0: all GPUs of the cluster not used by tp x dp
+  std::int32_t nodes = 0;  ///< 0: as many as the GPUs need
+  std::int32_t pp = 0;     ///< 0: all GPUs of the cluster not used by tp x dp
   std::int32_t tp = 1;
   std::int32_t dp = 1;
   std::int32_t virtual_stages = 0;  ///< 0: 2 for interleaved schedules, else 1
@@ -23,7 +23,7 @@ struct JobOptions {
   double microbatch_size = 0;       ///< 0: derived, or 1
   std::int64_t global_batch = 0;    ///< 0: derived
   std::int32_t accum_steps = 1;
-  std::int64_t seq = 0;             ///< 0: the workload's, or 2048
+  std::int64_t seq = 0;  ///< 0: the workload's, or 2048
   std::string partition;
   std::string recompute = "none";
   double p2p_time_ms = -1;  ///< >= 0: fixed time per pipeline hop

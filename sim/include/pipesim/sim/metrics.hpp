@@ -1,5 +1,6 @@
 // Metrics of a run, as DESIGN.md defines them: step time, bubble fraction (with warm-up / intra / drain
-// breakdown), tokens/s, TFLOP/s per GPU, MFU/HFU, peak memory and OOM. Used by the CLI, planner and notebooks.
+// breakdown), tokens/s, TFLOP/s per GPU, MFU/HFU, peak memory and OOM. Used by the CLI, planner and
+// notebooks.
 #pragma once
 
 #include <cstdint>

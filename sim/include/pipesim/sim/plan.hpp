@@ -116,8 +116,8 @@ struct PlanMeta {
   std::int64_t global_batch = 0;
   std::string recompute = "none";
   std::string replicas = "symmetric";
-  std::int32_t simulated_gpus = 0;  ///< GPUs instantiated; the others are identical replicas
-  double model_flops_per_step = 0;  ///< whole job, no recompute (for MFU)
+  std::int32_t simulated_gpus = 0;     ///< GPUs instantiated; the others are identical replicas
+  double model_flops_per_step = 0;     ///< whole job, no recompute (for MFU)
   double hardware_flops_per_step = 0;  ///< whole job, with recompute (for HFU)
   std::string dtype = "bf16";
   std::vector<std::int32_t> partition;  ///< transformer blocks per stage (per virtual stage when v > 1)

@@ -28,7 +28,8 @@ struct ScheduleInput {
   /// give floor and ceil sized microbatches).
   std::vector<std::vector<LayerCost>> costs;
   std::vector<std::int32_t> cost_of_microbatch;
-  std::vector<std::int32_t> partition;  ///< transformer blocks per model chunk (pp*v entries); empty: balanced
+  std::vector<std::int32_t>
+      partition;  ///< transformer blocks per model chunk (pp*v entries); empty: balanced
   Recompute recompute = Recompute::kNone;
   Duration p2p_fixed_ns = -1;  ///< >= 0: every pipeline hop takes this long (compute-only models)
   bool explicit_replicas = false;

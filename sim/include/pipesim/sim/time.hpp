@@ -23,6 +23,8 @@ Duration duration_from_seconds(double seconds);
 /// positive work ever takes zero time.
 Duration duration_for_work(double work, double rate_per_s);
 
-inline double to_seconds(Duration d) { return static_cast<double>(d) / static_cast<double>(kNsPerS); }
+inline double to_seconds(Duration d) {
+  return static_cast<double>(d) / static_cast<double>(kNsPerS);
+}
 
 }  // namespace pipesim::sim

@@ -28,7 +28,8 @@ struct Endpoint {
 struct Path {
   std::vector<LinkId> links;
   Duration latency = 0;
-  double max_bytes_per_ns = 0;  ///< size-dependent cap (calibrated copy curves); 0: none
+  double max_bytes_per_ns =
+      0;  ///< per-flow cap: calibrated copy rate by size, or measured NCCL bus bandwidth; 0: none
 };
 
 class Topology {
