@@ -99,6 +99,17 @@ double block_forward_flops_per_token(const ModelSpec& m, std::int64_t block, std
 
 std::vector<LayerCost> model_layer_costs(const ModelSpec& m, const CostOptions& o) {
   const std::int64_t t = o.tp, b = o.microbatch_size, s = o.seq, h = m.hidden;
+  // Byte counts are int64: refuse shapes whose attention scores or logits would not fit (about 1 EB).
+  const double largest =
+      5.0 * static_cast<double>(m.heads) * static_cast<double>(s) * static_cast<double>(s) *
+          static_cast<double>(b) +
+      4.0 * static_cast<double>(b) * static_cast<double>(s) * static_cast<double>(m.vocab) +
+      34.0 * static_cast<double>(s) * static_cast<double>(b) * static_cast<double>(h);
+  if (largest > 1e18 || o.microbatch_size < 1 || o.seq < 1 || o.tp < 1)
+    throw InputError(
+        "--seq/--microbatch-size", "",
+        fmt::format("seq {} x microbatch size {} gives activations beyond 1 EB per layer; use smaller values",
+                    s, b));
   const double tokens = static_cast<double>(b * s);
   const std::int64_t sbh = s * b * h;
   // With TP, sequence parallelism splits the boundary activation and norms' inputs by t (Megatron default).

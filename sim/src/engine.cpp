@@ -73,7 +73,7 @@ enum EventType : std::int32_t { kOpEnd = 0, kFlowDone = 1 };
 class Run {
  public:
   Run(const Plan& plan, const EngineOptions& options)
-      : plan_(plan), options_(options), topo_(plan.hw, plan.nodes), net_(capacities(topo_)) {}
+      : plan_(plan), options_(options), topo_(plan.hw, used_nodes(plan)), net_(capacities(topo_)) {}
 
   Timeline execute();
 
@@ -97,6 +97,12 @@ class Run {
     std::int64_t begin = 0;  // offset into stream_order_
   };
 
+  /// Links are built only for nodes that hold a device of the plan (a cluster may be larger than the job).
+  static std::int32_t used_nodes(const Plan& plan) {
+    std::int32_t n = 1;
+    for (const auto& d : plan.devices) n = std::max(n, std::min(d.node, plan.nodes - 1) + 1);
+    return n;
+  }
   static std::vector<double> capacities(const Topology& t) {
     std::vector<double> c;
     c.reserve(t.links().size());
@@ -165,7 +171,13 @@ void Run::setup() {
     } else {
       h.mode =
           std::holds_alternative<CpuWork>(op.payload) && op.fixed_duration < 0 ? Mode::kCpu : Mode::kTimed;
-      h.duration = compute_duration(op, st.device);
+      try {
+        h.duration = compute_duration(op, st.device);
+      } catch (const std::out_of_range&) {
+        throw InputError(
+            plan_.hw.origin, fmt::format("/ops/{}", i),
+            "op duration exceeds the simulated time range (about 292 years); check its work and rates");
+      }
     }
     for (OpId d : op.deps) ++dependents_at_[static_cast<std::size_t>(d) + 1];
   }

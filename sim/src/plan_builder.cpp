@@ -44,6 +44,8 @@ std::vector<std::int32_t> parse_partition(const std::string& text) {
 namespace {
 
 constexpr std::int32_t kNone = -1;
+constexpr std::int64_t kMaxGpus = std::int64_t{1} << 20;
+constexpr std::int64_t kMaxOps = std::int64_t{1} << 26;
 // Share of a block's stored activations that only the weight-gradient pass still needs (the inputs of the
 // linear layers: 2+2+2+8 of the 34 s*b*h bytes in Korthikanti's count); freed by W, the rest by B.
 constexpr std::int64_t kWeightGradShareNum = 14, kWeightGradShareDen = 34;
@@ -127,7 +129,10 @@ void Builder::validate_and_layout() {
     bad("--virtual-stages", fmt::format("schedule {} uses one chunk per rank; valid: 1", sched_.name));
   if (std::string why = sched_.check({in_.pp, in_.microbatches, in_.virtual_stages}); !why.empty())
     bad("--schedule", fmt::format("{}: {}", sched_.name, why));
-  gpus_total_ = in_.pp * in_.tp * in_.dp;
+  const std::int64_t gpus = std::int64_t{in_.pp} * in_.tp * in_.dp;
+  if (gpus > kMaxGpus)
+    bad("--pp/--tp/--dp", fmt::format("pp*tp*dp = {} GPUs; valid: at most {}", gpus, kMaxGpus));
+  gpus_total_ = static_cast<std::int32_t>(gpus);
   std::int32_t need_nodes = (gpus_total_ + hw.node.gpus - 1) / hw.node.gpus;
   plan_.nodes = in_.nodes > 0 ? in_.nodes : need_nodes;
   if (plan_.nodes < need_nodes)
@@ -224,7 +229,16 @@ void Builder::validate_and_layout() {
     }
     chunk_costs_.push_back(std::move(row));
   }
-  total_mb_ = in_.microbatches * in_.accum_steps;
+  const std::int64_t rounds = std::int64_t{in_.microbatches} * in_.accum_steps;
+  const std::int64_t instantiated = explicit_ ? gpus : in_.pp;
+  // About six ops per (GPU, chunk, microbatch): refuse plans that would not fit in memory rather than thrash.
+  const std::int64_t estimate = instantiated * in_.virtual_stages * rounds * 6;
+  if (rounds > kMaxOps || estimate > kMaxOps)
+    bad(explicit_ ? "--replicas" : "--microbatches",
+        fmt::format(
+            "about {} ops to simulate; valid: at most {} (use fewer microbatches or accumulation steps{})",
+            estimate, kMaxOps, explicit_ ? ", or --replicas symmetric" : ""));
+  total_mb_ = static_cast<std::int32_t>(rounds);
   for (std::int32_t k = 1; k < in_.dp; ++k) {
     if (global_rank(k, 0, 0) / hw.node.gpus != 0) {
       dp_ring_offset_ = k;

@@ -143,6 +143,11 @@ class BadInput(unittest.TestCase):
         self.expect_error(["simulate", "--pp", "64"], "exceeds the model's 32 transformer blocks")
         self.expect_error(["simulate", "--format", "xml"], "--format")
         self.expect_error([], "subcommand")
+        self.expect_error(["simulate", "--seq", "16000000", "--microbatch-size", "64"], "--seq/--microbatch-size")
+        self.expect_error(["simulate", "--pp", "4", "--dp", "1048576"], "--pp/--tp/--dp: pp*tp*dp = 4194304 GPUs")
+        self.expect_error(["simulate", "--microbatches", "16000000"], "--microbatches: about")
+        self.expect_error(["simulate", "--model", "gpt-40b", "--hw", "h100-sxm-8x", "--pp", "16", "--tp", "8",
+                           "--dp", "4096", "--microbatches", "64", "--replicas", "explicit"], "--replicas: about")
 
     def test_files(self):
         with tempfile.TemporaryDirectory() as d:

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include "test_helpers.hpp"
+
 #include "pipesim/sim/error.hpp"
 #include "pipesim/sim/hardware.hpp"
 
@@ -31,12 +33,7 @@ TEST(Hardware, StrictSchema) {
   HardwareProfile hw = load_hardware_profile("rtx4090-8x");
   std::string good = hardware_profile_to_json(hw);
   auto err = [](const std::string& text) {
-    try {
-      parse_hardware_profile(text, "hw.json");
-    } catch (const InputError& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
+    return testing::error_of([&] { parse_hardware_profile(text, "hw.json"); });
   };
   EXPECT_EQ(err(good), "no error");
   std::string typo = good;

@@ -57,6 +57,17 @@ inline RunResult simulate(const std::string& schedule, const ScheduleInput& in) 
   return {std::move(plan), std::move(tl), std::move(m)};
 }
 
+/// The message of the InputError `f` throws, or "no error".
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
 inline Duration step_ns(const RunResult& r) {
   Duration last = 0;
   for (auto e : r.timeline.end) last = std::max(last, e);

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include "test_helpers.hpp"
+
 #include <filesystem>
 
 #include "pipesim/sim/error.hpp"
@@ -68,14 +70,7 @@ TEST(Model, ReadsEveryHfStyle) {
 }
 
 TEST(Model, BadInputNamesFileAndPath) {
-  auto msg = [](const std::string& text) {
-    try {
-      parse_model(text, "m.json");
-    } catch (const InputError& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
+  auto msg = [](const std::string& text) { return testing::error_of([&] { parse_model(text, "m.json"); }); };
   const std::string base =
       R"("format":"pipesim-model","version":1,"name":"x","source":"s","hidden_size":64,"num_layers":2,)"
       R"("num_heads":4,"ffn_hidden_size":128,"vocab_size":100)";

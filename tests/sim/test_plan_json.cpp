@@ -37,14 +37,7 @@ TEST(PlanJson, RoundTripIsLossless) {
 
 TEST(PlanJson, RejectsBadPlans) {
   std::string text = plan_to_json(model_plan("1f1b"));
-  auto err = [](const std::string& t) {
-    try {
-      plan_from_json(t, "p.json");
-    } catch (const InputError& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
+  auto err = [](const std::string& t) { return testing::error_of([&] { plan_from_json(t, "p.json"); }); };
   std::string kind = text;
   kind.replace(kind.find("\"kind\": \"forward\""), 17, "\"kind\": \"fwd\"");
   EXPECT_NE(err(kind).find("unknown value 'fwd'; valid: forward, backward"), std::string::npos) << err(kind);
