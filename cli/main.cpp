@@ -76,6 +76,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1024));
   sim->add_option("--recompute", j.recompute, "activation recompute: none|selective|full")
       ->capture_default_str();
+  sim->add_option("--dtype", j.dtype,
+                  "math dtype: bf16|fp16|fp32 (default: bf16 where the GPU has it, else fp16)");
   sim->add_option("--p2p-time-ms", j.p2p_time_ms, "fixed time per pipeline hop instead of bytes/bandwidth")
       ->check(CLI::Range(0.0, 1e6));
   std::string replicas = "symmetric";

@@ -32,6 +32,15 @@ double HardwareProfile::peak_flops(const std::string& dtype) const {
   return it->second * 1e12;
 }
 
+int HardwareProfile::nvlink_group(int gpu_index) const {
+  if (node.nvlink.GBps_per_direction <= 0) return -1;
+  if (node.nvlink.groups.empty()) return 0;
+  for (std::size_t g = 0; g < node.nvlink.groups.size(); ++g)
+    for (int member : node.nvlink.groups[g])
+      if (member == gpu_index) return static_cast<int>(g);
+  return -1;
+}
+
 double HardwareProfile::adam_params_per_s(int threads) const {
   return interpolate_log_x(host.adam_params_per_s_by_threads, static_cast<double>(threads));
 }
@@ -96,7 +105,11 @@ HardwareProfile parse_hardware_profile(const std::string& text, const std::strin
   hw.name = r.string("name");
   hw.description = r.string("description");
   hw.gpu_hour_usd = r.number_or("gpu_hour_usd", 0, 0, 1e6);
-  r.accept("calibrated");  // provenance block written by `pipesim calibrate`; kept opaque here
+  if (const json* c = r.raw_optional("calibrated")) {
+    // Provenance written by `pipesim calibrate` (date, host, method, samples, CV); kept verbatim.
+    if (!c->is_object()) r.fail("calibrated", "expected an object");
+    hw.calibrated_json = c->dump();
+  }
 
   {
     JsonObject g = r.object("gpu");
@@ -158,7 +171,25 @@ HardwareProfile parse_hardware_profile(const std::string& text, const std::strin
     hw.node.nvlink.GBps_per_direction = nv.number("GBps_per_direction", 0, 1e5);
     hw.node.nvlink.latency_us = nv.number("latency_us", 0, 1e5);
     hw.node.nvlink.allreduce_busbw_GBps = nv.number("allreduce_busbw_GBps", 0, 1e5);
-    hw.node.nvlink.sources = read_sources(nv, {"GBps_per_direction", "latency_us", "allreduce_busbw_GBps"});
+    if (const json* g = nv.raw_optional("groups")) {
+      std::vector<int> seen(static_cast<std::size_t>(hw.node.gpus), 0);
+      if (!g->is_array()) nv.fail("groups", "expected an array of arrays of GPU indices");
+      for (std::size_t i = 0; i < g->size(); ++i) {
+        std::string path = nv.path_of("groups") + "/" + std::to_string(i);
+        if (!(*g)[i].is_array()) throw InputError(file, path, "expected an array of GPU indices");
+        std::vector<int> members;
+        for (std::size_t k = 0; k < (*g)[i].size(); ++k) {
+          std::string ep = path + "/" + std::to_string(k);
+          int gi = static_cast<int>(detail::checked_integer((*g)[i][k], file, ep, 0, hw.node.gpus - 1));
+          if (seen[static_cast<std::size_t>(gi)]++)
+            throw InputError(file, ep, fmt::format("GPU {} is in two NVLink groups", gi));
+          members.push_back(gi);
+        }
+        hw.node.nvlink.groups.push_back(members);
+      }
+    }
+    hw.node.nvlink.sources =
+        read_sources(nv, {"GBps_per_direction", "latency_us", "allreduce_busbw_GBps", "groups"});
     nv.finish();
     n.finish();
   }
@@ -231,6 +262,7 @@ std::string hardware_profile_to_json(const HardwareProfile& hw) {
   json nv = {{"GBps_per_direction", hw.node.nvlink.GBps_per_direction},
              {"latency_us", hw.node.nvlink.latency_us},
              {"allreduce_busbw_GBps", hw.node.nvlink.allreduce_busbw_GBps}};
+  if (!hw.node.nvlink.groups.empty()) nv["groups"] = hw.node.nvlink.groups;
   write_sources(nv, hw.node.nvlink.sources);
   json h = {{"cpu_model", hw.host.cpu_model},
             {"cores", hw.host.cores},
@@ -250,6 +282,7 @@ std::string hardware_profile_to_json(const HardwareProfile& hw) {
                {"host", h},
                {"network", w}};
   if (hw.gpu_hour_usd > 0) root["gpu_hour_usd"] = hw.gpu_hour_usd;
+  if (!hw.calibrated_json.empty()) root["calibrated"] = json::parse(hw.calibrated_json);
   return root.dump(2);
 }
 

@@ -123,6 +123,9 @@ void Builder::validate_and_layout() {
     bad("--tp", fmt::format("tp {} must divide the {} GPUs of a node (TP stays inside a node)", in_.tp,
                             hw.node.gpus));
   if (in_.microbatches < 1) bad("--microbatches", "must be >= 1");
+  if (!hw.gpu.peak_tflops.count(in_.dtype))
+    bad("--dtype", fmt::format("{} has no {} peak; valid: {}", hw.name, in_.dtype,
+                               hw.gpu.peak_tflops.count("bf16") ? "bf16, fp16" : "fp16"));
   if (in_.accum_steps < 1) bad("--accum-steps", "must be >= 1");
   if (in_.virtual_stages < 1) bad("--virtual-stages", "must be >= 1");
   if (!sched_.interleaved && in_.virtual_stages != 1)
@@ -514,6 +517,7 @@ Plan Builder::build(bool explicit_replicas) {
   m.seq = static_cast<std::int32_t>(in_.seq);
   m.global_batch = in_.global_batch;
   m.recompute = to_string(in_.recompute);
+  m.dtype = in_.dtype;
   m.replicas = explicit_ ? "explicit" : "symmetric";
   m.simulated_gpus = static_cast<std::int32_t>(replicas_.size()) * in_.pp;
   double model = 0, hardware = 0;

@@ -60,6 +60,11 @@ std::string Topology::link_name(LinkId id) const {
   return fmt::format("node{}.switch{}.uplink.{}", node, rest / 2, rest % 2 == kSwUp ? "up" : "down");
 }
 
+bool Topology::nvlinked(std::int32_t a, std::int32_t b) const {
+  int ga = hw_->nvlink_group(a);
+  return ga >= 0 && ga == hw_->nvlink_group(b);
+}
+
 Path Topology::path(Endpoint src, Endpoint dst, std::int64_t bytes) const {
   Path p;
   const auto& pcie = hw_->node.pcie;
@@ -82,7 +87,7 @@ Path Topology::path(Endpoint src, Endpoint dst, std::int64_t bytes) const {
   if (src.node != dst.node) {
     p.links = {gpu_link(src.node, src.gpu, kNicTx), gpu_link(dst.node, dst.gpu, kNicRx)};
     p.latency = us_to_ns(hw_->network.latency_us);
-  } else if (hw_->node.nvlink.GBps_per_direction > 0) {
+  } else if (nvlinked(src.gpu, dst.gpu)) {
     p.links = {gpu_link(src.node, src.gpu, kNvlTx), gpu_link(dst.node, dst.gpu, kNvlRx)};
     p.latency = us_to_ns(hw_->node.nvlink.latency_us);
   } else {
@@ -104,7 +109,7 @@ Path Topology::ring_path(Endpoint self, Endpoint next, std::int64_t bytes) const
   if (self.gpu < 0 || next.gpu < 0) return p;
   if (self.node != next.node) {
     p.links = {gpu_link(self.node, self.gpu, kNicTx), gpu_link(self.node, self.gpu, kNicRx)};
-  } else if (hw_->node.nvlink.GBps_per_direction > 0) {
+  } else if (nvlinked(self.gpu, next.gpu)) {
     p.links = {gpu_link(self.node, self.gpu, kNvlTx), gpu_link(self.node, self.gpu, kNvlRx)};
     // The measured NCCL bus bandwidth, when the profile has one, caps a ring member below the raw port rate.
     p.max_bytes_per_ns = hw_->node.nvlink.allreduce_busbw_GBps;

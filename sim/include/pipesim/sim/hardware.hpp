@@ -46,6 +46,8 @@ struct NvlinkSpec {
   double GBps_per_direction = 0;  ///< 0: no NVLink, GPU-to-GPU traffic goes over PCIe
   double latency_us = 0;
   double allreduce_busbw_GBps = 0;  ///< achieved NCCL bus bandwidth inside the node
+  /// GPUs joined by NVLink (e.g. bridged pairs); empty: all GPUs of the node when the rate is > 0.
+  std::vector<std::vector<int>> groups;
   std::map<std::string, std::string> sources;
 };
 
@@ -78,7 +80,11 @@ struct HardwareProfile {
   NodeSpec node;
   HostSpec host;
   NetworkSpec network;
-  std::string origin;  ///< file it was read from (for messages); not serialized
+  std::string calibrated_json;  ///< provenance written by `pipesim calibrate` (a JSON object), kept verbatim
+  std::string origin;           ///< file it was read from (for messages); not serialized
+
+  /// NVLink group of a GPU, or -1 when its peer traffic goes over PCIe.
+  int nvlink_group(int gpu_index) const;
 
   double peak_flops(const std::string& dtype) const;  ///< FLOP/s
   double adam_params_per_s(int threads) const;

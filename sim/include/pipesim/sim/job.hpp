@@ -26,6 +26,7 @@ struct JobOptions {
   std::int64_t seq = 0;  ///< 0: the workload's, or 2048
   std::string partition;
   std::string recompute = "none";
+  std::string dtype;        ///< empty: bf16 where the GPU has it, else fp16
   double p2p_time_ms = -1;  ///< >= 0: fixed time per pipeline hop
   bool explicit_replicas = false;
 };

@@ -17,7 +17,8 @@ namespace pipesim::sim {
 struct ScheduleInput {
   std::string model_name;
   HardwareProfile hw;
-  std::int32_t nodes = 0;  ///< 0: as many as pp*tp*dp needs
+  std::string dtype = "bf16";  ///< math dtype: picks the peak TFLOP/s of the profile
+  std::int32_t nodes = 0;      ///< 0: as many as pp*tp*dp needs
   std::int32_t pp = 1, tp = 1, dp = 1;
   std::int32_t virtual_stages = 1;
   std::int32_t microbatches = 1;

@@ -48,6 +48,7 @@ class Topology {
   std::int32_t nodes() const { return nodes_; }
 
  private:
+  bool nvlinked(std::int32_t gpu_a, std::int32_t gpu_b) const;
   LinkId gpu_link(std::int32_t node, std::int32_t gpu, std::int32_t which) const;
   LinkId switch_link(std::int32_t node, std::int32_t sw, std::int32_t which) const;
 
