@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include "pipesim/calibrate/calibrate.hpp"
 #include "pipesim/sim/error.hpp"
 #include "pipesim/sim/hardware.hpp"
 #include "pipesim/sim/model.hpp"
@@ -93,6 +94,15 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"table", "json"}))
       ->capture_default_str();
 
+  pipesim::calibrate::CalibrateOptions co;
+  auto* cal = app.add_subcommand("calibrate", "measure this machine and write a hardware profile");
+  cal->add_option("--out", co.out, "profile to write (raw measurements are saved beside it)")->required();
+  cal->add_option("--base", co.base, "profile (name or file) for the figures not measured here")
+      ->capture_default_str();
+  cal->add_flag("--quick", co.quick, "smaller arrays and fewer samples (well under a minute)");
+  cal->add_flag("--cpu-only", co.cpu_only, "skip the CUDA benchmarks");
+  cal->add_option("--name", co.name, "profile name (default: the file name without extension)");
+
   app.add_subcommand("schedules", "list the registered schedules and their parameters");
   app.add_subcommand("hw", "list the shipped hardware profiles");
   app.add_subcommand("models", "list the shipped model presets");
@@ -115,6 +125,10 @@ int main(int argc, char** argv) {
       // With no arguments at all, simulate runs the embedded default job and keeps its traces under out/.
       if (argc == 2) so.trace_dir = "out";
       return pipesim::cli::run_simulate(so);
+    }
+    if (cal->parsed()) {
+      pipesim::calibrate::run_calibration(co, std::cerr);
+      return 0;
     }
     if (app.got_subcommand("schedules")) return list_schedules();
     if (app.got_subcommand("hw")) return list_hw();

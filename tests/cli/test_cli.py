@@ -119,6 +119,102 @@ class Simulate(unittest.TestCase):
         self.assertIn("qwen3-235b-a22b", out)
 
 
+class Calibrate(unittest.TestCase):
+    """`pipesim calibrate --quick --cpu-only` on this machine, fed to the simulator."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.TemporaryDirectory()
+        cls.profile = os.path.join(cls.dir.name, "here.json")
+        rc, _, cls.log = run("calibrate", "--quick", "--cpu-only", "--out", cls.profile)
+        assert rc == 0, cls.log
+        with open(cls.profile) as f:
+            cls.hw = json.load(f)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.dir.cleanup()
+
+    def test_profile_is_valid_and_drives_the_simulator(self):
+        rc, out, err = run("simulate", "--hw", self.profile, "--schedule", "1f1b", "--microbatches", "8", "--format", "json")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(json.loads(out)["hardware"], "here")
+        host = self.hw["host"]
+        self.assertGreater(host["dram_GBps"], 0)
+        self.assertGreaterEqual(host["cores"], 1)
+        threads = [p["threads"] for p in host["adam_params_per_s_by_threads"]]
+        self.assertEqual(threads[0], 1)
+        self.assertEqual(threads[-1], host["cores"])
+        self.assertTrue(all(p["params_per_s"] > 0 for p in host["adam_params_per_s_by_threads"]))
+        for key in ["adam_params_per_s_by_threads", "dram_GBps", "cpu_model", "cores", "dram_bytes"]:
+            self.assertTrue(host["sources"][key].startswith("calibrated: pipesim calibrate on"), key)
+        prov = self.hw["calibrated"]
+        for key in ["date", "host", "cpu_model", "method", "samples", "cv", "skipped", "raw"]:
+            self.assertIn(key, prov)
+        self.assertIn("CUDA benchmarks: skipped by --cpu-only", prov["skipped"])
+        self.assertIn("calibrate: [1/", self.log)  # progress lines
+
+    def test_curves_are_monotone_where_physics_says_so(self):
+        gemm = [p["efficiency"] for p in self.hw["gpu"]["gemm_efficiency"]]
+        self.assertEqual(gemm, sorted(gemm))
+        self.assertLessEqual(max(gemm), 1.0)
+        for key in ["h2d_GBps_by_size", "d2h_GBps_by_size"]:
+            curve = [p["GBps"] for p in self.hw["node"]["pcie"].get(key, [])]
+            self.assertEqual(curve, sorted(curve), key)
+
+    def test_simulated_optimizer_op_takes_the_measured_time(self):
+        with open(os.path.join(self.dir.name, "here.cpu-raw.json")) as f:
+            raw = json.load(f)
+        reps = [b for b in raw["benchmarks"] if b["name"].startswith("cpu_adam/") and "/threads:1/" in b["name"]
+                and b["run_type"] == "iteration"]
+        self.assertTrue(reps)
+        params = int(reps[0]["params"])
+        times = sorted(b["real_time"] * 1e-3 for b in reps)  # ms -> s per Adam step
+        measured = times[len(times) // 2]
+        plan = {"format": "pipesim-plan", "version": 1,
+                "meta": {"schedule": "hand", "model": "adam", "pp": 1, "tp": 1, "dp": 1, "virtual_stages": 1,
+                         "microbatches": 1, "accum_steps": 1, "seq": 1, "global_batch": 1, "recompute": "none",
+                         "replicas": "symmetric", "simulated_gpus": 0, "model_flops_per_step": 0,
+                         "hardware_flops_per_step": 0, "dtype": "bf16", "partition": [], "note": ""},
+                "hardware": self.hw, "nodes": 1,
+                "devices": [{"name": "gpu0", "kind": "gpu", "node": 0, "local_index": 0, "resident_bytes": 0},
+                            {"name": "host", "kind": "host", "node": 0, "local_index": 0, "resident_bytes": 0}],
+                "streams": [{"device": 0, "kind": "compute", "name": "compute"},
+                            {"device": 1, "kind": "cpu", "name": "optimizer"}],
+                "ops": [{"stream": 1, "kind": "optimizer", "tags": {"stage": -1, "virtual_stage": -1, "microbatch": -1,
+                                                                   "layer_begin": -1, "layer_end": -1, "iteration": 0},
+                         "cpu": {"params": params, "threads": 1}, "deps": []}]}
+        path = os.path.join(self.dir.name, "adam.plan.json")
+        with open(path, "w") as f:
+            json.dump(plan, f)
+        rc, out, err = run("simulate", "--plan", path, "--format", "json")
+        self.assertEqual(rc, 0, err)
+        simulated = json.loads(out)["step_time_s"]
+        self.assertAlmostEqual(simulated, measured, delta=1e-3 * measured)
+
+    def test_skipped_parts_are_named(self):
+        out = os.path.join(self.dir.name, "full.json")
+        rc, _, err = run("calibrate", "--quick", "--out", out)
+        self.assertEqual(rc, 0, err)
+        with open(out) as f:
+            prov = json.load(f)["calibrated"]
+        if prov["gpu_model"]:
+            self.assertTrue(os.path.exists(os.path.join(self.dir.name, "full.cuda-raw.json")))
+        else:
+            why = [s for s in prov["skipped"] if s.startswith("CUDA benchmarks: ")]
+            self.assertEqual(len(why), 1, prov["skipped"])
+            self.assertIn(why[0], err)
+
+    def test_bad_options(self):
+        rc, _, err = run("calibrate", "--quick")
+        self.assertEqual(rc, 2)
+        self.assertIn("--out", err)
+        rc, _, err = run("calibrate", "--base", "nosuch", "--out", os.path.join(self.dir.name, "x.json"))
+        self.assertEqual(rc, 2)
+        self.assertEqual(len(err.strip().splitlines()), 1)
+        self.assertIn("nosuch: unknown hardware profile", err)
+
+
 class BadInput(unittest.TestCase):
     def expect_error(self, args, *fragments, cwd=None):
         rc, out, err = run(*args, cwd=cwd)

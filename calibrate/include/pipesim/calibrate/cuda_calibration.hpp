@@ -1,0 +1,62 @@
+// CUDA microbenchmarks: host<->device copies over transfer sizes (pinned and pageable, one direction and both
+// at once, every GPU at once), the P2P bandwidth matrix, cuBLAS GEMM throughput on transformer shapes, kernel
+// launch overhead and event timer resolution. Method as in nvbandwidth: warm-up, CUDA-event timing of a loop,
+// several samples, median and coefficient of variation. Compiled whenever nvcc is found; without a device (or
+// without CUDA at build time) it reports why it did not run.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace pipesim::calibrate {
+
+struct CopyPoint {
+  std::int64_t bytes = 0;
+  double GBps = 0;  ///< median
+  double cv = 0;
+  int samples = 0;
+};
+
+struct GemmPoint {
+  std::string shape;  ///< qkv, attn_out, mlp_up, mlp_down, lm_head
+  std::int64_t m = 0, n = 0, k = 0;
+  std::string dtype;  ///< bf16 or fp16 inputs, fp32 accumulate
+  double tflops = 0;  ///< median achieved
+  double cv = 0;
+  int samples = 0;
+};
+
+struct CudaCalibration {
+  bool ran = false;
+  std::string why_not;  ///< why it did not run (no CUDA at build time, no device, an error)
+  int device_count = 0;
+  std::string gpu_model;
+  std::int64_t memory_bytes = 0;
+  std::string driver_version;
+  std::string runtime_version;
+  std::vector<CopyPoint> h2d_pinned, d2h_pinned, h2d_pageable, d2h_pageable;
+  std::vector<CopyPoint> bidir_h2d, bidir_d2h;  ///< both directions at once, device 0
+  std::vector<double> all_gpus_h2d_GBps;        ///< per device, every device copying at once
+  std::vector<std::vector<double>> p2p_GBps;    ///< [src][dst], 0 on the diagonal
+  std::vector<GemmPoint> gemm;
+  double launch_overhead_us = 0;
+  double event_resolution_us = 0;
+  double pinned_alloc_ms_per_GiB = 0;
+  int samples = 0;
+};
+
+struct CudaOptions {
+  bool quick = false;
+  int samples = 5;
+};
+
+/// True when this build contains the CUDA benchmarks.
+bool cuda_compiled();
+CudaCalibration run_cuda_calibration(const CudaOptions& options,
+                                     const std::function<void(const std::string&)>& progress);
+/// Raw measurements as JSON (saved beside a calibrated profile).
+std::string cuda_calibration_to_json(const CudaCalibration& c);
+
+}  // namespace pipesim::calibrate

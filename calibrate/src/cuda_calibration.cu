@@ -1,0 +1,334 @@
+// CUDA microbenchmarks (see cuda_calibration.hpp). Every timing: warm-up, then `samples` samples of a loop
+// timed with CUDA events; medians and coefficients of variation go into the profile.
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "pipesim/calibrate/cuda_calibration.hpp"
+#include "pipesim/calibrate/curve_fit.hpp"
+
+namespace pipesim::calibrate {
+
+namespace {
+
+struct CudaError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw CudaError(std::string(what) + ": " + cudaGetErrorString(e));
+}
+void check(cublasStatus_t s, const char* what) {
+  if (s != CUBLAS_STATUS_SUCCESS) throw CudaError(std::string(what) + ": cuBLAS status " + std::to_string(static_cast<int>(s)));
+}
+
+__global__ void empty_kernel() {}
+
+__global__ void fill_bf16(__nv_bfloat16* x, std::size_t n, float v) {
+  std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (i < n) x[i] = __float2bfloat16(v);
+}
+
+struct Events {
+  cudaEvent_t start{}, stop{};
+  Events() {
+    check(cudaEventCreate(&start), "cudaEventCreate");
+    check(cudaEventCreate(&stop), "cudaEventCreate");
+  }
+  ~Events() {
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+  }
+  double elapsed_ms() {
+    check(cudaEventSynchronize(stop), "cudaEventSynchronize");
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+    return ms;
+  }
+};
+
+/// Runs `body` (which enqueues `iters` operations on `stream`) `samples` times after a warm-up and returns
+/// the per-operation time samples in seconds.
+template <typename Body>
+std::vector<double> time_loop(cudaStream_t stream, int iters, int samples, Body&& body) {
+  Events ev;
+  body();  // warm-up
+  check(cudaStreamSynchronize(stream), "warm-up");
+  std::vector<double> out;
+  for (int s = 0; s < samples; ++s) {
+    check(cudaEventRecord(ev.start, stream), "cudaEventRecord");
+    for (int i = 0; i < iters; ++i) body();
+    check(cudaEventRecord(ev.stop, stream), "cudaEventRecord");
+    out.push_back(ev.elapsed_ms() * 1e-3 / iters);
+  }
+  return out;
+}
+
+CopyPoint copy_point(std::int64_t bytes, const std::vector<double>& seconds) {
+  std::vector<double> rates;
+  for (double s : seconds) rates.push_back(static_cast<double>(bytes) / s / 1e9);
+  SampleStats st = summarize(rates);
+  return {bytes, st.median, st.cv, st.samples};
+}
+
+int iterations_for(std::int64_t bytes) {
+  // Enough copies per sample that the loop lasts well beyond the event timer resolution.
+  return static_cast<int>(std::clamp<std::int64_t>((std::int64_t{256} << 20) / std::max<std::int64_t>(bytes, 1), 2, 2000));
+}
+
+void measure_copies(CudaCalibration& c, const CudaOptions& o, const std::function<void(const std::string&)>& progress) {
+  check(cudaSetDevice(0), "cudaSetDevice");
+  std::size_t free_b = 0, total_b = 0;
+  check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
+  std::vector<std::int64_t> sizes;
+  const std::int64_t max_bytes = std::min<std::int64_t>(std::int64_t{1} << 30, static_cast<std::int64_t>(free_b / 4));
+  for (std::int64_t b = 4096; b <= max_bytes; b *= o.quick ? 16 : 4) sizes.push_back(b);
+  const std::int64_t big = sizes.back();
+  void *dev = nullptr, *dev2 = nullptr, *pinned = nullptr, *pinned2 = nullptr;
+  check(cudaMalloc(&dev, static_cast<std::size_t>(big)), "cudaMalloc");
+  check(cudaMalloc(&dev2, static_cast<std::size_t>(big)), "cudaMalloc");
+  auto t0 = std::chrono::steady_clock::now();
+  check(cudaHostAlloc(&pinned, static_cast<std::size_t>(big), cudaHostAllocDefault), "cudaHostAlloc");
+  double alloc_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  c.pinned_alloc_ms_per_GiB = alloc_s * 1e3 / (static_cast<double>(big) / (1 << 30));
+  check(cudaHostAlloc(&pinned2, static_cast<std::size_t>(big), cudaHostAllocDefault), "cudaHostAlloc");
+  std::unique_ptr<char[]> pageable(new char[static_cast<std::size_t>(big)]);
+  std::memset(pageable.get(), 1, static_cast<std::size_t>(big));
+  std::memset(pinned, 1, static_cast<std::size_t>(big));
+  cudaStream_t s1{}, s2{};
+  check(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking), "cudaStreamCreate");
+  check(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking), "cudaStreamCreate");
+  for (std::int64_t b : sizes) {
+    progress("copies: " + std::to_string(b) + " bytes");
+    const int it = iterations_for(b);
+    const auto sz = static_cast<std::size_t>(b);
+    c.h2d_pinned.push_back(copy_point(b, time_loop(s1, it, o.samples, [&] { cudaMemcpyAsync(dev, pinned, sz, cudaMemcpyHostToDevice, s1); })));
+    c.d2h_pinned.push_back(copy_point(b, time_loop(s1, it, o.samples, [&] { cudaMemcpyAsync(pinned, dev, sz, cudaMemcpyDeviceToHost, s1); })));
+    c.h2d_pageable.push_back(copy_point(b, time_loop(s1, it, o.samples, [&] { cudaMemcpyAsync(dev, pageable.get(), sz, cudaMemcpyHostToDevice, s1); })));
+    c.d2h_pageable.push_back(copy_point(b, time_loop(s1, it, o.samples, [&] { cudaMemcpyAsync(pageable.get(), dev, sz, cudaMemcpyDeviceToHost, s1); })));
+    // Both directions at once on two streams: each direction timed by its own events.
+    std::vector<double> up, down;
+    Events e1, e2;
+    for (int smp = 0; smp <= o.samples; ++smp) {
+      check(cudaEventRecord(e1.start, s1), "rec");
+      check(cudaEventRecord(e2.start, s2), "rec");
+      for (int i = 0; i < it; ++i) {
+        cudaMemcpyAsync(dev, pinned, sz, cudaMemcpyHostToDevice, s1);
+        cudaMemcpyAsync(pinned2, dev2, sz, cudaMemcpyDeviceToHost, s2);
+      }
+      check(cudaEventRecord(e1.stop, s1), "rec");
+      check(cudaEventRecord(e2.stop, s2), "rec");
+      double a = e1.elapsed_ms() * 1e-3 / it, d = e2.elapsed_ms() * 1e-3 / it;
+      if (smp == 0) continue;  // warm-up sample
+      up.push_back(a);
+      down.push_back(d);
+    }
+    c.bidir_h2d.push_back(copy_point(b, up));
+    c.bidir_d2h.push_back(copy_point(b, down));
+  }
+  check(cudaGetLastError(), "copies");
+  cudaStreamDestroy(s1);
+  cudaStreamDestroy(s2);
+  cudaFree(dev);
+  cudaFree(dev2);
+  cudaFreeHost(pinned);
+  cudaFreeHost(pinned2);
+}
+
+void measure_all_gpus(CudaCalibration& c, const CudaOptions& o) {
+  const std::size_t bytes = std::size_t{256} << 20;
+  std::vector<void*> dev(static_cast<std::size_t>(c.device_count)), host(dev.size());
+  std::vector<cudaStream_t> streams(dev.size());
+  std::vector<std::unique_ptr<Events>> ev;
+  for (int d = 0; d < c.device_count; ++d) {
+    check(cudaSetDevice(d), "cudaSetDevice");
+    check(cudaMalloc(&dev[static_cast<std::size_t>(d)], bytes), "cudaMalloc");
+    check(cudaHostAlloc(&host[static_cast<std::size_t>(d)], bytes, cudaHostAllocPortable), "cudaHostAlloc");
+    check(cudaStreamCreateWithFlags(&streams[static_cast<std::size_t>(d)], cudaStreamNonBlocking), "cudaStreamCreate");
+    ev.push_back(std::make_unique<Events>());
+  }
+  std::vector<std::vector<double>> rates(dev.size());
+  const int it = 8;
+  for (int smp = 0; smp <= o.samples; ++smp) {
+    for (int d = 0; d < c.device_count; ++d) {
+      auto i = static_cast<std::size_t>(d);
+      check(cudaSetDevice(d), "cudaSetDevice");
+      check(cudaEventRecord(ev[i]->start, streams[i]), "rec");
+      for (int k = 0; k < it; ++k) cudaMemcpyAsync(dev[i], host[i], bytes, cudaMemcpyHostToDevice, streams[i]);
+      check(cudaEventRecord(ev[i]->stop, streams[i]), "rec");
+    }
+    for (int d = 0; d < c.device_count; ++d) {
+      auto i = static_cast<std::size_t>(d);
+      check(cudaSetDevice(d), "cudaSetDevice");
+      double s = ev[i]->elapsed_ms() * 1e-3 / it;
+      if (smp > 0) rates[i].push_back(static_cast<double>(bytes) / s / 1e9);
+    }
+  }
+  for (int d = 0; d < c.device_count; ++d) {
+    auto i = static_cast<std::size_t>(d);
+    c.all_gpus_h2d_GBps.push_back(summarize(rates[i]).median);
+    check(cudaSetDevice(d), "cudaSetDevice");
+    ev[i].reset();
+    cudaStreamDestroy(streams[i]);
+    cudaFree(dev[i]);
+    cudaFreeHost(host[i]);
+  }
+}
+
+void measure_p2p(CudaCalibration& c, const CudaOptions& o) {
+  const std::size_t bytes = std::size_t{256} << 20;
+  const auto n = static_cast<std::size_t>(c.device_count);
+  c.p2p_GBps.assign(n, std::vector<double>(n, 0.0));
+  std::vector<void*> buf(n);
+  for (int d = 0; d < c.device_count; ++d) {
+    check(cudaSetDevice(d), "cudaSetDevice");
+    check(cudaMalloc(&buf[static_cast<std::size_t>(d)], bytes), "cudaMalloc");
+    for (int p = 0; p < c.device_count; ++p) {
+      int can = 0;
+      if (p != d && cudaDeviceCanAccessPeer(&can, d, p) == cudaSuccess && can) cudaDeviceEnablePeerAccess(p, 0);
+    }
+  }
+  cudaGetLastError();  // peer access already enabled is not an error here
+  for (int src = 0; src < c.device_count; ++src) {
+    check(cudaSetDevice(src), "cudaSetDevice");
+    cudaStream_t s{};
+    check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
+    for (int dst = 0; dst < c.device_count; ++dst) {
+      if (src == dst) continue;
+      auto secs = time_loop(s, 4, o.samples, [&] {
+        cudaMemcpyPeerAsync(buf[static_cast<std::size_t>(dst)], dst, buf[static_cast<std::size_t>(src)], src, bytes, s);
+      });
+      c.p2p_GBps[static_cast<std::size_t>(src)][static_cast<std::size_t>(dst)] =
+          copy_point(static_cast<std::int64_t>(bytes), secs).GBps;
+    }
+    cudaStreamDestroy(s);
+  }
+  for (int d = 0; d < c.device_count; ++d) {
+    cudaSetDevice(d);
+    cudaFree(buf[static_cast<std::size_t>(d)]);
+  }
+}
+
+void measure_gemm(CudaCalibration& c, const CudaOptions& o, const std::function<void(const std::string&)>& progress) {
+  check(cudaSetDevice(0), "cudaSetDevice");
+  // Shapes of a Llama-3-8B-class block (h 4096, GQA kv 1024, ffn 14336, vocab 128256) at several token counts.
+  const std::int64_t h = 4096, kv = 1024, f = 14336, vocab = 128256;
+  struct Shape {
+    const char* name;
+    std::int64_t n, k;
+  };
+  const Shape shapes[] = {{"qkv", h + 2 * kv, h}, {"attn_out", h, h}, {"mlp_up", 2 * f, h}, {"mlp_down", h, f}, {"lm_head", vocab, h}};
+  std::vector<std::int64_t> tokens = o.quick ? std::vector<std::int64_t>{64, 1024, 8192}
+                                             : std::vector<std::int64_t>{1, 16, 64, 128, 512, 2048, 8192};
+  const std::int64_t max_elems = tokens.back() * std::max(vocab, f) + vocab * h + tokens.back() * vocab;
+  __nv_bfloat16* mem = nullptr;
+  check(cudaMalloc(&mem, static_cast<std::size_t>(max_elems) * 2), "cudaMalloc");
+  fill_bf16<<<static_cast<unsigned>((max_elems + 255) / 256), 256>>>(mem, static_cast<std::size_t>(max_elems), 0.01f);
+  check(cudaGetLastError(), "fill");
+  cublasHandle_t handle{};
+  check(cublasCreate(&handle), "cublasCreate");
+  cudaStream_t s{};
+  check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
+  check(cublasSetStream(handle, s), "cublasSetStream");
+  const float alpha = 1.0f, beta = 0.0f;
+  for (const char* dtype : {"bf16", "fp16"}) {
+    const cudaDataType_t t = std::string(dtype) == "bf16" ? CUDA_R_16BF : CUDA_R_16F;
+    for (const Shape& sh : shapes) {
+      for (std::int64_t m : tokens) {
+        progress(std::string("gemm ") + dtype + " " + sh.name + " tokens " + std::to_string(m));
+        // Row-major Y[m,n] = X[m,k] W[k,n] as column-major Y^T = W^T X^T.
+        __nv_bfloat16* x = mem;
+        __nv_bfloat16* w = mem + m * sh.k;
+        __nv_bfloat16* y = w + sh.k * sh.n;
+        const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(sh.n) * static_cast<double>(sh.k);
+        const int it = static_cast<int>(std::clamp(2e11 / flops, 2.0, 200.0));
+        auto secs = time_loop(s, it, o.samples, [&] {
+          check(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(sh.n), static_cast<int>(m),
+                             static_cast<int>(sh.k), &alpha, w, t, static_cast<int>(sh.n), x, t,
+                             static_cast<int>(sh.k), &beta, y, t, static_cast<int>(sh.n), CUBLAS_COMPUTE_32F,
+                             CUBLAS_GEMM_DEFAULT),
+                "cublasGemmEx");
+        });
+        std::vector<double> tf;
+        for (double v : secs) tf.push_back(flops / v / 1e12);
+        SampleStats st = summarize(tf);
+        c.gemm.push_back({sh.name, m, sh.n, sh.k, dtype, st.median, st.cv, st.samples});
+      }
+    }
+  }
+  cublasDestroy(handle);
+  cudaStreamDestroy(s);
+  cudaFree(mem);
+}
+
+void measure_launch(CudaCalibration& c, const CudaOptions& o) {
+  check(cudaSetDevice(0), "cudaSetDevice");
+  cudaStream_t s{};
+  check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
+  auto secs = time_loop(s, 1000, o.samples, [&] { empty_kernel<<<1, 1, 0, s>>>(); });
+  check(cudaGetLastError(), "empty kernel");
+  c.launch_overhead_us = summarize(secs).median * 1e6;
+  // Event timer resolution: the smallest non-zero interval two back-to-back events report.
+  Events ev;
+  double best = 1e9;
+  for (int i = 0; i < 200; ++i) {
+    check(cudaEventRecord(ev.start, s), "rec");
+    check(cudaEventRecord(ev.stop, s), "rec");
+    double ms = ev.elapsed_ms();
+    if (ms > 0) best = std::min(best, ms);
+  }
+  c.event_resolution_us = best < 1e9 ? best * 1e3 : 0;
+  cudaStreamDestroy(s);
+}
+
+}  // namespace
+
+bool cuda_compiled() { return true; }
+
+CudaCalibration run_cuda_calibration(const CudaOptions& o, const std::function<void(const std::string&)>& progress) {
+  CudaCalibration c;
+  c.samples = o.samples;
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess || count == 0) {
+    c.why_not = std::string("no CUDA device: ") + (e != cudaSuccess ? cudaGetErrorString(e) : "none found");
+    return c;
+  }
+  try {
+    c.device_count = count;
+    cudaDeviceProp prop{};
+    check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+    c.gpu_model = prop.name;
+    c.memory_bytes = static_cast<std::int64_t>(prop.totalGlobalMem);
+    int drv = 0, rt = 0;
+    cudaDriverGetVersion(&drv);
+    cudaRuntimeGetVersion(&rt);
+    c.driver_version = std::to_string(drv / 1000) + "." + std::to_string(drv % 1000 / 10);
+    c.runtime_version = std::to_string(rt / 1000) + "." + std::to_string(rt % 1000 / 10);
+    progress("launch overhead and event resolution");
+    measure_launch(c, o);
+    measure_copies(c, o, progress);
+    progress("all GPUs copying at once");
+    measure_all_gpus(c, o);
+    progress("P2P matrix");
+    measure_p2p(c, o);
+    measure_gemm(c, o, progress);
+    c.ran = true;
+  } catch (const CudaError& err) {
+    c.ran = false;
+    c.why_not = err.what();
+  }
+  return c;
+}
+
+}  // namespace pipesim::calibrate
