@@ -81,6 +81,9 @@ int main(int argc, char** argv) {
                   "math dtype: bf16|fp16|fp32 (default: bf16 where the GPU has it, else fp16)");
   sim->add_option("--p2p-time-ms", j.p2p_time_ms, "fixed time per pipeline hop instead of bytes/bandwidth")
       ->check(CLI::Range(0.0, 1e6));
+  sim->add_flag(
+      "--optimizer-offload", j.optimizer_offload,
+      "ZeRO-Offload style: gradients to host memory, CPU Adam, weights back (uses the profile's Adam curve)");
   std::string replicas = "symmetric";
   sim->add_option("--replicas", replicas, "symmetric (simulate identical replicas once) or explicit")
       ->check(CLI::IsMember({"symmetric", "explicit"}))

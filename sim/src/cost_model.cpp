@@ -239,6 +239,7 @@ Workload parse_workload(const std::string& text, const std::string& file, Recomp
     c.recompute_ns = (recompute == Recompute::kFull && c.role == LayerRole::kBlock) ? c.fwd_ns : 0;
     c.stored_activation_bytes = e.integer_or("activation_bytes", 0, 0, std::int64_t{1} << 50);
     c.param_bytes = e.integer_or("param_bytes", 0, 0, std::int64_t{1} << 50);
+    c.params = c.param_bytes / 16;  // mixed-precision Adam holds 16 B per parameter
     c.output_bytes = e.integer_or("output_bytes", 0, 0, std::int64_t{1} << 50);
     double gflop = e.number_or("fwd_gflop", 0, 0, 1e12);
     c.fwd_flops = gflop * 1e9;

@@ -105,6 +105,7 @@ ScheduleInput make_schedule_input(const JobOptions& j, const ScheduleInfo& sched
     in.p2p_fixed_ns = static_cast<Duration>(std::llround(j.p2p_time_ms * 1e6));
   }
   in.explicit_replicas = j.explicit_replicas;
+  in.optimizer_offload = j.optimizer_offload;
   if (!j.partition.empty()) in.partition = parse_partition(j.partition);
 
   Batch batch = derive_batch(j, in.pp);

@@ -70,6 +70,9 @@ Metrics compute_metrics(const Plan& plan, const Timeline& tl) {
     m.mfu = plan.meta.model_flops_per_step / (m.num_gpus * m.step_time_s) / peak;
     m.hfu = plan.meta.hardware_flops_per_step / (m.num_gpus * m.step_time_s) / peak;
   }
+  for (std::size_t d = 0; d < nd; ++d)
+    if (plan.devices[d].kind == DeviceKind::kHost)
+      m.peak_host_mem_bytes = std::max(m.peak_host_mem_bytes, tl.peak_bytes[d]);
   m.oom = tl.oom.oom;
   if (tl.oom.oom) {
     m.oom_device = plan.devices[static_cast<std::size_t>(tl.oom.device)].name;
@@ -108,6 +111,7 @@ std::string metrics_to_json(const Plan& plan, const Metrics& m, double sim_wall_
   j["hfu"] = m.hfu;
   j["peak_gpu_mem_bytes"] = m.peak_gpu_mem_bytes;
   j["gpu_mem_capacity_bytes"] = plan.hw.gpu.hbm_bytes;
+  j["peak_host_mem_bytes"] = m.peak_host_mem_bytes;
   j["oom"] = m.oom;
   if (m.oom)
     j["oom_detail"] = {{"device", m.oom_device}, {"time_s", m.oom_time_s}, {"bytes_over", m.oom_bytes_over}};

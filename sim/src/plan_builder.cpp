@@ -46,6 +46,9 @@ namespace {
 constexpr std::int32_t kNone = -1;
 constexpr std::int64_t kMaxGpus = std::int64_t{1} << 20;
 constexpr std::int64_t kMaxOps = std::int64_t{1} << 26;
+// Optimizer offload: GPU keeps bf16 weights + grads (4 B/param); the host keeps fp32 master, m, v and bf16
+// gradient and weight staging buffers (16 B/param); 2 B/param cross PCIe each way.
+constexpr std::int64_t kOffloadGpuBytesPerParam = 4, kOffloadHostBytesPerParam = 16, kGradBytesPerParam = 2;
 // Share of a block's stored activations that only the weight-gradient pass still needs (the inputs of the
 // linear layers: 2+2+2+8 of the 34 s*b*h bytes in Korthikanti's count); freed by W, the rest by B.
 constexpr std::int64_t kWeightGradShareNum = 14, kWeightGradShareDen = 34;
@@ -113,6 +116,19 @@ class Builder {
   std::vector<std::vector<Task>> orders_;       // [stage]
   std::vector<Slot> slots_;
   std::vector<std::vector<OpId>> dp_ops_;  // [replica*pp + stage]
+  std::vector<DeviceId> host_of_node_;     // host device per node, created on demand
+  OpId last_compute_op_ = kNone;
+  std::int32_t cpu_threads_per_gpu_ = 1;
+
+  DeviceId host_of(DeviceId gpu) {
+    const auto node = static_cast<std::size_t>(plan_.devices[static_cast<std::size_t>(gpu)].node);
+    if (host_of_node_[node] == kNone) {
+      plan_.devices.push_back(
+          {fmt::format("host{}", node), DeviceKind::kHost, static_cast<std::int32_t>(node), 0, 0});
+      host_of_node_[node] = static_cast<DeviceId>(plan_.devices.size() - 1);
+    }
+    return host_of_node_[node];
+  }
 };
 
 void Builder::validate_and_layout() {
@@ -310,6 +326,12 @@ void Builder::emit_gpu(std::size_t replica, std::int32_t stage) {
     params += cc.params;
     resident += cc.param_bytes;
   }
+  if (in_.optimizer_offload) {
+    // The GPU keeps 16-bit weights and gradients; master weights, Adam moments and staging live on the host.
+    resident = params * kOffloadGpuBytesPerParam;
+    plan_.devices[static_cast<std::size_t>(host_of(self))].resident_bytes +=
+        params * kOffloadHostBytesPerParam;
+  }
   plan_.devices[static_cast<std::size_t>(self)].resident_bytes = resident;
 
   for (std::int32_t round = 0; round < in_.accum_steps; ++round) {
@@ -426,9 +448,34 @@ void Builder::emit_gpu(std::size_t replica, std::int32_t stage) {
       }
     }
   }
-  OpId opt = add_op(compute, OpKind::kOptimizer, OpTags{stage, -1, -1, -1, -1, 0},
-                    MemoryWork{params * in_.optimizer_bytes_per_param}, -1);
-  plan_.ops[static_cast<std::size_t>(opt)].deps = dp_ops;
+  for (auto k = static_cast<std::int64_t>(plan_.ops.size()) - 1; k >= 0; --k)
+    if (plan_.ops[static_cast<std::size_t>(k)].stream == compute) {
+      last_compute_op_ = static_cast<OpId>(k);
+      break;
+    }
+  const OpTags opt_tags{stage, -1, -1, -1, -1, 0};
+  if (!in_.optimizer_offload) {
+    OpId opt =
+        add_op(compute, OpKind::kOptimizer, opt_tags, MemoryWork{params * in_.optimizer_bytes_per_param}, -1);
+    plan_.ops[static_cast<std::size_t>(opt)].deps = dp_ops;
+    return;
+  }
+  const DeviceId host = host_of(self);
+  TransferWork down;
+  down.src = self;
+  down.dst = host;
+  down.bytes = params * kGradBytesPerParam;
+  OpId d2h = add_op(st[3], OpKind::kD2H, opt_tags, down, -1);
+  plan_.ops[static_cast<std::size_t>(d2h)].deps = dp_ops;
+  plan_.ops[static_cast<std::size_t>(d2h)].deps.push_back(last_compute_op_);
+  OpId adam = add_op(st[5], OpKind::kOptimizer, opt_tags, CpuWork{params, cpu_threads_per_gpu_}, -1);
+  plan_.ops[static_cast<std::size_t>(adam)].deps.push_back(d2h);
+  TransferWork up;
+  up.src = host;
+  up.dst = self;
+  up.bytes = params * kGradBytesPerParam;
+  OpId h2d = add_op(st[4], OpKind::kH2D, opt_tags, up, -1);
+  plan_.ops[static_cast<std::size_t>(h2d)].deps.push_back(adam);
 }
 
 void Builder::emit_p2p(std::size_t replica, std::int32_t stage) {
@@ -485,17 +532,32 @@ Plan Builder::build(bool explicit_replicas) {
   } else {
     replicas_.push_back({0, 0});
   }
+  host_of_node_.assign(static_cast<std::size_t>(plan_.nodes), kNone);
+  {
+    // The node's cores are shared by the job's GPUs on it, each optimizer step getting an equal share.
+    const std::int32_t on_node = std::min(gpus_total_, in_.hw.node.gpus);
+    cpu_threads_per_gpu_ = std::max(1, in_.hw.host.cores / on_node);
+  }
   slots_.assign(replicas_.size() * static_cast<std::size_t>(chunks_) * static_cast<std::size_t>(total_mb_),
                 Slot{});
   dp_ops_.resize(replicas_.size() * static_cast<std::size_t>(in_.pp));
   for (const auto& [d, t] : replicas_) {
     for (std::int32_t s = 0; s < in_.pp; ++s) {
       DeviceId dev = device_of_rank(global_rank(d, s, t));
-      std::vector<StreamId> ids;
-      for (StreamKind k : {StreamKind::kCompute, StreamKind::kP2PSend, StreamKind::kCollective}) {
-        if (k == StreamKind::kCollective && in_.dp == 1) break;
-        plan_.streams.push_back({dev, k, to_string(k)});
-        ids.push_back(static_cast<StreamId>(plan_.streams.size() - 1));
+      // Slots: 0 compute, 1 p2p_send, 2 collective (dp > 1), 3 d2h, 4 h2d, 5 cpu (optimizer offload).
+      std::vector<StreamId> ids(6, kNone);
+      auto add_stream = [&](std::size_t slot, DeviceId on, StreamKind k, std::string name) {
+        plan_.streams.push_back({on, k, std::move(name)});
+        ids[slot] = static_cast<StreamId>(plan_.streams.size() - 1);
+      };
+      add_stream(0, dev, StreamKind::kCompute, "compute");
+      add_stream(1, dev, StreamKind::kP2PSend, "p2p_send");
+      if (in_.dp > 1) add_stream(2, dev, StreamKind::kCollective, "collective");
+      if (in_.optimizer_offload) {
+        add_stream(3, dev, StreamKind::kD2H, "d2h");
+        add_stream(4, dev, StreamKind::kH2D, "h2d");
+        add_stream(5, host_of(dev), StreamKind::kCpu,
+                   plan_.devices[static_cast<std::size_t>(dev)].name + ".adam");
       }
       streams_.push_back(std::move(ids));
     }
@@ -549,6 +611,23 @@ bool touches_shared_link(const Plan& plan) {
   return false;
 }
 
+/// True when a node holding a simulated GPU also holds GPUs of replicas that are not simulated.
+bool shares_host_with_replicas(const Plan& plan, const ScheduleInput& in) {
+  const std::int64_t gpn = in.hw.node.gpus, total = std::int64_t{in.pp} * in.tp * in.dp;
+  std::vector<std::int64_t> simulated(static_cast<std::size_t>(plan.nodes), 0);
+  std::vector<char> has_stream(plan.devices.size(), 0);
+  for (const auto& s : plan.streams) has_stream[static_cast<std::size_t>(s.device)] = 1;
+  for (std::size_t d = 0; d < plan.devices.size(); ++d)
+    if (plan.devices[d].kind == DeviceKind::kGpu && has_stream[d])
+      ++simulated[static_cast<std::size_t>(plan.devices[d].node)];
+  for (std::size_t n = 0; n < simulated.size(); ++n) {
+    if (simulated[n] == 0) continue;
+    const std::int64_t on_node = std::min(gpn, total - static_cast<std::int64_t>(n) * gpn);
+    if (on_node > simulated[n]) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 Plan build_plan(const ScheduleInfo& schedule, const ScheduleInput& input) {
@@ -559,6 +638,10 @@ Plan build_plan(const ScheduleInfo& schedule, const ScheduleInput& input) {
     // Identical replicas would contend on shared PCIe uplinks: simulating one would hide that contention.
     plan = Builder(schedule, input).build(true);
     plan.meta.note = "replicas share PCIe switch uplinks; simulated explicitly instead of symmetric";
+  } else if (input.optimizer_offload && shares_host_with_replicas(plan, input)) {
+    // Replicas on the same node share its CPU cores and host memory for the offloaded optimizer.
+    plan = Builder(schedule, input).build(true);
+    plan.meta.note = "replicas share host CPUs and memory for the offloaded optimizer; simulated explicitly";
   }
   return plan;
 }

@@ -155,5 +155,57 @@ TEST(Job, SharedUplinksForceExplicitReplicas) {
   EXPECT_EQ(r.plan.meta.simulated_gpus, 8);
 }
 
+TEST(Job, OptimizerOffloadMovesStateToTheHostAndRunsCpuAdam) {
+  JobOptions j;
+  j.model = "llama2-7b";
+  j.pp = 4;
+  j.microbatches = 8;
+  j.recompute = "full";
+  auto gpu = testing::simulate("1f1b", resolve(j));
+  j.optimizer_offload = true;
+  auto off = testing::simulate("1f1b", resolve(j));
+  const Plan& p = off.plan;
+  std::int64_t params = 0, host_resident = 0, cpu_ops = 0;
+  for (const auto& d : p.devices)
+    if (d.kind == DeviceKind::kHost) host_resident += d.resident_bytes;
+  for (std::size_t i = 0; i < p.ops.size(); ++i) {
+    const Op& op = p.ops[i];
+    if (const auto* w = std::get_if<CpuWork>(&op.payload)) {
+      ++cpu_ops;
+      params += w->params;
+      EXPECT_EQ(w->threads, p.hw.host.cores / 4);  // four GPUs of the job share the node's cores
+      // The CPU Adam step takes params / calibrated rate and starts after the gradients reached the host.
+      Duration d = off.timeline.end[i] - off.timeline.start[i];
+      EXPECT_EQ(d, duration_for_work(static_cast<double>(w->params), p.hw.adam_params_per_s(w->threads)));
+      const Op& d2h = p.ops[static_cast<std::size_t>(op.deps.at(0))];
+      EXPECT_EQ(d2h.kind, OpKind::kD2H);
+      EXPECT_GE(off.timeline.start[i], off.timeline.end[static_cast<std::size_t>(op.deps[0])]);
+    }
+  }
+  EXPECT_EQ(cpu_ops, 4);
+  EXPECT_EQ(host_resident, params * 16);  // fp32 master + m + v + 16-bit staging, per parameter
+  EXPECT_EQ(off.metrics.peak_host_mem_bytes, host_resident);
+  EXPECT_EQ(gpu.metrics.peak_host_mem_bytes, 0);
+  EXPECT_LT(off.metrics.peak_gpu_mem_bytes,
+            gpu.metrics.peak_gpu_mem_bytes);  // 4 instead of 16 B/param on GPU
+  for (std::size_t r = 0; r < 4; ++r)
+    EXPECT_EQ(gpu.metrics.gpus[r].peak_mem_bytes - off.metrics.gpus[r].peak_mem_bytes,
+              (gpu.plan.devices[r].resident_bytes / 16) * 12);
+}
+
+TEST(Job, OffloadWithReplicasOnOneNodeIsSimulatedExplicitly) {
+  JobOptions j;
+  j.model = "llama2-7b";
+  j.hw = "h100-sxm-8x";
+  j.pp = 2;
+  j.tp = 2;
+  j.dp = 2;
+  j.microbatches = 4;
+  j.optimizer_offload = true;
+  auto r = testing::simulate("1f1b", resolve(j));
+  EXPECT_EQ(r.plan.meta.replicas, "explicit");  // replicas share the node's CPU cores and memory
+  EXPECT_EQ(r.plan.meta.simulated_gpus, 8);
+}
+
 }  // namespace
 }  // namespace pipesim::sim

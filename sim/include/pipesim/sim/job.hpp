@@ -29,6 +29,7 @@ struct JobOptions {
   std::string dtype;        ///< empty: bf16 where the GPU has it, else fp16
   double p2p_time_ms = -1;  ///< >= 0: fixed time per pipeline hop
   bool explicit_replicas = false;
+  bool optimizer_offload = false;  ///< ZeRO-Offload style CPU Adam (see ScheduleInput)
 };
 
 /// Resolves the job for one schedule. Throws InputError naming the flag at fault.

@@ -35,6 +35,7 @@ struct Metrics {
   double mfu = 0;
   double hfu = 0;
   std::int64_t peak_gpu_mem_bytes = 0;
+  std::int64_t peak_host_mem_bytes = 0;
   bool oom = false;
   std::string oom_device;
   double oom_time_s = 0;

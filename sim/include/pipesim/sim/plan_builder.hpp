@@ -34,6 +34,10 @@ struct ScheduleInput {
   Recompute recompute = Recompute::kNone;
   Duration p2p_fixed_ns = -1;  ///< >= 0: every pipeline hop takes this long (compute-only models)
   bool explicit_replicas = false;
+  /// ZeRO-Offload style: fp32 master weights and Adam state live in host memory; after the backward each GPU
+  /// copies its gradients to the host, the CPU runs Adam on a share of the node's cores, and the updated
+  /// 16-bit weights are copied back.
+  bool optimizer_offload = false;
   std::int64_t dp_bucket_params = 40'000'000;  ///< gradient all-reduce bucket (Megatron DDP default)
   std::int64_t dp_grad_bytes_per_param = 2;
   std::int64_t optimizer_bytes_per_param = 28;  ///< HBM traffic of one fused Adam step per parameter
