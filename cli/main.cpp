@@ -68,6 +68,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1.0, 1e9));
   sim->add_option("--global-batch", j.global_batch, "sequences per optimizer step (G = dp*K*M*b)")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40));
+  sim->add_option("--iterations", j.iterations,
+                  "optimizer steps to simulate (default: 1, or the schedule's default for asynchronous ones)")
+      ->check(CLI::Range(1, 10000));
   sim->add_option("--accum-steps", j.accum_steps, "pipeline flushes per optimizer step (K)")
       ->check(CLI::Range(1, 1 << 20));
   sim->add_option("--seq", j.seq, "sequence length")

@@ -316,7 +316,7 @@ void Run::start(OpId id) {
                                     : topo_.path(endpoint(t.src), endpoint(t.dst), t.bytes);
     op_latency_[i] = p.latency * t.latency_steps;
     if (!p.links.empty() && t.bytes > 0) {
-      FlowId f = net_.add(p.links, static_cast<double>(t.bytes), p.max_bytes_per_ns, now_);
+      FlowId f = net_.add(p.links, static_cast<double>(t.bytes), p.max_bytes_per_ns, now_, t.priority);
       if (static_cast<std::size_t>(f) >= flow_op_.size()) {
         flow_op_.resize(static_cast<std::size_t>(f) + 1, -1);
         flow_version_.resize(static_cast<std::size_t>(f) + 1, 0);

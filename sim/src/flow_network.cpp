@@ -21,7 +21,8 @@ void FlowNetwork::advance(Flow& f, TimePoint now) {
   }
 }
 
-FlowId FlowNetwork::add(const std::vector<std::int32_t>& links, double bytes, double cap, TimePoint now) {
+FlowId FlowNetwork::add(const std::vector<std::int32_t>& links, double bytes, double cap, TimePoint now,
+                        std::int32_t priority) {
   FlowId id;
   if (!free_ids_.empty()) {
     id = free_ids_.back();
@@ -36,6 +37,7 @@ FlowId FlowNetwork::add(const std::vector<std::int32_t>& links, double bytes, do
   f.remaining = bytes;
   f.rate = 0;
   f.cap = cap;
+  f.priority = priority;
   f.updated = now;
   f.live = true;
   ++active_;
@@ -95,47 +97,53 @@ void FlowNetwork::recompute(const std::vector<std::int32_t>& seed_links, TimePoi
   std::sort(flows.begin(), flows.end());
   for (FlowId f : flows) advance(flows_[static_cast<std::size_t>(f)], now);
 
-  // Progressive filling: repeatedly saturate the tightest link (or flow cap) and freeze its flows.
+  // Progressive filling, one priority class after the other: repeatedly saturate the tightest link (or flow
+  // cap) and freeze its flows; a lower class sees only the capacity the higher ones left.
   std::vector<double> left(links.size());
-  std::vector<std::int32_t> count(links.size(), 0);
   auto local = [&](std::int32_t l) {
     return static_cast<std::size_t>(std::lower_bound(links.begin(), links.end(), l) - links.begin());
   };
-  for (std::size_t i = 0; i < links.size(); ++i) {
-    left[i] = capacity_[static_cast<std::size_t>(links[i])];
-    count[i] = static_cast<std::int32_t>(on_link_[static_cast<std::size_t>(links[i])].size());
-  }
-  std::vector<char> frozen(flows.size(), 0);
-  std::size_t unfrozen = flows.size();
-  while (unfrozen > 0) {
-    double best = std::numeric_limits<double>::infinity();
-    std::int64_t best_link = -1, best_flow = -1;
-    for (std::size_t i = 0; i < links.size(); ++i) {
-      if (count[i] == 0) continue;
-      double share = std::max(0.0, left[i]) / count[i];
-      if (share < best) best = share, best_link = static_cast<std::int64_t>(i), best_flow = -1;
-    }
+  for (std::size_t i = 0; i < links.size(); ++i) left[i] = capacity_[static_cast<std::size_t>(links[i])];
+  std::vector<char> frozen(flows.size(), 1);
+  std::vector<std::int32_t> count(links.size(), 0);
+  for (std::int32_t cls = 0; cls <= 1; ++cls) {
+    std::size_t unfrozen = 0;
+    std::fill(count.begin(), count.end(), 0);
     for (std::size_t k = 0; k < flows.size(); ++k) {
       const Flow& f = flows_[static_cast<std::size_t>(flows[k])];
-      if (!frozen[k] && f.cap > 0 && f.cap < best)
-        best = f.cap, best_flow = static_cast<std::int64_t>(k), best_link = -1;
+      if (std::min<std::int32_t>(f.priority, 1) != cls) continue;
+      frozen[k] = 0;
+      ++unfrozen;
+      for (auto l : f.links) ++count[local(l)];
     }
-    for (std::size_t k = 0; k < flows.size(); ++k) {
-      if (frozen[k]) continue;
-      Flow& f = flows_[static_cast<std::size_t>(flows[k])];
-      bool hit = best_flow == static_cast<std::int64_t>(k);
-      if (best_link >= 0)
-        hit = std::find(f.links.begin(), f.links.end(), links[static_cast<std::size_t>(best_link)]) !=
-              f.links.end();
-      if (best_link < 0 && best_flow < 0) hit = true;  // flows over no link at all: unconstrained
-      if (!hit) continue;
-      f.rate = std::isfinite(best) ? best : 0.0;
-      frozen[k] = 1;
-      --unfrozen;
-      for (auto l : f.links) {
-        std::size_t i = local(l);
-        left[i] -= f.rate;
-        --count[i];
+    while (unfrozen > 0) {
+      double best = std::numeric_limits<double>::infinity();
+      std::int64_t best_link = -1, best_flow = -1;
+      for (std::size_t i = 0; i < links.size(); ++i) {
+        if (count[i] == 0) continue;
+        double share = std::max(0.0, left[i]) / count[i];
+        if (share < best) best = share, best_link = static_cast<std::int64_t>(i), best_flow = -1;
+      }
+      for (std::size_t k = 0; k < flows.size(); ++k) {
+        const Flow& f = flows_[static_cast<std::size_t>(flows[k])];
+        if (!frozen[k] && f.cap > 0 && f.cap < best) best = f.cap, best_flow = static_cast<std::int64_t>(k), best_link = -1;
+      }
+      for (std::size_t k = 0; k < flows.size(); ++k) {
+        if (frozen[k]) continue;
+        Flow& f = flows_[static_cast<std::size_t>(flows[k])];
+        bool hit = best_flow == static_cast<std::int64_t>(k);
+        if (best_link >= 0)
+          hit = std::find(f.links.begin(), f.links.end(), links[static_cast<std::size_t>(best_link)]) != f.links.end();
+        if (best_link < 0 && best_flow < 0) hit = true;  // flows over no link at all: unconstrained
+        if (!hit) continue;
+        f.rate = std::isfinite(best) ? best : 0.0;
+        frozen[k] = 1;
+        --unfrozen;
+        for (auto l : f.links) {
+          std::size_t i = local(l);
+          left[i] -= f.rate;
+          --count[i];
+        }
       }
     }
   }

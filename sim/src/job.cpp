@@ -96,6 +96,7 @@ ScheduleInput make_schedule_input(const JobOptions& j, const ScheduleInfo& sched
   if (in.pp < 1) bad("--pp", "must be >= 1");
   in.virtual_stages = j.virtual_stages > 0 ? j.virtual_stages : (schedule.interleaved ? 2 : 1);
   in.accum_steps = j.accum_steps;
+  in.iterations = j.iterations > 0 ? j.iterations : schedule.default_iterations;
   in.dtype = !j.dtype.empty() ? j.dtype : (in.hw.gpu.peak_tflops.count("bf16") ? "bf16" : "fp16");
   if (in.dtype != "bf16" && in.dtype != "fp16" && in.dtype != "fp32")
     bad("--dtype", fmt::format("unknown dtype '{}'; valid: bf16, fp16, fp32", in.dtype));

@@ -14,13 +14,21 @@ Metrics compute_metrics(const Plan& plan, const Timeline& tl) {
   m.ops = static_cast<std::int64_t>(plan.ops.size());
   m.events = tl.events;
   TimePoint first = std::numeric_limits<TimePoint>::max(), last = 0;
+  m.iterations = std::max(1, plan.meta.iterations);
+  std::vector<TimePoint> iteration_end(static_cast<std::size_t>(m.iterations), 0);
   for (std::size_t i = 0; i < plan.ops.size(); ++i) {
     first = std::min(first, tl.start[i]);
     last = std::max(last, tl.end[i]);
+    auto it = static_cast<std::size_t>(std::clamp(plan.ops[i].tags.iteration, 0, m.iterations - 1));
+    iteration_end[it] = std::max(iteration_end[it], tl.end[i]);
   }
   if (plan.ops.empty()) first = 0;
   const Duration step = last - first;
-  m.step_time_s = to_seconds(step);
+  m.run_time_s = to_seconds(step);
+  m.first_step_time_s = to_seconds(iteration_end.front() - first);
+  m.steady_state_step_time_s =
+      m.iterations > 1 ? to_seconds(iteration_end.back() - iteration_end.front()) / (m.iterations - 1) : m.run_time_s;
+  m.step_time_s = m.steady_state_step_time_s;
 
   // Busy time of each GPU's compute stream (a serial stream: the sum of its op durations).
   const std::size_t nd = plan.devices.size();
@@ -65,6 +73,10 @@ Metrics compute_metrics(const Plan& plan, const Timeline& tl) {
     m.bubble_drain_fraction = static_cast<double>(total_drain) / denom;
     m.bubble_intra_fraction = m.bubble_fraction - m.bubble_warmup_fraction - m.bubble_drain_fraction;
     m.tokens_per_s = static_cast<double>(plan.meta.global_batch) * plan.meta.seq / m.step_time_s;
+    for (const auto& l : tl.links) {
+      if (l.name.find(".pcie.") == std::string::npos && l.name.find(".switch") == std::string::npos) continue;
+      m.pcie_utilization.push_back({l.name, l.carried_bytes / (l.capacity_bytes_per_ns * static_cast<double>(step))});
+    }
     m.tflops_per_gpu = plan.meta.model_flops_per_step / (m.num_gpus * m.step_time_s) / 1e12;
     const double peak = plan.hw.peak_flops(plan.meta.dtype);
     m.mfu = plan.meta.model_flops_per_step / (m.num_gpus * m.step_time_s) / peak;
@@ -73,6 +85,34 @@ Metrics compute_metrics(const Plan& plan, const Timeline& tl) {
   for (std::size_t d = 0; d < nd; ++d)
     if (plan.devices[d].kind == DeviceKind::kHost)
       m.peak_host_mem_bytes = std::max(m.peak_host_mem_bytes, tl.peak_bytes[d]);
+  // CPU optimizer: its busy time and the part of it no GPU computes under (exposed), per iteration.
+  std::vector<std::pair<TimePoint, TimePoint>> cpu, gpu;
+  for (std::size_t i = 0; i < plan.ops.size(); ++i) {
+    const auto& s = plan.streams[static_cast<std::size_t>(plan.ops[i].stream)];
+    if (std::holds_alternative<CpuWork>(plan.ops[i].payload)) cpu.push_back({tl.start[i], tl.end[i]});
+    else if (s.kind == StreamKind::kCompute) gpu.push_back({tl.start[i], tl.end[i]});
+  }
+  auto merge = [](std::vector<std::pair<TimePoint, TimePoint>>& v) {
+    std::sort(v.begin(), v.end());
+    std::vector<std::pair<TimePoint, TimePoint>> out;
+    for (auto iv : v) {
+      if (!out.empty() && iv.first <= out.back().second) out.back().second = std::max(out.back().second, iv.second);
+      else out.push_back(iv);
+    }
+    v = std::move(out);
+  };
+  merge(cpu);
+  merge(gpu);
+  Duration busy_cpu = 0, covered = 0;
+  std::size_t g = 0;
+  for (auto [a, b] : cpu) {
+    busy_cpu += b - a;
+    while (g < gpu.size() && gpu[g].second <= a) ++g;
+    for (std::size_t k = g; k < gpu.size() && gpu[k].first < b; ++k)
+      covered += std::min(b, gpu[k].second) - std::max(a, gpu[k].first);
+  }
+  m.cpu_optimizer_busy_s = to_seconds(busy_cpu) / m.iterations;
+  m.cpu_optimizer_exposed_s = to_seconds(busy_cpu - covered) / m.iterations;
   m.oom = tl.oom.oom;
   if (tl.oom.oom) {
     m.oom_device = plan.devices[static_cast<std::size_t>(tl.oom.device)].name;
@@ -100,7 +140,11 @@ std::string metrics_to_json(const Plan& plan, const Metrics& m, double sim_wall_
   j["recompute"] = plan.meta.recompute;
   j["replicas"] = plan.meta.replicas;
   j["partition"] = plan.meta.partition;
+  j["iterations"] = m.iterations;
   j["step_time_s"] = m.step_time_s;
+  j["steady_state_step_time_s"] = m.steady_state_step_time_s;
+  j["first_step_time_s"] = m.first_step_time_s;
+  j["run_time_s"] = m.run_time_s;
   j["bubble_fraction"] = m.bubble_fraction;
   j["bubble_breakdown"] = {{"warmup", m.bubble_warmup_fraction},
                            {"intra", m.bubble_intra_fraction},
@@ -112,6 +156,12 @@ std::string metrics_to_json(const Plan& plan, const Metrics& m, double sim_wall_
   j["peak_gpu_mem_bytes"] = m.peak_gpu_mem_bytes;
   j["gpu_mem_capacity_bytes"] = plan.hw.gpu.hbm_bytes;
   j["peak_host_mem_bytes"] = m.peak_host_mem_bytes;
+  j["host_mem_capacity_bytes"] = plan.hw.host.dram_bytes;
+  j["cpu_optimizer_busy_s"] = m.cpu_optimizer_busy_s;
+  j["cpu_optimizer_exposed_s"] = m.cpu_optimizer_exposed_s;
+  nlohmann::ordered_json pcie = nlohmann::ordered_json::object();
+  for (const auto& l : m.pcie_utilization) pcie[l.link] = l.utilization;
+  j["pcie_utilization"] = std::move(pcie);
   j["oom"] = m.oom;
   if (m.oom)
     j["oom_detail"] = {{"device", m.oom_device}, {"time_s", m.oom_time_s}, {"bytes_over", m.oom_bytes_over}};

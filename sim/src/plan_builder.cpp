@@ -248,7 +248,8 @@ void Builder::validate_and_layout() {
     }
     chunk_costs_.push_back(std::move(row));
   }
-  const std::int64_t rounds = std::int64_t{in_.microbatches} * in_.accum_steps;
+  if (in_.iterations < 1 || in_.iterations > 10000) bad("--iterations", "valid: 1 .. 10000");
+  const std::int64_t rounds = std::int64_t{in_.microbatches} * in_.accum_steps * in_.iterations;
   const std::int64_t instantiated = explicit_ ? gpus : in_.pp;
   // About six ops per (GPU, chunk, microbatch): refuse plans that would not fit in memory rather than thrash.
   const std::int64_t estimate = instantiated * in_.virtual_stages * rounds * 6;
@@ -334,15 +335,19 @@ void Builder::emit_gpu(std::size_t replica, std::int32_t stage) {
   }
   plan_.devices[static_cast<std::size_t>(self)].resident_bytes = resident;
 
+  OpId previous_update = kNone;  // the op that made last iteration's weights available to this GPU
+  for (std::int32_t iter = 0; iter < in_.iterations; ++iter) {
+  dp_ops.clear();
+  const std::size_t iteration_begin = plan_.ops.size();
   for (std::int32_t round = 0; round < in_.accum_steps; ++round) {
     for (std::size_t k = 0; k < order.size(); ++k) {
       const Task& task = order[k];
-      const std::int32_t mb = round * in_.microbatches + task.microbatch;
+      const std::int32_t mb = (iter * in_.accum_steps + round) * in_.microbatches + task.microbatch;
       const std::int32_t chunk = task.chunk * in_.pp + stage;
       const ChunkCost& cc = chunk_costs_[static_cast<std::size_t>(
           in_.cost_of_microbatch[static_cast<std::size_t>(task.microbatch)])]
                                         [static_cast<std::size_t>(chunk)];
-      OpTags tags{stage, task.chunk, mb, cc.begin, cc.end, 0};
+      OpTags tags{stage, task.chunk, mb, cc.begin, cc.end, iter};
       Slot& sl = slot(static_cast<std::int32_t>(replica), chunk, mb);
       auto fixed = [&](Duration ns) { return cc.profiled ? ns : Duration{-1}; };
       if (task.kind == TaskKind::kForward) {
@@ -365,7 +370,7 @@ void Builder::emit_gpu(std::size_t replica, std::int32_t stage) {
         }
       }
       const bool carries_dp =
-          in_.dp > 1 && round == in_.accum_steps - 1 &&
+          in_.dp > 1 && round == in_.accum_steps - 1 &&  // the last flush of each iteration
           static_cast<std::int64_t>(k) == last_grad_task[static_cast<std::size_t>(task.chunk)];
       const bool whole = task.kind == TaskKind::kBackward;
       const bool weight_only = task.kind == TaskKind::kBackwardWeight;
@@ -425,7 +430,8 @@ void Builder::emit_gpu(std::size_t replica, std::int32_t stage) {
             std::int64_t tp_space =
                 static_cast<std::int64_t>(in_.dp) * in_.pp * in_.virtual_stages * total_mb_ * 4;
             std::int64_t id =
-                ((static_cast<std::int64_t>(stage) * in_.tp + t) * in_.virtual_stages + task.chunk) *
+                (((static_cast<std::int64_t>(iter) * in_.pp + stage) * in_.tp + t) * in_.virtual_stages +
+                 task.chunk) *
                     max_chunk_layers_ +
                 bucket;
             w.group = static_cast<std::int32_t>(tp_space + id);
@@ -448,17 +454,24 @@ void Builder::emit_gpu(std::size_t replica, std::int32_t stage) {
       }
     }
   }
+  // The next iteration's first compute waits for the weights this iteration's optimizer produces (the
+  // compute stream orders it after a GPU optimizer anyway; an offloaded one returns them over PCIe).
+  for (std::size_t k = iteration_begin; k < plan_.ops.size(); ++k)
+    if (previous_update != kNone && plan_.ops[k].stream == compute) {
+      plan_.ops[k].deps.push_back(previous_update);
+      break;
+    }
   for (auto k = static_cast<std::int64_t>(plan_.ops.size()) - 1; k >= 0; --k)
     if (plan_.ops[static_cast<std::size_t>(k)].stream == compute) {
       last_compute_op_ = static_cast<OpId>(k);
       break;
     }
-  const OpTags opt_tags{stage, -1, -1, -1, -1, 0};
+  const OpTags opt_tags{stage, -1, -1, -1, -1, iter};
   if (!in_.optimizer_offload) {
     OpId opt =
         add_op(compute, OpKind::kOptimizer, opt_tags, MemoryWork{params * in_.optimizer_bytes_per_param}, -1);
     plan_.ops[static_cast<std::size_t>(opt)].deps = dp_ops;
-    return;
+    continue;
   }
   const DeviceId host = host_of(self);
   TransferWork down;
@@ -476,6 +489,8 @@ void Builder::emit_gpu(std::size_t replica, std::int32_t stage) {
   up.bytes = params * kGradBytesPerParam;
   OpId h2d = add_op(st[4], OpKind::kH2D, opt_tags, up, -1);
   plan_.ops[static_cast<std::size_t>(h2d)].deps.push_back(adam);
+  previous_update = h2d;
+  }
 }
 
 void Builder::emit_p2p(std::size_t replica, std::int32_t stage) {
@@ -488,11 +503,12 @@ void Builder::emit_p2p(std::size_t replica, std::int32_t stage) {
         streams_[replica * static_cast<std::size_t>(in_.pp) + static_cast<std::size_t>(chunk % in_.pp)];
     return plan_.streams[static_cast<std::size_t>(cs[0])].device;
   };
-  for (std::int32_t round = 0; round < in_.accum_steps; ++round) {
+  for (std::int32_t round = 0; round < in_.accum_steps * in_.iterations; ++round) {
     for (const Task& task : orders_[static_cast<std::size_t>(stage)]) {
       if (task.kind == TaskKind::kBackwardWeight) continue;
       const bool fwd = task.kind == TaskKind::kForward;
       const std::int32_t mb = round * in_.microbatches + task.microbatch;
+      const std::int32_t iter = round / in_.accum_steps;
       const std::int32_t chunk = task.chunk * in_.pp + stage;
       const std::int32_t peer = fwd ? chunk + 1 : chunk - 1;
       if (peer < 0 || peer >= chunks_) continue;
@@ -512,7 +528,7 @@ void Builder::emit_p2p(std::size_t replica, std::int32_t stage) {
       w.src = self;
       w.dst = dst;
       w.bytes = boundary.out_bytes;
-      OpTags tags{stage, task.chunk, mb, -1, -1, 0};
+      OpTags tags{stage, task.chunk, mb, -1, -1, iter};
       OpId p = add_op(send, OpKind::kP2P, tags, w, in_.p2p_fixed_ns);
       plan_.ops[static_cast<std::size_t>(p)].deps.push_back(produced);
       plan_.ops[static_cast<std::size_t>(consumer)].deps.push_back(p);
@@ -576,6 +592,7 @@ Plan Builder::build(bool explicit_replicas) {
   m.virtual_stages = in_.virtual_stages;
   m.microbatches = in_.microbatches;
   m.accum_steps = in_.accum_steps;
+  m.iterations = in_.iterations;
   m.seq = static_cast<std::int32_t>(in_.seq);
   m.global_batch = in_.global_batch;
   m.recompute = to_string(in_.recompute);
@@ -631,6 +648,7 @@ bool shares_host_with_replicas(const Plan& plan, const ScheduleInput& in) {
 }  // namespace
 
 Plan build_plan(const ScheduleInfo& schedule, const ScheduleInput& input) {
+  if (schedule.build) return schedule.build(input);
   if (input.explicit_replicas || input.tp * input.dp == 1)
     return Builder(schedule, input).build(input.explicit_replicas);
   Plan plan = Builder(schedule, input).build(false);

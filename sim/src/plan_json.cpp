@@ -44,6 +44,7 @@ json meta_json(const PlanMeta& m) {
           {"virtual_stages", m.virtual_stages},
           {"microbatches", m.microbatches},
           {"accum_steps", m.accum_steps},
+          {"iterations", m.iterations},
           {"seq", m.seq},
           {"global_batch", m.global_batch},
           {"recompute", m.recompute},
@@ -66,6 +67,7 @@ PlanMeta meta_from(JsonObject o) {
   m.virtual_stages = static_cast<std::int32_t>(o.integer("virtual_stages", 1, 1 << 20));
   m.microbatches = static_cast<std::int32_t>(o.integer("microbatches", 1, kI32));
   m.accum_steps = static_cast<std::int32_t>(o.integer("accum_steps", 1, kI32));
+  m.iterations = static_cast<std::int32_t>(o.integer_or("iterations", 1, 1, kI32));
   m.seq = static_cast<std::int32_t>(o.integer("seq", 0, kI32));
   m.global_batch = o.integer("global_batch", 0, kI64);
   m.recompute = o.string("recompute");
@@ -114,11 +116,12 @@ std::string plan_to_json(const Plan& plan) {
                  {"layer_end", t.layer_end},   {"iteration", t.iteration}};
     if (const auto* c = std::get_if<ComputeWork>(&op.payload))
       j["compute"] = {{"flops", c->flops}, {"gemm_gflop", c->gemm_gflop}, {"kernels", c->kernels}};
-    else if (const auto* x = std::get_if<TransferWork>(&op.payload))
+    else if (const auto* x = std::get_if<TransferWork>(&op.payload)) {
       j["transfer"] = {{"src", x->src},     {"dst", x->dst},
                        {"bytes", x->bytes}, {"latency_steps", x->latency_steps},
                        {"group", x->group}, {"group_size", x->group_size}};
-    else if (const auto* w = std::get_if<CpuWork>(&op.payload))
+      if (x->priority != 0) j["transfer"]["priority"] = x->priority;
+    } else if (const auto* w = std::get_if<CpuWork>(&op.payload))
       j["cpu"] = {{"params", w->params}, {"threads", w->threads}};
     else if (const auto* m = std::get_if<MemoryWork>(&op.payload))
       j["memory"] = {{"bytes", m->bytes}};
@@ -202,6 +205,7 @@ Plan plan_from_json(const std::string& text, const std::string& file) {
       w.latency_steps = static_cast<std::int32_t>(c.integer("latency_steps", 0, kI32));
       w.group = static_cast<std::int32_t>(c.integer("group", -1, kI32));
       w.group_size = static_cast<std::int32_t>(c.integer("group_size", 1, kI32));
+      w.priority = static_cast<std::int32_t>(c.integer_or("priority", 0, 0, 1));
       c.finish();
       op.payload = w;
       ++payloads;

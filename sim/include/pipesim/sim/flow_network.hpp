@@ -1,6 +1,7 @@
 // Bandwidth sharing between concurrent transfers: each flow crosses a path of directed links; rates are the
 // max-min fair allocation (progressive filling), recomputed only for the connected group of flows that share
 // links with a flow that starts or ends, so private links (NVLink ports, NICs) stay cheap at 8K GPUs.
+// Background flows (priority 1, e.g. weight prefetch) share only what the foreground flows leave.
 #pragma once
 
 #include <cstdint>
@@ -18,7 +19,9 @@ class FlowNetwork {
 
   /// Adds a flow of `bytes` over `links` (optionally capped at `max_bytes_per_ns`, 0 = no cap).
   /// Returns its id; rates of the affected flows change (see changed()).
-  FlowId add(const std::vector<std::int32_t>& links, double bytes, double max_bytes_per_ns, TimePoint now);
+  /// Priority 0 flows share links max-min first; priority 1 (background) flows get what they leave.
+  FlowId add(const std::vector<std::int32_t>& links, double bytes, double max_bytes_per_ns, TimePoint now,
+             std::int32_t priority = 0);
   /// Removes a flow (finished); rates of the flows that shared links with it change.
   void remove(FlowId f, TimePoint now);
 
@@ -38,6 +41,7 @@ class FlowNetwork {
     double remaining = 0;
     double rate = 0;
     double cap = 0;
+    std::int32_t priority = 0;
     TimePoint updated = 0;
     bool live = false;
   };

@@ -23,6 +23,7 @@ struct JobOptions {
   double microbatch_size = 0;       ///< 0: derived, or 1
   std::int64_t global_batch = 0;    ///< 0: derived
   std::int32_t accum_steps = 1;
+  std::int32_t iterations = 0;  ///< 0: the schedule's default (1 for synchronous schedules)
   std::int64_t seq = 0;  ///< 0: the workload's, or 2048
   std::string partition;
   std::string recompute = "none";

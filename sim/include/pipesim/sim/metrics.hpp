@@ -21,11 +21,23 @@ struct GpuMetrics {
   std::int64_t peak_mem_bytes = 0;
 };
 
+struct LinkUtilization {
+  std::string link;
+  double utilization = 0;  ///< carried bytes / (capacity x run time)
+};
+
 struct Metrics {
   std::string schedule;
   std::int32_t num_gpus = 0;
   std::int32_t simulated_gpus = 0;
-  double step_time_s = 0;
+  std::int32_t iterations = 1;
+  double step_time_s = 0;               ///< steady state when iterations > 1, else the single step
+  double first_step_time_s = 0;         ///< first op start to the end of iteration 0 (cold)
+  double steady_state_step_time_s = 0;  ///< (end of last iteration - end of first) / (iterations - 1)
+  double run_time_s = 0;                ///< first op start to last op end over all iterations
+  double cpu_optimizer_busy_s = 0;      ///< per iteration: time some host core runs the optimizer
+  double cpu_optimizer_exposed_s = 0;   ///< per iteration: optimizer time with every GPU's compute idle
+  std::vector<LinkUtilization> pcie_utilization;  ///< PCIe lanes and switch uplinks that carried traffic
   double bubble_fraction = 0;
   double bubble_warmup_fraction = 0;
   double bubble_intra_fraction = 0;

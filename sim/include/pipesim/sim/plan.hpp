@@ -69,6 +69,7 @@ struct TransferWork {
   std::int32_t latency_steps = 1;  ///< path latency is paid this many times (ring steps)
   std::int32_t group = -1;         ///< ops of one collective share a group id; -1: point to point
   std::int32_t group_size = 1;     ///< members of the group present in this plan
+  std::int32_t priority = 0;       ///< 1: background (weight prefetch) sharing only what foreground flows leave
 };
 
 /// Host CPU work: holds `threads` cores for params / adam_rate(threads).
@@ -112,6 +113,7 @@ struct PlanMeta {
   std::int32_t virtual_stages = 1;
   std::int32_t microbatches = 1;
   std::int32_t accum_steps = 1;
+  std::int32_t iterations = 1;  ///< optimizer steps in the plan (ops carry their iteration tag)
   std::int32_t seq = 0;
   std::int64_t global_batch = 0;
   std::string recompute = "none";

@@ -23,6 +23,7 @@ struct ScheduleInput {
   std::int32_t virtual_stages = 1;
   std::int32_t microbatches = 1;
   std::int32_t accum_steps = 1;
+  std::int32_t iterations = 1;  ///< optimizer steps simulated back to back (steady state needs >= 2)
   std::int64_t seq = 0;
   std::int64_t global_batch = 0;
   /// Distinct per-layer cost tables and, per microbatch, which one it uses (fractional microbatch sizes

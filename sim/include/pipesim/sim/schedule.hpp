@@ -10,6 +10,9 @@
 
 namespace pipesim::sim {
 
+struct Plan;
+struct ScheduleInput;
+
 enum class TaskKind : std::uint8_t { kForward, kBackward, kBackwardInput, kBackwardWeight };
 
 /// One pass of one microbatch through one model chunk (virtual stage) held by a rank.
@@ -41,6 +44,9 @@ struct ScheduleInfo {
   std::function<std::string(const ScheduleShape&)> check;
   /// The order of tasks on `rank`.
   std::function<std::vector<Task>(const ScheduleShape&, std::int32_t rank)> order;
+  /// Schedules that place work on GPUs themselves (offload schedules) build the whole plan instead.
+  std::function<Plan(const ScheduleInput&)> build;
+  std::int32_t default_iterations = 1;  ///< asynchronous schedules need several to reach a steady state
 };
 
 /// All registered schedules, in listing order.
