@@ -9,6 +9,7 @@
 #include "pipesim/sim/error.hpp"
 #include "pipesim/sim/hardware.hpp"
 #include "pipesim/sim/model.hpp"
+#include "pipesim/sim/plan_builder.hpp"
 #include "pipesim/sim/schedule.hpp"
 #include "simulate_command.hpp"
 
@@ -87,6 +88,21 @@ int main(int argc, char** argv) {
   sim->add_flag(
       "--optimizer-offload", j.optimizer_offload,
       "ZeRO-Offload style: gradients to host memory, CPU Adam, weights back (uses the profile's Adam curve)");
+  sim->add_option("--lora-rank", j.lora_rank,
+                  "LoRA fine-tuning with adapters of this rank (0: full fine-tuning)")
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{65536}));
+  sim->add_flag("--cross-mapping", j.offload.cross_mapping,
+                "mobius: place consecutive stages on GPUs under different PCIe switches");
+  std::string spipe_stages;
+  sim->add_option("--spipe-stages", spipe_stages,
+                  "spipe: forward and backward stages per GPU, F,B (default 2,6)");
+  sim->add_flag("--spipe-sync-checkpoints", j.offload.sync_checkpoints,
+                "spipe: send checkpoints only when their backward is next (default: as soon as produced)");
+  sim->add_option("--overflow-prob", j.offload.overflow_prob,
+                  "spipe: share of steps whose gradients overflow (bypass and rollback)")
+      ->check(CLI::Range(0.0, 1.0));
+  sim->add_flag("--roundpipe-sync", j.offload.sync_optimizer,
+                "roundpipe: wait for the optimizer instead of training on weights one step stale");
   std::string replicas = "symmetric";
   sim->add_option("--replicas", replicas, "symmetric (simulate identical replicas once) or explicit")
       ->check(CLI::IsMember({"symmetric", "explicit"}))
@@ -128,6 +144,13 @@ int main(int argc, char** argv) {
   try {
     if (sim->parsed()) {
       j.explicit_replicas = replicas == "explicit";
+      if (!spipe_stages.empty()) {
+        auto fb = pipesim::sim::parse_partition(spipe_stages);
+        if (fb.size() != 2 || fb[0] < 1 || fb[1] < 1)
+          throw pipesim::sim::InputError("--spipe-stages", "", "expected F,B with both >= 1, e.g. 2,6");
+        j.offload.forward_stages = fb[0];
+        j.offload.backward_stages = fb[1];
+      }
       // With no arguments at all, simulate runs the embedded default job and keeps its traces under out/.
       if (argc == 2) so.trace_dir = "out";
       return pipesim::cli::run_simulate(so);

@@ -119,10 +119,17 @@ std::vector<LayerCost> model_layer_costs(const ModelSpec& m, const CostOptions& 
   std::vector<LayerCost> out;
   out.reserve(static_cast<std::size_t>(m.layers) + 2);
 
+  const bool lora = o.lora_rank > 0;
+  // Resident bytes per rank: 16 B per trained parameter; a LoRA-frozen weight keeps only its bf16 copy.
+  auto resident = [&](std::int64_t params, std::int64_t trainable) {
+    return lora ? ceil_div(params, t) * 2 + ceil_div(trainable, t) * o.bytes_per_param
+                : ceil_div(params, t) * o.bytes_per_param;
+  };
   LayerCost emb;
   emb.role = LayerRole::kEmbedding;
   emb.params = m.vocab * h;
-  emb.param_bytes = ceil_div(emb.params, t) * o.bytes_per_param;
+  emb.trainable_params = lora ? 0 : emb.params;
+  emb.param_bytes = resident(emb.params, emb.trainable_params);
   emb.kernels = 2;
   emb.output_bytes = boundary;
   emb.tp_bus_bytes = tp_bus;
@@ -130,6 +137,13 @@ std::vector<LayerCost> model_layer_costs(const ModelSpec& m, const CostOptions& 
   out.push_back(emb);
 
   const double gemm_tok = block_gemm_flops_per_token(m);
+  std::int64_t lora_params = 0;
+  if (lora) {
+    const std::int64_t q = m.heads * m.head_dim, kv = m.kv_heads * m.head_dim;
+    const std::int64_t f = m.is_moe() ? m.moe_ffn_hidden * m.num_experts : m.ffn_hidden;
+    const std::int64_t mlp_in_out = (m.mlp == MlpKind::kSwiGlu || m.is_moe() ? 3 : 2) * (h + f);
+    lora_params = o.lora_rank * ((h + q) + 2 * (h + kv) + (q + h) + mlp_in_out);
+  }
   const std::int64_t bp = block_params(m);
   const int gemms = m.mlp == MlpKind::kSwiGlu || m.is_moe() ? 7 : 6;
   for (std::int64_t i = 0; i < m.layers; ++i) {
@@ -143,7 +157,15 @@ std::vector<LayerCost> model_layer_costs(const ModelSpec& m, const CostOptions& 
     c.gemm_gflop = gemm / gemms / static_cast<double>(t) / 1e9;
     c.kernels = 24;
     c.params = bp;
-    c.param_bytes = ceil_div(bp, t) * o.bytes_per_param;
+    c.trainable_params = lora ? lora_params : bp;
+    c.param_bytes = resident(bp, c.trainable_params);
+    if (lora) {
+      // Adapters: x A (r) then B (out) beside each frozen matrix; frozen weights get no weight gradient.
+      const double adapter = 2.0 * tokens * static_cast<double>(lora_params);
+      c.fwd_flops += adapter;
+      c.bwd_input_flops += adapter;
+      c.bwd_weight_flops = adapter;
+    }
     c.output_bytes = boundary;
     c.tp_bus_bytes = 2 * tp_bus;
     c.tp_collectives = t > 1 ? 2 : 0;
@@ -178,7 +200,9 @@ std::vector<LayerCost> model_layer_costs(const ModelSpec& m, const CostOptions& 
   head.kernels = 6;
   // A tied head still holds its own copy on the last stage (as Megatron does) unless it shares the stage.
   head.params = (m.tie_embeddings ? 0 : m.vocab * h) + h;
-  head.param_bytes = ceil_div(m.vocab * h + h, t) * o.bytes_per_param;
+  head.trainable_params = lora ? 0 : head.params;
+  head.param_bytes = resident(m.vocab * h + h, head.trainable_params);
+  if (lora) head.bwd_weight_flops = 0;  // frozen head: only the input gradient flows back
   // Vocab-parallel logits kept in fp32 for the loss backward, plus the input to the projection.
   head.stored_activation_bytes = 4 * b * s * ceil_div(m.vocab, t) + boundary;
   head.output_bytes = 0;
@@ -240,6 +264,7 @@ Workload parse_workload(const std::string& text, const std::string& file, Recomp
     c.stored_activation_bytes = e.integer_or("activation_bytes", 0, 0, std::int64_t{1} << 50);
     c.param_bytes = e.integer_or("param_bytes", 0, 0, std::int64_t{1} << 50);
     c.params = c.param_bytes / 16;  // mixed-precision Adam holds 16 B per parameter
+    c.trainable_params = c.params;
     c.output_bytes = e.integer_or("output_bytes", 0, 0, std::int64_t{1} << 50);
     double gflop = e.number_or("fwd_gflop", 0, 0, 1e12);
     c.fwd_flops = gflop * 1e9;

@@ -126,14 +126,16 @@ void FlowNetwork::recompute(const std::vector<std::int32_t>& seed_links, TimePoi
       }
       for (std::size_t k = 0; k < flows.size(); ++k) {
         const Flow& f = flows_[static_cast<std::size_t>(flows[k])];
-        if (!frozen[k] && f.cap > 0 && f.cap < best) best = f.cap, best_flow = static_cast<std::int64_t>(k), best_link = -1;
+        if (!frozen[k] && f.cap > 0 && f.cap < best)
+          best = f.cap, best_flow = static_cast<std::int64_t>(k), best_link = -1;
       }
       for (std::size_t k = 0; k < flows.size(); ++k) {
         if (frozen[k]) continue;
         Flow& f = flows_[static_cast<std::size_t>(flows[k])];
         bool hit = best_flow == static_cast<std::int64_t>(k);
         if (best_link >= 0)
-          hit = std::find(f.links.begin(), f.links.end(), links[static_cast<std::size_t>(best_link)]) != f.links.end();
+          hit = std::find(f.links.begin(), f.links.end(), links[static_cast<std::size_t>(best_link)]) !=
+                f.links.end();
         if (best_link < 0 && best_flow < 0) hit = true;  // flows over no link at all: unconstrained
         if (!hit) continue;
         f.rate = std::isfinite(best) ? best : 0.0;

@@ -24,7 +24,7 @@ struct Batch {
 
 // G = dp x K x M x b: any two of G, M, b give the third; a fractional b is split floor/ceil across
 // microbatches.
-Batch derive_batch(const JobOptions& j, std::int32_t pp) {
+Batch derive_batch(const JobOptions& j, std::int64_t default_microbatches) {
   const std::int64_t replicas = static_cast<std::int64_t>(j.dp) * j.accum_steps;
   std::int64_t G = j.global_batch, M = j.microbatches;
   double b = j.microbatch_size;
@@ -33,11 +33,11 @@ Batch derive_batch(const JobOptions& j, std::int32_t pp) {
     bad("--microbatch-size",
         "a fractional size is only derived from --global-batch and --microbatches; give an integer");
   if (G == 0 && M == 0 && b == 0)
-    b = 1, M = 4 * static_cast<std::int64_t>(pp);
+    b = 1, M = default_microbatches;
   else if (G == 0 && b == 0)
     b = 1;
   else if (G == 0 && M == 0)
-    M = 4 * static_cast<std::int64_t>(pp);
+    M = default_microbatches;
   else if (M == 0 && b == 0)
     b = 1;
 
@@ -107,9 +107,17 @@ ScheduleInput make_schedule_input(const JobOptions& j, const ScheduleInfo& sched
   }
   in.explicit_replicas = j.explicit_replicas;
   in.optimizer_offload = j.optimizer_offload;
+  if (j.lora_rank < 0 || j.lora_rank > 65536) bad("--lora-rank", "valid: 0 (full fine-tuning) .. 65536");
+  in.lora_rank = j.lora_rank;
+  in.offload = j.offload;
+  if (!(j.offload.overflow_prob >= 0 && j.offload.overflow_prob <= 1))
+    bad("--overflow-prob", "valid: 0 .. 1");
+  if (j.lora_rank > 0 && !j.workload.empty())
+    bad("--lora-rank", "applies to --model; a profiled workload has its own times");
   if (!j.partition.empty()) in.partition = parse_partition(j.partition);
 
-  Batch batch = derive_batch(j, in.pp);
+  Batch batch = derive_batch(
+      j, std::int64_t{schedule.default_microbatches_per_gpu} * in.pp + schedule.default_microbatches_extra);
   in.microbatches = batch.microbatches;
   in.global_batch = batch.global;
 
@@ -137,7 +145,11 @@ ScheduleInput make_schedule_input(const JobOptions& j, const ScheduleInfo& sched
   std::map<std::int64_t, std::int32_t> table_of_size;
   for (std::int64_t s : batch.sizes) {
     auto [it, fresh] = table_of_size.emplace(s, static_cast<std::int32_t>(in.costs.size()));
-    if (fresh) in.costs.push_back(model_layer_costs(m, CostOptions{s, in.seq, j.tp, in.recompute}));
+    if (fresh) {
+      CostOptions co{s, in.seq, j.tp, in.recompute};
+      co.lora_rank = j.lora_rank;
+      in.costs.push_back(model_layer_costs(m, co));
+    }
     in.cost_of_microbatch.push_back(it->second);
   }
   return in;

@@ -27,7 +27,8 @@ Metrics compute_metrics(const Plan& plan, const Timeline& tl) {
   m.run_time_s = to_seconds(step);
   m.first_step_time_s = to_seconds(iteration_end.front() - first);
   m.steady_state_step_time_s =
-      m.iterations > 1 ? to_seconds(iteration_end.back() - iteration_end.front()) / (m.iterations - 1) : m.run_time_s;
+      m.iterations > 1 ? to_seconds(iteration_end.back() - iteration_end.front()) / (m.iterations - 1)
+                       : m.run_time_s;
   m.step_time_s = m.steady_state_step_time_s;
 
   // Busy time of each GPU's compute stream (a serial stream: the sum of its op durations).
@@ -75,7 +76,8 @@ Metrics compute_metrics(const Plan& plan, const Timeline& tl) {
     m.tokens_per_s = static_cast<double>(plan.meta.global_batch) * plan.meta.seq / m.step_time_s;
     for (const auto& l : tl.links) {
       if (l.name.find(".pcie.") == std::string::npos && l.name.find(".switch") == std::string::npos) continue;
-      m.pcie_utilization.push_back({l.name, l.carried_bytes / (l.capacity_bytes_per_ns * static_cast<double>(step))});
+      m.pcie_utilization.push_back(
+          {l.name, l.carried_bytes / (l.capacity_bytes_per_ns * static_cast<double>(step))});
     }
     m.tflops_per_gpu = plan.meta.model_flops_per_step / (m.num_gpus * m.step_time_s) / 1e12;
     const double peak = plan.hw.peak_flops(plan.meta.dtype);
@@ -89,15 +91,19 @@ Metrics compute_metrics(const Plan& plan, const Timeline& tl) {
   std::vector<std::pair<TimePoint, TimePoint>> cpu, gpu;
   for (std::size_t i = 0; i < plan.ops.size(); ++i) {
     const auto& s = plan.streams[static_cast<std::size_t>(plan.ops[i].stream)];
-    if (std::holds_alternative<CpuWork>(plan.ops[i].payload)) cpu.push_back({tl.start[i], tl.end[i]});
-    else if (s.kind == StreamKind::kCompute) gpu.push_back({tl.start[i], tl.end[i]});
+    if (std::holds_alternative<CpuWork>(plan.ops[i].payload))
+      cpu.push_back({tl.start[i], tl.end[i]});
+    else if (s.kind == StreamKind::kCompute)
+      gpu.push_back({tl.start[i], tl.end[i]});
   }
   auto merge = [](std::vector<std::pair<TimePoint, TimePoint>>& v) {
     std::sort(v.begin(), v.end());
     std::vector<std::pair<TimePoint, TimePoint>> out;
     for (auto iv : v) {
-      if (!out.empty() && iv.first <= out.back().second) out.back().second = std::max(out.back().second, iv.second);
-      else out.push_back(iv);
+      if (!out.empty() && iv.first <= out.back().second)
+        out.back().second = std::max(out.back().second, iv.second);
+      else
+        out.push_back(iv);
     }
     v = std::move(out);
   };

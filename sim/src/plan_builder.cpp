@@ -46,9 +46,9 @@ namespace {
 constexpr std::int32_t kNone = -1;
 constexpr std::int64_t kMaxGpus = std::int64_t{1} << 20;
 constexpr std::int64_t kMaxOps = std::int64_t{1} << 26;
-// Optimizer offload: GPU keeps bf16 weights + grads (4 B/param); the host keeps fp32 master, m, v and bf16
-// gradient and weight staging buffers (16 B/param); 2 B/param cross PCIe each way.
-constexpr std::int64_t kOffloadGpuBytesPerParam = 4, kOffloadHostBytesPerParam = 16, kGradBytesPerParam = 2;
+// Optimizer offload: the GPU keeps bf16 weights and bf16 gradients of the trained parameters; the host keeps
+// fp32 master, m, v and bf16 gradient and weight staging (16 B per trained parameter); 2 B/param cross PCIe.
+constexpr std::int64_t kWeightBytesPerParam = 2, kOffloadHostBytesPerParam = 16, kGradBytesPerParam = 2;
 // Share of a block's stored activations that only the weight-gradient pass still needs (the inputs of the
 // linear layers: 2+2+2+8 of the 34 s*b*h bytes in Korthikanti's count); freed by W, the rest by B.
 constexpr std::int64_t kWeightGradShareNum = 14, kWeightGradShareDen = 34;
@@ -63,7 +63,7 @@ struct ChunkCost {
   Duration fwd_ns = 0, bwd_in_ns = 0, bwd_w_ns = 0, rc_ns = 0;
   std::int64_t stored = 0, extra = 0, w_share = 0, out_bytes = 0, tp_bus = 0;
   std::int32_t tp_coll = 0;
-  std::int64_t param_bytes = 0, params = 0;
+  std::int64_t param_bytes = 0, params = 0, weights = 0;  // params: trained ones; weights: all, per rank
 };
 
 struct Slot {  // ops of one (replica, chunk, microbatch)
@@ -240,7 +240,8 @@ void Builder::validate_and_layout() {
         cc.tp_bus += l.tp_bus_bytes;
         cc.tp_coll += l.tp_collectives;
         cc.param_bytes += l.param_bytes;
-        cc.params += (l.params + t - 1) / t;
+        cc.params += (l.trainable_params + t - 1) / t;
+        cc.weights += (l.params + t - 1) / t;
       }
       cc.gemm = cc.fwd > 0 ? weighted / (cc.fwd * static_cast<double>(t)) : 0;
       cc.out_bytes = table[static_cast<std::size_t>(e - 1)].output_bytes;
@@ -321,15 +322,16 @@ void Builder::emit_gpu(std::size_t replica, std::int32_t stage) {
     if (order[k].kind == TaskKind::kBackward || order[k].kind == TaskKind::kBackwardWeight)
       last_grad_task[static_cast<std::size_t>(order[k].chunk)] = static_cast<std::int64_t>(k);
 
-  std::int64_t params = 0, resident = 0;
+  std::int64_t params = 0, weights = 0, resident = 0;
   for (std::int32_t v = 0; v < in_.virtual_stages; ++v) {
     const ChunkCost& cc = chunk_costs_[0][static_cast<std::size_t>(v * in_.pp + stage)];
     params += cc.params;
+    weights += cc.weights;
     resident += cc.param_bytes;
   }
   if (in_.optimizer_offload) {
     // The GPU keeps 16-bit weights and gradients; master weights, Adam moments and staging live on the host.
-    resident = params * kOffloadGpuBytesPerParam;
+    resident = weights * kWeightBytesPerParam + params * kGradBytesPerParam;
     plan_.devices[static_cast<std::size_t>(host_of(self))].resident_bytes +=
         params * kOffloadHostBytesPerParam;
   }
@@ -337,159 +339,160 @@ void Builder::emit_gpu(std::size_t replica, std::int32_t stage) {
 
   OpId previous_update = kNone;  // the op that made last iteration's weights available to this GPU
   for (std::int32_t iter = 0; iter < in_.iterations; ++iter) {
-  dp_ops.clear();
-  const std::size_t iteration_begin = plan_.ops.size();
-  for (std::int32_t round = 0; round < in_.accum_steps; ++round) {
-    for (std::size_t k = 0; k < order.size(); ++k) {
-      const Task& task = order[k];
-      const std::int32_t mb = (iter * in_.accum_steps + round) * in_.microbatches + task.microbatch;
-      const std::int32_t chunk = task.chunk * in_.pp + stage;
-      const ChunkCost& cc = chunk_costs_[static_cast<std::size_t>(
-          in_.cost_of_microbatch[static_cast<std::size_t>(task.microbatch)])]
-                                        [static_cast<std::size_t>(chunk)];
-      OpTags tags{stage, task.chunk, mb, cc.begin, cc.end, iter};
-      Slot& sl = slot(static_cast<std::int32_t>(replica), chunk, mb);
-      auto fixed = [&](Duration ns) { return cc.profiled ? ns : Duration{-1}; };
-      if (task.kind == TaskKind::kForward) {
-        OpId f = add_op(compute, OpKind::kForward, tags, ComputeWork{cc.fwd, cc.gemm, cc.kernels},
-                        fixed(cc.fwd_ns));
-        plan_.ops[static_cast<std::size_t>(f)].alloc_bytes = cc.stored;
-        sl.fwd_first = sl.fwd_done = f;
-        if (tp_comm && cc.tp_bus > 0)
-          sl.fwd_done = emit_tp_collective(compute, self, d, stage, t, cc, tags, 0, 1);
-        continue;
-      }
-      OpId first = kNone;
-      if (task.kind == TaskKind::kBackward || task.kind == TaskKind::kBackwardInput) {
-        if (cc.rc > 0 || cc.rc_ns > 0) {
-          first = add_op(compute, OpKind::kRecompute, tags, ComputeWork{cc.rc, cc.gemm, cc.kernels},
-                         fixed(cc.rc_ns));
-          plan_.ops[static_cast<std::size_t>(first)].alloc_bytes = cc.extra;
-          if (tp_comm && in_.recompute == Recompute::kFull && cc.tp_bus > 0)
-            emit_tp_collective(compute, self, d, stage, t, cc, tags, 1, 1);
+    dp_ops.clear();
+    const std::size_t iteration_begin = plan_.ops.size();
+    for (std::int32_t round = 0; round < in_.accum_steps; ++round) {
+      for (std::size_t k = 0; k < order.size(); ++k) {
+        const Task& task = order[k];
+        const std::int32_t mb = (iter * in_.accum_steps + round) * in_.microbatches + task.microbatch;
+        const std::int32_t chunk = task.chunk * in_.pp + stage;
+        const ChunkCost& cc = chunk_costs_[static_cast<std::size_t>(
+            in_.cost_of_microbatch[static_cast<std::size_t>(task.microbatch)])]
+                                          [static_cast<std::size_t>(chunk)];
+        OpTags tags{stage, task.chunk, mb, cc.begin, cc.end, iter};
+        Slot& sl = slot(static_cast<std::int32_t>(replica), chunk, mb);
+        auto fixed = [&](Duration ns) { return cc.profiled ? ns : Duration{-1}; };
+        if (task.kind == TaskKind::kForward) {
+          OpId f = add_op(compute, OpKind::kForward, tags, ComputeWork{cc.fwd, cc.gemm, cc.kernels},
+                          fixed(cc.fwd_ns));
+          plan_.ops[static_cast<std::size_t>(f)].alloc_bytes = cc.stored;
+          sl.fwd_first = sl.fwd_done = f;
+          if (tp_comm && cc.tp_bus > 0)
+            sl.fwd_done = emit_tp_collective(compute, self, d, stage, t, cc, tags, 0, 1);
+          continue;
+        }
+        OpId first = kNone;
+        if (task.kind == TaskKind::kBackward || task.kind == TaskKind::kBackwardInput) {
+          if (cc.rc > 0 || cc.rc_ns > 0) {
+            first = add_op(compute, OpKind::kRecompute, tags, ComputeWork{cc.rc, cc.gemm, cc.kernels},
+                           fixed(cc.rc_ns));
+            plan_.ops[static_cast<std::size_t>(first)].alloc_bytes = cc.extra;
+            if (tp_comm && in_.recompute == Recompute::kFull && cc.tp_bus > 0)
+              emit_tp_collective(compute, self, d, stage, t, cc, tags, 1, 1);
+          }
+        }
+        const bool carries_dp =
+            in_.dp > 1 && round == in_.accum_steps - 1 &&  // the last flush of each iteration
+            static_cast<std::int64_t>(k) == last_grad_task[static_cast<std::size_t>(task.chunk)];
+        const bool whole = task.kind == TaskKind::kBackward;
+        const bool weight_only = task.kind == TaskKind::kBackwardWeight;
+        const OpKind kind = whole         ? OpKind::kBackward
+                            : weight_only ? OpKind::kBackwardWeight
+                                          : OpKind::kBackwardInput;
+        const std::int64_t frees = whole         ? cc.stored + cc.extra
+                                   : weight_only ? cc.w_share
+                                                 : cc.stored - cc.w_share + cc.extra;
+        OpId last;
+        OpId first_b = kNone;
+        if (!carries_dp) {
+          double flops = whole ? cc.bwd_in + cc.bwd_w : weight_only ? cc.bwd_w : cc.bwd_in;
+          Duration ns = whole ? cc.bwd_in_ns + cc.bwd_w_ns : weight_only ? cc.bwd_w_ns : cc.bwd_in_ns;
+          last = first_b =
+              add_op(compute, kind, tags, ComputeWork{flops, cc.gemm, cc.kernels * 2}, fixed(ns));
+        } else {
+          // Split the chunk's last gradient pass into buckets (layers in reverse order) so each bucket's
+          // all-reduce overlaps the rest of the backward.
+          const auto& table = in_.costs[static_cast<std::size_t>(
+              in_.cost_of_microbatch[static_cast<std::size_t>(task.microbatch)])];
+          std::int32_t hi = cc.end;
+          std::int32_t bucket = 0;
+          last = kNone;
+          while (hi > cc.begin) {
+            std::int32_t lo = hi;
+            std::int64_t bparams = 0, bparam_bytes = 0;
+            double flops = 0;
+            Duration ns = 0;
+            while (lo > cc.begin && (bparams < in_.dp_bucket_params || lo == hi)) {
+              const LayerCost& l = table[static_cast<std::size_t>(--lo)];
+              bparams += (l.trainable_params + in_.tp - 1) / in_.tp;
+              bparam_bytes += l.param_bytes;
+              flops += (whole         ? l.bwd_input_flops + l.bwd_weight_flops
+                        : weight_only ? l.bwd_weight_flops
+                                      : l.bwd_input_flops) /
+                       static_cast<double>(in_.tp);
+              ns += whole ? l.bwd_input_ns + l.bwd_weight_ns : weight_only ? l.bwd_weight_ns : l.bwd_input_ns;
+            }
+            if (bparams == 0 && bparam_bytes > 0) bparams = bparam_bytes / 16;  // profiled layers give bytes
+            OpTags bt = tags;
+            bt.layer_begin = lo;
+            bt.layer_end = hi;
+            OpId b = add_op(
+                compute, kind, bt,
+                ComputeWork{flops, cc.gemm, cc.kernels * 2 * (hi - lo) / std::max(1, cc.end - cc.begin)},
+                fixed(ns));
+            if (first_b == kNone) first_b = b;
+            last = b;
+            TransferWork w;
+            w.src = self;
+            w.dst = device_of_rank(global_rank((d + dp_ring_offset_) % in_.dp, stage, t));
+            w.bytes = 2 * (in_.dp - 1) * bparams * in_.dp_grad_bytes_per_param / in_.dp;
+            w.latency_steps = 2 * (in_.dp - 1);
+            if (explicit_) {
+              // DP group ids follow the TP ones: one per (stage, tp rank, chunk, bucket), shared by the dp
+              // replicas.
+              std::int64_t tp_space =
+                  static_cast<std::int64_t>(in_.dp) * in_.pp * in_.virtual_stages * total_mb_ * 4;
+              std::int64_t id =
+                  (((static_cast<std::int64_t>(iter) * in_.pp + stage) * in_.tp + t) * in_.virtual_stages +
+                   task.chunk) *
+                      max_chunk_layers_ +
+                  bucket;
+              w.group = static_cast<std::int32_t>(tp_space + id);
+              w.group_size = in_.dp;
+            }
+            OpId ar = add_op(coll, OpKind::kAllReduce, bt, w, -1);
+            plan_.ops[static_cast<std::size_t>(ar)].deps.push_back(b);
+            dp_ops.push_back(ar);
+            hi = lo;
+            ++bucket;
+          }
+        }
+        plan_.ops[static_cast<std::size_t>(last)].free_bytes = frees;
+        if (first == kNone) first = first_b;
+        if (task.kind != TaskKind::kBackwardWeight) {
+          sl.bwd_first = first;
+          sl.bwd_done = last;
+          if (tp_comm && cc.tp_bus > 0)
+            sl.bwd_done = emit_tp_collective(compute, self, d, stage, t, cc, tags, 2, 1);
         }
       }
-      const bool carries_dp =
-          in_.dp > 1 && round == in_.accum_steps - 1 &&  // the last flush of each iteration
-          static_cast<std::int64_t>(k) == last_grad_task[static_cast<std::size_t>(task.chunk)];
-      const bool whole = task.kind == TaskKind::kBackward;
-      const bool weight_only = task.kind == TaskKind::kBackwardWeight;
-      const OpKind kind = whole         ? OpKind::kBackward
-                          : weight_only ? OpKind::kBackwardWeight
-                                        : OpKind::kBackwardInput;
-      const std::int64_t frees = whole         ? cc.stored + cc.extra
-                                 : weight_only ? cc.w_share
-                                               : cc.stored - cc.w_share + cc.extra;
-      OpId last;
-      OpId first_b = kNone;
-      if (!carries_dp) {
-        double flops = whole ? cc.bwd_in + cc.bwd_w : weight_only ? cc.bwd_w : cc.bwd_in;
-        Duration ns = whole ? cc.bwd_in_ns + cc.bwd_w_ns : weight_only ? cc.bwd_w_ns : cc.bwd_in_ns;
-        last = first_b = add_op(compute, kind, tags, ComputeWork{flops, cc.gemm, cc.kernels * 2}, fixed(ns));
-      } else {
-        // Split the chunk's last gradient pass into buckets (layers in reverse order) so each bucket's
-        // all-reduce overlaps the rest of the backward.
-        const auto& table = in_.costs[static_cast<std::size_t>(
-            in_.cost_of_microbatch[static_cast<std::size_t>(task.microbatch)])];
-        std::int32_t hi = cc.end;
-        std::int32_t bucket = 0;
-        last = kNone;
-        while (hi > cc.begin) {
-          std::int32_t lo = hi;
-          std::int64_t bparams = 0, bparam_bytes = 0;
-          double flops = 0;
-          Duration ns = 0;
-          while (lo > cc.begin && (bparams < in_.dp_bucket_params || lo == hi)) {
-            const LayerCost& l = table[static_cast<std::size_t>(--lo)];
-            bparams += (l.params + in_.tp - 1) / in_.tp;
-            bparam_bytes += l.param_bytes;
-            flops += (whole         ? l.bwd_input_flops + l.bwd_weight_flops
-                      : weight_only ? l.bwd_weight_flops
-                                    : l.bwd_input_flops) /
-                     static_cast<double>(in_.tp);
-            ns += whole ? l.bwd_input_ns + l.bwd_weight_ns : weight_only ? l.bwd_weight_ns : l.bwd_input_ns;
-          }
-          if (bparams == 0 && bparam_bytes > 0) bparams = bparam_bytes / 16;  // profiled layers give bytes
-          OpTags bt = tags;
-          bt.layer_begin = lo;
-          bt.layer_end = hi;
-          OpId b =
-              add_op(compute, kind, bt,
-                     ComputeWork{flops, cc.gemm, cc.kernels * 2 * (hi - lo) / std::max(1, cc.end - cc.begin)},
-                     fixed(ns));
-          if (first_b == kNone) first_b = b;
-          last = b;
-          TransferWork w;
-          w.src = self;
-          w.dst = device_of_rank(global_rank((d + dp_ring_offset_) % in_.dp, stage, t));
-          w.bytes = 2 * (in_.dp - 1) * bparams * in_.dp_grad_bytes_per_param / in_.dp;
-          w.latency_steps = 2 * (in_.dp - 1);
-          if (explicit_) {
-            // DP group ids follow the TP ones: one per (stage, tp rank, chunk, bucket), shared by the dp
-            // replicas.
-            std::int64_t tp_space =
-                static_cast<std::int64_t>(in_.dp) * in_.pp * in_.virtual_stages * total_mb_ * 4;
-            std::int64_t id =
-                (((static_cast<std::int64_t>(iter) * in_.pp + stage) * in_.tp + t) * in_.virtual_stages +
-                 task.chunk) *
-                    max_chunk_layers_ +
-                bucket;
-            w.group = static_cast<std::int32_t>(tp_space + id);
-            w.group_size = in_.dp;
-          }
-          OpId ar = add_op(coll, OpKind::kAllReduce, bt, w, -1);
-          plan_.ops[static_cast<std::size_t>(ar)].deps.push_back(b);
-          dp_ops.push_back(ar);
-          hi = lo;
-          ++bucket;
-        }
+    }
+    // The next iteration's first compute waits for the weights this iteration's optimizer produces (the
+    // compute stream orders it after a GPU optimizer anyway; an offloaded one returns them over PCIe).
+    for (std::size_t k = iteration_begin; k < plan_.ops.size(); ++k)
+      if (previous_update != kNone && plan_.ops[k].stream == compute) {
+        plan_.ops[k].deps.push_back(previous_update);
+        break;
       }
-      plan_.ops[static_cast<std::size_t>(last)].free_bytes = frees;
-      if (first == kNone) first = first_b;
-      if (task.kind != TaskKind::kBackwardWeight) {
-        sl.bwd_first = first;
-        sl.bwd_done = last;
-        if (tp_comm && cc.tp_bus > 0)
-          sl.bwd_done = emit_tp_collective(compute, self, d, stage, t, cc, tags, 2, 1);
+    for (auto k = static_cast<std::int64_t>(plan_.ops.size()) - 1; k >= 0; --k)
+      if (plan_.ops[static_cast<std::size_t>(k)].stream == compute) {
+        last_compute_op_ = static_cast<OpId>(k);
+        break;
       }
+    const OpTags opt_tags{stage, -1, -1, -1, -1, iter};
+    if (!in_.optimizer_offload) {
+      OpId opt = add_op(compute, OpKind::kOptimizer, opt_tags,
+                        MemoryWork{params * in_.optimizer_bytes_per_param}, -1);
+      plan_.ops[static_cast<std::size_t>(opt)].deps = dp_ops;
+      continue;
     }
-  }
-  // The next iteration's first compute waits for the weights this iteration's optimizer produces (the
-  // compute stream orders it after a GPU optimizer anyway; an offloaded one returns them over PCIe).
-  for (std::size_t k = iteration_begin; k < plan_.ops.size(); ++k)
-    if (previous_update != kNone && plan_.ops[k].stream == compute) {
-      plan_.ops[k].deps.push_back(previous_update);
-      break;
-    }
-  for (auto k = static_cast<std::int64_t>(plan_.ops.size()) - 1; k >= 0; --k)
-    if (plan_.ops[static_cast<std::size_t>(k)].stream == compute) {
-      last_compute_op_ = static_cast<OpId>(k);
-      break;
-    }
-  const OpTags opt_tags{stage, -1, -1, -1, -1, iter};
-  if (!in_.optimizer_offload) {
-    OpId opt =
-        add_op(compute, OpKind::kOptimizer, opt_tags, MemoryWork{params * in_.optimizer_bytes_per_param}, -1);
-    plan_.ops[static_cast<std::size_t>(opt)].deps = dp_ops;
-    continue;
-  }
-  const DeviceId host = host_of(self);
-  TransferWork down;
-  down.src = self;
-  down.dst = host;
-  down.bytes = params * kGradBytesPerParam;
-  OpId d2h = add_op(st[3], OpKind::kD2H, opt_tags, down, -1);
-  plan_.ops[static_cast<std::size_t>(d2h)].deps = dp_ops;
-  plan_.ops[static_cast<std::size_t>(d2h)].deps.push_back(last_compute_op_);
-  OpId adam = add_op(st[5], OpKind::kOptimizer, opt_tags, CpuWork{params, cpu_threads_per_gpu_}, -1);
-  plan_.ops[static_cast<std::size_t>(adam)].deps.push_back(d2h);
-  TransferWork up;
-  up.src = host;
-  up.dst = self;
-  up.bytes = params * kGradBytesPerParam;
-  OpId h2d = add_op(st[4], OpKind::kH2D, opt_tags, up, -1);
-  plan_.ops[static_cast<std::size_t>(h2d)].deps.push_back(adam);
-  previous_update = h2d;
+    const DeviceId host = host_of(self);
+    TransferWork down;
+    down.src = self;
+    down.dst = host;
+    down.bytes = params * kGradBytesPerParam;
+    OpId d2h = add_op(st[3], OpKind::kD2H, opt_tags, down, -1);
+    plan_.ops[static_cast<std::size_t>(d2h)].deps = dp_ops;
+    plan_.ops[static_cast<std::size_t>(d2h)].deps.push_back(last_compute_op_);
+    OpId adam = add_op(st[5], OpKind::kOptimizer, opt_tags, CpuWork{params, cpu_threads_per_gpu_}, -1);
+    plan_.ops[static_cast<std::size_t>(adam)].deps.push_back(d2h);
+    TransferWork up;
+    up.src = host;
+    up.dst = self;
+    up.bytes = params * kGradBytesPerParam;
+    OpId h2d = add_op(st[4], OpKind::kH2D, opt_tags, up, -1);
+    plan_.ops[static_cast<std::size_t>(h2d)].deps.push_back(adam);
+    previous_update = h2d;
   }
 }
 

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "offload_schedules.hpp"
 #include "pipesim/sim/error.hpp"
 #include "pipesim/sim/schedule.hpp"
 
@@ -121,6 +122,40 @@ std::vector<ScheduleInfo> make_registry() {
        false,
        needs_plain,
        zb_h1_order});
+  ScheduleInfo mobius;
+  mobius.name = "mobius";
+  mobius.source = "Mobius (Feng et al., ASPLOS 2023); layout of SPipe's reimplementation";
+  mobius.description =
+      "more stages than GPUs, stage weights prefetched from host memory, same GPU runs F and B of a stage, "
+      "CPU optimizer at the end of the iteration";
+  mobius.parameters = {
+      {"virtual_stages", "stages per GPU (default 2)"},
+      {"cross_mapping", "--cross-mapping: consecutive stages on GPUs under different PCIe switches"}};
+  mobius.interleaved = true;
+  mobius.check = [](const ScheduleShape&) { return std::string(); };
+  mobius.build = detail::build_mobius;
+  mobius.default_iterations = 2;
+  mobius.default_microbatches_per_gpu = 2;
+  r.push_back(mobius);
+  ScheduleInfo spipe;
+  spipe.name = "spipe";
+  spipe.source = "SPipe (PACT 2025)";
+  spipe.description =
+      "decoupled pass assignment: forward and backward of a layer on different GPUs around a ring, F forward "
+      "and "
+      "B backward stages per GPU, checkpoints GPU to GPU, asynchronous per-stage CPU optimizer";
+  spipe.parameters = {{"spipe_stages", "--spipe-stages F,B (default 2,6; blocks divisible by P F and P B)"},
+                      {"microbatches", "M >= P (default 2P)"},
+                      {"sync_checkpoints", "--spipe-sync-checkpoints: send checkpoints only when needed"},
+                      {"overflow_prob", "--overflow-prob p: share of steps that overflow and roll back"}};
+  spipe.check = [](const ScheduleShape& s) {
+    return s.microbatches < s.pp ? fmt::format("needs microbatches >= pp ({} < {})", s.microbatches, s.pp)
+                                 : std::string();
+  };
+  spipe.build = detail::build_spipe;
+  spipe.default_iterations = 3;
+  spipe.default_microbatches_per_gpu = 2;
+  r.push_back(spipe);
   return r;
 }
 

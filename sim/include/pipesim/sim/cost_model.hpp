@@ -32,6 +32,7 @@ struct LayerCost {
   // Measured times of a profiled workload (>= 0 replace the FLOP-based times).
   Duration fwd_ns = -1, bwd_input_ns = -1, bwd_weight_ns = -1, recompute_ns = -1;
   std::int64_t params = 0;                   ///< whole layer
+  std::int64_t trainable_params = 0;         ///< updated by the optimizer (all, or the LoRA adapters)
   std::int64_t param_bytes = 0;              ///< weights + grads + optimizer state per TP rank
   std::int64_t stored_activation_bytes = 0;  ///< per TP rank, kept from forward to backward
   std::int64_t recompute_extra_bytes = 0;    ///< re-materialized during the backward (freed with it)
@@ -48,6 +49,9 @@ struct CostOptions {
   /// Bytes per parameter resident on the GPU: bf16 weight + bf16 grad + fp32 master, m, v (mixed-precision
   /// Adam).
   std::int64_t bytes_per_param = 16;
+  /// LoRA rank (0: full fine-tuning). Adapters on every block matrix (q, k, v, o and the MLP): frozen weights
+  /// stay (bf16, no gradients or optimizer state), adapters are trained.
+  std::int64_t lora_rank = 0;
 };
 
 /// Per-layer costs of a transformer: [embedding, block 0 .. block L-1, head].

@@ -30,7 +30,9 @@ struct JobOptions {
   std::string dtype;        ///< empty: bf16 where the GPU has it, else fp16
   double p2p_time_ms = -1;  ///< >= 0: fixed time per pipeline hop
   bool explicit_replicas = false;
-  bool optimizer_offload = false;  ///< ZeRO-Offload style CPU Adam (see ScheduleInput)
+  bool optimizer_offload = false;
+  std::int64_t lora_rank = 0;
+  ScheduleInput::Offload offload;  ///< options of mobius, spipe and roundpipe      ///< LoRA fine-tuning with adapters of this rank (0: full fine-tuning)  ///< ZeRO-Offload style CPU Adam (see ScheduleInput)
 };
 
 /// Resolves the job for one schedule. Throws InputError naming the flag at fault.

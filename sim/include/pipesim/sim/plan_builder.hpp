@@ -33,12 +33,22 @@ struct ScheduleInput {
   std::vector<std::int32_t>
       partition;  ///< transformer blocks per model chunk (pp*v entries); empty: balanced
   Recompute recompute = Recompute::kNone;
+  std::int64_t lora_rank = 0;  ///< recorded in the plan; the costs above already reflect it
   Duration p2p_fixed_ns = -1;  ///< >= 0: every pipeline hop takes this long (compute-only models)
   bool explicit_replicas = false;
   /// ZeRO-Offload style: fp32 master weights and Adam state live in host memory; after the backward each GPU
   /// copies its gradients to the host, the CPU runs Adam on a share of the node's cores, and the updated
   /// 16-bit weights are copied back.
   bool optimizer_offload = false;
+  /// Options of the CPU-offload schedules (mobius, spipe, roundpipe).
+  struct Offload {
+    bool cross_mapping = false;        ///< mobius: consecutive stages on GPUs under different PCIe switches
+    std::int32_t forward_stages = 2;   ///< spipe F: forward virtual stages per GPU
+    std::int32_t backward_stages = 6;  ///< spipe B: backward virtual stages per GPU
+    bool sync_checkpoints = false;     ///< spipe: send a checkpoint only when its backward is next
+    double overflow_prob = 0;          ///< spipe: share of steps whose gradients overflow (bypass + rollback)
+    bool sync_optimizer = false;       ///< roundpipe: wait for the optimizer instead of running one step stale
+  } offload;
   std::int64_t dp_bucket_params = 40'000'000;  ///< gradient all-reduce bucket (Megatron DDP default)
   std::int64_t dp_grad_bytes_per_param = 2;
   std::int64_t optimizer_bytes_per_param = 28;  ///< HBM traffic of one fused Adam step per parameter

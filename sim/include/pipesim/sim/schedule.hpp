@@ -47,6 +47,9 @@ struct ScheduleInfo {
   /// Schedules that place work on GPUs themselves (offload schedules) build the whole plan instead.
   std::function<Plan(const ScheduleInput&)> build;
   std::int32_t default_iterations = 1;  ///< asynchronous schedules need several to reach a steady state
+  /// Default microbatches: per_gpu x pp + extra (classic 4p, SPipe 2P, RoundPipe G+1).
+  std::int32_t default_microbatches_per_gpu = 4;
+  std::int32_t default_microbatches_extra = 0;
 };
 
 /// All registered schedules, in listing order.

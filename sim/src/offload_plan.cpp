@@ -1,0 +1,201 @@
+#include "offload_plan.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "pipesim/sim/error.hpp"
+
+namespace pipesim::sim::detail {
+
+RangeCost range_cost(const std::vector<LayerCost>& layers, std::int32_t begin, std::int32_t end) {
+  RangeCost r;
+  r.begin = begin;
+  r.end = end;
+  double weighted = 0;
+  for (std::int32_t i = begin; i < end; ++i) {
+    const LayerCost& l = layers[static_cast<std::size_t>(i)];
+    r.fwd += l.fwd_flops;
+    r.bwd += l.bwd_input_flops + l.bwd_weight_flops;
+    weighted += l.fwd_flops * l.gemm_gflop;
+    r.kernels += l.kernels;
+    if (l.fwd_ns >= 0) {
+      r.profiled = true;
+      r.fwd_ns += l.fwd_ns;
+      r.bwd_ns += l.bwd_input_ns + l.bwd_weight_ns;
+    }
+    if (l.role ==
+        LayerRole::kBlock) {  // blocks re-run their forward from the checkpoint; embedding and head do not
+      r.recompute += l.fwd_flops;
+      r.recompute_ns += std::max<Duration>(0, l.fwd_ns);
+    }
+    r.params += l.params;
+    r.trainable += l.trainable_params;
+    r.working_bytes += l.stored_activation_bytes + l.recompute_extra_bytes;
+  }
+  r.gemm = r.fwd > 0 ? weighted / r.fwd : 0;
+  r.input_bytes = begin > 0 ? layers[static_cast<std::size_t>(begin - 1)].output_bytes : 0;
+  r.output_bytes = end > begin ? layers[static_cast<std::size_t>(end - 1)].output_bytes : 0;
+  return r;
+}
+
+BlockSpan block_span(const std::vector<LayerCost>& layers) {
+  BlockSpan s;
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    if (layers[i].role != LayerRole::kBlock) continue;
+    if (s.count == 0) s.first = static_cast<std::int32_t>(i);
+    s.last = static_cast<std::int32_t>(i);
+    ++s.count;
+  }
+  return s;
+}
+
+OffloadPlan::OffloadPlan(const ScheduleInput& in, const std::string& schedule, std::int32_t gpus)
+    : in_(in), gpus_(gpus) {
+  plan_.hw = in.hw;
+  plan_.meta.schedule = schedule;
+  const std::int32_t gpn = in.hw.node.gpus;
+  plan_.nodes = std::max(in.nodes, (gpus + gpn - 1) / gpn);
+  for (std::int32_t n = 0; n < plan_.nodes; ++n) {
+    plan_.devices.push_back({fmt::format("host{}", n), DeviceKind::kHost, n, 0, 0});
+    host_device_.push_back(static_cast<DeviceId>(plan_.devices.size() - 1));
+  }
+  cpu_streams_.resize(static_cast<std::size_t>(plan_.nodes));
+  static const char* kNames[kSlots] = {"compute", "weight_upload", "activation_upload", "download",
+                                       "p2p_recv"};
+  static const StreamKind kKinds[kSlots] = {StreamKind::kCompute, StreamKind::kH2D, StreamKind::kH2D,
+                                            StreamKind::kD2H, StreamKind::kP2PRecv};
+  for (std::int32_t g = 0; g < gpus; ++g) {
+    plan_.devices.push_back({fmt::format("gpu{}", g), DeviceKind::kGpu, g / gpn, g % gpn, 0});
+    gpu_device_.push_back(static_cast<DeviceId>(plan_.devices.size() - 1));
+    std::vector<StreamId> ids;
+    for (std::size_t s = 0; s < kSlots; ++s) {
+      plan_.streams.push_back({gpu_device_.back(), kKinds[s], kNames[s]});
+      ids.push_back(static_cast<StreamId>(plan_.streams.size() - 1));
+    }
+    streams_.push_back(std::move(ids));
+  }
+}
+
+std::int32_t OffloadPlan::gpu_of_op(OpId id) const {
+  const DeviceId d =
+      plan_.streams[static_cast<std::size_t>(plan_.ops[static_cast<std::size_t>(id)].stream)].device;
+  return static_cast<std::int32_t>(std::find(gpu_device_.begin(), gpu_device_.end(), d) -
+                                   gpu_device_.begin());
+}
+
+DeviceId OffloadPlan::host_of_gpu(std::int32_t g) const {
+  return host_device_[static_cast<std::size_t>(g / in_.hw.node.gpus)];
+}
+
+StreamId OffloadPlan::cpu_stream(std::int32_t node, std::int32_t queue) {
+  auto& q = cpu_streams_[static_cast<std::size_t>(node)];
+  while (static_cast<std::int32_t>(q.size()) <= queue) {
+    plan_.streams.push_back(
+        {host_device_[static_cast<std::size_t>(node)], StreamKind::kCpu, fmt::format("adam{}", q.size())});
+    q.push_back(static_cast<StreamId>(plan_.streams.size() - 1));
+  }
+  return q[static_cast<std::size_t>(queue)];
+}
+
+namespace {
+OpId push(Plan& plan, Op op, std::vector<OpId> deps) {
+  deps.erase(std::remove(deps.begin(), deps.end(), kNoOp), deps.end());
+  std::sort(deps.begin(), deps.end());
+  deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
+  op.deps = std::move(deps);
+  plan.ops.push_back(std::move(op));
+  return static_cast<OpId>(plan.ops.size() - 1);
+}
+}  // namespace
+
+OpId OffloadPlan::compute(std::int32_t g, OpKind kind, const OpTags& tags, double flops, double gemm,
+                          std::int32_t kernels, Duration fixed, std::vector<OpId> deps, std::int64_t alloc,
+                          std::int64_t free) {
+  Op op;
+  op.stream = stream(g, kCompute);
+  op.kind = kind;
+  op.tags = tags;
+  op.payload = ComputeWork{flops, gemm, kernels};
+  op.fixed_duration = fixed;
+  op.alloc_bytes = alloc;
+  op.free_bytes = free;
+  return push(plan_, std::move(op), std::move(deps));
+}
+
+OpId OffloadPlan::transfer(StreamId s, OpKind kind, const OpTags& tags, DeviceId src, DeviceId dst,
+                           std::int64_t bytes, std::vector<OpId> deps, std::int32_t priority,
+                           std::int64_t alloc, std::int64_t free) {
+  Op op;
+  op.stream = s;
+  op.kind = kind;
+  op.tags = tags;
+  TransferWork w;
+  w.src = src;
+  w.dst = dst;
+  w.bytes = bytes;
+  w.priority = priority;
+  op.payload = w;
+  op.fixed_duration = bytes == 0 ? 0 : (kind == OpKind::kP2P ? in_.p2p_fixed_ns : -1);
+  op.alloc_bytes = alloc;
+  op.free_bytes = free;
+  return push(plan_, std::move(op), std::move(deps));
+}
+
+OpId OffloadPlan::cpu_adam(StreamId s, const OpTags& tags, std::int64_t params, std::int32_t threads,
+                           std::vector<OpId> deps) {
+  Op op;
+  op.stream = s;
+  op.kind = OpKind::kOptimizer;
+  op.tags = tags;
+  op.payload = CpuWork{params, std::clamp(threads, 1, in_.hw.host.cores)};
+  return push(plan_, std::move(op), std::move(deps));
+}
+
+void OffloadPlan::add_dep(OpId op, OpId dep) {
+  if (op == kNoOp || dep == kNoOp) return;
+  auto& d = plan_.ops[static_cast<std::size_t>(op)].deps;
+  if (std::find(d.begin(), d.end(), dep) == d.end()) d.push_back(dep);
+}
+
+void OffloadPlan::add_host_resident(std::int32_t node, std::int64_t bytes) {
+  plan_.devices[static_cast<std::size_t>(host_device_[static_cast<std::size_t>(node)])].resident_bytes +=
+      bytes;
+}
+
+Plan OffloadPlan::finish(const std::vector<std::int32_t>& partition, std::string note) {
+  auto& m = plan_.meta;
+  m.model = in_.model_name;
+  m.pp = gpus_;
+  m.tp = 1;
+  m.dp = 1;
+  m.virtual_stages = in_.virtual_stages;
+  m.microbatches = in_.microbatches;
+  m.accum_steps = in_.accum_steps;
+  m.iterations = in_.iterations;
+  m.seq = static_cast<std::int32_t>(in_.seq);
+  m.global_batch = in_.global_batch;
+  m.recompute = "full";
+  m.replicas = "explicit";
+  m.simulated_gpus = gpus_;
+  m.dtype = in_.dtype;
+  m.partition = partition;
+  m.note = std::move(note);
+  double model = 0, hardware = 0;
+  for (std::int32_t i = 0; i < in_.microbatches; ++i)
+    for (const LayerCost& l :
+         in_.costs[static_cast<std::size_t>(in_.cost_of_microbatch[static_cast<std::size_t>(i)])]) {
+      model += l.fwd_flops + l.bwd_input_flops + l.bwd_weight_flops;
+      hardware += l.fwd_flops + l.bwd_input_flops + l.bwd_weight_flops +
+                  (l.role == LayerRole::kBlock ? l.fwd_flops : 0);
+    }
+  m.model_flops_per_step = model * in_.accum_steps;
+  m.hardware_flops_per_step = hardware * in_.accum_steps;
+  return std::move(plan_);
+}
+
+OpId two_stage_limit(const std::vector<OpId>& stage_release, std::size_t k) {
+  return k >= 2 ? stage_release[k - 2] : kNoOp;
+}
+
+}  // namespace pipesim::sim::detail
