@@ -275,12 +275,8 @@ void Run::try_start(OpId id) {
 Duration Run::compute_duration(const Op& op, DeviceId device) const {
   if (op.fixed_duration >= 0) return op.fixed_duration;
   const auto& hw = plan_.hw;
-  if (const auto* c = std::get_if<ComputeWork>(&op.payload)) {
-    double eff = interpolate_log_x(hw.gpu.gemm_efficiency, std::max(c->gemm_gflop, 1e-12));
-    double rate = hw.peak_flops(plan_.meta.dtype) * std::max(eff, 1e-6);
-    return duration_for_work(c->flops, rate) +
-           static_cast<Duration>(std::llround(hw.gpu.launch_overhead_us * 1000.0)) * c->kernels;
-  }
+  if (const auto* c = std::get_if<ComputeWork>(&op.payload))
+    return hw.compute_ns(c->flops, c->gemm_gflop, c->kernels, plan_.meta.dtype);
   if (const auto* m = std::get_if<MemoryWork>(&op.payload)) {
     bool gpu = plan_.devices[static_cast<std::size_t>(device)].kind == DeviceKind::kGpu;
     return duration_for_work(static_cast<double>(m->bytes),

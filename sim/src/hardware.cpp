@@ -8,6 +8,7 @@
 
 #include "json_reader.hpp"
 #include "pipesim/sim/data_dir.hpp"
+#include "pipesim/sim/time.hpp"
 
 namespace pipesim::sim {
 
@@ -39,6 +40,13 @@ int HardwareProfile::nvlink_group(int gpu_index) const {
     for (int member : node.nvlink.groups[g])
       if (member == gpu_index) return static_cast<int>(g);
   return -1;
+}
+
+std::int64_t HardwareProfile::compute_ns(double flops, double gemm_gflop, std::int32_t kernels,
+                                         const std::string& dtype) const {
+  const double eff = interpolate_log_x(gpu.gemm_efficiency, std::max(gemm_gflop, 1e-12));
+  return duration_for_work(flops, peak_flops(dtype) * std::max(eff, 1e-6)) +
+         static_cast<std::int64_t>(std::llround(gpu.launch_overhead_us * 1000.0)) * kernels;
 }
 
 double HardwareProfile::adam_params_per_s(int threads) const {

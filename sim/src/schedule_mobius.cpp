@@ -82,12 +82,12 @@ Plan build_mobius(const ScheduleInput& in) {
       return range_cost(table, range[static_cast<std::size_t>(c)].first,
                         range[static_cast<std::size_t>(c)].second);
     };
-    auto upload = [&](std::int32_t g, std::int32_t c, const RangeCost& r) -> OpId {
+    auto upload = [&](std::int32_t g, std::int32_t c, std::int32_t pass, const RangeCost& r) -> OpId {
       auto gi = static_cast<std::size_t>(g);
       if (resident_stage[gi] == c)
         return kNoOp;  // forward of the last stage flows straight into its backward
       resident_stage[gi] = c;
-      OpTags t{c, -1, -1, r.begin, r.end, it};
+      OpTags t{c, pass, -1, r.begin, r.end, it};
       OpId up = op.transfer(op.stream(g, OffloadPlan::kWeightUp), OpKind::kH2D, t, op.host_of_gpu(g),
                             op.gpu(g), r.weight_bytes(),
                             {two_stage_limit(releases[gi], releases[gi].size()), previous_optimizer}, 0,
@@ -104,11 +104,11 @@ Plan build_mobius(const ScheduleInput& in) {
     for (std::int32_t c = 0; c < S; ++c) {  // forward: stage by stage, every microbatch back to back
       const std::int32_t g = gpu_of(c);
       RangeCost r0 = cost(c, 0);
-      OpId up = upload(g, c, r0);
+      OpId up = upload(g, c, 0, r0);
       OpId last = kNoOp;
       for (std::int32_t m = 0; m < M; ++m) {
         RangeCost r = cost(c, m);
-        OpTags t{c, -1, it * M + m, r.begin, r.end, it};
+        OpTags t{c, 0, it * M + m, r.begin, r.end, it};
         OpId in_op = c > 0 ? input_from(g, gpu_of(c - 1), fwd_out[static_cast<std::size_t>((c - 1) * M + m)],
                                         cost(c - 1, m).output_bytes, t)
                            : kNoOp;
@@ -125,11 +125,11 @@ Plan build_mobius(const ScheduleInput& in) {
     for (std::int32_t c = S - 1; c >= 0; --c) {  // backward: reverse stage order, recompute from checkpoints
       const std::int32_t g = gpu_of(c);
       RangeCost r0 = cost(c, 0);
-      OpId up = upload(g, c, r0);
+      OpId up = upload(g, c, 1, r0);
       OpId last = kNoOp;
       for (std::int32_t m = 0; m < M; ++m) {
         RangeCost r = cost(c, m);
-        OpTags t{c, -1, it * M + m, r.begin, r.end, it};
+        OpTags t{c, 1, it * M + m, r.begin, r.end, it};
         OpId grad_in = c < S - 1
                            ? input_from(g, gpu_of(c + 1), bwd_out[static_cast<std::size_t>((c + 1) * M + m)],
                                         r.output_bytes, t)
@@ -141,7 +141,7 @@ Plan build_mobius(const ScheduleInput& in) {
                           {rc}, 0, r.working_bytes + r.input_bytes);
         bwd_out[static_cast<std::size_t>(c * M + m)] = last;
       }
-      OpTags t{c, -1, -1, r0.begin, r0.end, it};
+      OpTags t{c, 1, -1, r0.begin, r0.end, it};
       OpId down = op.transfer(op.stream(g, OffloadPlan::kDown), OpKind::kD2H, t, op.gpu(g), op.host_of_gpu(g),
                               r0.grad_bytes(), {last}, 0, 0, r0.grad_bytes() + r0.weight_bytes());
       releases[static_cast<std::size_t>(g)].back() = down;

@@ -90,11 +90,12 @@ Plan build_spipe(const ScheduleInput& in) {
         bwd_out(static_cast<std::size_t>(NB * M), kNoOp);
     std::vector<OpId> ckpt(static_cast<std::size_t>(NB * M), kNoOp);
     std::vector<OpId> adam(static_cast<std::size_t>(NB), kNoOp);
-    auto upload = [&](std::int32_t g, const RangeCost& r, std::vector<OpId> deps, std::int32_t stage) {
+    auto upload = [&](std::int32_t g, const RangeCost& r, std::vector<OpId> deps, std::int32_t stage,
+                      std::int32_t pass) {
       auto gi = static_cast<std::size_t>(g);
       deps.push_back(two_stage_limit(releases[gi], releases[gi].size()));
       OpId up = op.transfer(op.stream(g, OffloadPlan::kWeightUp), OpKind::kH2D,
-                            OpTags{stage, -1, -1, r.begin, r.end, it}, op.host_of_gpu(g), op.gpu(g),
+                            OpTags{stage, pass, -1, r.begin, r.end, it}, op.host_of_gpu(g), op.gpu(g),
                             r.weight_bytes(), std::move(deps), 0, r.weight_bytes());
       releases[gi].push_back(kNoOp);
       return up;
@@ -117,11 +118,11 @@ Plan build_spipe(const ScheduleInput& in) {
           if (b < rg.second && e > rg.first) wait_weights.push_back(prev_adam[static_cast<std::size_t>(k)]);
         }
         wait_weights.push_back(prev_rollback);
-        OpId up = upload(r, r0, wait_weights, fc);
+        OpId up = upload(r, r0, wait_weights, fc, 0);
         OpId last = kNoOp;
         for (std::int32_t m = 0; m < M; ++m) {
           RangeCost rc = cost(rg, m);
-          OpTags t{fc, v, it * M + m, rc.begin, rc.end, it};
+          OpTags t{fc, 0, it * M + m, rc.begin, rc.end, it};
           last = op.compute(r, OpKind::kForward, t, rc.fwd, rc.gemm, rc.kernels, rc.profiled ? rc.fwd_ns : -1,
                             {up});
           fwd_out[static_cast<std::size_t>(fc * M + m)] = last;
@@ -134,11 +135,11 @@ Plan build_spipe(const ScheduleInput& in) {
         const std::int32_t k = (B - 1 - v) * P + r;
         auto rg = bwd_range(k);
         RangeCost r0 = cost(rg, 0);
-        OpId up = upload(r, r0, {}, k);
+        OpId up = upload(r, r0, {}, NF + k, 1);
         OpId last = kNoOp;
         for (std::int32_t m = 0; m < M; ++m) {
           RangeCost rc = cost(rg, m);
-          OpTags t{k, v, it * M + m, rc.begin, rc.end, it};
+          OpTags t{NF + k, 1, it * M + m, rc.begin, rc.end, it};
           // Recompute from the checkpoint (freed with the backward), then the backward of the stage.
           OpId re = op.compute(r, OpKind::kRecompute, t, rc.recompute, rc.gemm, rc.kernels,
                                rc.profiled ? rc.recompute_ns : -1, {up},
@@ -149,14 +150,14 @@ Plan build_spipe(const ScheduleInput& in) {
                             rc.profiled ? rc.bwd_ns : -1, {re}, 0, rc.working_bytes + rc.input_bytes);
           bwd_out[static_cast<std::size_t>(k * M + m)] = last;
         }
-        OpTags t{k, v, -1, r0.begin, r0.end, it};
+        OpTags t{NF + k, 1, -1, r0.begin, r0.end, it};
         OpId down =
             op.transfer(op.stream(r, OffloadPlan::kDown), OpKind::kD2H, t, op.gpu(r), op.host_of_gpu(r),
                         r0.grad_bytes(), {last}, 0, 0, r0.grad_bytes() + r0.weight_bytes());
         releases[static_cast<std::size_t>(r)].back() = down;
         // Asynchronous per-stage optimizer: runs on the host while this GPU goes on with its next stages.
         adam[static_cast<std::size_t>(k)] = op.cpu_adam(
-            op.cpu_stream(0, r), OpTags{k, v, -1, r0.begin, r0.end, it}, r0.trainable, threads, {down});
+            op.cpu_stream(0, r), OpTags{NF + k, 1, -1, r0.begin, r0.end, it}, r0.trainable, threads, {down});
       }
     }
     for (const Pending& p : pending) {

@@ -156,6 +156,23 @@ std::vector<ScheduleInfo> make_registry() {
   spipe.default_iterations = 3;
   spipe.default_microbatches_per_gpu = 2;
   r.push_back(spipe);
+  ScheduleInfo roundpipe;
+  roundpipe.name = "roundpipe";
+  roundpipe.source = "RoundPipe (arXiv 2604.27085)";
+  roundpipe.description =
+      "stateless GPU pool: forward / fused / backward stage jobs dispatched round-robin across iterations, "
+      "weights streamed per job behind activation uploads, all inter-GPU data through host memory, CPU Adam "
+      "one "
+      "step stale";
+  roundpipe.parameters = {{"microbatches", "default G + 1"},
+                          {"roundpipe_sync", "--roundpipe-sync: wait for the optimizer (no stale weights)"},
+                          {"partition", "automatic (RoundPipe's algorithm)"}};
+  roundpipe.check = [](const ScheduleShape&) { return std::string(); };
+  roundpipe.build = detail::build_roundpipe;
+  roundpipe.default_iterations = 4;
+  roundpipe.default_microbatches_per_gpu = 1;
+  roundpipe.default_microbatches_extra = 1;
+  r.push_back(roundpipe);
   return r;
 }
 

@@ -32,6 +32,22 @@ TEST(FlowNetwork, MaxMinFairnessWorkedExample) {
   EXPECT_DOUBLE_EQ(net.rate(c), 8);
 }
 
+TEST(FlowNetwork, BackgroundFlowsUseWhatForegroundLeaves) {
+  // One 10 B/ns link: an activation upload (foreground) and a weight chunk (background) at once.
+  FlowNetwork net({10, 4});
+  FlowId weights = net.add({0}, 1e6, 0, 0, 1);
+  EXPECT_DOUBLE_EQ(net.rate(weights), 10);  // alone, background takes the whole link
+  FlowId act = net.add({0}, 1e3, 0, 0, 0);
+  EXPECT_DOUBLE_EQ(net.rate(act), 10);  // the activation is not slowed down by the prefetch
+  EXPECT_DOUBLE_EQ(net.rate(weights), 0);
+  FlowId capped = net.add({0, 1}, 1e3, 0, 0, 0);  // a foreground flow limited elsewhere leaves room
+  EXPECT_DOUBLE_EQ(net.rate(capped), 4);
+  EXPECT_DOUBLE_EQ(net.rate(act), 6);
+  EXPECT_DOUBLE_EQ(net.rate(weights), 0);
+  net.remove(act, 100);
+  EXPECT_DOUBLE_EQ(net.rate(weights), 6);
+}
+
 TEST(FlowNetwork, FinishTimeRoundsUp) {
   FlowNetwork net({3});
   FlowId f = net.add({0}, 10, 0, 7);

@@ -193,6 +193,24 @@ TEST(Job, OptimizerOffloadMovesStateToTheHostAndRunsCpuAdam) {
               (gpu.plan.devices[r].resident_bytes / 16) * 12);
 }
 
+TEST(Job, IterationsRepeatTheStepAndReportItsSteadyState) {
+  JobOptions j;
+  j.model = "llama2-7b";
+  j.hw = "h100-sxm-8x";
+  j.pp = 4;
+  j.tp = 2;
+  j.microbatches = 8;
+  auto one = testing::simulate("1f1b", resolve(j));
+  j.iterations = 3;
+  auto three = testing::simulate("1f1b", resolve(j));
+  EXPECT_EQ(three.metrics.iterations, 3);
+  EXPECT_EQ(three.plan.ops.size(), 3 * one.plan.ops.size());
+  // A synchronous schedule repeats itself exactly: the steady state is the single step.
+  EXPECT_NEAR(three.metrics.steady_state_step_time_s, one.metrics.step_time_s, 1e-9);
+  EXPECT_NEAR(three.metrics.run_time_s, 3 * one.metrics.step_time_s, 1e-9);
+  EXPECT_NEAR(three.metrics.first_step_time_s, one.metrics.step_time_s, 1e-9);
+}
+
 TEST(Job, OffloadWithReplicasOnOneNodeIsSimulatedExplicitly) {
   JobOptions j;
   j.model = "llama2-7b";

@@ -87,6 +87,9 @@ struct HardwareProfile {
   int nvlink_group(int gpu_index) const;
 
   double peak_flops(const std::string& dtype) const;  ///< FLOP/s
+  /// GPU time of `flops` in GEMMs of `gemm_gflop` each, plus `kernels` launches (ns, rounded up).
+  std::int64_t compute_ns(double flops, double gemm_gflop, std::int32_t kernels,
+                          const std::string& dtype) const;
   double adam_params_per_s(int threads) const;
 };
 

@@ -24,7 +24,7 @@ struct JobOptions {
   std::int64_t global_batch = 0;    ///< 0: derived
   std::int32_t accum_steps = 1;
   std::int32_t iterations = 0;  ///< 0: the schedule's default (1 for synchronous schedules)
-  std::int64_t seq = 0;  ///< 0: the workload's, or 2048
+  std::int64_t seq = 0;         ///< 0: the workload's, or 2048
   std::string partition;
   std::string recompute = "none";
   std::string dtype;        ///< empty: bf16 where the GPU has it, else fp16
@@ -32,7 +32,9 @@ struct JobOptions {
   bool explicit_replicas = false;
   bool optimizer_offload = false;
   std::int64_t lora_rank = 0;
-  ScheduleInput::Offload offload;  ///< options of mobius, spipe and roundpipe      ///< LoRA fine-tuning with adapters of this rank (0: full fine-tuning)  ///< ZeRO-Offload style CPU Adam (see ScheduleInput)
+  ScheduleInput::Offload
+      offload;  ///< options of mobius, spipe and roundpipe      ///< LoRA fine-tuning with adapters of this
+                ///< rank (0: full fine-tuning)  ///< ZeRO-Offload style CPU Adam (see ScheduleInput)
 };
 
 /// Resolves the job for one schedule. Throws InputError naming the flag at fault.

@@ -69,7 +69,7 @@ struct TransferWork {
   std::int32_t latency_steps = 1;  ///< path latency is paid this many times (ring steps)
   std::int32_t group = -1;         ///< ops of one collective share a group id; -1: point to point
   std::int32_t group_size = 1;     ///< members of the group present in this plan
-  std::int32_t priority = 0;       ///< 1: background (weight prefetch) sharing only what foreground flows leave
+  std::int32_t priority = 0;  ///< 1: background (weight prefetch) sharing only what foreground flows leave
 };
 
 /// Host CPU work: holds `threads` cores for params / adam_rate(threads).

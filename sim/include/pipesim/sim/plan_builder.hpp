@@ -47,7 +47,7 @@ struct ScheduleInput {
     std::int32_t backward_stages = 6;  ///< spipe B: backward virtual stages per GPU
     bool sync_checkpoints = false;     ///< spipe: send a checkpoint only when its backward is next
     double overflow_prob = 0;          ///< spipe: share of steps whose gradients overflow (bypass + rollback)
-    bool sync_optimizer = false;       ///< roundpipe: wait for the optimizer instead of running one step stale
+    bool sync_optimizer = false;  ///< roundpipe: wait for the optimizer instead of running one step stale
   } offload;
   std::int64_t dp_bucket_params = 40'000'000;  ///< gradient all-reduce bucket (Megatron DDP default)
   std::int64_t dp_grad_bytes_per_param = 2;
