@@ -81,47 +81,50 @@ std::vector<Task> zb_h1_order(const ScheduleShape& s, std::int32_t rank) {
 
 std::vector<ScheduleInfo> make_registry() {
   std::vector<ScheduleInfo> r;
-  r.push_back(
-      {"gpipe",
-       "GPipe (Huang et al. 2019)",
-       "all forwards, then all backwards (microbatch order 0..m-1); holds m microbatches of activations",
-       {{"microbatches", "m >= 1"}},
-       false,
-       false,
-       needs_plain,
-       gpipe_order});
-  r.push_back({"1f1b",
-               "PipeDream-flush / Megatron-LM; PyTorch Schedule1F1B order",
-               "warm-up min(m, p-rank) forwards, then one backward one forward, then cool-down; holds p-rank "
-               "microbatches",
-               {{"microbatches", "m >= 1"}},
-               false,
-               false,
-               needs_plain,
-               one_f_one_b_order});
-  r.push_back(
-      {"interleaved-1f1b",
-       "Megatron-LM (Narayanan et al. 2021)",
-       "v model chunks per rank assigned round-robin; bubble (p-1)/(v*m+p-1) for uniform chunks",
-       {{"virtual_stages", "v >= 2 chunks per rank (default 2)"}, {"microbatches", "m divisible by p"}},
-       false,
-       true,
-       [](const ScheduleShape& s) -> std::string {
-         if (s.virtual_stages < 2) return "needs --virtual-stages >= 2";
-         if (s.microbatches % s.pp != 0)
-           return fmt::format("needs microbatches divisible by pp ({} % {} != 0)", s.microbatches, s.pp);
-         return "";
-       },
-       interleaved_order});
-  r.push_back(
-      {"zb-h1",
-       "Zero Bubble PP, ZB-H1 (Qi et al. 2024)",
-       "backward split into B (input grad) and W (weight grad); W deferred into the cool-down bubbles",
-       {{"microbatches", "m >= 1 (closed-form bubble for m >= p)"}},
-       true,
-       false,
-       needs_plain,
-       zb_h1_order});
+  ScheduleInfo gpipe;
+  gpipe.name = "gpipe";
+  gpipe.source = "GPipe (Huang et al. 2019)";
+  gpipe.description = "all forwards, then all backwards (microbatch order 0..m-1); holds m microbatches of activations";
+  gpipe.parameters = {{"microbatches", "m >= 1"}};
+  gpipe.check = needs_plain;
+  gpipe.order = gpipe_order;
+  r.push_back(gpipe);
+
+  ScheduleInfo one;
+  one.name = "1f1b";
+  one.source = "PipeDream-flush / Megatron-LM; PyTorch Schedule1F1B order";
+  one.description =
+      "warm-up min(m, p-rank) forwards, then one backward one forward, then cool-down; holds p-rank microbatches";
+  one.parameters = {{"microbatches", "m >= 1"}, {"optimizer_offload", "--optimizer-offload: ZeRO-Offload style CPU Adam"}};
+  one.check = needs_plain;
+  one.order = one_f_one_b_order;
+  r.push_back(one);
+
+  ScheduleInfo inter;
+  inter.name = "interleaved-1f1b";
+  inter.source = "Megatron-LM (Narayanan et al. 2021)";
+  inter.description = "v model chunks per rank assigned round-robin; bubble (p-1)/(v*m+p-1) for uniform chunks";
+  inter.parameters = {{"virtual_stages", "v >= 2 chunks per rank (default 2)"}, {"microbatches", "m divisible by p"}};
+  inter.interleaved = true;
+  inter.check = [](const ScheduleShape& s) -> std::string {
+    if (s.virtual_stages < 2) return "needs --virtual-stages >= 2";
+    if (s.microbatches % s.pp != 0)
+      return fmt::format("needs microbatches divisible by pp ({} % {} != 0)", s.microbatches, s.pp);
+    return "";
+  };
+  inter.order = interleaved_order;
+  r.push_back(inter);
+
+  ScheduleInfo zb;
+  zb.name = "zb-h1";
+  zb.source = "Zero Bubble PP, ZB-H1 (Qi et al. 2024)";
+  zb.description = "backward split into B (input grad) and W (weight grad); W deferred into the cool-down bubbles";
+  zb.parameters = {{"microbatches", "m >= 1 (closed-form bubble for m >= p)"}};
+  zb.splits_backward = true;
+  zb.check = needs_plain;
+  zb.order = zb_h1_order;
+  r.push_back(zb);
+
   ScheduleInfo mobius;
   mobius.name = "mobius";
   mobius.source = "Mobius (Feng et al., ASPLOS 2023); layout of SPipe's reimplementation";

@@ -240,7 +240,7 @@ class BadInput(unittest.TestCase):
         self.expect_error(["simulate", "--schedule", "interleaved-1f1b", "--microbatches", "6"],
                           "needs microbatches divisible by pp")
         self.expect_error(["simulate", "--pp", "8", "--dp", "2", "--nodes", "1"], "--nodes")
-        self.expect_error(["simulate", "--pp", "64"], "exceeds the model's 32 transformer blocks")
+        self.expect_error(["simulate", "--schedule", "1f1b", "--pp", "64"], "exceeds the model's 32 transformer blocks")
         self.expect_error(["simulate", "--format", "xml"], "--format")
         self.expect_error([], "subcommand")
         self.expect_error(["simulate", "--seq", "16000000", "--microbatch-size", "64"], "--seq/--microbatch-size")
