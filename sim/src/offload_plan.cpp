@@ -52,6 +52,14 @@ BlockSpan block_span(const std::vector<LayerCost>& layers) {
 
 OffloadPlan::OffloadPlan(const ScheduleInput& in, const std::string& schedule, std::int32_t gpus)
     : in_(in), gpus_(gpus) {
+  // About four ops per layer and microbatch: refuse plans that would not fit in memory rather than thrash.
+  constexpr std::int64_t kMaxOps = std::int64_t{1} << 26;
+  const std::int64_t estimate = std::int64_t{in.microbatches} * in.iterations * in.accum_steps *
+                                static_cast<std::int64_t>(in.costs.front().size()) * 4;
+  if (estimate > kMaxOps || in.iterations < 1 || in.iterations > 10000)
+    throw InputError("--microbatches", "",
+                     fmt::format("about {} ops to simulate; valid: at most {} (fewer microbatches or iterations)",
+                                 estimate, kMaxOps));
   plan_.hw = in.hw;
   plan_.meta.schedule = schedule;
   const std::int32_t gpn = in.hw.node.gpus;
