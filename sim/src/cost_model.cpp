@@ -172,6 +172,7 @@ std::vector<LayerCost> model_layer_costs(const ModelSpec& m, const CostOptions& 
     // Korthikanti et al.: s*b*h*(34 + 5*a*s/h) bytes per layer, split by t with TP + sequence parallel.
     const std::int64_t linear_part = 34 * sbh / t;
     const std::int64_t score_part = 5 * m.heads * s * s * b / t;
+    c.attention_score_bytes = score_part;
     switch (o.recompute) {
       case Recompute::kNone:
         c.stored_activation_bytes = linear_part + score_part;

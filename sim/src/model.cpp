@@ -50,6 +50,21 @@ ModelSpec parse_preset(JsonObject& r) {
   m.experts_per_token = r.integer_or("experts_per_token", 0, 0, 1 << 16);
   m.moe_ffn_hidden = r.integer_or("moe_ffn_hidden_size", m.num_experts > 0 ? m.ffn_hidden : 0, 0, kMaxDim);
   m.sliding_window = r.integer_or("sliding_window", 0, 0, kMaxDim);
+  if (const json* types = r.raw_optional("layer_types")) {
+    // As in HuggingFace configs: one "sliding_attention" or "full_attention" per layer.
+    if (!types->is_array() || static_cast<std::int64_t>(types->size()) != m.layers)
+      r.fail("layer_types", fmt::format("expected an array of {} entries (one per layer)", m.layers));
+    for (std::size_t i = 0; i < types->size(); ++i) {
+      const json& t = (*types)[i];
+      if (!t.is_string() || (t != "sliding_attention" && t != "full_attention"))
+        throw InputError(r.file(), fmt::format("/layer_types/{}", i),
+                         "expected \"sliding_attention\" or \"full_attention\"");
+      m.layer_is_sliding.push_back(t == "sliding_attention");
+    }
+  } else if (m.sliding_window > 0) {
+    m.layer_is_sliding.assign(static_cast<std::size_t>(m.layers), true);
+  }
+  if (m.sliding_window == 0) m.layer_is_sliding.clear();
   r.finish();
   return m;
 }

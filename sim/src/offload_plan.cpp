@@ -31,7 +31,8 @@ RangeCost range_cost(const std::vector<LayerCost>& layers, std::int32_t begin, s
     }
     r.params += l.params;
     r.trainable += l.trainable_params;
-    r.working_bytes += l.stored_activation_bytes + l.recompute_extra_bytes;
+    // Offload systems run flash attention: no s^2 attention scores are materialized.
+    r.working_bytes += l.stored_activation_bytes + l.recompute_extra_bytes - l.attention_score_bytes;
   }
   r.gemm = r.fwd > 0 ? weighted / r.fwd : 0;
   r.input_bytes = begin > 0 ? layers[static_cast<std::size_t>(begin - 1)].output_bytes : 0;
@@ -57,9 +58,10 @@ OffloadPlan::OffloadPlan(const ScheduleInput& in, const std::string& schedule, s
   const std::int64_t estimate = std::int64_t{in.microbatches} * in.iterations * in.accum_steps *
                                 static_cast<std::int64_t>(in.costs.front().size()) * 4;
   if (estimate > kMaxOps || in.iterations < 1 || in.iterations > 10000)
-    throw InputError("--microbatches", "",
-                     fmt::format("about {} ops to simulate; valid: at most {} (fewer microbatches or iterations)",
-                                 estimate, kMaxOps));
+    throw InputError(
+        "--microbatches", "",
+        fmt::format("about {} ops to simulate; valid: at most {} (fewer microbatches or iterations)",
+                    estimate, kMaxOps));
   plan_.hw = in.hw;
   plan_.meta.schedule = schedule;
   const std::int32_t gpn = in.hw.node.gpus;

@@ -28,8 +28,9 @@ LayerTimes layer_times(const std::vector<LayerCost>& layers, const HardwareProfi
     t.fwd.push_back(f);
     t.bwd.push_back(rc + b);
     t.fused.push_back(f + b);
+    // Flash attention in the backward: the s^2 attention scores are never materialized.
     t.mem.push_back(2 * l.params + 2 * l.trainable_params + l.stored_activation_bytes +
-                    l.recompute_extra_bytes);
+                    l.recompute_extra_bytes - l.attention_score_bytes);
   }
   return t;
 }

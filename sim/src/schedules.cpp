@@ -84,7 +84,8 @@ std::vector<ScheduleInfo> make_registry() {
   ScheduleInfo gpipe;
   gpipe.name = "gpipe";
   gpipe.source = "GPipe (Huang et al. 2019)";
-  gpipe.description = "all forwards, then all backwards (microbatch order 0..m-1); holds m microbatches of activations";
+  gpipe.description =
+      "all forwards, then all backwards (microbatch order 0..m-1); holds m microbatches of activations";
   gpipe.parameters = {{"microbatches", "m >= 1"}};
   gpipe.check = needs_plain;
   gpipe.order = gpipe_order;
@@ -94,8 +95,10 @@ std::vector<ScheduleInfo> make_registry() {
   one.name = "1f1b";
   one.source = "PipeDream-flush / Megatron-LM; PyTorch Schedule1F1B order";
   one.description =
-      "warm-up min(m, p-rank) forwards, then one backward one forward, then cool-down; holds p-rank microbatches";
-  one.parameters = {{"microbatches", "m >= 1"}, {"optimizer_offload", "--optimizer-offload: ZeRO-Offload style CPU Adam"}};
+      "warm-up min(m, p-rank) forwards, then one backward one forward, then cool-down; holds p-rank "
+      "microbatches";
+  one.parameters = {{"microbatches", "m >= 1"},
+                    {"optimizer_offload", "--optimizer-offload: ZeRO-Offload style CPU Adam"}};
   one.check = needs_plain;
   one.order = one_f_one_b_order;
   r.push_back(one);
@@ -103,8 +106,10 @@ std::vector<ScheduleInfo> make_registry() {
   ScheduleInfo inter;
   inter.name = "interleaved-1f1b";
   inter.source = "Megatron-LM (Narayanan et al. 2021)";
-  inter.description = "v model chunks per rank assigned round-robin; bubble (p-1)/(v*m+p-1) for uniform chunks";
-  inter.parameters = {{"virtual_stages", "v >= 2 chunks per rank (default 2)"}, {"microbatches", "m divisible by p"}};
+  inter.description =
+      "v model chunks per rank assigned round-robin; bubble (p-1)/(v*m+p-1) for uniform chunks";
+  inter.parameters = {{"virtual_stages", "v >= 2 chunks per rank (default 2)"},
+                      {"microbatches", "m divisible by p"}};
   inter.interleaved = true;
   inter.check = [](const ScheduleShape& s) -> std::string {
     if (s.virtual_stages < 2) return "needs --virtual-stages >= 2";
@@ -118,7 +123,8 @@ std::vector<ScheduleInfo> make_registry() {
   ScheduleInfo zb;
   zb.name = "zb-h1";
   zb.source = "Zero Bubble PP, ZB-H1 (Qi et al. 2024)";
-  zb.description = "backward split into B (input grad) and W (weight grad); W deferred into the cool-down bubbles";
+  zb.description =
+      "backward split into B (input grad) and W (weight grad); W deferred into the cool-down bubbles";
   zb.parameters = {{"microbatches", "m >= 1 (closed-form bubble for m >= p)"}};
   zb.splits_backward = true;
   zb.check = needs_plain;

@@ -77,7 +77,8 @@ TEST(Model, BadInputNamesFileAndPath) {
   EXPECT_EQ(msg("{" + base + "}"), "no error");
   EXPECT_EQ(msg("{" + base + R"(,"hiden":3})"),
             "m.json: /hiden: unknown key; valid keys here: experts_per_token, ffn_hidden_size, format, "
-            "head_dim, hidden_size, mlp, moe_ffn_hidden_size, name, num_experts, num_heads, num_kv_heads, "
+            "head_dim, hidden_size, layer_types, mlp, moe_ffn_hidden_size, name, num_experts, num_heads, "
+            "num_kv_heads, "
             "num_layers, sliding_window, source, tie_embeddings, version, vocab_size");
   EXPECT_NE(msg(R"({"format":"pipesim-model","version":1})").find("m.json: /name: missing required key"),
             std::string::npos);
