@@ -112,6 +112,26 @@ class Simulate(unittest.TestCase):
                 for key, value in ref["metrics"].items():
                     self.assertEqual(now["metrics"][key], value, f"{plan}: {key}")
 
+    def test_offload_schedules_report_host_pcie_and_optimizer(self):
+        for schedule, iterations in [("mobius", 2), ("spipe", 3), ("roundpipe", 4)]:
+            rc, out, err = run("simulate", "--model", "llama2-7b", "--pp", "4", "--schedule", schedule, "--format", "json")
+            self.assertEqual(rc, 0, err)
+            r = json.loads(out)
+            self.assertEqual(r["iterations"], iterations, schedule)
+            self.assertGreater(r["peak_host_mem_bytes"], 0)
+            self.assertGreater(r["cpu_optimizer_busy_s"], 0)
+            self.assertLessEqual(r["cpu_optimizer_exposed_s"], r["cpu_optimizer_busy_s"] + 1e-12)
+            self.assertTrue(any(k.endswith("pcie.down") for k in r["pcie_utilization"]), schedule)
+            self.assertTrue(all(0 <= u <= 1 + 1e-9 for u in r["pcie_utilization"].values()), schedule)
+            self.assertAlmostEqual(r["step_time_s"], r["steady_state_step_time_s"], places=12)
+        # LoRA: frozen weights still streamed, far less host state.
+        rc, out, _ = run("simulate", "--model", "llama2-7b", "--pp", "4", "--schedule", "roundpipe", "--format", "json")
+        full = json.loads(out)
+        rc, out, _ = run("simulate", "--model", "llama2-7b", "--pp", "4", "--schedule", "roundpipe", "--lora-rank", "8",
+                         "--format", "json")
+        lora = json.loads(out)
+        self.assertLess(lora["peak_host_mem_bytes"], full["peak_host_mem_bytes"] / 4)
+
     def test_listings(self):
         rc, out, _ = run("schedules")
         self.assertEqual(rc, 0)
@@ -246,6 +266,19 @@ class BadInput(unittest.TestCase):
         self.expect_error(["simulate", "--seq", "16000000", "--microbatch-size", "64"], "--seq/--microbatch-size")
         self.expect_error(["simulate", "--pp", "4", "--dp", "1048576"], "--pp/--tp/--dp: pp*tp*dp = 4194304 GPUs")
         self.expect_error(["simulate", "--microbatches", "16000000"], "--microbatches: about")
+        self.expect_error(["simulate", "--schedule", "spipe", "--spipe-stages", "2"], "--spipe-stages: expected F,B")
+        self.expect_error(["simulate", "--schedule", "spipe", "--spipe-stages", "0,6"], "--spipe-stages")
+        self.expect_error(["simulate", "--schedule", "spipe", "--pp", "4", "--microbatches", "2"],
+                          "--microbatches: spipe needs at least pp = 4 microbatches")
+        self.expect_error(["simulate", "--schedule", "roundpipe", "--tp", "2"], "--tp/--dp: roundpipe runs one GPU pool")
+        self.expect_error(["simulate", "--schedule", "roundpipe", "--partition", "4,4"], "roundpipe partitions automatically")
+        self.expect_error(["simulate", "--overflow-prob", "2"], "--overflow-prob")
+        self.expect_error(["simulate", "--lora-rank", "-1"], "--lora-rank")
+        self.expect_error(["simulate", "--iterations", "0"], "--iterations")
+        self.expect_error(["simulate", "--hw", "v100-sxm2-4x", "--dtype", "bf16", "--schedule", "1f1b"],
+                          "--dtype: v100-sxm2-4x has no bf16 peak; valid: fp16")
+        self.expect_error(["simulate", "--model", "gpt-oss-20b", "--schedule", "roundpipe", "--microbatch-size", "4"],
+                          "above RoundPipe's per-stage cap")
         self.expect_error(["simulate", "--model", "gpt-40b", "--hw", "h100-sxm-8x", "--pp", "16", "--tp", "8",
                            "--dp", "4096", "--microbatches", "64", "--replicas", "explicit"], "--replicas: about")
 
