@@ -141,6 +141,15 @@ void merge_cuda(const CudaCalibration& c, sim::HardwareProfile& hw, const std::s
     }
     pcie.uplink_GBps = uplink;
     pcie.sources["uplink_GBps"] = source + " (all GPUs copying at once, summed per switch)";
+    // When all GPUs together reach clearly less than their uplinks allow, the root complex is the limit.
+    double total = 0, uplinks = 0;
+    for (double r : c.all_gpus_h2d_GBps) total += r;
+    for (const auto& sw : pcie.switches)
+      uplinks += std::min(pcie.uplink_GBps, pcie.lane_GBps * static_cast<double>(sw.size()));
+    if (total < 0.9 * uplinks) {
+      pcie.root_complex_GBps = total;
+      pcie.sources["root_complex_GBps"] = source + " (all GPUs copying at once, summed)";
+    }
   }
   // NVLink: GPU pairs whose P2P copies run well above PCIe speed.
   const auto n = c.p2p_GBps.size();

@@ -22,7 +22,7 @@ Topology::Topology(const HardwareProfile& hw, std::int32_t nodes)
     : hw_(&hw), nodes_(nodes), gpus_(hw.node.gpus) {
   const auto& pcie = hw.node.pcie;
   std::int32_t switches = static_cast<std::int32_t>(pcie.switches.size());
-  per_node_ = gpus_ * kGpuLinks + 2 * switches;
+  per_node_ = gpus_ * kGpuLinks + 2 * switches + 2;  // + the root complex, up and down
   switch_of_gpu_.assign(static_cast<std::size_t>(gpus_), 0);
   for (std::int32_t s = 0; s < switches; ++s)
     for (int g : pcie.switches[static_cast<std::size_t>(s)]) switch_of_gpu_[static_cast<std::size_t>(g)] = s;
@@ -41,6 +41,10 @@ Topology::Topology(const HardwareProfile& hw, std::int32_t nodes)
       links_.push_back({pcie.uplink_GBps, shared});
       links_.push_back({pcie.uplink_GBps, shared});
     }
+    // Without a measured limit the root complex is as wide as all uplinks together (never the bottleneck).
+    double root = pcie.root_complex_GBps > 0 ? pcie.root_complex_GBps : pcie.uplink_GBps * switches;
+    links_.push_back({root, true});
+    links_.push_back({root, true});
   }
 }
 
@@ -52,8 +56,14 @@ LinkId Topology::switch_link(std::int32_t node, std::int32_t sw, std::int32_t wh
   return node * per_node_ + gpus_ * kGpuLinks + 2 * sw + which;
 }
 
+LinkId Topology::root_link(std::int32_t node, std::int32_t which) const {
+  return node * per_node_ + per_node_ - 2 + which;
+}
+
 std::string Topology::link_name(LinkId id) const {
   std::int32_t node = id / per_node_, rest = id % per_node_;
+  if (rest >= per_node_ - 2)
+    return fmt::format("node{}.pcie_root.{}", node, rest == per_node_ - 2 ? "up" : "down");
   if (rest < gpus_ * kGpuLinks)
     return fmt::format("node{}.gpu{}.{}", node, rest / kGpuLinks, kGpuLinkNames[rest % kGpuLinks]);
   rest -= gpus_ * kGpuLinks;
@@ -71,13 +81,14 @@ Path Topology::path(Endpoint src, Endpoint dst, std::int64_t bytes) const {
   auto sw = [&](std::int32_t g) { return switch_of_gpu_[static_cast<std::size_t>(g)]; };
   if (src.gpu < 0 && dst.gpu < 0) return p;  // host to host on one node: memory copy, not modelled as a link
   if (src.gpu < 0 || dst.gpu < 0) {
-    // Host <-> GPU over PCIe: lane and switch uplink; the calibrated copy curve caps the rate by size.
+    // Host <-> GPU over PCIe: root complex, switch uplink and lane; the calibrated copy curve caps the rate
+    // by transfer size.
     bool h2d = src.gpu < 0;
     std::int32_t node = h2d ? dst.node : src.node, g = h2d ? dst.gpu : src.gpu;
     if (h2d)
-      p.links = {switch_link(node, sw(g), kSwDown), gpu_link(node, g, kLaneDown)};
+      p.links = {root_link(node, kSwDown), switch_link(node, sw(g), kSwDown), gpu_link(node, g, kLaneDown)};
     else
-      p.links = {gpu_link(node, g, kLaneUp), switch_link(node, sw(g), kSwUp)};
+      p.links = {gpu_link(node, g, kLaneUp), switch_link(node, sw(g), kSwUp), root_link(node, kSwUp)};
     const auto& curve = h2d ? pcie.h2d_GBps_by_size : pcie.d2h_GBps_by_size;
     if (!curve.empty()) p.max_bytes_per_ns = interpolate_log_x(curve, static_cast<double>(bytes));
     p.latency = us_to_ns(pcie.latency_us);
@@ -94,8 +105,10 @@ Path Topology::path(Endpoint src, Endpoint dst, std::int64_t bytes) const {
     // No NVLink: peer traffic crosses PCIe, through the root complex when the GPUs sit under different
     // switches.
     p.links.push_back(gpu_link(src.node, src.gpu, kLaneUp));
-    if (sw(src.gpu) != sw(dst.gpu)) {
+    if (sw(src.gpu) != sw(dst.gpu)) {  // through the root complex
       p.links.push_back(switch_link(src.node, sw(src.gpu), kSwUp));
+      p.links.push_back(root_link(src.node, kSwUp));
+      p.links.push_back(root_link(src.node, kSwDown));
       p.links.push_back(switch_link(dst.node, sw(dst.gpu), kSwDown));
     }
     p.links.push_back(gpu_link(dst.node, dst.gpu, kLaneDown));

@@ -74,10 +74,30 @@ TEST(FlowNetwork, SharedPcieUplinkOnRtx4090Server) {
   FlowId g = net.add(up.links, 1e9, 0, 0);
   EXPECT_DOUBLE_EQ(net.rate(g), 25.0);
   EXPECT_DOUBLE_EQ(net.rate(f0), 12.5);
-  // GPU-to-GPU across switches without NVLink crosses both uplinks.
+  // GPU-to-GPU across switches without NVLink crosses both uplinks and the root complex.
   Path peer = topo.path({0, 1}, {0, 2}, 1 << 20);
-  EXPECT_EQ(peer.links.size(), 4u);
+  EXPECT_EQ(peer.links.size(), 6u);
   EXPECT_TRUE(topo.links()[static_cast<std::size_t>(peer.links[1])].shared);
+  EXPECT_EQ(topo.link_name(peer.links[2]), "node0.pcie_root.up");
+  EXPECT_EQ(topo.path({0, -1}, {0, 0}, 1).links.size(), 3u);
+}
+
+TEST(FlowNetwork, RootComplexCapsAllGpusCopyingAtOnce) {
+  // A measured root complex of 60 GB/s: four GPUs under four switches, each alone at 25 GB/s, share it.
+  HardwareProfile hw = load_hardware_profile("rtx4090-8x");
+  hw.node.pcie.root_complex_GBps = 60;
+  Topology topo(hw, 1);
+  std::vector<double> cap;
+  for (const auto& l : topo.links()) cap.push_back(l.bytes_per_ns);
+  FlowNetwork net(cap);
+  std::vector<FlowId> f;
+  for (int g : {0, 2, 4, 6}) f.push_back(net.add(topo.path({0, -1}, {0, g}, 1 << 30).links, 1e9, 0, 0));
+  for (FlowId x : f) EXPECT_DOUBLE_EQ(net.rate(x), 15.0);
+  // Unset, it never binds: the uplinks do.
+  const HardwareProfile plain = load_hardware_profile("rtx4090-8x");
+  Topology open(plain, 1);
+  EXPECT_DOUBLE_EQ(
+      open.links()[static_cast<std::size_t>(open.path({0, -1}, {0, 0}, 1).links[0])].bytes_per_ns, 100.0);
 }
 
 }  // namespace

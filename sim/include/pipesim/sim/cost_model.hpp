@@ -34,7 +34,7 @@ struct LayerCost {
   std::int64_t params = 0;                   ///< whole layer
   std::int64_t trainable_params = 0;         ///< updated by the optimizer (all, or the LoRA adapters)
   std::int64_t param_bytes = 0;              ///< weights + grads + optimizer state per TP rank
-  std::int64_t attention_score_bytes = 0;  ///< the 5 a s^2 b / t part (absent with flash attention)
+  std::int64_t attention_score_bytes = 0;    ///< the 5 a s^2 b / t part (absent with flash attention)
   std::int64_t stored_activation_bytes = 0;  ///< per TP rank, kept from forward to backward
   std::int64_t recompute_extra_bytes = 0;    ///< re-materialized during the backward (freed with it)
   std::int64_t output_bytes = 0;             ///< boundary activation sent to the next stage, per TP rank

@@ -32,8 +32,9 @@ struct GpuSpec {
 
 struct PcieSpec {
   int gen = 4;
-  double lane_GBps = 0;    ///< per direction, GPU <-> its switch (x16)
-  double uplink_GBps = 0;  ///< per direction, switch <-> root complex, shared by the GPUs under it
+  double lane_GBps = 0;          ///< per direction, GPU <-> its switch (x16)
+  double uplink_GBps = 0;        ///< per direction, switch <-> root complex, shared by the GPUs under it
+  double root_complex_GBps = 0;  ///< per direction, all host<->GPU traffic of the node; 0: not a bottleneck
   double latency_us = 0;
   std::vector<std::vector<int>> switches;  ///< GPU indices under each switch uplink
   /// Achieved pinned copy bandwidth against transfer size (x = bytes, y = GB/s), when calibrated.

@@ -1,6 +1,7 @@
 // Cluster topology: the directed links of N nodes of one hardware profile, and the path a transfer takes.
 // Each GPU has a PCIe lane to its switch (up/down), an NVLink port (tx/rx) when the node has NVLink, and a
-// NIC (tx/rx); each PCIe switch has an uplink to the root complex (up/down) shared by the GPUs under it.
+// NIC (tx/rx); each PCIe switch has an uplink to the root complex (up/down) shared by the GPUs under it, and
+// the root complex (up/down) carries all host<->GPU and cross-switch traffic of the node.
 #pragma once
 
 #include <cstdint>
@@ -51,6 +52,7 @@ class Topology {
   bool nvlinked(std::int32_t gpu_a, std::int32_t gpu_b) const;
   LinkId gpu_link(std::int32_t node, std::int32_t gpu, std::int32_t which) const;
   LinkId switch_link(std::int32_t node, std::int32_t sw, std::int32_t which) const;
+  LinkId root_link(std::int32_t node, std::int32_t which) const;
 
   const HardwareProfile* hw_;
   std::int32_t nodes_;
