@@ -11,6 +11,7 @@
 #include "pipesim/sim/model.hpp"
 #include "pipesim/sim/plan_builder.hpp"
 #include "pipesim/sim/schedule.hpp"
+#include "partition_command.hpp"
 #include "simulate_command.hpp"
 
 namespace {
@@ -43,23 +44,12 @@ int list_models() {
   return 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app{"pipesim: discrete-event simulator and planner for pipeline-parallel LLM training"};
-  app.require_subcommand(1);
-  app.set_version_flag("--version", "pipesim 0.1.0");
-
-  pipesim::cli::SimulateOptions so;
-  auto& j = so.job;
-  auto* sim =
-      app.add_subcommand("simulate", "predict step time, throughput, bubbles and memory of a training job");
+void add_job_options(CLI::App* sim, pipesim::sim::JobOptions& j) {
   sim->add_option("--model", j.model, "model preset name or HuggingFace config.json")->capture_default_str();
   sim->add_option("--workload", j.workload, "profiled per-layer times (JSON) instead of --model");
   sim->add_option("--hw", j.hw, "hardware profile name or file")->capture_default_str();
   sim->add_option("--nodes", j.nodes, "nodes of the hardware profile (default: as many as pp*tp*dp needs)")
       ->check(CLI::Range(1, 1 << 20));
-  sim->add_option("--schedule", so.schedule, "schedule name or all")->capture_default_str();
   sim->add_option("--pp", j.pp, "pipeline stages (default: GPUs / (tp*dp))")->check(CLI::Range(1, 1 << 20));
   sim->add_option("--tp", j.tp, "tensor-parallel degree")->check(CLI::Range(1, 1024));
   sim->add_option("--dp", j.dp, "data-parallel degree")->check(CLI::Range(1, 1 << 20));
@@ -69,14 +59,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1.0, 1e9));
   sim->add_option("--global-batch", j.global_batch, "sequences per optimizer step (G = dp*K*M*b)")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40));
-  sim->add_option("--iterations", j.iterations,
-                  "optimizer steps to simulate (default: 1, or the schedule's default for asynchronous ones)")
-      ->check(CLI::Range(1, 10000));
   sim->add_option("--accum-steps", j.accum_steps, "pipeline flushes per optimizer step (K)")
       ->check(CLI::Range(1, 1 << 20));
   sim->add_option("--seq", j.seq, "sequence length")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 24));
-  sim->add_option("--partition", j.partition, "transformer blocks per stage, e.g. 5,5,5,3");
   sim->add_option("--virtual-stages", j.virtual_stages, "model chunks per rank (interleaved-1f1b)")
       ->check(CLI::Range(1, 1024));
   sim->add_option("--recompute", j.recompute, "activation recompute: none|selective|full")
@@ -91,6 +77,25 @@ int main(int argc, char** argv) {
   sim->add_option("--lora-rank", j.lora_rank,
                   "LoRA fine-tuning with adapters of this rank (0: full fine-tuning)")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{65536}));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"pipesim: discrete-event simulator and planner for pipeline-parallel LLM training"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "pipesim 0.1.0");
+
+  pipesim::cli::SimulateOptions so;
+  auto& j = so.job;
+  auto* sim =
+      app.add_subcommand("simulate", "predict step time, throughput, bubbles and memory of a training job");
+  sim->add_option("--schedule", so.schedule, "schedule name or all")->capture_default_str();
+  sim->add_option("--iterations", j.iterations,
+                  "optimizer steps to simulate (default: 1, or the schedule's default for asynchronous ones)")
+      ->check(CLI::Range(1, 10000));
+  sim->add_option("--partition", j.partition, "transformer blocks per stage, e.g. 5,5,5,3");
+  add_job_options(sim, j);
   sim->add_flag("--cross-mapping", j.offload.cross_mapping,
                 "mobius: place consecutive stages on GPUs under different PCIe switches");
   std::string spipe_stages;
@@ -124,6 +129,14 @@ int main(int argc, char** argv) {
   cal->add_flag("--quick", co.quick, "smaller arrays and fewer samples (well under a minute)");
   cal->add_flag("--cpu-only", co.cpu_only, "skip the CUDA benchmarks");
   cal->add_option("--name", co.name, "profile name (default: the file name without extension)");
+
+  pipesim::cli::PartitionOptions po;
+  auto* part = app.add_subcommand("partition", "the optimal layer partition for a schedule (vs uniform and DeepSpeed)");
+  add_job_options(part, po.job);
+  part->add_option("--schedule", po.schedule, "schedule name")->capture_default_str();
+  part->add_option("--max-mem-fraction", po.max_mem_fraction, "share of GPU memory a stage may use")
+      ->capture_default_str();
+  part->add_option("--format", po.format, "table or json")->check(CLI::IsMember({"table", "json"}))->capture_default_str();
 
   app.add_subcommand("schedules", "list the registered schedules and their parameters");
   app.add_subcommand("hw", "list the shipped hardware profiles");
@@ -159,6 +172,7 @@ int main(int argc, char** argv) {
       pipesim::calibrate::run_calibration(co, std::cerr);
       return 0;
     }
+    if (part->parsed()) return pipesim::cli::run_partition(po);
     if (app.got_subcommand("schedules")) return list_schedules();
     if (app.got_subcommand("hw")) return list_hw();
     if (app.got_subcommand("models")) return list_models();

@@ -1,0 +1,181 @@
+#include "pipesim/planner/partition.hpp"
+
+#include <algorithm>
+#include <limits>
+
+#include <boost/graph/adjacency_list.hpp>
+#include <boost/graph/dag_shortest_paths.hpp>
+
+#include "pipesim/sim/error.hpp"
+
+namespace pipesim::planner {
+
+namespace {
+
+using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS, boost::no_property,
+                                    boost::property<boost::edge_weight_t, std::int64_t>>;
+
+struct Prefix {
+  std::vector<std::int64_t> time, resident, activation;
+  explicit Prefix(const PartitionProblem& p) : time(1, 0), resident(1, 0), activation(1, 0) {
+    for (std::size_t l = 0; l < p.time_ns.size(); ++l) {
+      time.push_back(time.back() + p.time_ns[l]);
+      resident.push_back(resident.back() + p.resident_bytes[l]);
+      activation.push_back(activation.back() + p.activation_bytes[l]);
+    }
+  }
+};
+
+std::int64_t stage_time(const PartitionProblem& p, const Prefix& s, std::int32_t i, std::int32_t j) {
+  const auto n = static_cast<std::int32_t>(p.time_ns.size());
+  return s.time[static_cast<std::size_t>(j)] - s.time[static_cast<std::size_t>(i)] +
+         (j < n ? p.boundary_ns[static_cast<std::size_t>(j - 1)] : 0);
+}
+
+std::int64_t stage_mem(const PartitionProblem& p, const Prefix& s, std::int32_t stage, std::int32_t i, std::int32_t j) {
+  return s.resident[static_cast<std::size_t>(j)] - s.resident[static_cast<std::size_t>(i)] +
+         p.inflight[static_cast<std::size_t>(stage)] *
+             (s.activation[static_cast<std::size_t>(j)] - s.activation[static_cast<std::size_t>(i)]);
+}
+
+PartitionResult finish(const PartitionProblem& p, const Prefix& s, std::vector<std::pair<std::int32_t, std::int32_t>> ranges) {
+  PartitionResult r;
+  r.feasible = true;
+  r.ranges = std::move(ranges);
+  for (std::size_t k = 0; k < r.ranges.size(); ++k) {
+    auto [i, j] = r.ranges[k];
+    std::int32_t blocks = 0;
+    for (std::int32_t l = i; l < j; ++l) blocks += p.is_block[static_cast<std::size_t>(l)] ? 1 : 0;
+    r.blocks.push_back(blocks);
+    r.stage_ns.push_back(stage_time(p, s, i, j));
+    r.stage_mem_bytes.push_back(stage_mem(p, s, static_cast<std::int32_t>(k), i, j));
+    r.bottleneck_ns = std::max(r.bottleneck_ns, r.stage_ns.back());
+    if (p.memory_cap > 0 && r.stage_mem_bytes.back() > p.memory_cap) r.feasible = false;
+  }
+  return r;
+}
+
+/// Min-max path over cut positions with a per-layer weight `w` (time, or parameters for DeepSpeed's method).
+std::vector<std::pair<std::int32_t, std::int32_t>> bottleneck_path(const PartitionProblem& p, const Prefix& s,
+                                                                   bool by_params, bool check_memory) {
+  const auto n = static_cast<std::int32_t>(p.time_ns.size());
+  const std::int32_t k = p.stages;
+  std::vector<std::int64_t> params_prefix(1, 0);
+  for (auto v : p.params) params_prefix.push_back(params_prefix.back() + v);
+  auto vertex = [&](std::int32_t stage, std::int32_t cut) { return static_cast<std::size_t>(stage * (n + 1) + cut); };
+  Graph g(static_cast<std::size_t>((k + 1) * (n + 1)));
+  for (std::int32_t st = 0; st < k; ++st) {
+    // Stage st starts at cut i and ends at cut j; each stage keeps at least one layer.
+    for (std::int32_t i = st; i <= n - (k - st); ++i) {
+      if (st == 0 && i != 0) break;
+      const std::int32_t j_max = st == k - 1 ? n : n - (k - st - 1);
+      for (std::int32_t j = st == k - 1 ? n : i + 1; j <= j_max; ++j) {
+        if (check_memory && p.memory_cap > 0 && stage_mem(p, s, st, i, j) > p.memory_cap) continue;
+        const std::int64_t w = by_params ? params_prefix[static_cast<std::size_t>(j)] - params_prefix[static_cast<std::size_t>(i)]
+                                         : stage_time(p, s, i, j);
+        boost::add_edge(vertex(st, i), vertex(st + 1, j), w, g);
+      }
+    }
+  }
+  const std::size_t nv = boost::num_vertices(g);
+  std::vector<std::int64_t> dist(nv);
+  std::vector<std::size_t> pred(nv);
+  const std::int64_t inf = std::numeric_limits<std::int64_t>::max();
+  boost::dag_shortest_paths(
+      g, vertex(0, 0),
+      boost::distance_map(dist.data())
+          .predecessor_map(pred.data())
+          .distance_compare(std::less<std::int64_t>())
+          .distance_combine([](std::int64_t a, std::int64_t b) { return std::max(a, b); })
+          .distance_inf(inf)
+          .distance_zero(std::int64_t{0}));
+  std::vector<std::pair<std::int32_t, std::int32_t>> ranges;
+  std::size_t v = vertex(k, n);
+  if (dist[v] == inf) return ranges;
+  while (v != vertex(0, 0)) {
+    std::size_t u = pred[v];
+    ranges.push_back({static_cast<std::int32_t>(u % static_cast<std::size_t>(n + 1)),
+                      static_cast<std::int32_t>(v % static_cast<std::size_t>(n + 1))});
+    v = u;
+  }
+  std::reverse(ranges.begin(), ranges.end());
+  return ranges;
+}
+
+}  // namespace
+
+PartitionResult optimal_partition(const PartitionProblem& p) {
+  Prefix s(p);
+  auto ranges = bottleneck_path(p, s, false, true);
+  if (ranges.empty()) return PartitionResult{};  // infeasible: no partition fits memory
+  return finish(p, s, std::move(ranges));
+}
+
+PartitionResult evaluate_partition(const PartitionProblem& p, const std::vector<std::int32_t>& blocks) {
+  Prefix s(p);
+  const auto n = static_cast<std::int32_t>(p.time_ns.size());
+  std::vector<std::pair<std::int32_t, std::int32_t>> ranges;
+  std::int32_t first_block = 0;
+  while (first_block < n && !p.is_block[static_cast<std::size_t>(first_block)]) ++first_block;
+  std::int32_t at = first_block;
+  for (std::size_t k = 0; k < blocks.size(); ++k) {
+    std::int32_t b = k == 0 ? 0 : at, e = at + blocks[k];
+    if (k + 1 == blocks.size()) e = n;
+    at += blocks[k];
+    ranges.push_back({b, e});
+  }
+  return finish(p, s, std::move(ranges));
+}
+
+std::vector<std::int32_t> parameters_partition(const PartitionProblem& p) {
+  Prefix s(p);
+  auto ranges = bottleneck_path(p, s, true, false);
+  PartitionResult r = finish(p, s, std::move(ranges));
+  return r.blocks;
+}
+
+PartitionProblem make_partition_problem(const sim::ScheduleInput& in, const sim::ScheduleInfo& schedule,
+                                        double mem_fraction) {
+  PartitionProblem p;
+  const auto& layers = in.costs.front();
+  const std::int32_t t = in.tp;
+  const auto& hw = in.hw;
+  // Pipeline hops stay inside a node while the pipeline does; p2p goes over NVLink, else PCIe, else the NIC.
+  const bool in_node = std::int64_t{in.pp} * in.tp <= hw.node.gpus;
+  const double link_GBps = in_node ? (hw.node.nvlink.GBps_per_direction > 0 ? hw.node.nvlink.GBps_per_direction
+                                                                             : hw.node.pcie.lane_GBps)
+                                   : hw.network.nic_GBps;
+  const double tp_GBps = hw.node.nvlink.GBps_per_direction > 0 ? hw.node.nvlink.GBps_per_direction : hw.node.pcie.lane_GBps;
+  for (const sim::LayerCost& l : layers) {
+    std::int64_t ns;
+    if (l.fwd_ns >= 0) {
+      ns = l.fwd_ns + l.bwd_input_ns + l.bwd_weight_ns + std::max<sim::Duration>(0, l.recompute_ns);
+    } else {
+      ns = hw.compute_ns(l.fwd_flops / t, l.gemm_gflop, l.kernels, in.dtype) +
+           hw.compute_ns((l.bwd_input_flops + l.bwd_weight_flops) / t, l.gemm_gflop, 2 * l.kernels, in.dtype) +
+           (l.recompute_flops > 0 ? hw.compute_ns(l.recompute_flops / t, l.gemm_gflop, l.kernels, in.dtype) : 0);
+      // TP collectives: forward and backward each move the layer's bus bytes.
+      ns += sim::duration_for_work(2.0 * static_cast<double>(l.tp_bus_bytes), tp_GBps * 1e9);
+    }
+    p.time_ns.push_back(ns);
+    p.boundary_ns.push_back(in.p2p_fixed_ns >= 0 ? in.p2p_fixed_ns
+                                                   : 2 * sim::duration_for_work(static_cast<double>(l.output_bytes), link_GBps * 1e9));
+    p.resident_bytes.push_back(l.param_bytes);
+    p.activation_bytes.push_back(l.stored_activation_bytes);
+    p.params.push_back(l.params);
+    p.is_block.push_back(l.role == sim::LayerRole::kBlock);
+  }
+  const std::int32_t v = schedule.interleaved ? in.virtual_stages : 1;
+  p.stages = in.pp * v;
+  // Activations held per stage position: GPipe all M; 1F1B-like min(M, p - k) (per chunk for interleaved).
+  for (std::int32_t k = 0; k < p.stages; ++k) {
+    const std::int32_t rank = k % in.pp;
+    std::int64_t held = schedule.name == "gpipe" ? in.microbatches : std::min(in.microbatches, in.pp - rank);
+    if (v > 1) held = std::min<std::int64_t>(in.microbatches, 2 * (in.pp - rank) + (v - 1) * in.pp) / v + 1;
+    p.inflight.push_back(held);
+  }
+  p.memory_cap = static_cast<std::int64_t>(mem_fraction * static_cast<double>(hw.gpu.hbm_bytes)) / v;
+  return p;
+}
+
+}  // namespace pipesim::planner
