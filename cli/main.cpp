@@ -5,13 +5,15 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include "explain_command.hpp"
+#include "partition_command.hpp"
 #include "pipesim/calibrate/calibrate.hpp"
 #include "pipesim/sim/error.hpp"
 #include "pipesim/sim/hardware.hpp"
 #include "pipesim/sim/model.hpp"
 #include "pipesim/sim/plan_builder.hpp"
 #include "pipesim/sim/schedule.hpp"
-#include "partition_command.hpp"
+#include "plan_command.hpp"
 #include "simulate_command.hpp"
 
 namespace {
@@ -131,12 +133,61 @@ int main(int argc, char** argv) {
   cal->add_option("--name", co.name, "profile name (default: the file name without extension)");
 
   pipesim::cli::PartitionOptions po;
-  auto* part = app.add_subcommand("partition", "the optimal layer partition for a schedule (vs uniform and DeepSpeed)");
+  auto* part = app.add_subcommand("partition",
+                                  "the optimal layer partition for a schedule (vs uniform and DeepSpeed)");
   add_job_options(part, po.job);
   part->add_option("--schedule", po.schedule, "schedule name")->capture_default_str();
   part->add_option("--max-mem-fraction", po.max_mem_fraction, "share of GPU memory a stage may use")
       ->capture_default_str();
-  part->add_option("--format", po.format, "table or json")->check(CLI::IsMember({"table", "json"}))->capture_default_str();
+  part->add_option("--format", po.format, "table or json")
+      ->check(CLI::IsMember({"table", "json"}))
+      ->capture_default_str();
+
+  pipesim::cli::PlanOptions pl;
+  auto& ps = pl.search;
+  auto* plan = app.add_subcommand("plan", "search the best parallel configuration for a model on N GPUs");
+  plan->add_option("--model", ps.base.model, "model preset name or HuggingFace config.json")
+      ->capture_default_str();
+  plan->add_option("--workload", ps.base.workload, "profiled per-layer times (JSON) instead of --model");
+  plan->add_option("--hw", ps.base.hw, "hardware profile name or file")->capture_default_str();
+  plan->add_option("--gpus", ps.gpus, "GPUs to use")->required()->check(CLI::Range(1, 1 << 20));
+  plan->add_option("--global-batch", ps.global_batch, "sequences per optimizer step")
+      ->required()
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40));
+  plan->add_option("--seq", ps.base.seq, "sequence length")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 24));
+  plan->add_option("--schedules", pl.schedules,
+                   "comma-separated schedules to consider (default: all that apply)");
+  plan->add_option("--objective", ps.objective, "throughput or cost")
+      ->check(CLI::IsMember({"throughput", "cost"}))
+      ->capture_default_str();
+  plan->add_option("--max-mem-fraction", ps.max_mem_fraction, "share of GPU memory a configuration may use")
+      ->capture_default_str();
+  plan->add_option("--gpu-hour-usd", ps.gpu_hour_usd, "price per GPU-hour (default: the profile's)")
+      ->check(CLI::Range(0.0, 1e6));
+  plan->add_option("--top", ps.top, "configurations to list")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  plan->add_option("--threads", ps.threads, "simulation threads (default: all cores)")
+      ->check(CLI::Range(1, 1024));
+  plan->add_option("--lora-rank", ps.base.lora_rank, "LoRA fine-tuning rank (0: full fine-tuning)")
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{65536}));
+  plan->add_option("--dtype", ps.base.dtype, "math dtype: bf16|fp16|fp32");
+  plan->add_option("--out", pl.out, "write the winner as an executable pipesim-plan JSON");
+  plan->add_option("--format", pl.format, "table or json")
+      ->check(CLI::IsMember({"table", "json"}))
+      ->capture_default_str();
+
+  std::string explain_file, explain_format = "table";
+  int explain_top = 10;
+  auto* explain = app.add_subcommand("explain", "check a saved plan and report its critical path");
+  explain->add_option("plan", explain_file, "pipesim-plan JSON")->required();
+  explain->add_option("--top", explain_top, "resources to list")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  explain->add_option("--format", explain_format, "table or json")
+      ->check(CLI::IsMember({"table", "json"}))
+      ->capture_default_str();
 
   app.add_subcommand("schedules", "list the registered schedules and their parameters");
   app.add_subcommand("hw", "list the shipped hardware profiles");
@@ -173,6 +224,8 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (part->parsed()) return pipesim::cli::run_partition(po);
+    if (plan->parsed()) return pipesim::cli::run_plan(pl);
+    if (explain->parsed()) return pipesim::cli::run_explain(explain_file, explain_format, explain_top);
     if (app.got_subcommand("schedules")) return list_schedules();
     if (app.got_subcommand("hw")) return list_hw();
     if (app.got_subcommand("models")) return list_models();

@@ -49,25 +49,34 @@ int run_partition(const PartitionOptions& o) {
     if (o.format == "json") {
       std::cout << j.dump(2) << "\n";
     } else {
-      std::cout << fmt::format("roundpipe: {} forward stages {}\n", p.forward.size(), fmt::join(p.forward, " "));
-      std::cout << fmt::format("           {} backward stages (fused first) {}\n", p.backward.size(), fmt::join(p.backward, " "));
-      std::cout << fmt::format("stage time target {:.3f} ms per microbatch\n", static_cast<double>(p.stage_time_ns) / 1e6);
+      std::cout << fmt::format("roundpipe: {} forward stages {}\n", p.forward.size(),
+                               fmt::join(p.forward, " "));
+      std::cout << fmt::format("           {} backward stages (fused first) {}\n", p.backward.size(),
+                               fmt::join(p.backward, " "));
+      std::cout << fmt::format("stage time target {:.3f} ms per microbatch\n",
+                               static_cast<double>(p.stage_time_ns) / 1e6);
     }
     return 0;
   }
-  if (schedule.build) throw sim::InputError("--schedule", "", fmt::format("{} partitions by its own rule", schedule.name));
+  if (schedule.build)
+    throw sim::InputError("--schedule", "", fmt::format("{} partitions by its own rule", schedule.name));
   planner::PartitionProblem prob = planner::make_partition_problem(in, schedule, o.max_mem_fraction);
   planner::PartitionResult best = planner::optimal_partition(prob);
   if (best.blocks.empty())
-    throw sim::InputError("--max-mem-fraction", "",
-                          fmt::format("no partition into {} stages fits {:.0f}% of GPU memory; add stages, recompute or "
-                                      "memory", prob.stages, 100 * o.max_mem_fraction));
+    throw sim::InputError(
+        "--max-mem-fraction", "",
+        fmt::format("no partition into {} stages fits {:.0f}% of GPU memory; add stages, recompute or "
+                    "memory",
+                    prob.stages, 100 * o.max_mem_fraction));
   std::int32_t blocks = 0;
   for (bool b : prob.is_block) blocks += b ? 1 : 0;
-  planner::PartitionResult uniform = planner::evaluate_partition(prob, sim::balanced_partition(blocks, prob.stages));
+  planner::PartitionResult uniform =
+      planner::evaluate_partition(prob, sim::balanced_partition(blocks, prob.stages));
   planner::PartitionResult params = planner::evaluate_partition(prob, planner::parameters_partition(prob));
-  const double gain_uniform = static_cast<double>(uniform.bottleneck_ns) / static_cast<double>(best.bottleneck_ns);
-  const double gain_params = static_cast<double>(params.bottleneck_ns) / static_cast<double>(best.bottleneck_ns);
+  const double gain_uniform =
+      static_cast<double>(uniform.bottleneck_ns) / static_cast<double>(best.bottleneck_ns);
+  const double gain_params =
+      static_cast<double>(params.bottleneck_ns) / static_cast<double>(best.bottleneck_ns);
   if (o.format == "json") {
     nlohmann::ordered_json j = describe(best);
     j["schedule"] = schedule.name;
@@ -80,22 +89,24 @@ int run_partition(const PartitionOptions& o) {
     std::cout << j.dump(2) << "\n";
     return 0;
   }
-  std::cout << fmt::format("{} on {}: {} stages ({}), tp {}, microbatch {} x seq {}\n", in.model_name, in.hw.name,
-                           prob.stages, schedule.name, in.tp, o.job.microbatch_size > 0 ? o.job.microbatch_size : 1.0,
-                           in.seq);
+  std::cout << fmt::format("{} on {}: {} stages ({}), tp {}, microbatch {} x seq {}\n", in.model_name,
+                           in.hw.name, prob.stages, schedule.name, in.tp,
+                           o.job.microbatch_size > 0 ? o.job.microbatch_size : 1.0, in.seq);
   std::cout << fmt::format("optimal partition --partition {}\n", fmt::join(best.blocks, ","));
-  std::cout << fmt::format("{:>5} {:>7} {:>9} {:>14} {:>10}\n", "stage", "blocks", "layers", "time/mb (ms)", "mem GiB");
+  std::cout << fmt::format("{:>5} {:>7} {:>9} {:>14} {:>10}\n", "stage", "blocks", "layers", "time/mb (ms)",
+                           "mem GiB");
   for (std::size_t k = 0; k < best.blocks.size(); ++k)
     std::cout << fmt::format("{:>5} {:>7} {:>9} {:>14.3f} {:>10.2f}\n", k, best.blocks[k],
                              fmt::format("{}-{}", best.ranges[k].first, best.ranges[k].second - 1),
                              static_cast<double>(best.stage_ns[k]) / 1e6,
                              static_cast<double>(best.stage_mem_bytes[k]) / (1 << 30));
-  std::cout << fmt::format("bottleneck {:.3f} ms; uniform split {:.3f} ms ({:.2f}x slower{}); DeepSpeed parameters "
-                           "{:.3f} ms ({:.2f}x slower{})\n",
-                           static_cast<double>(best.bottleneck_ns) / 1e6, static_cast<double>(uniform.bottleneck_ns) / 1e6,
-                           gain_uniform, uniform.feasible ? "" : ", exceeds memory",
-                           static_cast<double>(params.bottleneck_ns) / 1e6, gain_params,
-                           params.feasible ? "" : ", exceeds memory");
+  std::cout << fmt::format(
+      "bottleneck {:.3f} ms; uniform split {:.3f} ms ({:.2f}x slower{}); DeepSpeed parameters "
+      "{:.3f} ms ({:.2f}x slower{})\n",
+      static_cast<double>(best.bottleneck_ns) / 1e6, static_cast<double>(uniform.bottleneck_ns) / 1e6,
+      gain_uniform, uniform.feasible ? "" : ", exceeds memory",
+      static_cast<double>(params.bottleneck_ns) / 1e6, gain_params,
+      params.feasible ? "" : ", exceeds memory");
   return 0;
 }
 

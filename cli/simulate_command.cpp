@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "pipesim/planner/plan_check.hpp"
 #include "pipesim/sim/engine.hpp"
 #include "pipesim/sim/error.hpp"
 #include "pipesim/sim/metrics.hpp"
@@ -92,7 +93,9 @@ int run_simulate(const SimulateOptions& o) {
   std::vector<Result> results;
   std::vector<std::string> skipped;
   if (!o.plan_file.empty()) {
-    results.push_back(run_plan(sim::load_plan(o.plan_file), record_memory));
+    sim::Plan plan = sim::load_plan(o.plan_file);
+    planner::check_plan_order(plan);  // a cycle is reported with its ops before anything runs
+    results.push_back(run_plan(std::move(plan), record_memory));
   } else {
     std::vector<const sim::ScheduleInfo*> todo;
     if (o.schedule == "all") {

@@ -20,7 +20,10 @@ struct Prefix {
   explicit Prefix(const PartitionProblem& p) : time(1, 0), resident(1, 0), activation(1, 0) {
     for (std::size_t l = 0; l < p.time_ns.size(); ++l) {
       time.push_back(time.back() + p.time_ns[l]);
-      resident.push_back(resident.back() + p.resident_bytes[l]);
+      // One backward at a time re-materializes its stage's recomputed activations on top of the resident
+      // ones.
+      resident.push_back(resident.back() + p.resident_bytes[l] +
+                         (p.working_bytes.empty() ? 0 : p.working_bytes[l]));
       activation.push_back(activation.back() + p.activation_bytes[l]);
     }
   }
@@ -32,13 +35,15 @@ std::int64_t stage_time(const PartitionProblem& p, const Prefix& s, std::int32_t
          (j < n ? p.boundary_ns[static_cast<std::size_t>(j - 1)] : 0);
 }
 
-std::int64_t stage_mem(const PartitionProblem& p, const Prefix& s, std::int32_t stage, std::int32_t i, std::int32_t j) {
+std::int64_t stage_mem(const PartitionProblem& p, const Prefix& s, std::int32_t stage, std::int32_t i,
+                       std::int32_t j) {
   return s.resident[static_cast<std::size_t>(j)] - s.resident[static_cast<std::size_t>(i)] +
          p.inflight[static_cast<std::size_t>(stage)] *
              (s.activation[static_cast<std::size_t>(j)] - s.activation[static_cast<std::size_t>(i)]);
 }
 
-PartitionResult finish(const PartitionProblem& p, const Prefix& s, std::vector<std::pair<std::int32_t, std::int32_t>> ranges) {
+PartitionResult finish(const PartitionProblem& p, const Prefix& s,
+                       std::vector<std::pair<std::int32_t, std::int32_t>> ranges) {
   PartitionResult r;
   r.feasible = true;
   r.ranges = std::move(ranges);
@@ -62,7 +67,9 @@ std::vector<std::pair<std::int32_t, std::int32_t>> bottleneck_path(const Partiti
   const std::int32_t k = p.stages;
   std::vector<std::int64_t> params_prefix(1, 0);
   for (auto v : p.params) params_prefix.push_back(params_prefix.back() + v);
-  auto vertex = [&](std::int32_t stage, std::int32_t cut) { return static_cast<std::size_t>(stage * (n + 1) + cut); };
+  auto vertex = [&](std::int32_t stage, std::int32_t cut) {
+    return static_cast<std::size_t>(stage * (n + 1) + cut);
+  };
   Graph g(static_cast<std::size_t>((k + 1) * (n + 1)));
   for (std::int32_t st = 0; st < k; ++st) {
     // Stage st starts at cut i and ends at cut j; each stage keeps at least one layer.
@@ -71,7 +78,8 @@ std::vector<std::pair<std::int32_t, std::int32_t>> bottleneck_path(const Partiti
       const std::int32_t j_max = st == k - 1 ? n : n - (k - st - 1);
       for (std::int32_t j = st == k - 1 ? n : i + 1; j <= j_max; ++j) {
         if (check_memory && p.memory_cap > 0 && stage_mem(p, s, st, i, j) > p.memory_cap) continue;
-        const std::int64_t w = by_params ? params_prefix[static_cast<std::size_t>(j)] - params_prefix[static_cast<std::size_t>(i)]
+        const std::int64_t w = by_params ? params_prefix[static_cast<std::size_t>(j)] -
+                                               params_prefix[static_cast<std::size_t>(i)]
                                          : stage_time(p, s, i, j);
         boost::add_edge(vertex(st, i), vertex(st + 1, j), w, g);
       }
@@ -142,26 +150,33 @@ PartitionProblem make_partition_problem(const sim::ScheduleInput& in, const sim:
   const auto& hw = in.hw;
   // Pipeline hops stay inside a node while the pipeline does; p2p goes over NVLink, else PCIe, else the NIC.
   const bool in_node = std::int64_t{in.pp} * in.tp <= hw.node.gpus;
-  const double link_GBps = in_node ? (hw.node.nvlink.GBps_per_direction > 0 ? hw.node.nvlink.GBps_per_direction
-                                                                             : hw.node.pcie.lane_GBps)
-                                   : hw.network.nic_GBps;
-  const double tp_GBps = hw.node.nvlink.GBps_per_direction > 0 ? hw.node.nvlink.GBps_per_direction : hw.node.pcie.lane_GBps;
+  const double link_GBps = in_node
+                               ? (hw.node.nvlink.GBps_per_direction > 0 ? hw.node.nvlink.GBps_per_direction
+                                                                        : hw.node.pcie.lane_GBps)
+                               : hw.network.nic_GBps;
+  const double tp_GBps =
+      hw.node.nvlink.GBps_per_direction > 0 ? hw.node.nvlink.GBps_per_direction : hw.node.pcie.lane_GBps;
   for (const sim::LayerCost& l : layers) {
     std::int64_t ns;
     if (l.fwd_ns >= 0) {
       ns = l.fwd_ns + l.bwd_input_ns + l.bwd_weight_ns + std::max<sim::Duration>(0, l.recompute_ns);
     } else {
-      ns = hw.compute_ns(l.fwd_flops / t, l.gemm_gflop, l.kernels, in.dtype) +
-           hw.compute_ns((l.bwd_input_flops + l.bwd_weight_flops) / t, l.gemm_gflop, 2 * l.kernels, in.dtype) +
-           (l.recompute_flops > 0 ? hw.compute_ns(l.recompute_flops / t, l.gemm_gflop, l.kernels, in.dtype) : 0);
+      ns =
+          hw.compute_ns(l.fwd_flops / t, l.gemm_gflop, l.kernels, in.dtype) +
+          hw.compute_ns((l.bwd_input_flops + l.bwd_weight_flops) / t, l.gemm_gflop, 2 * l.kernels, in.dtype) +
+          (l.recompute_flops > 0 ? hw.compute_ns(l.recompute_flops / t, l.gemm_gflop, l.kernels, in.dtype)
+                                 : 0);
       // TP collectives: forward and backward each move the layer's bus bytes.
       ns += sim::duration_for_work(2.0 * static_cast<double>(l.tp_bus_bytes), tp_GBps * 1e9);
     }
     p.time_ns.push_back(ns);
-    p.boundary_ns.push_back(in.p2p_fixed_ns >= 0 ? in.p2p_fixed_ns
-                                                   : 2 * sim::duration_for_work(static_cast<double>(l.output_bytes), link_GBps * 1e9));
+    p.boundary_ns.push_back(
+        in.p2p_fixed_ns >= 0
+            ? in.p2p_fixed_ns
+            : 2 * sim::duration_for_work(static_cast<double>(l.output_bytes), link_GBps * 1e9));
     p.resident_bytes.push_back(l.param_bytes);
     p.activation_bytes.push_back(l.stored_activation_bytes);
+    p.working_bytes.push_back(l.recompute_extra_bytes);
     p.params.push_back(l.params);
     p.is_block.push_back(l.role == sim::LayerRole::kBlock);
   }

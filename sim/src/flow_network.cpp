@@ -77,8 +77,13 @@ std::vector<double> FlowNetwork::carried_bytes(TimePoint now) {
 void FlowNetwork::recompute(const std::vector<std::int32_t>& seed_links, TimePoint now) {
   // Gather the connected component of links and flows reachable from the seed links.
   ++epoch_;
-  std::vector<std::int32_t> links, flows;
-  std::vector<std::int32_t> stack(seed_links.begin(), seed_links.end());
+  // Scratch vectors are members: this runs for every flow start and end.
+  auto& links = scratch_links_;
+  auto& flows = changed_;
+  auto& stack = scratch_stack_;
+  links.clear();
+  flows.clear();
+  stack.assign(seed_links.begin(), seed_links.end());
   while (!stack.empty()) {
     std::int32_t l = stack.back();
     stack.pop_back();
@@ -99,13 +104,16 @@ void FlowNetwork::recompute(const std::vector<std::int32_t>& seed_links, TimePoi
 
   // Progressive filling, one priority class after the other: repeatedly saturate the tightest link (or flow
   // cap) and freeze its flows; a lower class sees only the capacity the higher ones left.
-  std::vector<double> left(links.size());
+  auto& left = scratch_left_;
+  left.assign(links.size(), 0.0);
   auto local = [&](std::int32_t l) {
     return static_cast<std::size_t>(std::lower_bound(links.begin(), links.end(), l) - links.begin());
   };
   for (std::size_t i = 0; i < links.size(); ++i) left[i] = capacity_[static_cast<std::size_t>(links[i])];
-  std::vector<char> frozen(flows.size(), 1);
-  std::vector<std::int32_t> count(links.size(), 0);
+  auto& frozen = scratch_frozen_;
+  frozen.assign(flows.size(), 1);
+  auto& count = scratch_count_;
+  count.assign(links.size(), 0);
   for (std::int32_t cls = 0; cls <= 1; ++cls) {
     std::size_t unfrozen = 0;
     std::fill(count.begin(), count.end(), 0);
@@ -149,7 +157,6 @@ void FlowNetwork::recompute(const std::vector<std::int32_t>& seed_links, TimePoi
       }
     }
   }
-  changed_ = std::move(flows);
 }
 
 }  // namespace pipesim::sim

@@ -107,6 +107,7 @@ Metrics compute_metrics(const Plan& plan, const Timeline& tl) {
     }
     v = std::move(out);
   };
+  if (cpu.empty()) gpu.clear();  // no optimizer on the host: nothing to overlap
   merge(cpu);
   merge(gpu);
   Duration busy_cpu = 0, covered = 0;

@@ -127,7 +127,7 @@ TEST(Partition, MemoryLimitsAreRespected) {
     return optimal_partition(q);
   }();
   EXPECT_GE(r.bottleneck_ns, unconstrained.bottleneck_ns);  // memory can only cost time
-  p.memory_cap = 1;  // nothing fits
+  p.memory_cap = 1;                                         // nothing fits
   EXPECT_FALSE(optimal_partition(p).feasible);
 }
 

@@ -1,7 +1,7 @@
 // Partition search: cut a model's layers into contiguous pipeline stages so that the slowest stage is as fast
 // as possible, under each stage's memory limit. A graph problem: vertices are (cut position, stages used), an
-// edge is a stage holding layers i..j weighted by its time; the answer is the min-max (bottleneck) path, found
-// with Boost.Graph's dag_shortest_paths and a max-combine. Used by `pipesim partition` and the planner.
+// edge is a stage holding layers i..j weighted by its time; the answer is the min-max (bottleneck) path,
+// found with Boost.Graph's dag_shortest_paths and a max-combine. Used by `pipesim partition` and the planner.
 #pragma once
 
 #include <cstdint>
@@ -15,11 +15,12 @@ namespace pipesim::planner {
 
 /// Per-layer inputs of the search (for one microbatch) and the stage-position dependent memory rule.
 struct PartitionProblem {
-  std::vector<std::int64_t> time_ns;         ///< forward + backward (+ recompute) of the layer, incl. TP collectives
-  std::vector<std::int64_t> boundary_ns;     ///< p2p of the layer's output to the next stage
-  std::vector<std::int64_t> resident_bytes;  ///< weights, gradients, optimizer state
+  std::vector<std::int64_t> time_ns;  ///< forward + backward (+ recompute) of the layer, incl. TP collectives
+  std::vector<std::int64_t> boundary_ns;       ///< p2p of the layer's output to the next stage
+  std::vector<std::int64_t> resident_bytes;    ///< weights, gradients, optimizer state
   std::vector<std::int64_t> activation_bytes;  ///< stored per microbatch in flight
-  std::vector<std::int64_t> params;          ///< for DeepSpeed's `parameters` method
+  std::vector<std::int64_t> working_bytes;     ///< re-materialized during one backward (recompute)
+  std::vector<std::int64_t> params;            ///< for DeepSpeed's `parameters` method
   std::vector<bool> is_block;
   std::int32_t stages = 1;
   std::vector<std::int64_t> inflight;  ///< microbatches of activations held by stage k (1F1B: min(m, p-k))

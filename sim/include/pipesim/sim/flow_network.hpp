@@ -57,6 +57,9 @@ class FlowNetwork {
   std::size_t active_ = 0;
   // Scratch buffers reused across recomputations.
   std::vector<std::int32_t> link_mark_, flow_mark_;
+  std::vector<std::int32_t> scratch_links_, scratch_stack_, scratch_count_;
+  std::vector<double> scratch_left_;
+  std::vector<char> scratch_frozen_;
   std::int32_t epoch_ = 0;
 };
 

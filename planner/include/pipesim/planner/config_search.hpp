@@ -1,0 +1,57 @@
+// Configuration search: for a model on N GPUs, enumerate pp x tp x dp (tp inside a node), microbatch size and
+// count, schedule, virtual stages, recompute and optimizer offload; give each candidate its optimal
+// partition; prune by memory and by a cheap lower bound (M x bottleneck stage time); simulate the rest in
+// parallel threads and rank them. Deterministic: candidates are visited in a fixed order and ties break on
+// the configuration.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "pipesim/sim/job.hpp"
+#include "pipesim/sim/metrics.hpp"
+#include "pipesim/sim/plan.hpp"
+
+namespace pipesim::planner {
+
+struct SearchOptions {
+  sim::JobOptions base;  ///< model or workload, hardware, seq, dtype, LoRA; parallel layout is searched
+  std::int32_t gpus = 8;
+  std::int64_t global_batch = 0;
+  std::vector<std::string> schedules;    ///< empty: every classic schedule, and the offload ones on one node
+  std::string objective = "throughput";  ///< or "cost": also tries fewer GPUs, ranks by $ per token
+  double max_mem_fraction = 0.9;
+  double gpu_hour_usd = 0;  ///< 0: the profile's figure
+  std::int32_t top = 10;
+  std::int32_t threads = 0;  ///< 0: hardware concurrency
+};
+
+struct Candidate {
+  sim::JobOptions job;  ///< a complete simulate configuration
+  std::string schedule;
+  std::int64_t lower_bound_ns = 0;
+  sim::Metrics metrics;
+  double usd_per_million_tokens = 0;
+  std::string key() const;  ///< stable text of the configuration, for ties and tables
+  double objective(const std::string& objective) const;
+};
+
+struct SearchResult {
+  std::vector<Candidate> ranked;  ///< best first, at most `top`
+  std::int64_t enumerated = 0;
+  std::int64_t pruned_memory = 0;  ///< dropped before simulation: no partition fits memory
+  std::int64_t pruned_bound = 0;   ///< never simulated: their lower bound could not reach the top K
+  std::int64_t simulated = 0;
+  std::int64_t oom = 0;     ///< simulated, but ran out of GPU or host memory
+  std::int64_t failed = 0;  ///< not a valid configuration for the schedule
+};
+
+/// Runs the search; progress (a bar on long searches) goes to `progress` when not null.
+SearchResult search(const SearchOptions& options, std::ostream* progress);
+
+/// The plan of a candidate (the one `simulate` would run), e.g. to write the winner with `--out`.
+sim::Plan candidate_plan(const Candidate& c);
+
+}  // namespace pipesim::planner

@@ -1,0 +1,273 @@
+#include "pipesim/planner/config_search.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "pipesim/planner/partition.hpp"
+#include "pipesim/sim/engine.hpp"
+#include "pipesim/sim/error.hpp"
+#include "pipesim/sim/model.hpp"
+#include "pipesim/sim/plan_builder.hpp"
+
+namespace pipesim::planner {
+
+std::string Candidate::key() const {
+  return fmt::format("{} pp{} tp{} dp{} b{} m{} v{} {}{}{}", schedule, job.pp, job.tp, job.dp,
+                     job.microbatch_size, job.microbatches, std::max(1, job.virtual_stages), job.recompute,
+                     job.optimizer_offload ? " offload" : "",
+                     job.partition.empty() ? "" : " partition " + job.partition);
+}
+
+double Candidate::objective(const std::string& o) const {
+  return o == "cost" ? usd_per_million_tokens : metrics.step_time_s;
+}
+
+sim::Plan candidate_plan(const Candidate& c) {
+  const auto& s = sim::find_schedule(c.schedule);
+  return sim::build_plan(s, sim::make_schedule_input(c.job, s));
+}
+
+namespace {
+
+std::vector<std::int32_t> divisors(std::int32_t n) {
+  std::vector<std::int32_t> d;
+  for (std::int32_t k = 1; k <= n; ++k)
+    if (n % k == 0) d.push_back(k);
+  return d;
+}
+
+struct Model {
+  std::int32_t blocks = 0;
+  std::int64_t heads = 1;
+};
+
+Model describe_model(const sim::JobOptions& base) {
+  Model m;
+  if (!base.workload.empty()) {
+    sim::Workload w = sim::load_workload(base.workload, sim::Recompute::kNone);
+    for (const auto& l : w.layers) m.blocks += l.role == sim::LayerRole::kBlock ? 1 : 0;
+    return m;
+  }
+  sim::ModelSpec spec = sim::load_model(base.model);
+  m.blocks = static_cast<std::int32_t>(spec.layers);
+  m.heads = spec.heads;
+  return m;
+}
+
+/// Every configuration worth a look, with its optimal partition and lower bound; memory misfits dropped.
+std::vector<Candidate> enumerate(const SearchOptions& o, const sim::HardwareProfile& hw,
+                                 SearchResult& stats) {
+  const Model model = describe_model(o.base);
+  std::vector<std::string> schedules = o.schedules;
+  if (schedules.empty()) {
+    schedules = {"gpipe", "1f1b", "interleaved-1f1b", "zb-h1"};
+    if (o.gpus <= hw.node.gpus && o.base.workload.empty())
+      schedules.insert(schedules.end(), {"mobius", "spipe", "roundpipe"});
+  }
+  std::vector<std::int32_t> gpu_counts = {o.gpus};
+  if (o.objective == "cost")
+    for (std::int32_t n = o.gpus / 2; n >= 1; n /= 2) gpu_counts.push_back(n);
+  std::vector<Candidate> out;
+  for (std::int32_t n : gpu_counts) {
+    for (std::int32_t tp : divisors(std::min(n, hw.node.gpus))) {
+      if (hw.node.gpus % tp != 0 || model.heads % tp != 0 || n % tp != 0) continue;
+      for (std::int32_t pp : divisors(n / tp)) {
+        if (pp > model.blocks) continue;
+        const std::int32_t dp = n / (tp * pp);
+        if (o.global_batch % dp != 0) continue;
+        const std::int64_t per_pipeline = o.global_batch / dp;
+        for (std::int64_t b : {1, 2, 4, 8}) {
+          if (per_pipeline % b != 0) continue;
+          const std::int64_t m = per_pipeline / b;
+          for (const std::string& name : schedules) {
+            const sim::ScheduleInfo& s = sim::find_schedule(name);
+            const bool offload_schedule = static_cast<bool>(s.build);
+            if (offload_schedule && (tp != 1 || dp != 1 || pp != n)) continue;
+            if (!offload_schedule && pp == 1 && name != "1f1b")
+              continue;  // one stage: every classic order is 1F1B
+            std::vector<std::int32_t> vs = {1};
+            if (s.interleaved)
+              vs = offload_schedule ? std::vector<std::int32_t>{2, 3, 4} : std::vector<std::int32_t>{2, 4};
+            for (std::int32_t v : vs) {
+              if (s.interleaved && !offload_schedule && (m % pp != 0 || model.blocks < pp * v)) continue;
+              std::vector<std::string> recomputes = {"none", "selective", "full"};
+              if (offload_schedule) recomputes = {"full"};
+              for (const std::string& rc : recomputes) {
+                for (bool offload : {false, true}) {
+                  if (offload && offload_schedule) continue;
+                  Candidate c;
+                  c.schedule = name;
+                  c.job = o.base;
+                  c.job.pp = pp;
+                  c.job.tp = tp;
+                  c.job.dp = dp;
+                  c.job.microbatch_size = static_cast<double>(b);
+                  c.job.microbatches = m;
+                  c.job.global_batch = 0;
+                  c.job.virtual_stages = v;
+                  c.job.recompute = rc;
+                  c.job.optimizer_offload = offload;
+                  c.job.nodes = 0;
+                  ++stats.enumerated;
+                  try {
+                    sim::ScheduleInput in = sim::make_schedule_input(c.job, s);
+                    if (offload_schedule) {
+                      c.lower_bound_ns = 0;
+                    } else {
+                      PartitionProblem prob = make_partition_problem(in, s, o.max_mem_fraction);
+                      if (offload) {  // optimizer state leaves the GPU: 4 of 16 bytes per parameter stay
+                        for (auto& r : prob.resident_bytes) r /= 4;
+                      }
+                      PartitionResult part = optimal_partition(prob);
+                      if (!part.feasible) {
+                        ++stats.pruned_memory;
+                        continue;
+                      }
+                      c.job.partition = fmt::format("{}", fmt::join(part.blocks, ","));
+                      // Lower bound from compute alone (p2p may overlap): a GPU computes all M microbatches
+                      // of its chunks; in a plain pipeline stage k also waits for the first microbatch to get
+                      // through the stages before it and for the last gradient to go back through them.
+                      PartitionProblem compute_only = prob;
+                      std::fill(compute_only.boundary_ns.begin(), compute_only.boundary_ns.end(), 0);
+                      const PartitionResult work = evaluate_partition(compute_only, part.blocks);
+                      std::vector<std::int64_t> per_gpu(static_cast<std::size_t>(pp), 0);
+                      std::int64_t before = 0, bound = 0;
+                      for (std::size_t k = 0; k < work.stage_ns.size(); ++k) {
+                        per_gpu[k % static_cast<std::size_t>(pp)] += work.stage_ns[k];
+                        if (v == 1) bound = std::max(bound, m * work.stage_ns[k] + before);
+                        before += work.stage_ns[k];
+                      }
+                      for (auto g : per_gpu) bound = std::max(bound, m * g);
+                      c.lower_bound_ns = bound;
+                    }
+                    out.push_back(std::move(c));
+                  } catch (const sim::InputError&) {
+                    ++stats.failed;  // not a valid configuration (e.g. the schedule cannot run this shape)
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const Candidate& a, const Candidate& b) {
+    return a.lower_bound_ns != b.lower_bound_ns ? a.lower_bound_ns < b.lower_bound_ns : a.key() < b.key();
+  });
+  return out;
+}
+
+}  // namespace
+
+SearchResult search(const SearchOptions& o, std::ostream* progress) {
+  if (o.gpus < 1) throw sim::InputError("--gpus", "", "must be >= 1");
+  if (o.global_batch < 1) throw sim::InputError("--global-batch", "", "required, >= 1");
+  if (o.objective != "throughput" && o.objective != "cost")
+    throw sim::InputError("--objective", "",
+                          fmt::format("unknown objective '{}'; valid: throughput, cost", o.objective));
+  if (!(o.max_mem_fraction > 0 && o.max_mem_fraction <= 1))
+    throw sim::InputError("--max-mem-fraction", "", "valid: 0 < F <= 1");
+  if (o.top < 1) throw sim::InputError("--top", "", "must be >= 1");
+  for (const auto& s : o.schedules) sim::find_schedule(s);
+  const sim::HardwareProfile hw = sim::load_hardware_profile(o.base.hw);
+  const double usd = o.gpu_hour_usd > 0 ? o.gpu_hour_usd : hw.gpu_hour_usd;
+  if (o.objective == "cost" && usd <= 0)
+    throw sim::InputError("--gpu-hour-usd", "",
+                          fmt::format("{} has no $/GPU-hour figure; give --gpu-hour-usd", hw.name));
+
+  SearchResult result;
+  std::vector<Candidate> todo = enumerate(o, hw, result);
+  const unsigned threads =
+      o.threads > 0 ? static_cast<unsigned>(o.threads) : std::max(1u, std::thread::hardware_concurrency());
+  const std::size_t batch = std::max<std::size_t>(threads * 2, 4);
+  std::vector<Candidate> done;
+  const auto t0 = std::chrono::steady_clock::now();
+  bool bar = false;
+  std::size_t next = 0;
+  while (next < todo.size()) {
+    // Stop once the cheapest remaining lower bound cannot beat the top-K (throughput; the cost objective
+    // keeps the GPU count in the bound).
+    if (static_cast<std::int32_t>(done.size()) >= o.top) {
+      std::vector<double> objs;
+      for (const auto& c : done) objs.push_back(c.objective(o.objective));
+      std::nth_element(objs.begin(), objs.begin() + (o.top - 1), objs.end());
+      const double kth = objs[static_cast<std::size_t>(o.top - 1)];
+      const Candidate& c = todo[next];
+      const double bound_s = static_cast<double>(c.lower_bound_ns) / 1e9;
+      const double gpus = static_cast<double>(c.job.pp) * c.job.tp * c.job.dp;
+      const double tokens = static_cast<double>(c.job.microbatches) * c.job.microbatch_size * c.job.dp *
+                            static_cast<double>(o.base.seq > 0 ? o.base.seq : 2048);
+      const double bound = o.objective == "cost" ? gpus * usd * bound_s / 3600.0 / tokens * 1e6 : bound_s;
+      if (bound >= kth) {
+        result.pruned_bound = static_cast<std::int64_t>(todo.size() - next);
+        break;
+      }
+    }
+    const std::size_t end = std::min(todo.size(), next + batch);
+    std::vector<std::thread> pool;
+    std::vector<std::string> errors(end - next);
+    for (unsigned t = 0; t < threads; ++t) {
+      pool.emplace_back([&, t] {
+        for (std::size_t i = next + t; i < end; i += threads) {
+          Candidate& c = todo[i];
+          try {
+            sim::Plan plan = candidate_plan(c);
+            sim::Timeline tl = sim::Engine{}.run(plan);
+            c.metrics = sim::compute_metrics(plan, tl);
+          } catch (const std::exception& e) {
+            errors[i - next] = e.what();
+          }
+        }
+      });
+    }
+    for (auto& th : pool) th.join();
+    for (std::size_t i = next; i < end; ++i) {
+      Candidate& c = todo[i];
+      if (!errors[i - next].empty()) {
+        ++result.failed;
+        continue;
+      }
+      ++result.simulated;
+      // A configuration fits when its simulated peak stays within the allowed share of GPU memory.
+      if (c.metrics.oom || static_cast<double>(c.metrics.peak_gpu_mem_bytes) >
+                               o.max_mem_fraction * static_cast<double>(hw.gpu.hbm_bytes)) {
+        ++result.oom;
+        continue;
+      }
+      const double gpus = static_cast<double>(c.metrics.num_gpus);
+      c.usd_per_million_tokens = gpus * usd * c.metrics.step_time_s / 3600.0 /
+                                 (c.metrics.tokens_per_s * c.metrics.step_time_s) * 1e6;
+      done.push_back(std::move(c));
+    }
+    next = end;
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (progress && (bar || elapsed > 1.0)) {
+      bar = true;
+      const int width = 30;
+      const int filled =
+          static_cast<int>(width * static_cast<double>(next) / static_cast<double>(todo.size()));
+      *progress << fmt::format("\rplan: [{}{}] {}/{} candidates simulated",
+                               std::string(static_cast<std::size_t>(filled), '#'),
+                               std::string(static_cast<std::size_t>(width - filled), '.'), result.simulated,
+                               todo.size())
+                << std::flush;
+    }
+  }
+  if (bar) *progress << "\n";
+  std::sort(done.begin(), done.end(), [&](const Candidate& a, const Candidate& b) {
+    const double x = a.objective(o.objective), y = b.objective(o.objective);
+    return x != y ? x < y : a.key() < b.key();
+  });
+  if (static_cast<std::int32_t>(done.size()) > o.top) done.resize(static_cast<std::size_t>(o.top));
+  result.ranked = std::move(done);
+  return result;
+}
+
+}  // namespace pipesim::planner

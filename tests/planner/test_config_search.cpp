@@ -1,0 +1,151 @@
+#include <gtest/gtest.h>
+
+#include "pipesim/planner/config_search.hpp"
+#include "pipesim/planner/plan_check.hpp"
+#include "pipesim/sim/engine.hpp"
+#include "pipesim/sim/error.hpp"
+#include "pipesim/sim/metrics.hpp"
+#include "pipesim/sim/plan_json.hpp"
+
+#include <fmt/format.h>
+
+namespace pipesim::planner {
+namespace {
+
+SearchOptions small_search() {
+  SearchOptions o;
+  o.base.model = "llama2-7b";
+  o.base.hw = "h100-sxm-8x";
+  o.base.seq = 2048;
+  o.gpus = 8;
+  o.global_batch = 32;
+  o.top = 5;
+  o.threads = 2;
+  return o;
+}
+
+/// The default search, run once for the tests that only read it.
+const SearchResult& default_search() {
+  static const SearchResult r = search(small_search(), nullptr);
+  return r;
+}
+
+TEST(ConfigSearch, RanksSimulatedConfigurationsBestFirst) {
+  const SearchResult& r = default_search();
+  ASSERT_FALSE(r.ranked.empty());
+  EXPECT_GT(r.enumerated, r.simulated);
+  for (std::size_t i = 1; i < r.ranked.size(); ++i)
+    EXPECT_LE(r.ranked[i - 1].metrics.step_time_s, r.ranked[i].metrics.step_time_s);
+  for (const auto& c : r.ranked) {
+    EXPECT_EQ(c.job.pp * c.job.tp * c.job.dp, 8);
+    EXPECT_FALSE(c.metrics.oom);
+    EXPECT_LE(static_cast<double>(c.lower_bound_ns) / 1e9, c.metrics.step_time_s);  // the bound is a bound
+  }
+}
+
+TEST(ConfigSearch, IsDeterministicWhateverTheThreadCount) {
+  SearchOptions o = small_search();
+  o.threads = 1;
+  SearchResult a = search(o, nullptr);
+  o.threads = 3;
+  SearchResult b = search(o, nullptr);
+  ASSERT_EQ(a.ranked.size(), b.ranked.size());
+  for (std::size_t i = 0; i < a.ranked.size(); ++i) {
+    EXPECT_EQ(a.ranked[i].key(), b.ranked[i].key());
+    EXPECT_EQ(a.ranked[i].metrics.step_time_s, b.ranked[i].metrics.step_time_s);
+  }
+}
+
+TEST(ConfigSearch, TheWinnersPlanSimulatesToThePlannersPrediction) {
+  const SearchResult& r = default_search();
+  ASSERT_FALSE(r.ranked.empty());
+  const Candidate& best = r.ranked.front();
+  sim::Plan plan = candidate_plan(best);
+  sim::Plan back = sim::plan_from_json(sim::plan_to_json(plan), "winner.json");
+  check_plan_order(back);
+  sim::Timeline tl = sim::Engine{}.run(back);
+  EXPECT_EQ(sim::compute_metrics(back, tl).step_time_s, best.metrics.step_time_s);
+  EXPECT_EQ(back.meta.partition.size(),
+            static_cast<std::size_t>(best.job.pp * std::max(1, best.job.virtual_stages)));
+}
+
+TEST(ConfigSearch, ExhaustiveAndPrunedAgreeOnTheWinner) {
+  // The lower bound never cuts the best configuration: compare with a search that keeps everything.
+  SearchOptions o = small_search();
+  o.top = 1;
+  SearchResult pruned = search(o, nullptr);
+  o.top = 100000;
+  SearchResult all = search(o, nullptr);
+  ASSERT_FALSE(all.ranked.empty());
+  EXPECT_EQ(all.pruned_bound, 0);
+  EXPECT_EQ(pruned.ranked.front().key(), all.ranked.front().key());
+  EXPECT_LT(pruned.simulated, all.simulated);
+}
+
+TEST(ConfigSearch, CostObjectiveTriesFewerGpus) {
+  SearchOptions o = small_search();
+  o.objective = "cost";
+  SearchResult r = search(o, nullptr);
+  ASSERT_FALSE(r.ranked.empty());
+  for (std::size_t i = 1; i < r.ranked.size(); ++i)
+    EXPECT_LE(r.ranked[i - 1].usd_per_million_tokens, r.ranked[i].usd_per_million_tokens);
+  EXPECT_GT(r.ranked.front().usd_per_million_tokens, 0);
+  o.gpu_hour_usd = 0;
+  o.base.hw = "h100-sxm-8x";
+  EXPECT_NO_THROW(search(o, nullptr));  // the profile has a price
+}
+
+TEST(ConfigSearch, BadOptions) {
+  SearchOptions o = small_search();
+  o.global_batch = 0;
+  EXPECT_THROW(search(o, nullptr), sim::InputError);
+  o = small_search();
+  o.schedules = {"nope"};  // unknown names are rejected before any work
+  EXPECT_THROW(search(o, nullptr), sim::InputError);
+  o = small_search();
+  o.objective = "speed";
+  EXPECT_THROW(search(o, nullptr), sim::InputError);
+}
+
+TEST(PlanCheck, CycleThroughStreamOrderIsNamed) {
+  const SearchResult& r = default_search();
+  sim::Plan plan = candidate_plan(r.ranked.front());
+  EXPECT_NO_THROW(check_plan_order(plan));
+  // The first forward waits for the last op of its own stream: a cycle.
+  std::size_t first = 0;
+  while (plan.ops[first].kind != sim::OpKind::kForward) ++first;
+  sim::OpId last_same_stream = -1;
+  for (std::size_t i = 0; i < plan.ops.size(); ++i)
+    if (plan.ops[i].stream == plan.ops[first].stream) last_same_stream = static_cast<sim::OpId>(i);
+  plan.ops[first].deps.push_back(last_same_stream);
+  try {
+    check_plan_order(plan);
+    FAIL() << "cycle not found";
+  } catch (const sim::DeadlockError& e) {
+    EXPECT_NE(std::string(e.what()).find(fmt::format("op {} forward", first)), std::string::npos) << e.what();
+  }
+}
+
+TEST(PlanCheck, CriticalPathCoversTheRunOfASerialPipeline) {
+  const SearchResult& r = default_search();
+  sim::Plan plan = candidate_plan(r.ranked.front());
+  sim::Timeline tl = sim::Engine{}.run(plan);
+  CriticalPath cp = critical_path(plan, tl);
+  ASSERT_FALSE(cp.ops.empty());
+  EXPECT_LE(cp.length_s, cp.step_time_s + 1e-12);  // op time on one path cannot exceed the run
+  EXPECT_GT(cp.length_s, 0.5 * cp.step_time_s);
+  double shares = 0;
+  for (const auto& s : cp.by_resource) shares += s.share;
+  EXPECT_NEAR(shares, 1.0, 1e-9);
+  EXPECT_NE(cp.advice.find("speed up"), std::string::npos);
+  // Consecutive ops on the path are linked by a dependency or stream order.
+  for (std::size_t k = 1; k < cp.ops.size(); ++k) {
+    const auto& op = plan.ops[static_cast<std::size_t>(cp.ops[k])];
+    const auto& prev = plan.ops[static_cast<std::size_t>(cp.ops[k - 1])];
+    const bool dep = std::find(op.deps.begin(), op.deps.end(), cp.ops[k - 1]) != op.deps.end();
+    EXPECT_TRUE(dep || op.stream == prev.stream);
+  }
+}
+
+}  // namespace
+}  // namespace pipesim::planner
