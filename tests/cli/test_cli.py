@@ -143,6 +143,68 @@ class Simulate(unittest.TestCase):
         self.assertIn("qwen3-235b-a22b", out)
 
 
+class Planner(unittest.TestCase):
+    def test_partition_json_and_gains(self):
+        rc, out, err = run("partition", "--model", "qwen3-1.7b", "--pp", "4", "--schedule", "1f1b", "--format", "json")
+        self.assertEqual(rc, 0, err)
+        r = json.loads(out)
+        for k in ["partition", "stage_time_s", "stage_mem_bytes", "uniform", "deepspeed_parameters", "gain_over_uniform"]:
+            self.assertIn(k, r)
+        self.assertEqual(sum(r["partition"]), 28)
+        self.assertLess(r["partition"][-1], 7)  # the heavy head gets a lighter last stage
+        self.assertGreater(r["gain_over_uniform"], 1.0)
+        self.assertAlmostEqual(max(r["stage_time_s"]), r["bottleneck_s"], places=12)
+        rc, out, err = run("partition", "--workload", os.path.join(FIXTURES, "uniform_workload.json"), "--pp", "2",
+                           "--p2p-time-ms", "0", "--format", "json")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(json.loads(out)["partition"], [2, 2])
+        rc, out, err = run("partition", "--model", "qwen3-8b", "--pp", "8", "--schedule", "roundpipe", "--format", "json")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("backward_layer_ranges", json.loads(out))
+
+    def test_plan_writes_an_executable_winner(self):
+        with tempfile.TemporaryDirectory() as d:
+            plan = os.path.join(d, "best.json")
+            rc, out, err = run("plan", "--model", "llama2-7b", "--hw", "h100-sxm-8x", "--gpus", "8",
+                               "--global-batch", "32", "--seq", "2048", "--top", "3", "--out", plan, "--format", "json")
+            self.assertEqual(rc, 0, err)
+            ranked = json.loads(out)
+            self.assertLessEqual(len(ranked), 3)
+            self.assertEqual(ranked[0]["num_gpus"], 8)
+            for k in ["step_time_s", "tokens_per_s", "mfu", "peak_gpu_mem_bytes", "config"]:
+                self.assertIn(k, ranked[0])
+            steps = [r["step_time_s"] for r in ranked]
+            self.assertEqual(steps, sorted(steps))
+            rc, out, err = run("simulate", "--plan", plan, "--format", "json")
+            self.assertEqual(rc, 0, err)
+            self.assertEqual(json.loads(out)["step_time_s"], ranked[0]["step_time_s"])
+            rc, out, err = run("explain", plan)
+            self.assertEqual(rc, 0, err)
+            self.assertIn("critical path", out)
+            self.assertIn("speed up", out)
+            # Same inputs, same ranking.
+            rc, again, _ = run("plan", "--model", "llama2-7b", "--hw", "h100-sxm-8x", "--gpus", "8",
+                               "--global-batch", "32", "--seq", "2048", "--top", "3", "--format", "json")
+            self.assertEqual([r["config"] for r in json.loads(again)], [r["config"] for r in ranked])
+
+    def test_plan_and_partition_bad_input(self):
+        def err_of(*args):
+            rc, _, err = run(*args)
+            self.assertEqual(rc, 2, err)
+            self.assertEqual(len(err.strip().splitlines()), 1, err)
+            return err
+        self.assertIn("--gpus", err_of("plan", "--model", "llama2-7b", "--global-batch", "8"))
+        self.assertIn("--objective", err_of("plan", "--gpus", "8", "--global-batch", "8", "--objective", "speed"))
+        self.assertIn("unknown schedule 'nope'", err_of("plan", "--gpus", "8", "--global-batch", "8", "--schedules", "nope"))
+        self.assertIn("--gpus: no configuration fits",
+                      err_of("plan", "--model", "llama3-70b", "--hw", "rtx4090-8x", "--gpus", "1", "--global-batch", "1",
+                             "--schedules", "1f1b"))
+        self.assertIn("--max-mem-fraction", err_of("partition", "--pp", "4", "--max-mem-fraction", "2"))
+        self.assertIn("no partition into 2 stages fits", err_of("partition", "--model", "llama3-70b", "--pp", "2"))
+        self.assertIn("plan is required", err_of("explain"))
+        self.assertIn("cannot open file", err_of("explain", "/no/such/plan.json"))
+
+
 class Calibrate(unittest.TestCase):
     """`pipesim calibrate --quick --cpu-only` on this machine, fed to the simulator."""
 
