@@ -389,7 +389,10 @@ class BadInput(unittest.TestCase):
             p["ops"][first_fwd]["deps"].append(last_bwd)
             with open(plan, "w") as f:
                 json.dump(p, f)
-            self.expect_error(["simulate", "--plan", plan], "deadlock:", f"op {first_fwd} forward", f"waits for op {last_bwd}")
+            # The plan check names the cycle before anything runs.
+            self.expect_error(["simulate", "--plan", plan], "the plan can never finish: a cycle",
+                              f"op {first_fwd} forward", f"op {last_bwd} backward")
+            self.expect_error(["explain", plan], "the plan can never finish")
 
 
 if __name__ == "__main__":
