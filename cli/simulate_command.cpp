@@ -97,14 +97,14 @@ int run_simulate(const SimulateOptions& o) {
     planner::check_plan_order(plan);  // a cycle is reported with its ops before anything runs
     results.push_back(run_plan(std::move(plan), record_memory));
   } else {
-    std::vector<const sim::ScheduleInfo*> todo;
+    std::vector<const sim::ScheduleInfo*> chosen;
     if (o.schedule == "all") {
-      for (const auto& s : sim::schedule_registry()) todo.push_back(&s);
+      for (const auto& s : sim::schedule_registry()) chosen.push_back(&s);
     } else {
-      todo.push_back(&sim::find_schedule(o.schedule));
+      chosen.push_back(&sim::find_schedule(o.schedule));
     }
     std::optional<sim::InputError> first_error;
-    for (const auto* s : todo) {
+    for (const auto* s : chosen) {
       if (o.schedule != "all") {
         results.push_back(run_plan(sim::build_plan(*s, sim::make_schedule_input(o.job, *s)), record_memory));
         continue;

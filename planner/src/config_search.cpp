@@ -183,7 +183,7 @@ SearchResult search(const SearchOptions& o, std::ostream* progress) {
                           fmt::format("{} has no $/GPU-hour figure; give --gpu-hour-usd", hw.name));
 
   SearchResult result;
-  std::vector<Candidate> todo = enumerate(o, hw, result);
+  std::vector<Candidate> queue = enumerate(o, hw, result);
   const unsigned threads =
       o.threads > 0 ? static_cast<unsigned>(o.threads) : std::max(1u, std::thread::hardware_concurrency());
   const std::size_t batch = std::max<std::size_t>(threads * 2, 4);
@@ -191,7 +191,7 @@ SearchResult search(const SearchOptions& o, std::ostream* progress) {
   const auto t0 = std::chrono::steady_clock::now();
   bool bar = false;
   std::size_t next = 0;
-  while (next < todo.size()) {
+  while (next < queue.size()) {
     // Stop once the cheapest remaining lower bound cannot beat the top-K (throughput; the cost objective
     // keeps the GPU count in the bound).
     if (static_cast<std::int32_t>(done.size()) >= o.top) {
@@ -199,24 +199,24 @@ SearchResult search(const SearchOptions& o, std::ostream* progress) {
       for (const auto& c : done) objs.push_back(c.objective(o.objective));
       std::nth_element(objs.begin(), objs.begin() + (o.top - 1), objs.end());
       const double kth = objs[static_cast<std::size_t>(o.top - 1)];
-      const Candidate& c = todo[next];
+      const Candidate& c = queue[next];
       const double bound_s = static_cast<double>(c.lower_bound_ns) / 1e9;
       const double gpus = static_cast<double>(c.job.pp) * c.job.tp * c.job.dp;
       const double tokens = static_cast<double>(c.job.microbatches) * c.job.microbatch_size * c.job.dp *
                             static_cast<double>(o.base.seq > 0 ? o.base.seq : 2048);
       const double bound = o.objective == "cost" ? gpus * usd * bound_s / 3600.0 / tokens * 1e6 : bound_s;
       if (bound >= kth) {
-        result.pruned_bound = static_cast<std::int64_t>(todo.size() - next);
+        result.pruned_bound = static_cast<std::int64_t>(queue.size() - next);
         break;
       }
     }
-    const std::size_t end = std::min(todo.size(), next + batch);
+    const std::size_t end = std::min(queue.size(), next + batch);
     std::vector<std::thread> pool;
     std::vector<std::string> errors(end - next);
     for (unsigned t = 0; t < threads; ++t) {
       pool.emplace_back([&, t] {
         for (std::size_t i = next + t; i < end; i += threads) {
-          Candidate& c = todo[i];
+          Candidate& c = queue[i];
           try {
             sim::Plan plan = candidate_plan(c);
             sim::Timeline tl = sim::Engine{}.run(plan);
@@ -229,7 +229,7 @@ SearchResult search(const SearchOptions& o, std::ostream* progress) {
     }
     for (auto& th : pool) th.join();
     for (std::size_t i = next; i < end; ++i) {
-      Candidate& c = todo[i];
+      Candidate& c = queue[i];
       if (!errors[i - next].empty()) {
         ++result.failed;
         continue;
@@ -252,11 +252,11 @@ SearchResult search(const SearchOptions& o, std::ostream* progress) {
       bar = true;
       const int width = 30;
       const int filled =
-          static_cast<int>(width * static_cast<double>(next) / static_cast<double>(todo.size()));
+          static_cast<int>(width * static_cast<double>(next) / static_cast<double>(queue.size()));
       *progress << fmt::format("\rplan: [{}{}] {}/{} candidates simulated",
                                std::string(static_cast<std::size_t>(filled), '#'),
                                std::string(static_cast<std::size_t>(width - filled), '.'), result.simulated,
-                               todo.size())
+                               queue.size())
                 << std::flush;
     }
   }

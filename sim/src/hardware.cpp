@@ -227,28 +227,12 @@ HardwareProfile parse_hardware_profile(const std::string& text, const std::strin
 }
 
 HardwareProfile load_hardware_profile(const std::string& name_or_path) {
-  namespace fs = std::filesystem;
-  std::string path = name_or_path;
-  if (name_or_path.find('/') == std::string::npos && name_or_path.find(".json") == std::string::npos) {
-    path = data_dir() + "/hw_profiles/" + name_or_path + ".json";
-    if (!fs::exists(path)) {
-      std::string names;
-      for (const auto& n : shipped_hardware_profiles()) names += (names.empty() ? "" : ", ") + n;
-      throw InputError(name_or_path, "",
-                       fmt::format("unknown hardware profile; shipped: {} (or give a file path)", names));
-    }
-  }
+  const std::string path = resolve_shipped(name_or_path, "hw_profiles", "hardware profile");
   return parse_hardware_profile(detail::read_text_file(path), path);
 }
 
 std::vector<std::string> shipped_hardware_profiles() {
-  namespace fs = std::filesystem;
-  std::vector<std::string> out;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(data_dir() + "/hw_profiles", ec))
-    if (e.path().extension() == ".json") out.push_back(e.path().stem().string());
-  std::sort(out.begin(), out.end());
-  return out;
+  return shipped_names("hw_profiles");
 }
 
 std::string hardware_profile_to_json(const HardwareProfile& hw) {

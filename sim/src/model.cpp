@@ -55,8 +55,8 @@ ModelSpec parse_preset(JsonObject& r) {
     if (!types->is_array() || static_cast<std::int64_t>(types->size()) != m.layers)
       r.fail("layer_types", fmt::format("expected an array of {} entries (one per layer)", m.layers));
     for (std::size_t i = 0; i < types->size(); ++i) {
-      const json& t = (*types)[i];
-      if (!t.is_string() || (t != "sliding_attention" && t != "full_attention"))
+      const std::string t = (*types)[i].is_string() ? (*types)[i].get<std::string>() : std::string();
+      if (t != "sliding_attention" && t != "full_attention")
         throw InputError(r.file(), fmt::format("/layer_types/{}", i),
                          "expected \"sliding_attention\" or \"full_attention\"");
       m.layer_is_sliding.push_back(t == "sliding_attention");
@@ -140,26 +140,12 @@ ModelSpec parse_model(const std::string& text, const std::string& file) {
 }
 
 ModelSpec load_model(const std::string& name_or_path) {
-  std::string path = name_or_path;
-  if (name_or_path.find('/') == std::string::npos && name_or_path.find(".json") == std::string::npos) {
-    path = data_dir() + "/models/" + name_or_path + ".json";
-    if (!std::filesystem::exists(path)) {
-      std::string names;
-      for (const auto& n : shipped_models()) names += (names.empty() ? "" : ", ") + n;
-      throw InputError(name_or_path, "",
-                       fmt::format("unknown model; presets: {} (or give a config.json path)", names));
-    }
-  }
+  const std::string path = resolve_shipped(name_or_path, "models", "model preset");
   return parse_model(detail::read_text_file(path), path);
 }
 
 std::vector<std::string> shipped_models() {
-  std::vector<std::string> out;
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(data_dir() + "/models", ec))
-    if (e.path().extension() == ".json") out.push_back(e.path().stem().string());
-  std::sort(out.begin(), out.end());
-  return out;
+  return shipped_names("models");
 }
 
 }  // namespace pipesim::sim

@@ -351,7 +351,7 @@ class BadInput(unittest.TestCase):
                 with open(p, "w") as f:
                     f.write(text)
                 return p
-            self.expect_error(["simulate", "--model", "nosuch"], "nosuch: unknown model; presets:")
+            self.expect_error(["simulate", "--model", "nosuch"], "nosuch: unknown model preset; shipped:")
             self.expect_error(["simulate", "--hw", "nosuch"], "nosuch: unknown hardware profile; shipped:")
             self.expect_error(["simulate", "--model", os.path.join(d, "missing.json")], "missing.json: cannot open file")
             bad = write("bad.json", "{oops")
