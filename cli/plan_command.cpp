@@ -97,14 +97,18 @@ int run_plan(const PlanOptions& o) {
   for (std::size_t g = 1; g < m0.gpus.size(); ++g)
     if (m0.gpus[g].busy_s > m0.gpus[slowest].busy_s) slowest = g;
   const double per_iteration = 1.0 / std::max(1, m0.iterations);
+  const std::int64_t best_plan_capacity = sim::load_hardware_profile(s.base.hw).gpu.hbm_bytes;
   std::cout << fmt::format(
       "winner: {}; bottleneck stage {} ({} busy {:.3f} s of {:.3f} s), bubble {:.1f}% (warm-up {:.1f}, intra "
       "{:.1f}, "
-      "drain {:.1f}), peak GPU memory {} GiB\n",
+      "drain {:.1f}), peak GPU memory {} GiB ({} GiB headroom under the {:.0f}% limit)\n",
       best.key(), slowest, m0.gpus.empty() ? "" : m0.gpus[slowest].device,
       m0.gpus.empty() ? 0.0 : m0.gpus[slowest].busy_s * per_iteration, m0.step_time_s,
       100 * m0.bubble_fraction, 100 * m0.bubble_warmup_fraction, 100 * m0.bubble_intra_fraction,
-      100 * m0.bubble_drain_fraction, gib(m0.peak_gpu_mem_bytes));
+      100 * m0.bubble_drain_fraction, gib(m0.peak_gpu_mem_bytes),
+      gib(static_cast<std::int64_t>(s.max_mem_fraction * static_cast<double>(best_plan_capacity)) -
+          m0.peak_gpu_mem_bytes),
+      100 * s.max_mem_fraction);
   if (r.ranked.size() > 1)
     std::cout << fmt::format("runner-up is {:.1f}% slower: {}\n",
                              100 * (r.ranked[1].metrics.step_time_s / m0.step_time_s - 1), r.ranked[1].key());
