@@ -28,9 +28,9 @@ LayerTimes layer_times(const std::vector<LayerCost>& layers, const HardwareProfi
     t.fwd.push_back(f);
     t.bwd.push_back(rc + b);
     t.fused.push_back(f + b);
-    // Flash attention in the backward: the s^2 attention scores are never materialized.
-    t.mem.push_back(2 * l.params + 2 * l.trainable_params + l.stored_activation_bytes +
-                    l.recompute_extra_bytes - l.attention_score_bytes);
+    // The cap is on what prefetch doubles: a stage's weights and their gradients (activations of the running
+    // microbatch are checked by the simulation itself).
+    t.mem.push_back(2 * l.params + 2 * l.trainable_params);
   }
   return t;
 }
@@ -48,7 +48,8 @@ RoundPipePartition roundpipe_partition(const std::vector<LayerCost>& layers, con
       throw InputError(
           "--model", "",
           fmt::format(
-              "layer {} needs {:.2f} GiB, above RoundPipe's per-stage cap of {:.2f} GiB (0.3 x GPU memory)",
+              "layer {} needs {:.2f} GiB of weights and gradients, above RoundPipe's per-stage cap of {:.2f} GiB "
+              "(0.3 x GPU memory)",
               l, static_cast<double>(lt.mem[static_cast<std::size_t>(l)]) / (1 << 30),
               static_cast<double>(cap) / (1 << 30)));
   std::int64_t max_layer = 0;

@@ -339,8 +339,8 @@ class BadInput(unittest.TestCase):
         self.expect_error(["simulate", "--iterations", "0"], "--iterations")
         self.expect_error(["simulate", "--hw", "v100-sxm2-4x", "--dtype", "bf16", "--schedule", "1f1b"],
                           "--dtype: v100-sxm2-4x has no bf16 peak; valid: fp16")
-        self.expect_error(["simulate", "--model", "gpt-oss-20b", "--schedule", "roundpipe", "--microbatch-size", "4"],
-                          "above RoundPipe's per-stage cap")
+        self.expect_error(["simulate", "--model", "qwen3-235b-a22b", "--schedule", "roundpipe"],
+                          "of weights and gradients, above RoundPipe's per-stage cap")
         self.expect_error(["simulate", "--model", "gpt-40b", "--hw", "h100-sxm-8x", "--pp", "16", "--tp", "8",
                            "--dp", "4096", "--microbatches", "64", "--replicas", "explicit"], "--replicas: about")
 
