@@ -145,6 +145,7 @@ std::string metrics_to_json(const Plan& plan, const Metrics& m, double sim_wall_
   j["global_batch"] = plan.meta.global_batch;
   j["seq"] = plan.meta.seq;
   j["recompute"] = plan.meta.recompute;
+  j["lora_rank"] = plan.meta.lora_rank;
   j["replicas"] = plan.meta.replicas;
   j["partition"] = plan.meta.partition;
   j["iterations"] = m.iterations;

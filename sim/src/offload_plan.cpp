@@ -65,7 +65,7 @@ OffloadPlan::OffloadPlan(const ScheduleInput& in, const std::string& schedule, s
   plan_.hw = in.hw;
   plan_.meta.schedule = schedule;
   const std::int32_t gpn = in.hw.node.gpus;
-  plan_.nodes = std::max(in.nodes, (gpus + gpn - 1) / gpn);
+  plan_.nodes = (gpus + gpn - 1) / gpn;  // nodes beyond the job's are idle
   for (std::int32_t n = 0; n < plan_.nodes; ++n) {
     plan_.devices.push_back({fmt::format("host{}", n), DeviceKind::kHost, n, 0, 0});
     host_device_.push_back(static_cast<DeviceId>(plan_.devices.size() - 1));
@@ -189,6 +189,7 @@ Plan OffloadPlan::finish(const std::vector<std::int32_t>& partition, std::string
   m.replicas = "explicit";
   m.simulated_gpus = gpus_;
   m.dtype = in_.dtype;
+  m.lora_rank = in_.lora_rank;
   m.partition = partition;
   m.note = std::move(note);
   double model = 0, hardware = 0;

@@ -153,10 +153,10 @@ void Builder::validate_and_layout() {
     bad("--pp/--tp/--dp", fmt::format("pp*tp*dp = {} GPUs; valid: at most {}", gpus, kMaxGpus));
   gpus_total_ = static_cast<std::int32_t>(gpus);
   std::int32_t need_nodes = (gpus_total_ + hw.node.gpus - 1) / hw.node.gpus;
-  plan_.nodes = in_.nodes > 0 ? in_.nodes : need_nodes;
-  if (plan_.nodes < need_nodes)
+  if (in_.nodes > 0 && in_.nodes < need_nodes)
     bad("--nodes", fmt::format("pp*tp*dp = {} GPUs need {} nodes of {} GPUs; given {}", gpus_total_,
-                               need_nodes, hw.node.gpus, plan_.nodes));
+                               need_nodes, hw.node.gpus, in_.nodes));
+  plan_.nodes = need_nodes;  // nodes beyond the job's are idle: no links or devices are built for them
   if (in_.costs.empty()) bad("--model", "no layers to simulate");
   if (static_cast<std::int32_t>(in_.cost_of_microbatch.size()) != in_.microbatches)
     bad("--microbatches", "internal: one cost table index per microbatch expected");
@@ -600,6 +600,7 @@ Plan Builder::build(bool explicit_replicas) {
   m.global_batch = in_.global_batch;
   m.recompute = to_string(in_.recompute);
   m.dtype = in_.dtype;
+  m.lora_rank = in_.lora_rank;
   m.replicas = explicit_ ? "explicit" : "symmetric";
   m.simulated_gpus = static_cast<std::int32_t>(replicas_.size()) * in_.pp;
   double model = 0, hardware = 0;

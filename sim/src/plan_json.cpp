@@ -48,6 +48,7 @@ json meta_json(const PlanMeta& m) {
           {"seq", m.seq},
           {"global_batch", m.global_batch},
           {"recompute", m.recompute},
+          {"lora_rank", m.lora_rank},
           {"replicas", m.replicas},
           {"simulated_gpus", m.simulated_gpus},
           {"model_flops_per_step", m.model_flops_per_step},
@@ -71,6 +72,7 @@ PlanMeta meta_from(JsonObject o) {
   m.seq = static_cast<std::int32_t>(o.integer("seq", 0, kI32));
   m.global_batch = o.integer("global_batch", 0, kI64);
   m.recompute = o.string("recompute");
+  m.lora_rank = o.integer_or("lora_rank", 0, 0, 65536);
   m.replicas = o.string("replicas");
   m.simulated_gpus = static_cast<std::int32_t>(o.integer("simulated_gpus", 0, kI32));
   m.model_flops_per_step = o.number("model_flops_per_step", 0, 1e30);

@@ -45,13 +45,12 @@ RoundPipePartition roundpipe_partition(const std::vector<LayerCost>& layers, con
   const std::int64_t cap = static_cast<std::int64_t>(0.6 * static_cast<double>(hw.gpu.hbm_bytes)) / 2;
   for (std::int32_t l = 0; l < n; ++l)
     if (lt.mem[static_cast<std::size_t>(l)] > cap)
-      throw InputError(
-          "--model", "",
-          fmt::format(
-              "layer {} needs {:.2f} GiB of weights and gradients, above RoundPipe's per-stage cap of {:.2f} GiB "
-              "(0.3 x GPU memory)",
-              l, static_cast<double>(lt.mem[static_cast<std::size_t>(l)]) / (1 << 30),
-              static_cast<double>(cap) / (1 << 30)));
+      throw InputError("--model", "",
+                       fmt::format("layer {} needs {:.2f} GiB of weights and gradients, above RoundPipe's "
+                                   "per-stage cap of {:.2f} GiB "
+                                   "(0.3 x GPU memory)",
+                                   l, static_cast<double>(lt.mem[static_cast<std::size_t>(l)]) / (1 << 30),
+                                   static_cast<double>(cap) / (1 << 30)));
   std::int64_t max_layer = 0;
   for (std::int32_t l = 0; l < n; ++l)
     max_layer =

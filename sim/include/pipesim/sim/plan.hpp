@@ -117,6 +117,7 @@ struct PlanMeta {
   std::int32_t seq = 0;
   std::int64_t global_batch = 0;
   std::string recompute = "none";
+  std::int64_t lora_rank = 0;  ///< 0: full fine-tuning
   std::string replicas = "symmetric";
   std::int32_t simulated_gpus = 0;     ///< GPUs instantiated; the others are identical replicas
   double model_flops_per_step = 0;     ///< whole job, no recompute (for MFU)

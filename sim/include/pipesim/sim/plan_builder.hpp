@@ -33,7 +33,7 @@ struct ScheduleInput {
   std::vector<std::int32_t>
       partition;  ///< transformer blocks per model chunk (pp*v entries); empty: balanced
   Recompute recompute = Recompute::kNone;
-  std::int64_t lora_rank = 0;  ///< recorded in the plan; the costs above already reflect it
+  std::int64_t lora_rank = 0;  ///< recorded in the plan metadata; the costs above already reflect it
   Duration p2p_fixed_ns = -1;  ///< >= 0: every pipeline hop takes this long (compute-only models)
   bool explicit_replicas = false;
   /// ZeRO-Offload style: fp32 master weights and Adam state live in host memory; after the backward each GPU
