@@ -5,17 +5,17 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "pipesim/planner/plan_check.hpp"
 #include "pipesim/sim/engine.hpp"
+#include "pipesim/sim/plan_check.hpp"
 #include "pipesim/sim/plan_json.hpp"
 
 namespace pipesim::cli {
 
 int run_explain(const std::string& plan_file, const std::string& format, int top) {
   sim::Plan plan = sim::load_plan(plan_file);
-  planner::check_plan_order(plan);
+  sim::check_plan_order(plan);
   sim::Timeline tl = sim::Engine{}.run(plan);
-  planner::CriticalPath cp = planner::critical_path(plan, tl);
+  sim::CriticalPath cp = sim::critical_path(plan, tl);
   if (format == "json") {
     nlohmann::ordered_json j;
     j["plan"] = plan_file;

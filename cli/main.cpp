@@ -1,6 +1,7 @@
 // pipesim: predict, plan and validate pipeline-parallel LLM training. This file only parses arguments,
 // calls the libraries and maps their typed errors to exit code 2 with one line.
 #include <iostream>
+#include <map>
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
@@ -10,6 +11,7 @@
 #include "pipesim/calibrate/calibrate.hpp"
 #include "pipesim/sim/error.hpp"
 #include "pipesim/sim/hardware.hpp"
+#include "pipesim/sim/job.hpp"
 #include "pipesim/sim/model.hpp"
 #include "pipesim/sim/plan_builder.hpp"
 #include "pipesim/sim/schedule.hpp"
@@ -20,9 +22,12 @@ namespace {
 
 int list_schedules() {
   for (const auto& s : pipesim::sim::schedule_registry()) {
-    std::cout << fmt::format("{:<18} {}\n{:<18} source: {}\n", s.name, s.description, "", s.source);
+    std::cout << fmt::format("{:<18} {}\n{:<18} source: {}; {}\n", s.name, s.description, "", s.source,
+                             pipesim::sim::to_string(s.kind));
+    for (const auto& c : s.constraints) std::cout << fmt::format("{:<18}   needs: {}\n", "", c);
     for (const auto& p : s.parameters)
-      std::cout << fmt::format("{:<18}   {}: {}\n", "", p.name, p.description);
+      std::cout << fmt::format("{:<18}   {} {}: {} (default {})\n", "", p.flag, p.metavar, p.description,
+                               pipesim::sim::to_string(p.default_value));
   }
   return 0;
 }
@@ -81,14 +86,42 @@ void add_job_options(CLI::App* sim, pipesim::sim::JobOptions& j) {
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{65536}));
 }
 
-}  // namespace
+/// One flag per schedule parameter in the registry (a flag two schedules share is added once); the text given
+/// is kept for the schedule that declares it and checked once parsing is done.
+void add_schedule_flags(CLI::App* sim, pipesim::sim::JobOptions& j) {
+  std::map<std::string, std::string> seen;  // flag -> schedules that take it
+  for (const auto& s : pipesim::sim::schedule_registry())
+    for (const auto& p : s.parameters) seen[p.flag] += (seen[p.flag].empty() ? "" : ", ") + s.name;
+  for (const auto& s : pipesim::sim::schedule_registry()) {
+    for (const auto& p : s.parameters) {
+      auto it = seen.find(p.flag);
+      if (it == seen.end()) continue;  // already added
+      const std::string help = fmt::format("{}: {}", it->second, p.description);
+      const std::string flag = p.flag;
+      if (p.type == pipesim::sim::ParameterType::kFlag)
+        sim->add_flag_callback(
+            flag, [&j, flag] { j.schedule_flags[flag] = "true"; }, help);
+      else
+        sim->add_option_function<std::string>(
+            flag, [&j, flag](const std::string& text) { j.schedule_flags[flag] = text; }, help);
+      seen.erase(it);
+    }
+  }
+}
 
-int main(int argc, char** argv) {
-  CLI::App app{"pipesim: discrete-event simulator and planner for pipeline-parallel LLM training"};
-  app.require_subcommand(1);
-  app.set_version_flag("--version", "pipesim 0.1.0");
+struct Commands {
+  pipesim::cli::SimulateOptions simulate;
+  std::string replicas = "symmetric";
+  pipesim::calibrate::CalibrateOptions calibrate;
+  pipesim::cli::PartitionOptions partition;
+  pipesim::cli::PlanOptions plan;
+  std::string explain_file, explain_format = "table";
+  int explain_top = 10;
+  CLI::App *sim = nullptr, *cal = nullptr, *part = nullptr, *pl = nullptr, *explain = nullptr;
+};
 
-  pipesim::cli::SimulateOptions so;
+void add_simulate(CLI::App& app, Commands& c) {
+  auto& so = c.simulate;
   auto& j = so.job;
   auto* sim =
       app.add_subcommand("simulate", "predict step time, throughput, bubbles and memory of a training job");
@@ -98,20 +131,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 10000));
   sim->add_option("--partition", j.partition, "transformer blocks per stage, e.g. 5,5,5,3");
   add_job_options(sim, j);
-  sim->add_flag("--cross-mapping", j.offload.cross_mapping,
-                "mobius: place consecutive stages on GPUs under different PCIe switches");
-  std::string spipe_stages;
-  sim->add_option("--spipe-stages", spipe_stages,
-                  "spipe: forward and backward stages per GPU, F,B (default 2,6)");
-  sim->add_flag("--spipe-sync-checkpoints", j.offload.sync_checkpoints,
-                "spipe: send checkpoints only when their backward is next (default: as soon as produced)");
-  sim->add_option("--overflow-prob", j.offload.overflow_prob,
-                  "spipe: share of steps whose gradients overflow (bypass and rollback)")
-      ->check(CLI::Range(0.0, 1.0));
-  sim->add_flag("--roundpipe-sync", j.offload.sync_optimizer,
-                "roundpipe: wait for the optimizer instead of training on weights one step stale");
-  std::string replicas = "symmetric";
-  sim->add_option("--replicas", replicas, "symmetric (simulate identical replicas once) or explicit")
+  add_schedule_flags(sim, j);
+  sim->add_option("--replicas", c.replicas, "symmetric (simulate identical replicas once) or explicit")
       ->check(CLI::IsMember({"symmetric", "explicit"}))
       ->capture_default_str();
   sim->add_option("--plan", so.plan_file, "run a saved pipesim-plan JSON");
@@ -122,8 +143,11 @@ int main(int argc, char** argv) {
   sim->add_option("--format", so.format, "table or json")
       ->check(CLI::IsMember({"table", "json"}))
       ->capture_default_str();
+  c.sim = sim;
+}
 
-  pipesim::calibrate::CalibrateOptions co;
+void add_calibrate(CLI::App& app, Commands& c) {
+  auto& co = c.calibrate;
   auto* cal = app.add_subcommand("calibrate", "measure this machine and write a hardware profile");
   cal->add_option("--out", co.out, "profile to write (raw measurements are saved beside it)")->required();
   cal->add_option("--base", co.base, "profile (name or file) for the figures not measured here")
@@ -131,8 +155,11 @@ int main(int argc, char** argv) {
   cal->add_flag("--quick", co.quick, "smaller arrays and fewer samples (well under a minute)");
   cal->add_flag("--cpu-only", co.cpu_only, "skip the CUDA benchmarks");
   cal->add_option("--name", co.name, "profile name (default: the file name without extension)");
+  c.cal = cal;
+}
 
-  pipesim::cli::PartitionOptions po;
+void add_partition(CLI::App& app, Commands& c) {
+  auto& po = c.partition;
   auto* part = app.add_subcommand("partition",
                                   "the optimal layer partition for a schedule (vs uniform and DeepSpeed)");
   add_job_options(part, po.job);
@@ -142,8 +169,11 @@ int main(int argc, char** argv) {
   part->add_option("--format", po.format, "table or json")
       ->check(CLI::IsMember({"table", "json"}))
       ->capture_default_str();
+  c.part = part;
+}
 
-  pipesim::cli::PlanOptions pl;
+void add_plan(CLI::App& app, Commands& c) {
+  auto& pl = c.plan;
   auto& ps = pl.search;
   auto* plan = app.add_subcommand("plan", "search the best parallel configuration for a model on N GPUs");
   plan->add_option("--model", ps.base.model, "model preset name or HuggingFace config.json")
@@ -177,18 +207,55 @@ int main(int argc, char** argv) {
   plan->add_option("--format", pl.format, "table or json")
       ->check(CLI::IsMember({"table", "json"}))
       ->capture_default_str();
+  c.pl = plan;
+}
 
-  std::string explain_file, explain_format = "table";
-  int explain_top = 10;
+void add_explain(CLI::App& app, Commands& c) {
   auto* explain = app.add_subcommand("explain", "check a saved plan and report its critical path");
-  explain->add_option("plan", explain_file, "pipesim-plan JSON")->required();
-  explain->add_option("--top", explain_top, "resources to list")
+  explain->add_option("plan", c.explain_file, "pipesim-plan JSON")->required();
+  explain->add_option("--top", c.explain_top, "resources to list")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
-  explain->add_option("--format", explain_format, "table or json")
+  explain->add_option("--format", c.explain_format, "table or json")
       ->check(CLI::IsMember({"table", "json"}))
       ->capture_default_str();
+  c.explain = explain;
+}
 
+/// Runs the parsed subcommand; library errors propagate to main.
+int dispatch(CLI::App& app, Commands& c, bool no_arguments) {
+  if (c.sim->parsed()) {
+    c.simulate.job.explicit_replicas = c.replicas == "explicit";
+    pipesim::sim::check_schedule_flags(c.simulate.job);
+    // With no arguments at all, simulate runs the embedded default job and keeps its traces under out/.
+    if (no_arguments) c.simulate.trace_dir = "out";
+    return pipesim::cli::run_simulate(c.simulate);
+  }
+  if (c.cal->parsed()) {
+    pipesim::calibrate::run_calibration(c.calibrate, std::cerr);
+    return 0;
+  }
+  if (c.part->parsed()) return pipesim::cli::run_partition(c.partition);
+  if (c.pl->parsed()) return pipesim::cli::run_plan(c.plan);
+  if (c.explain->parsed()) return pipesim::cli::run_explain(c.explain_file, c.explain_format, c.explain_top);
+  if (app.got_subcommand("schedules")) return list_schedules();
+  if (app.got_subcommand("hw")) return list_hw();
+  if (app.got_subcommand("models")) return list_models();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"pipesim: discrete-event simulator and planner for pipeline-parallel LLM training"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "pipesim 0.1.0");
+  Commands commands;
+  add_simulate(app, commands);
+  add_calibrate(app, commands);
+  add_partition(app, commands);
+  add_plan(app, commands);
+  add_explain(app, commands);
   app.add_subcommand("schedules", "list the registered schedules and their parameters");
   app.add_subcommand("hw", "list the shipped hardware profiles");
   app.add_subcommand("models", "list the shipped model presets");
@@ -206,29 +273,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    if (sim->parsed()) {
-      j.explicit_replicas = replicas == "explicit";
-      if (!spipe_stages.empty()) {
-        auto fb = pipesim::sim::parse_partition(spipe_stages);
-        if (fb.size() != 2 || fb[0] < 1 || fb[1] < 1)
-          throw pipesim::sim::InputError("--spipe-stages", "", "expected F,B with both >= 1, e.g. 2,6");
-        j.offload.forward_stages = fb[0];
-        j.offload.backward_stages = fb[1];
-      }
-      // With no arguments at all, simulate runs the embedded default job and keeps its traces under out/.
-      if (argc == 2) so.trace_dir = "out";
-      return pipesim::cli::run_simulate(so);
-    }
-    if (cal->parsed()) {
-      pipesim::calibrate::run_calibration(co, std::cerr);
-      return 0;
-    }
-    if (part->parsed()) return pipesim::cli::run_partition(po);
-    if (plan->parsed()) return pipesim::cli::run_plan(pl);
-    if (explain->parsed()) return pipesim::cli::run_explain(explain_file, explain_format, explain_top);
-    if (app.got_subcommand("schedules")) return list_schedules();
-    if (app.got_subcommand("hw")) return list_hw();
-    if (app.got_subcommand("models")) return list_models();
+    return dispatch(app, commands, argc == 2);
   } catch (const pipesim::sim::InputError& e) {
     std::cerr << "pipesim: error: " << e.what() << "\n";
     return 2;
@@ -239,5 +284,4 @@ int main(int argc, char** argv) {
     std::cerr << "pipesim: internal error: " << e.what() << "\n";
     return 1;
   }
-  return 0;
 }

@@ -8,7 +8,6 @@
 
 #include "pipesim/planner/partition.hpp"
 #include "pipesim/sim/error.hpp"
-#include "pipesim/sim/roundpipe_partition.hpp"
 
 namespace pipesim::cli {
 
@@ -26,6 +25,31 @@ nlohmann::ordered_json describe(const planner::PartitionResult& r) {
   return j;
 }
 
+/// A schedule with separate forward and backward partitions of its own (RoundPipe's algorithm).
+int print_own_partition(const std::string& name, const sim::OwnPartition& p, const std::string& format) {
+  auto ranges = [](const auto& v) {
+    auto a = nlohmann::ordered_json::array();
+    for (auto [b, e] : v) a.push_back({b, e});
+    return a;
+  };
+  if (format == "json") {
+    nlohmann::ordered_json j;
+    j["schedule"] = name;
+    j["forward_layer_ranges"] = ranges(p.forward);
+    j["backward_layer_ranges"] = ranges(p.backward);
+    j["stage_time_target_s"] = static_cast<double>(p.stage_time_target_ns) / 1e9;
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << fmt::format("{}: {} forward stages {}\n", name, p.forward.size(), fmt::join(p.forward, " "));
+  std::cout << fmt::format("{}{} backward stages {}{}\n", std::string(name.size() + 2, ' '),
+                           p.backward.size(), p.backward_note.empty() ? "" : p.backward_note + " ",
+                           fmt::join(p.backward, " "));
+  std::cout << fmt::format("stage time target {:.3f} ms per microbatch\n",
+                           static_cast<double>(p.stage_time_target_ns) / 1e6);
+  return 0;
+}
+
 }  // namespace
 
 int run_partition(const PartitionOptions& o) {
@@ -33,33 +57,8 @@ int run_partition(const PartitionOptions& o) {
     throw sim::InputError("--max-mem-fraction", "", "valid: 0 < F <= 1");
   const auto& schedule = sim::find_schedule(o.schedule);
   sim::ScheduleInput in = sim::make_schedule_input(o.job, schedule);
-  if (schedule.name == "roundpipe") {
-    // RoundPipe has separate forward and backward partitions (its own algorithm).
-    auto p = sim::roundpipe_partition(in.costs.front(), in.hw, in.dtype, in.microbatches);
-    nlohmann::ordered_json j;
-    auto ranges = [](const auto& v) {
-      auto a = nlohmann::ordered_json::array();
-      for (auto [b, e] : v) a.push_back({b, e});
-      return a;
-    };
-    j["schedule"] = "roundpipe";
-    j["forward_layer_ranges"] = ranges(p.forward);
-    j["backward_layer_ranges"] = ranges(p.backward);
-    j["stage_time_target_s"] = static_cast<double>(p.stage_time_ns) / 1e9;
-    if (o.format == "json") {
-      std::cout << j.dump(2) << "\n";
-    } else {
-      std::cout << fmt::format("roundpipe: {} forward stages {}\n", p.forward.size(),
-                               fmt::join(p.forward, " "));
-      std::cout << fmt::format("           {} backward stages (fused first) {}\n", p.backward.size(),
-                               fmt::join(p.backward, " "));
-      std::cout << fmt::format("stage time target {:.3f} ms per microbatch\n",
-                               static_cast<double>(p.stage_time_ns) / 1e6);
-    }
-    return 0;
-  }
-  if (schedule.build)
-    throw sim::InputError("--schedule", "", fmt::format("{} partitions by its own rule", schedule.name));
+  if (schedule.partitioner.rule == sim::PartitionRule::kSeparateForwardBackward)
+    return print_own_partition(schedule.name, schedule.partitioner.own_partition(in), o.format);
   planner::PartitionProblem prob = planner::make_partition_problem(in, schedule, o.max_mem_fraction);
   planner::PartitionResult best = planner::optimal_partition(prob);
   if (best.blocks.empty())

@@ -78,6 +78,7 @@ int run_plan(const PlanOptions& o) {
       "searched {} configurations: {} cannot fit memory, {} invalid for their schedule, {} cut by "
       "the lower bound, {} simulated ({} of them out of memory)\n",
       r.enumerated, r.pruned_memory, r.failed, r.pruned_bound, r.simulated, r.oom);
+  if (r.failed > 0) std::cerr << fmt::format("plan: the first invalid configuration: {}\n", r.first_invalid);
   std::cout << fmt::format(
       "{:>4} {:<17} {:>10} {:>3} {:>5} {:>2} {:>9} {:>4} {:>9} {:>10} {:>6} {:>8} {:>8}\n", "rank",
       "schedule", "pp/tp/dp", "b", "M", "v", "recompute", "offl", "step (s)", "tokens/s", "MFU %", "GPU GiB",

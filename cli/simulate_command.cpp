@@ -4,15 +4,14 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <optional>
 
 #include <fmt/format.h>
 
-#include "pipesim/planner/plan_check.hpp"
 #include "pipesim/sim/engine.hpp"
 #include "pipesim/sim/error.hpp"
 #include "pipesim/sim/metrics.hpp"
 #include "pipesim/sim/plan_builder.hpp"
+#include "pipesim/sim/plan_check.hpp"
 #include "pipesim/sim/plan_json.hpp"
 #include "pipesim/sim/trace.hpp"
 
@@ -94,31 +93,18 @@ int run_simulate(const SimulateOptions& o) {
   std::vector<std::string> skipped;
   if (!o.plan_file.empty()) {
     sim::Plan plan = sim::load_plan(o.plan_file);
-    planner::check_plan_order(plan);  // a cycle is reported with its ops before anything runs
+    sim::check_plan_order(plan);  // a cycle is reported with its ops before anything runs
     results.push_back(run_plan(std::move(plan), record_memory));
   } else {
-    std::vector<const sim::ScheduleInfo*> chosen;
     if (o.schedule == "all") {
-      for (const auto& s : sim::schedule_registry()) chosen.push_back(&s);
+      // One that cannot run this configuration is reported and skipped.
+      sim::AllSchedulePlans all = sim::plans_of_all_schedules(o.job);
+      for (auto& plan : all.plans) results.push_back(run_plan(std::move(plan), record_memory));
+      skipped = std::move(all.skipped);
     } else {
-      chosen.push_back(&sim::find_schedule(o.schedule));
+      const auto& s = sim::find_schedule(o.schedule);
+      results.push_back(run_plan(sim::build_plan(s, sim::make_schedule_input(o.job, s)), record_memory));
     }
-    std::optional<sim::InputError> first_error;
-    for (const auto* s : chosen) {
-      if (o.schedule != "all") {
-        results.push_back(run_plan(sim::build_plan(*s, sim::make_schedule_input(o.job, *s)), record_memory));
-        continue;
-      }
-      // With several schedules, one that cannot run this configuration is reported and skipped.
-      try {
-        sim::Plan plan = sim::build_plan(*s, sim::make_schedule_input(o.job, *s));
-        results.push_back(run_plan(std::move(plan), record_memory));
-      } catch (const sim::InputError& e) {
-        if (!first_error) first_error = e;
-        skipped.push_back(fmt::format("{}: {}", s->name, e.what()));
-      }
-    }
-    if (results.empty() && first_error) throw *first_error;
   }
   const bool several = results.size() > 1;
   for (const auto& r : results) {

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <exception>
 #include <limits>
 #include <thread>
 
@@ -35,6 +36,8 @@ sim::Plan candidate_plan(const Candidate& c) {
 
 namespace {
 
+constexpr std::int64_t kMaxM = std::numeric_limits<std::int32_t>::max();
+
 std::vector<std::int32_t> divisors(std::int32_t n) {
   std::vector<std::int32_t> d;
   for (std::int32_t k = 1; k <= n; ++k)
@@ -64,11 +67,16 @@ Model describe_model(const sim::JobOptions& base) {
 std::vector<Candidate> enumerate(const SearchOptions& o, const sim::HardwareProfile& hw,
                                  SearchResult& stats) {
   const Model model = describe_model(o.base);
-  std::vector<std::string> schedules = o.schedules;
-  if (schedules.empty()) {
-    schedules = {"gpipe", "1f1b", "interleaved-1f1b", "zb-h1"};
-    if (o.gpus <= hw.node.gpus && o.base.workload.empty())
-      schedules.insert(schedules.end(), {"mobius", "spipe", "roundpipe"});
+  std::vector<const sim::ScheduleDescriptor*> schedules;
+  for (const std::string& name : o.schedules) schedules.push_back(&sim::find_schedule(name));
+  if (o.schedules.empty()) {
+    for (const sim::ScheduleDescriptor& s : sim::schedule_registry()) {
+      const sim::PlannerHints& h = s.planner;
+      if (!h.tried_by_default) continue;
+      if (h.shape == sim::ClusterShape::kOnePipelineNode && o.gpus > hw.node.gpus) continue;
+      if (!h.takes_profiled_workloads && !o.base.workload.empty()) continue;
+      schedules.push_back(&s);
+    }
   }
   std::vector<std::int32_t> gpu_counts = {o.gpus};
   if (o.objective == "cost")
@@ -85,24 +93,22 @@ std::vector<Candidate> enumerate(const SearchOptions& o, const sim::HardwareProf
         for (std::int64_t b : {1, 2, 4, 8}) {
           if (per_pipeline % b != 0) continue;
           const std::int64_t m = per_pipeline / b;
-          for (const std::string& name : schedules) {
-            const sim::ScheduleInfo& s = sim::find_schedule(name);
-            const bool offload_schedule = static_cast<bool>(s.build);
-            if (offload_schedule && (tp != 1 || dp != 1 || pp != n)) continue;
-            if (!offload_schedule && pp == 1 && name != "1f1b")
-              continue;  // one stage: every classic order is 1F1B
-            std::vector<std::int32_t> vs = {1};
-            if (s.interleaved)
-              vs = offload_schedule ? std::vector<std::int32_t>{2, 3, 4} : std::vector<std::int32_t>{2, 4};
-            for (std::int32_t v : vs) {
-              if (s.interleaved && !offload_schedule && (m % pp != 0 || model.blocks < pp * v)) continue;
-              std::vector<std::string> recomputes = {"none", "selective", "full"};
-              if (offload_schedule) recomputes = {"full"};
-              for (const std::string& rc : recomputes) {
+          for (const sim::ScheduleDescriptor* sp : schedules) {
+            const sim::ScheduleDescriptor& s = *sp;
+            const sim::PlannerHints& h = s.planner;
+            const bool order_based = s.kind == sim::ScheduleKind::kOrderBased;
+            if (h.shape == sim::ClusterShape::kOnePipelineNode && (tp != 1 || dp != 1 || pp != n)) continue;
+            if (order_based && pp == 1 && !h.stands_for_single_stage)
+              continue;  // one stage: every order runs the same passes
+            for (std::int32_t v : h.virtual_stages) {
+              const sim::ScheduleShape shape{pp, static_cast<std::int32_t>(std::min<std::int64_t>(m, kMaxM)),
+                                             v};
+              if (order_based && (model.blocks < pp * v || !s.check(shape).empty())) continue;
+              for (sim::Recompute rc : h.recomputes) {
                 for (bool offload : {false, true}) {
-                  if (offload && offload_schedule) continue;
+                  if (offload && !h.with_optimizer_offload) continue;
                   Candidate c;
-                  c.schedule = name;
+                  c.schedule = s.name;
                   c.job = o.base;
                   c.job.pp = pp;
                   c.job.tp = tp;
@@ -111,14 +117,14 @@ std::vector<Candidate> enumerate(const SearchOptions& o, const sim::HardwareProf
                   c.job.microbatches = m;
                   c.job.global_batch = 0;
                   c.job.virtual_stages = v;
-                  c.job.recompute = rc;
+                  c.job.recompute = sim::to_string(rc);
                   c.job.optimizer_offload = offload;
                   c.job.nodes = 0;
                   ++stats.enumerated;
                   try {
                     sim::ScheduleInput in = sim::make_schedule_input(c.job, s);
-                    if (offload_schedule) {
-                      c.lower_bound_ns = 0;
+                    if (s.partitioner.rule != sim::PartitionRule::kContiguousStages) {
+                      c.lower_bound_ns = 0;  // no stage times before the schedule builds its plan
                     } else {
                       PartitionProblem prob = make_partition_problem(in, s, o.max_mem_fraction);
                       if (offload) {  // optimizer state leaves the GPU: 4 of 16 bytes per parameter stay
@@ -147,8 +153,9 @@ std::vector<Candidate> enumerate(const SearchOptions& o, const sim::HardwareProf
                       c.lower_bound_ns = bound;
                     }
                     out.push_back(std::move(c));
-                  } catch (const sim::InputError&) {
-                    ++stats.failed;  // not a valid configuration (e.g. the schedule cannot run this shape)
+                  } catch (const sim::InputError& e) {
+                    // Not a valid configuration (e.g. the schedule cannot run this shape).
+                    if (stats.failed++ == 0) stats.first_invalid = fmt::format("{}: {}", c.key(), e.what());
                   }
                 }
               }
@@ -213,6 +220,7 @@ SearchResult search(const SearchOptions& o, std::ostream* progress) {
     const std::size_t end = std::min(queue.size(), next + batch);
     std::vector<std::thread> pool;
     std::vector<std::string> errors(end - next);
+    std::vector<std::exception_ptr> bugs(end - next);
     for (unsigned t = 0; t < threads; ++t) {
       pool.emplace_back([&, t] {
         for (std::size_t i = next + t; i < end; i += threads) {
@@ -221,17 +229,23 @@ SearchResult search(const SearchOptions& o, std::ostream* progress) {
             sim::Plan plan = candidate_plan(c);
             sim::Timeline tl = sim::Engine{}.run(plan);
             c.metrics = sim::compute_metrics(plan, tl);
-          } catch (const std::exception& e) {
+          } catch (const sim::InputError& e) {  // the schedule cannot run this configuration
             errors[i - next] = e.what();
+          } catch (const sim::DeadlockError& e) {
+            errors[i - next] = e.what();
+          } catch (...) {  // anything else is a bug: it propagates
+            bugs[i - next] = std::current_exception();
           }
         }
       });
     }
     for (auto& th : pool) th.join();
+    for (const auto& bug : bugs)
+      if (bug) std::rethrow_exception(bug);
     for (std::size_t i = next; i < end; ++i) {
       Candidate& c = queue[i];
       if (!errors[i - next].empty()) {
-        ++result.failed;
+        if (result.failed++ == 0) result.first_invalid = fmt::format("{}: {}", c.key(), errors[i - next]);
         continue;
       }
       ++result.simulated;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 
+#include <fmt/format.h>
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/dag_shortest_paths.hpp>
 
@@ -16,8 +17,9 @@ using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS, 
                                     boost::property<boost::edge_weight_t, std::int64_t>>;
 
 struct Prefix {
-  std::vector<std::int64_t> time, resident, activation;
-  explicit Prefix(const PartitionProblem& p) : time(1, 0), resident(1, 0), activation(1, 0) {
+  std::vector<std::int64_t> time, resident, activation, weight_grad;
+  explicit Prefix(const PartitionProblem& p)
+      : time(1, 0), resident(1, 0), activation(1, 0), weight_grad(1, 0) {
     for (std::size_t l = 0; l < p.time_ns.size(); ++l) {
       time.push_back(time.back() + p.time_ns[l]);
       // One backward at a time re-materializes its stage's recomputed activations on top of the resident
@@ -25,6 +27,7 @@ struct Prefix {
       resident.push_back(resident.back() + p.resident_bytes[l] +
                          (p.working_bytes.empty() ? 0 : p.working_bytes[l]));
       activation.push_back(activation.back() + p.activation_bytes[l]);
+      weight_grad.push_back(weight_grad.back() + (p.weight_grad_bytes.empty() ? 0 : p.weight_grad_bytes[l]));
     }
   }
 };
@@ -37,9 +40,10 @@ std::int64_t stage_time(const PartitionProblem& p, const Prefix& s, std::int32_t
 
 std::int64_t stage_mem(const PartitionProblem& p, const Prefix& s, std::int32_t stage, std::int32_t i,
                        std::int32_t j) {
-  return s.resident[static_cast<std::size_t>(j)] - s.resident[static_cast<std::size_t>(i)] +
-         p.inflight[static_cast<std::size_t>(stage)] *
-             (s.activation[static_cast<std::size_t>(j)] - s.activation[static_cast<std::size_t>(i)]);
+  const auto k = static_cast<std::size_t>(stage), b = static_cast<std::size_t>(i),
+             e = static_cast<std::size_t>(j);
+  return s.resident[e] - s.resident[b] + p.inflight[k] * (s.activation[e] - s.activation[b]) +
+         (p.deferred.empty() ? 0 : p.deferred[k] * (s.weight_grad[e] - s.weight_grad[b]));
 }
 
 PartitionResult finish(const PartitionProblem& p, const Prefix& s,
@@ -142,8 +146,10 @@ std::vector<std::int32_t> parameters_partition(const PartitionProblem& p) {
   return r.blocks;
 }
 
-PartitionProblem make_partition_problem(const sim::ScheduleInput& in, const sim::ScheduleInfo& schedule,
+PartitionProblem make_partition_problem(const sim::ScheduleInput& in, const sim::ScheduleDescriptor& schedule,
                                         double mem_fraction) {
+  if (schedule.partitioner.rule != sim::PartitionRule::kContiguousStages)
+    throw sim::InputError("--schedule", "", fmt::format("{} partitions by its own rule", schedule.name));
   PartitionProblem p;
   const auto& layers = in.costs.front();
   const std::int32_t t = in.tp;
@@ -177,17 +183,28 @@ PartitionProblem make_partition_problem(const sim::ScheduleInput& in, const sim:
     p.resident_bytes.push_back(l.param_bytes);
     p.activation_bytes.push_back(l.stored_activation_bytes);
     p.working_bytes.push_back(l.recompute_extra_bytes);
+    p.weight_grad_bytes.push_back(sim::weight_grad_activation_bytes(l));
     p.params.push_back(l.params);
     p.is_block.push_back(l.role == sim::LayerRole::kBlock);
   }
-  const std::int32_t v = schedule.interleaved ? in.virtual_stages : 1;
+  const std::int32_t v = in.virtual_stages;
   p.stages = in.pp * v;
-  // Activations held per stage position: GPipe all M; 1F1B-like min(M, p - k) (per chunk for interleaved).
+  // What each stage position holds at its peak: the schedule says, or its task order tells (GPipe all M,
+  // 1F1B min(M, p - k), ZB-H1 that plus the weight-gradient passes it defers).
+  const sim::ScheduleShape shape{in.pp, in.microbatches, v};
+  const auto& hints = schedule.partitioner;
   for (std::int32_t k = 0; k < p.stages; ++k) {
-    const std::int32_t rank = k % in.pp;
-    std::int64_t held = schedule.name == "gpipe" ? in.microbatches : std::min(in.microbatches, in.pp - rank);
-    if (v > 1) held = std::min<std::int64_t>(in.microbatches, 2 * (in.pp - rank) + (v - 1) * in.pp) / v + 1;
-    p.inflight.push_back(held);
+    sim::StageLoad load;
+    if (hints.activations_in_flight) {
+      load.activations_in_flight = hints.activations_in_flight(shape, k);
+      load.deferred_weight_grads = hints.deferred_weight_grads ? hints.deferred_weight_grads(shape, k) : 0;
+    } else if (schedule.kind == sim::ScheduleKind::kOrderBased) {
+      load = sim::peak_stage_load(schedule, shape, k);
+    } else {
+      load.activations_in_flight = in.microbatches;  // no order to tell: assume every microbatch is held
+    }
+    p.inflight.push_back(load.activations_in_flight);
+    p.deferred.push_back(load.deferred_weight_grads);
   }
   p.memory_cap = static_cast<std::int64_t>(mem_fraction * static_cast<double>(hw.gpu.hbm_bytes)) / v;
   return p;

@@ -44,8 +44,9 @@ struct SearchResult {
   std::int64_t pruned_memory = 0;  ///< dropped before simulation: no partition fits memory
   std::int64_t pruned_bound = 0;   ///< never simulated: their lower bound could not reach the top K
   std::int64_t simulated = 0;
-  std::int64_t oom = 0;     ///< simulated, but ran out of GPU or host memory
-  std::int64_t failed = 0;  ///< not a valid configuration for the schedule
+  std::int64_t oom = 0;       ///< simulated, but ran out of GPU or host memory
+  std::int64_t failed = 0;    ///< not a valid configuration for the schedule
+  std::string first_invalid;  ///< the first of those, with why
 };
 
 /// Runs the search; progress (a bar on long searches) goes to `progress` when not null.

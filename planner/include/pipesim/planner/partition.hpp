@@ -16,14 +16,16 @@ namespace pipesim::planner {
 /// Per-layer inputs of the search (for one microbatch) and the stage-position dependent memory rule.
 struct PartitionProblem {
   std::vector<std::int64_t> time_ns;  ///< forward + backward (+ recompute) of the layer, incl. TP collectives
-  std::vector<std::int64_t> boundary_ns;       ///< p2p of the layer's output to the next stage
-  std::vector<std::int64_t> resident_bytes;    ///< weights, gradients, optimizer state
-  std::vector<std::int64_t> activation_bytes;  ///< stored per microbatch in flight
-  std::vector<std::int64_t> working_bytes;     ///< re-materialized during one backward (recompute)
-  std::vector<std::int64_t> params;            ///< for DeepSpeed's `parameters` method
+  std::vector<std::int64_t> boundary_ns;        ///< p2p of the layer's output to the next stage
+  std::vector<std::int64_t> resident_bytes;     ///< weights, gradients, optimizer state
+  std::vector<std::int64_t> activation_bytes;   ///< stored per microbatch in flight
+  std::vector<std::int64_t> working_bytes;      ///< re-materialized during one backward (recompute)
+  std::vector<std::int64_t> weight_grad_bytes;  ///< held by a deferred weight-gradient pass
+  std::vector<std::int64_t> params;             ///< for DeepSpeed's `parameters` method
   std::vector<bool> is_block;
   std::int32_t stages = 1;
   std::vector<std::int64_t> inflight;  ///< microbatches of activations held by stage k (1F1B: min(m, p-k))
+  std::vector<std::int64_t> deferred;  ///< weight-gradient passes stage k owes at that peak (ZB-H1)
   std::int64_t memory_cap = 0;         ///< bytes per stage; 0: unlimited
 };
 
@@ -45,8 +47,9 @@ PartitionResult evaluate_partition(const PartitionProblem& problem, const std::v
 std::vector<std::int32_t> parameters_partition(const PartitionProblem& problem);
 
 /// Builds the problem for a schedule input (its costs, hardware, pp x v chunks, TP) with a memory cap of
-/// `mem_fraction` of GPU memory.
-PartitionProblem make_partition_problem(const sim::ScheduleInput& in, const sim::ScheduleInfo& schedule,
+/// `mem_fraction` of GPU memory; what each stage position holds comes from the schedule's partitioner hints
+/// (or its task order). Throws InputError for a schedule that places layers by its own rule.
+PartitionProblem make_partition_problem(const sim::ScheduleInput& in, const sim::ScheduleDescriptor& schedule,
                                         double mem_fraction);
 
 }  // namespace pipesim::planner

@@ -1,7 +1,7 @@
 // Cost model: turns a model (or a profiled workload) into per-layer costs for one microbatch: FLOPs of the
 // forward, backward-input and backward-weight passes, parameters, stored activations under a recompute
 // policy, boundary bytes for pipeline p2p and TP collective bytes. Layers are: embedding, each transformer
-// block, and the head (final norm + LM head + loss) as its own layer. Formulas: shared/REFERENCE.md.
+// block, and the head (final norm + LM head + loss) as its own layer.
 #pragma once
 
 #include <cstdint>
@@ -41,6 +41,18 @@ struct LayerCost {
   std::int64_t tp_bus_bytes = 0;    ///< TP collective bus bytes per GPU per forward (same in backward)
   std::int32_t tp_collectives = 0;  ///< TP collectives per forward
 };
+
+/// A block's stored activations in Korthikanti's count are 34 s*b*h bytes; 14 of them (the inputs of the
+/// linear layers) are only needed by the weight-gradient pass, so a split backward frees 20 with B and 14
+/// with W.
+inline constexpr std::int64_t kActivationUnits = 34, kWeightGradActivationUnits = 14;
+
+/// Bytes of a layer's stored activations that a deferred weight-gradient pass still holds (blocks only).
+inline std::int64_t weight_grad_activation_bytes(const LayerCost& l) {
+  return l.role == LayerRole::kBlock
+             ? l.stored_activation_bytes * kWeightGradActivationUnits / kActivationUnits
+             : 0;
+}
 
 struct CostOptions {
   std::int64_t microbatch_size = 1;

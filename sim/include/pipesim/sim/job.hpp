@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
+#include <vector>
 
 #include "pipesim/sim/plan_builder.hpp"
 
@@ -32,12 +34,24 @@ struct JobOptions {
   bool explicit_replicas = false;
   bool optimizer_offload = false;
   std::int64_t lora_rank = 0;
-  ScheduleInput::Offload
-      offload;  ///< options of mobius, spipe and roundpipe      ///< LoRA fine-tuning with adapters of this
-                ///< rank (0: full fine-tuning)  ///< ZeRO-Offload style CPU Adam (see ScheduleInput)
+  /// Schedule parameters as given: flag (e.g. "--spipe-stages") -> its text ("true" for a flag). Each
+  /// schedule takes the flags its descriptor declares and ignores the others.
+  std::map<std::string, std::string> schedule_flags;
 };
 
 /// Resolves the job for one schedule. Throws InputError naming the flag at fault.
-ScheduleInput make_schedule_input(const JobOptions& job, const ScheduleInfo& schedule);
+ScheduleInput make_schedule_input(const JobOptions& job, const ScheduleDescriptor& schedule);
+
+/// Checks every given schedule flag against the parameter it sets in the registry (type and range), whatever
+/// the schedule; throws InputError naming an unknown or invalid flag.
+void check_schedule_flags(const JobOptions& job);
+
+/// The plans of every registered schedule for the job. A schedule that cannot run the configuration is
+/// listed in `skipped` ("name: why"); when none can, the first error is thrown.
+struct AllSchedulePlans {
+  std::vector<Plan> plans;
+  std::vector<std::string> skipped;
+};
+AllSchedulePlans plans_of_all_schedules(const JobOptions& job);
 
 }  // namespace pipesim::sim

@@ -1,6 +1,7 @@
-// Plan builder: turns (per-layer costs, parallel config, a schedule's per-rank task orders) into a Plan:
-// compute ops with TP collectives, pipeline p2p transfers, bucketed DP gradient all-reduce overlapping the
-// last backward, and the optimizer step; memory effects for weights and activations.
+// Building a plan: a ScheduleInput (a resolved job: per-layer costs, parallel layout, batch, the schedule's
+// parameters) and a schedule from the registry give a Plan. Order-based schedules are lowered by the shared
+// builder (compute ops with TP collectives, pipeline p2p transfers, bucketed DP gradient all-reduce
+// overlapping the last backward, the optimizer step, memory effects); whole-plan schedules build their own.
 #pragma once
 
 #include <cstdint>
@@ -40,15 +41,8 @@ struct ScheduleInput {
   /// copies its gradients to the host, the CPU runs Adam on a share of the node's cores, and the updated
   /// 16-bit weights are copied back.
   bool optimizer_offload = false;
-  /// Options of the CPU-offload schedules (mobius, spipe, roundpipe).
-  struct Offload {
-    bool cross_mapping = false;        ///< mobius: consecutive stages on GPUs under different PCIe switches
-    std::int32_t forward_stages = 2;   ///< spipe F: forward virtual stages per GPU
-    std::int32_t backward_stages = 6;  ///< spipe B: backward virtual stages per GPU
-    bool sync_checkpoints = false;     ///< spipe: send a checkpoint only when its backward is next
-    double overflow_prob = 0;          ///< spipe: share of steps whose gradients overflow (bypass + rollback)
-    bool sync_optimizer = false;  ///< roundpipe: wait for the optimizer instead of running one step stale
-  } offload;
+  /// The schedule's own parameters (its descriptor's defaults with the given flags applied).
+  ScheduleParameters parameters;
   std::int64_t dp_bucket_params = 40'000'000;  ///< gradient all-reduce bucket (Megatron DDP default)
   std::int64_t dp_grad_bytes_per_param = 2;
   std::int64_t optimizer_bytes_per_param = 28;  ///< HBM traffic of one fused Adam step per parameter
@@ -60,6 +54,6 @@ std::vector<std::int32_t> balanced_partition(std::int32_t blocks, std::int32_t c
 std::vector<std::int32_t> parse_partition(const std::string& text);
 
 /// Builds the plan; throws InputError for impossible configurations (with what would be valid).
-Plan build_plan(const ScheduleInfo& schedule, const ScheduleInput& input);
+Plan build_plan(const ScheduleDescriptor& schedule, const ScheduleInput& input);
 
 }  // namespace pipesim::sim

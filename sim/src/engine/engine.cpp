@@ -1,0 +1,424 @@
+#include "pipesim/sim/engine.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <limits>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "engine/event_queue.hpp"
+#include "hardware/flow_network.hpp"
+#include "hardware/topology.hpp"
+#include "pipesim/sim/error.hpp"
+
+namespace pipesim::sim {
+
+void validate_plan(const Plan& plan, const std::string& file) {
+  const auto nd = static_cast<std::int64_t>(plan.devices.size());
+  const auto ns = static_cast<std::int64_t>(plan.streams.size());
+  const auto no = static_cast<std::int64_t>(plan.ops.size());
+  for (std::size_t d = 0; d < plan.devices.size(); ++d) {
+    const auto& dev = plan.devices[d];
+    std::string path = fmt::format("/devices/{}", d);
+    if (dev.node < 0 || dev.node >= plan.nodes)
+      throw InputError(file, path + "/node",
+                       fmt::format("node {} out of range; valid: 0 .. {}", dev.node, plan.nodes - 1));
+    if (dev.kind == DeviceKind::kGpu && (dev.local_index < 0 || dev.local_index >= plan.hw.node.gpus))
+      throw InputError(
+          file, path + "/local_index",
+          fmt::format("GPU index {} out of range; valid: 0 .. {}", dev.local_index, plan.hw.node.gpus - 1));
+    if (dev.resident_bytes < 0) throw InputError(file, path + "/resident_bytes", "must be >= 0");
+  }
+  for (std::size_t s = 0; s < plan.streams.size(); ++s)
+    if (plan.streams[s].device < 0 || plan.streams[s].device >= nd)
+      throw InputError(file, fmt::format("/streams/{}/device", s),
+                       fmt::format("no device {}; valid: 0 .. {}", plan.streams[s].device, nd - 1));
+  for (std::size_t i = 0; i < plan.ops.size(); ++i) {
+    const Op& op = plan.ops[i];
+    // Paths are formatted only on failure: this loop runs over millions of ops.
+    auto path = [i] { return fmt::format("/ops/{}", i); };
+    if (op.stream < 0 || op.stream >= ns)
+      throw InputError(file, path() + "/stream",
+                       fmt::format("no stream {}; valid: 0 .. {}", op.stream, ns - 1));
+    for (std::size_t k = 0; k < op.deps.size(); ++k)
+      if (op.deps[k] < 0 || op.deps[k] >= no || op.deps[k] == static_cast<OpId>(i))
+        throw InputError(file, fmt::format("{}/deps/{}", path(), k),
+                         fmt::format("dependency {} is not another op; valid: 0 .. {}", op.deps[k], no - 1));
+    if (op.alloc_bytes < 0 || op.free_bytes < 0)
+      throw InputError(file, path(), "alloc_bytes and free_bytes must be >= 0");
+    if (const auto* t = std::get_if<TransferWork>(&op.payload)) {
+      if (t->src < 0 || t->src >= nd || t->dst < 0 || t->dst >= nd)
+        throw InputError(file, path() + "/transfer", fmt::format("src/dst must be devices 0 .. {}", nd - 1));
+      if (t->bytes < 0) throw InputError(file, path() + "/transfer/bytes", "must be >= 0");
+      if (t->group_size < 1) throw InputError(file, path() + "/transfer/group_size", "must be >= 1");
+    }
+    if (const auto* c = std::get_if<CpuWork>(&op.payload)) {
+      if (plan.devices[static_cast<std::size_t>(plan.streams[static_cast<std::size_t>(op.stream)].device)]
+              .kind != DeviceKind::kHost)
+        throw InputError(file, path() + "/cpu", "CPU work must sit on a host stream");
+      if (c->threads < 1 || c->threads > plan.hw.host.cores)
+        throw InputError(file, path() + "/cpu/threads",
+                         fmt::format("valid: 1 .. {} (host cores)", plan.hw.host.cores));
+    }
+  }
+}
+
+namespace {
+
+enum EventType : std::int32_t { kOpEnd = 0, kFlowDone = 1 };
+
+/// All mutable state of one run; the Engine itself stays const and reusable.
+class Run {
+ public:
+  Run(const Plan& plan, const EngineOptions& options)
+      : plan_(plan), options_(options), topo_(plan.hw, used_nodes(plan)), net_(capacities(topo_)) {}
+
+  Timeline execute();
+
+ private:
+  enum class Mode : std::uint8_t { kTimed, kFlow, kCpu };
+  /// The per-op fields the event loop touches, packed so the hot loop stays in cache.
+  struct HotOp {
+    Duration duration = 0;  // precomputed for timed and CPU ops
+    std::int64_t alloc = 0;
+    std::int64_t free = 0;
+    StreamId stream = 0;
+    std::int32_t position = 0;  // index in its stream
+    std::int32_t deps_left = 0;
+    Mode mode = Mode::kTimed;
+    bool started = false;
+  };
+  struct StreamState {
+    DeviceId device = 0;
+    std::int32_t head = 0;
+    std::int32_t count = 0;
+    std::int64_t begin = 0;  // offset into stream_order_
+  };
+
+  /// Links are built only for nodes that hold a device of the plan (a cluster may be larger than the job).
+  static std::int32_t used_nodes(const Plan& plan) {
+    std::int32_t n = 1;
+    for (const auto& d : plan.devices) n = std::max(n, std::min(d.node, plan.nodes - 1) + 1);
+    return n;
+  }
+  static std::vector<double> capacities(const Topology& t) {
+    std::vector<double> c;
+    c.reserve(t.links().size());
+    for (const auto& l : t.links()) c.push_back(l.bytes_per_ns);
+    return c;
+  }
+  void setup();
+  void try_start(OpId id);
+  void start(OpId id);
+  void finish(OpId id);
+  void schedule_flow_events(const std::vector<FlowId>& flows);
+  void adjust_memory(DeviceId d, std::int64_t delta);
+  Duration compute_duration(const Op& op, DeviceId device) const;
+  Endpoint endpoint(DeviceId d) const {
+    const auto& dev = plan_.devices[static_cast<std::size_t>(d)];
+    return {dev.node, dev.kind == DeviceKind::kGpu ? dev.local_index : -1};
+  }
+  [[noreturn]] void report_deadlock() const;
+
+  const Plan& plan_;
+  const EngineOptions& options_;
+  Topology topo_;
+  FlowNetwork net_;
+  EventQueue queue_;
+  TimePoint now_ = 0;
+  Timeline tl_;
+
+  std::vector<HotOp> ops_;
+  std::vector<StreamState> streams_;
+  std::vector<OpId> stream_order_;
+  std::vector<OpId> dependents_;  // CSR of reverse deps
+  std::vector<std::int64_t> dependents_at_;
+  std::vector<std::int64_t> mem_now_;
+  std::vector<std::int32_t> cores_free_;
+  std::vector<std::deque<OpId>> cpu_waiting_;
+  std::vector<std::int32_t> group_ready_;
+  std::vector<std::vector<OpId>> group_members_;
+  std::vector<OpId> flow_op_;
+  std::vector<std::uint32_t> flow_version_;
+  std::vector<Duration> op_latency_;
+  std::size_t finished_ = 0;
+};
+
+void Run::setup() {
+  const std::size_t n = plan_.ops.size();
+  tl_.start.assign(n, -1);
+  tl_.end.assign(n, -1);
+  ops_.resize(n);
+  op_latency_.assign(n, 0);
+  dependents_at_.assign(n + 1, 0);
+  streams_.resize(plan_.streams.size());
+  for (std::size_t s = 0; s < plan_.streams.size(); ++s) streams_[s].device = plan_.streams[s].device;
+  std::int32_t max_group = -1;
+  for (std::size_t i = 0; i < n; ++i) {
+    const Op& op = plan_.ops[i];
+    HotOp& h = ops_[i];
+    auto& st = streams_[static_cast<std::size_t>(op.stream)];
+    h.stream = op.stream;
+    h.position = st.count++;
+    h.deps_left = static_cast<std::int32_t>(op.deps.size());
+    h.alloc = op.alloc_bytes;
+    h.free = op.free_bytes;
+    if (const auto* t = std::get_if<TransferWork>(&op.payload); t && op.fixed_duration < 0) {
+      h.mode = Mode::kFlow;
+      max_group = std::max(max_group, t->group);
+    } else {
+      h.mode =
+          std::holds_alternative<CpuWork>(op.payload) && op.fixed_duration < 0 ? Mode::kCpu : Mode::kTimed;
+      try {
+        h.duration = compute_duration(op, st.device);
+      } catch (const std::out_of_range&) {
+        throw InputError(
+            plan_.hw.origin, fmt::format("/ops/{}", i),
+            "op duration exceeds the simulated time range (about 292 years); check its work and rates");
+      }
+    }
+    for (OpId d : op.deps) ++dependents_at_[static_cast<std::size_t>(d) + 1];
+  }
+  for (std::size_t i = 0; i < n; ++i) dependents_at_[i + 1] += dependents_at_[i];
+  dependents_.assign(static_cast<std::size_t>(dependents_at_[n]), 0);
+  {
+    std::vector<std::int64_t> fill(dependents_at_.begin(), dependents_at_.end() - 1);
+    for (std::size_t i = 0; i < n; ++i)
+      for (OpId d : plan_.ops[i].deps)
+        dependents_[static_cast<std::size_t>(fill[static_cast<std::size_t>(d)]++)] = static_cast<OpId>(i);
+  }
+  std::int64_t at = 0;
+  for (auto& st : streams_) {
+    st.begin = at;
+    at += st.count;
+  }
+  stream_order_.assign(n, 0);
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto& st = streams_[static_cast<std::size_t>(ops_[i].stream)];
+    stream_order_[static_cast<std::size_t>(st.begin + ops_[i].position)] = static_cast<OpId>(i);
+  }
+  group_ready_.assign(static_cast<std::size_t>(max_group + 1), 0);
+  group_members_.assign(static_cast<std::size_t>(max_group + 1), {});
+
+  const std::size_t nd = plan_.devices.size();
+  mem_now_.assign(nd, 0);
+  tl_.peak_bytes.assign(nd, 0);
+  tl_.capacity_bytes.assign(nd, 0);
+  cores_free_.assign(nd, 0);
+  cpu_waiting_.resize(nd);
+  for (std::size_t d = 0; d < nd; ++d) {
+    const auto& dev = plan_.devices[d];
+    tl_.capacity_bytes[d] = dev.kind == DeviceKind::kGpu ? plan_.hw.gpu.hbm_bytes : plan_.hw.host.dram_bytes;
+    cores_free_[d] = dev.kind == DeviceKind::kHost ? plan_.hw.host.cores : 0;
+    adjust_memory(static_cast<DeviceId>(d), dev.resident_bytes);
+  }
+}
+
+Timeline Run::execute() {
+  validate_plan(plan_);
+  setup();
+  for (const auto& st : streams_)
+    if (st.count > 0) try_start(stream_order_[static_cast<std::size_t>(st.begin)]);
+
+  while (!queue_.empty()) {
+    Event ev = queue_.pop();
+    // Kept on in release builds: a queue that hands out the past means the engine is broken.
+    if (ev.time < now_)
+      throw std::logic_error(fmt::format("simulated time went backwards: {} ns after {} ns", ev.time, now_));
+    now_ = ev.time;
+    ++tl_.events;
+    if (ev.type == kOpEnd) {
+      finish(ev.target);
+    } else if (ev.type == kFlowDone) {
+      if (ev.version != flow_version_[static_cast<std::size_t>(ev.target)])
+        continue;  // superseded by a rate change
+      OpId op = flow_op_[static_cast<std::size_t>(ev.target)];
+      ++flow_version_[static_cast<std::size_t>(ev.target)];
+      net_.remove(ev.target, now_);
+      schedule_flow_events(net_.changed());
+      queue_.push(now_ + op_latency_[static_cast<std::size_t>(op)], 0, kOpEnd, op);
+    }
+  }
+  if (finished_ != plan_.ops.size()) report_deadlock();
+
+  std::vector<double> carried = net_.carried_bytes(now_);
+  for (std::size_t l = 0; l < carried.size(); ++l)
+    if (carried[l] > 0)
+      tl_.links.push_back(
+          {topo_.link_name(static_cast<LinkId>(l)), carried[l], topo_.links()[l].bytes_per_ns});
+  return std::move(tl_);
+}
+
+void Run::try_start(OpId id) {
+  HotOp& h = ops_[static_cast<std::size_t>(id)];
+  if (h.started || h.deps_left > 0 || streams_[static_cast<std::size_t>(h.stream)].head != h.position) return;
+  if (h.mode == Mode::kFlow) {
+    const auto& t = std::get<TransferWork>(plan_.ops[static_cast<std::size_t>(id)].payload);
+    if (t.group >= 0 && t.group_size > 1) {
+      // A collective starts on all members at once, when the last of them is ready.
+      auto g = static_cast<std::size_t>(t.group);
+      h.started = true;
+      group_members_[g].push_back(id);
+      if (++group_ready_[g] < t.group_size) return;
+      for (OpId m : group_members_[g]) {
+        ops_[static_cast<std::size_t>(m)].started = false;
+        start(m);
+      }
+      return;
+    }
+  }
+  start(id);
+}
+
+Duration Run::compute_duration(const Op& op, DeviceId device) const {
+  if (op.fixed_duration >= 0) return op.fixed_duration;
+  const auto& hw = plan_.hw;
+  if (const auto* c = std::get_if<ComputeWork>(&op.payload))
+    return hw.compute_ns(c->flops, c->gemm_gflop, c->kernels, plan_.meta.dtype);
+  if (const auto* m = std::get_if<MemoryWork>(&op.payload)) {
+    bool gpu = plan_.devices[static_cast<std::size_t>(device)].kind == DeviceKind::kGpu;
+    return duration_for_work(static_cast<double>(m->bytes),
+                             (gpu ? hw.gpu.hbm_GBps : hw.host.dram_GBps) * 1e9);
+  }
+  if (const auto* w = std::get_if<CpuWork>(&op.payload))
+    return duration_for_work(static_cast<double>(w->params), hw.adam_params_per_s(w->threads));
+  return 0;
+}
+
+void Run::start(OpId id) {
+  const auto i = static_cast<std::size_t>(id);
+  HotOp& h = ops_[i];
+  const DeviceId dev = streams_[static_cast<std::size_t>(h.stream)].device;
+  if (h.mode == Mode::kCpu) {
+    auto d = static_cast<std::size_t>(dev);
+    const auto threads = std::get<CpuWork>(plan_.ops[i].payload).threads;
+    if (cores_free_[d] < threads) {  // wait for cores, first come first served
+      h.started = true;
+      if (std::find(cpu_waiting_[d].begin(), cpu_waiting_[d].end(), id) == cpu_waiting_[d].end())
+        cpu_waiting_[d].push_back(id);
+      return;
+    }
+    cores_free_[d] -= threads;
+  }
+  h.started = true;
+  tl_.start[i] = now_;
+  adjust_memory(dev, h.alloc);
+  if (h.mode == Mode::kFlow) {
+    const Op& op = plan_.ops[i];
+    const auto& t = std::get<TransferWork>(op.payload);
+    Path p = is_collective(op.kind) ? topo_.ring_path(endpoint(t.src), endpoint(t.dst), t.bytes)
+                                    : topo_.path(endpoint(t.src), endpoint(t.dst), t.bytes);
+    op_latency_[i] = p.latency * t.latency_steps;
+    if (!p.links.empty() && t.bytes > 0) {
+      FlowId f = net_.add(p.links, static_cast<double>(t.bytes), p.max_bytes_per_ns, now_, t.priority);
+      if (static_cast<std::size_t>(f) >= flow_op_.size()) {
+        flow_op_.resize(static_cast<std::size_t>(f) + 1, -1);
+        flow_version_.resize(static_cast<std::size_t>(f) + 1, 0);
+      }
+      flow_op_[static_cast<std::size_t>(f)] = id;
+      schedule_flow_events(net_.changed());
+      return;
+    }
+    queue_.push(now_ + op_latency_[i], 0, kOpEnd, id);
+    return;
+  }
+  queue_.push(now_ + h.duration, 0, kOpEnd, id);
+}
+
+void Run::schedule_flow_events(const std::vector<FlowId>& flows) {
+  for (FlowId f : flows) {
+    auto fi = static_cast<std::size_t>(f);
+    ++flow_version_[fi];
+    TimePoint t = net_.finish_time(f);
+    if (t == std::numeric_limits<TimePoint>::max()) continue;  // starved: rescheduled when a rate changes
+    queue_.push(std::max(t, now_), 0, kFlowDone, f, flow_version_[fi]);
+  }
+}
+
+void Run::finish(OpId id) {
+  const auto i = static_cast<std::size_t>(id);
+  const HotOp& h = ops_[i];
+  auto& st = streams_[static_cast<std::size_t>(h.stream)];
+  tl_.end[i] = now_;
+  ++finished_;
+  adjust_memory(st.device, -h.free);
+  if (h.mode == Mode::kCpu) {
+    auto d = static_cast<std::size_t>(st.device);
+    cores_free_[d] += std::get<CpuWork>(plan_.ops[i].payload).threads;
+    while (!cpu_waiting_[d].empty()) {
+      OpId next = cpu_waiting_[d].front();
+      const auto& nw = std::get<CpuWork>(plan_.ops[static_cast<std::size_t>(next)].payload);
+      if (cores_free_[d] < nw.threads) break;
+      cpu_waiting_[d].pop_front();
+      ops_[static_cast<std::size_t>(next)].started = false;
+      start(next);
+    }
+  }
+  if (++st.head < st.count) try_start(stream_order_[static_cast<std::size_t>(st.begin + st.head)]);
+  for (auto k = dependents_at_[i]; k < dependents_at_[i + 1]; ++k) {
+    OpId d = dependents_[static_cast<std::size_t>(k)];
+    if (--ops_[static_cast<std::size_t>(d)].deps_left == 0) try_start(d);
+  }
+}
+
+void Run::adjust_memory(DeviceId d, std::int64_t delta) {
+  if (delta == 0) return;
+  auto di = static_cast<std::size_t>(d);
+  mem_now_[di] += delta;
+  tl_.peak_bytes[di] = std::max(tl_.peak_bytes[di], mem_now_[di]);
+  std::int64_t over = mem_now_[di] - tl_.capacity_bytes[di];
+  if (over > 0) {
+    if (!tl_.oom.oom) {
+      tl_.oom.oom = true;
+      tl_.oom.device = d;
+      tl_.oom.time = now_;
+    }
+    tl_.oom.bytes_over = std::max(tl_.oom.bytes_over, over);
+  }
+  if (options_.record_memory) tl_.memory.push_back({now_, d, mem_now_[di]});
+}
+
+std::string describe(const Plan& plan, OpId id) {
+  const Op& op = plan.ops[static_cast<std::size_t>(id)];
+  const auto& st = plan.streams[static_cast<std::size_t>(op.stream)];
+  std::string s = fmt::format("op {} {} on {}/{}", id, to_string(op.kind),
+                              plan.devices[static_cast<std::size_t>(st.device)].name, st.name);
+  if (op.tags.stage >= 0) s += fmt::format(" stage {}", op.tags.stage);
+  if (op.tags.microbatch >= 0) s += fmt::format(" mb {}", op.tags.microbatch);
+  return s;
+}
+
+void Run::report_deadlock() const {
+  std::string msg =
+      fmt::format("deadlock: {} of {} ops never ran; stuck:", plan_.ops.size() - finished_, plan_.ops.size());
+  int shown = 0;
+  for (std::size_t s = 0; s < streams_.size() && shown < 8; ++s) {
+    if (streams_[s].head >= streams_[s].count) continue;
+    OpId head = stream_order_[static_cast<std::size_t>(streams_[s].begin + streams_[s].head)];
+    msg += fmt::format(" [{} waits for", describe(plan_, head));
+    int listed = 0;
+    for (OpId d : plan_.ops[static_cast<std::size_t>(head)].deps) {
+      if (tl_.end[static_cast<std::size_t>(d)] >= 0) continue;
+      if (listed++ == 3) {
+        msg += " ...";
+        break;
+      }
+      msg += fmt::format(" {};", describe(plan_, d));
+    }
+    if (listed == 0) msg += " the other members of its collective";
+    msg += "]";
+    ++shown;
+  }
+  throw DeadlockError(msg);
+}
+
+}  // namespace
+
+Timeline Engine::run(const Plan& plan) const {
+  Run r(plan, options_);
+  return r.execute();
+}
+
+}  // namespace pipesim::sim

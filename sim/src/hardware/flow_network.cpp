@@ -1,0 +1,162 @@
+#include "hardware/flow_network.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace pipesim::sim {
+
+FlowNetwork::FlowNetwork(std::vector<double> capacity)
+    : capacity_(std::move(capacity)),
+      carried_(capacity_.size(), 0.0),
+      on_link_(capacity_.size()),
+      link_mark_(capacity_.size(), -1) {}
+
+void FlowNetwork::advance(Flow& f, TimePoint now) {
+  if (now > f.updated) {
+    double moved = std::min(f.remaining, f.rate * static_cast<double>(now - f.updated));
+    f.remaining -= moved;
+    for (auto l : f.links) carried_[static_cast<std::size_t>(l)] += moved;
+    f.updated = now;
+  }
+}
+
+FlowId FlowNetwork::add(const std::vector<std::int32_t>& links, double bytes, double cap, TimePoint now,
+                        std::int32_t priority) {
+  FlowId id;
+  if (!free_ids_.empty()) {
+    id = free_ids_.back();
+    free_ids_.pop_back();
+  } else {
+    id = static_cast<FlowId>(flows_.size());
+    flows_.emplace_back();
+    flow_mark_.push_back(-1);
+  }
+  Flow& f = flows_[static_cast<std::size_t>(id)];
+  f.links = links;
+  f.remaining = bytes;
+  f.rate = 0;
+  f.cap = cap;
+  f.priority = priority;
+  f.updated = now;
+  f.live = true;
+  ++active_;
+  for (auto l : links) on_link_[static_cast<std::size_t>(l)].push_back(id);
+  recompute(links, now);
+  return id;
+}
+
+void FlowNetwork::remove(FlowId id, TimePoint now) {
+  Flow& f = flows_[static_cast<std::size_t>(id)];
+  advance(f, now);
+  f.live = false;
+  --active_;
+  for (auto l : f.links) {
+    auto& v = on_link_[static_cast<std::size_t>(l)];
+    v.erase(std::find(v.begin(), v.end(), id));
+  }
+  std::vector<std::int32_t> seed = std::move(f.links);
+  f.links.clear();
+  free_ids_.push_back(id);
+  recompute(seed, now);
+}
+
+TimePoint FlowNetwork::finish_time(FlowId id) const {
+  const Flow& f = flows_[static_cast<std::size_t>(id)];
+  if (f.remaining <= 0) return f.updated;
+  if (f.rate <= 0) return std::numeric_limits<TimePoint>::max();
+  return f.updated + static_cast<TimePoint>(std::ceil(f.remaining / f.rate));
+}
+
+std::vector<double> FlowNetwork::carried_bytes(TimePoint now) {
+  for (auto& f : flows_)
+    if (f.live) advance(f, now);
+  return carried_;
+}
+
+void FlowNetwork::recompute(const std::vector<std::int32_t>& seed_links, TimePoint now) {
+  // Gather the connected component of links and flows reachable from the seed links.
+  ++epoch_;
+  // Scratch vectors are members: this runs for every flow start and end.
+  auto& links = scratch_links_;
+  auto& flows = changed_;
+  auto& stack = scratch_stack_;
+  links.clear();
+  flows.clear();
+  stack.assign(seed_links.begin(), seed_links.end());
+  while (!stack.empty()) {
+    std::int32_t l = stack.back();
+    stack.pop_back();
+    if (link_mark_[static_cast<std::size_t>(l)] == epoch_) continue;
+    link_mark_[static_cast<std::size_t>(l)] = epoch_;
+    links.push_back(l);
+    for (FlowId f : on_link_[static_cast<std::size_t>(l)]) {
+      if (flow_mark_[static_cast<std::size_t>(f)] == epoch_) continue;
+      flow_mark_[static_cast<std::size_t>(f)] = epoch_;
+      flows.push_back(f);
+      for (auto l2 : flows_[static_cast<std::size_t>(f)].links)
+        if (link_mark_[static_cast<std::size_t>(l2)] != epoch_) stack.push_back(l2);
+    }
+  }
+  std::sort(links.begin(), links.end());
+  std::sort(flows.begin(), flows.end());
+  for (FlowId f : flows) advance(flows_[static_cast<std::size_t>(f)], now);
+
+  // Progressive filling, one priority class after the other: repeatedly saturate the tightest link (or flow
+  // cap) and freeze its flows; a lower class sees only the capacity the higher ones left.
+  auto& left = scratch_left_;
+  left.assign(links.size(), 0.0);
+  auto local = [&](std::int32_t l) {
+    return static_cast<std::size_t>(std::lower_bound(links.begin(), links.end(), l) - links.begin());
+  };
+  for (std::size_t i = 0; i < links.size(); ++i) left[i] = capacity_[static_cast<std::size_t>(links[i])];
+  auto& frozen = scratch_frozen_;
+  frozen.assign(flows.size(), 1);
+  auto& count = scratch_count_;
+  count.assign(links.size(), 0);
+  for (std::int32_t cls = 0; cls <= 1; ++cls) {
+    std::size_t unfrozen = 0;
+    std::fill(count.begin(), count.end(), 0);
+    for (std::size_t k = 0; k < flows.size(); ++k) {
+      const Flow& f = flows_[static_cast<std::size_t>(flows[k])];
+      if (std::min<std::int32_t>(f.priority, 1) != cls) continue;
+      frozen[k] = 0;
+      ++unfrozen;
+      for (auto l : f.links) ++count[local(l)];
+    }
+    while (unfrozen > 0) {
+      double best = std::numeric_limits<double>::infinity();
+      std::int64_t best_link = -1, best_flow = -1;
+      for (std::size_t i = 0; i < links.size(); ++i) {
+        if (count[i] == 0) continue;
+        double share = std::max(0.0, left[i]) / count[i];
+        if (share < best) best = share, best_link = static_cast<std::int64_t>(i), best_flow = -1;
+      }
+      for (std::size_t k = 0; k < flows.size(); ++k) {
+        const Flow& f = flows_[static_cast<std::size_t>(flows[k])];
+        if (!frozen[k] && f.cap > 0 && f.cap < best)
+          best = f.cap, best_flow = static_cast<std::int64_t>(k), best_link = -1;
+      }
+      for (std::size_t k = 0; k < flows.size(); ++k) {
+        if (frozen[k]) continue;
+        Flow& f = flows_[static_cast<std::size_t>(flows[k])];
+        bool hit = best_flow == static_cast<std::int64_t>(k);
+        if (best_link >= 0)
+          hit = std::find(f.links.begin(), f.links.end(), links[static_cast<std::size_t>(best_link)]) !=
+                f.links.end();
+        if (best_link < 0 && best_flow < 0) hit = true;  // flows over no link at all: unconstrained
+        if (!hit) continue;
+        f.rate = std::isfinite(best) ? best : 0.0;
+        frozen[k] = 1;
+        --unfrozen;
+        for (auto l : f.links) {
+          std::size_t i = local(l);
+          left[i] -= f.rate;
+          --count[i];
+        }
+      }
+    }
+  }
+}
+
+}  // namespace pipesim::sim

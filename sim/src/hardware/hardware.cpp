@@ -1,0 +1,284 @@
+#include "pipesim/sim/hardware.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "core/data_dir.hpp"
+#include "core/json_reader.hpp"
+#include "pipesim/sim/time.hpp"
+
+namespace pipesim::sim {
+
+using detail::json;
+using detail::JsonObject;
+
+double interpolate_log_x(const std::vector<CurvePoint>& curve, double x) {
+  if (curve.empty()) return 0;
+  if (x <= curve.front().x) return curve.front().y;
+  if (x >= curve.back().x) return curve.back().y;
+  auto hi =
+      std::upper_bound(curve.begin(), curve.end(), x, [](double v, const CurvePoint& p) { return v < p.x; });
+  auto lo = hi - 1;
+  double t = (std::log(x) - std::log(lo->x)) / (std::log(hi->x) - std::log(lo->x));
+  return lo->y + t * (hi->y - lo->y);
+}
+
+double HardwareProfile::peak_flops(const std::string& dtype) const {
+  auto it = gpu.peak_tflops.find(dtype);
+  if (it == gpu.peak_tflops.end())
+    throw InputError(origin, "/gpu/peak_tflops", fmt::format("no peak for dtype '{}'", dtype));
+  return it->second * 1e12;
+}
+
+int HardwareProfile::nvlink_group(int gpu_index) const {
+  if (node.nvlink.GBps_per_direction <= 0) return -1;
+  if (node.nvlink.groups.empty()) return 0;
+  for (std::size_t g = 0; g < node.nvlink.groups.size(); ++g)
+    for (int member : node.nvlink.groups[g])
+      if (member == gpu_index) return static_cast<int>(g);
+  return -1;
+}
+
+std::int64_t HardwareProfile::compute_ns(double flops, double gemm_gflop, std::int32_t kernels,
+                                         const std::string& dtype) const {
+  const double eff = interpolate_log_x(gpu.gemm_efficiency, std::max(gemm_gflop, 1e-12));
+  return duration_for_work(flops, peak_flops(dtype) * std::max(eff, 1e-6)) +
+         static_cast<std::int64_t>(std::llround(gpu.launch_overhead_us * 1000.0)) * kernels;
+}
+
+double HardwareProfile::adam_params_per_s(int threads) const {
+  return interpolate_log_x(host.adam_params_per_s_by_threads, static_cast<double>(threads));
+}
+
+namespace {
+
+constexpr double kBig = 1e18;
+
+std::vector<CurvePoint> read_curve(JsonObject& o, const std::string& key, const std::string& xkey,
+                                   const std::string& ykey, double ymax, bool required) {
+  const json* v = o.raw_optional(key);
+  std::vector<CurvePoint> out;
+  if (!v) {
+    if (required) o.fail(key, "missing required key");
+    return out;
+  }
+  if (!v->is_array() || v->empty())
+    o.fail(key, fmt::format("expected a non-empty array of {{\"{}\", \"{}\"}}", xkey, ykey));
+  for (std::size_t i = 0; i < v->size(); ++i) {
+    JsonObject p((*v)[i], o.file(), o.path_of(key) + "/" + std::to_string(i));
+    CurvePoint c{p.number(xkey, 1e-12, kBig), p.number(ykey, 0, ymax)};
+    p.finish();
+    if (!out.empty() && c.x <= out.back().x)
+      throw InputError(o.file(), o.path_of(key) + "/" + std::to_string(i),
+                       fmt::format("'{}' must be strictly increasing", xkey));
+    out.push_back(c);
+  }
+  return out;
+}
+
+std::map<std::string, std::string> read_sources(JsonObject& o, const std::vector<std::string>& figures) {
+  std::map<std::string, std::string> out;
+  JsonObject s = o.object("sources");
+  for (const auto& f : figures) {
+    if (o.has(f)) out[f] = s.string(f);
+  }
+  s.finish();
+  return out;
+}
+
+void write_sources(json& j, const std::map<std::string, std::string>& sources) {
+  json s = json::object();
+  for (const auto& [k, v] : sources) s[k] = v;
+  j["sources"] = s;
+}
+
+json curve_json(const std::vector<CurvePoint>& c, const char* xkey, const char* ykey) {
+  json a = json::array();
+  for (const auto& p : c) a.push_back({{xkey, p.x}, {ykey, p.y}});
+  return a;
+}
+
+}  // namespace
+
+HardwareProfile parse_hardware_profile(const std::string& text, const std::string& file) {
+  json root = detail::parse_json_text(text, file);
+  JsonObject r(root, file, "");
+  if (r.string("format") != "pipesim-hw") r.fail("format", "expected \"pipesim-hw\"");
+  if (r.integer("version", 0, 1000) != 1) r.fail("version", "unsupported version; valid: 1");
+  HardwareProfile hw;
+  hw.origin = file;
+  hw.name = r.string("name");
+  hw.description = r.string("description");
+  hw.gpu_hour_usd = r.number_or("gpu_hour_usd", 0, 0, 1e6);
+  if (const json* c = r.raw_optional("calibrated")) {
+    // Provenance written by `pipesim calibrate` (date, host, method, samples, CV); kept verbatim.
+    if (!c->is_object()) r.fail("calibrated", "expected an object");
+    hw.calibrated_json = c->dump();
+  }
+
+  {
+    JsonObject g = r.object("gpu");
+    hw.gpu.model = g.string("model");
+    JsonObject pk = g.object("peak_tflops");
+    for (const char* dt : {"bf16", "fp16", "fp32"}) {
+      if (pk.has(dt)) hw.gpu.peak_tflops[dt] = pk.number(dt, 1e-3, 1e6);
+    }
+    pk.finish();
+    if (!hw.gpu.peak_tflops.count("bf16") && !hw.gpu.peak_tflops.count("fp16"))
+      g.fail("peak_tflops", "needs at least one of bf16, fp16");
+    hw.gpu.hbm_bytes = g.integer("hbm_bytes", 1, std::int64_t{1} << 50);
+    hw.gpu.hbm_GBps = g.number("hbm_GBps", 1e-3, 1e6);
+    hw.gpu.launch_overhead_us = g.number("launch_overhead_us", 0, 1e4);
+    hw.gpu.gemm_efficiency = read_curve(g, "gemm_efficiency", "gemm_gflop", "efficiency", 1.0, true);
+    hw.gpu.sources = read_sources(
+        g, {"model", "peak_tflops", "hbm_bytes", "hbm_GBps", "launch_overhead_us", "gemm_efficiency"});
+    g.finish();
+  }
+  {
+    JsonObject n = r.object("node");
+    hw.node.gpus = static_cast<int>(n.integer("gpus", 1, 1024));
+    JsonObject p = n.object("pcie");
+    hw.node.pcie.gen = static_cast<int>(p.integer("gen", 1, 7));
+    hw.node.pcie.lane_GBps = p.number("lane_GBps", 1e-3, 1e5);
+    hw.node.pcie.uplink_GBps = p.number("uplink_GBps", 1e-3, 1e5);
+    hw.node.pcie.latency_us = p.number("latency_us", 0, 1e5);
+    hw.node.pcie.root_complex_GBps = p.number_or("root_complex_GBps", 0, 0, 1e6);
+    const json& sw = p.raw("switches");
+    std::vector<int> owner(static_cast<std::size_t>(hw.node.gpus), -1);
+    if (!sw.is_array() || sw.empty())
+      p.fail("switches", "expected a non-empty array of arrays of GPU indices");
+    for (std::size_t i = 0; i < sw.size(); ++i) {
+      std::string path = p.path_of("switches") + "/" + std::to_string(i);
+      if (!sw[i].is_array() || sw[i].empty())
+        throw InputError(file, path, "expected a non-empty array of GPU indices");
+      std::vector<int> members;
+      for (std::size_t k = 0; k < sw[i].size(); ++k) {
+        std::string ep = path + "/" + std::to_string(k);
+        int gi = static_cast<int>(detail::checked_integer(sw[i][k], file, ep, 0, hw.node.gpus - 1));
+        if (owner[static_cast<std::size_t>(gi)] >= 0)
+          throw InputError(
+              file, ep,
+              fmt::format("GPU {} is already under switch {}", gi, owner[static_cast<std::size_t>(gi)]));
+        owner[static_cast<std::size_t>(gi)] = static_cast<int>(i);
+        members.push_back(gi);
+      }
+      hw.node.pcie.switches.push_back(members);
+    }
+    for (int gi = 0; gi < hw.node.gpus; ++gi)
+      if (owner[static_cast<std::size_t>(gi)] < 0)
+        p.fail("switches", fmt::format("GPU {} is under no switch; every GPU 0..{} must appear once", gi,
+                                       hw.node.gpus - 1));
+    hw.node.pcie.h2d_GBps_by_size = read_curve(p, "h2d_GBps_by_size", "bytes", "GBps", 1e5, false);
+    hw.node.pcie.d2h_GBps_by_size = read_curve(p, "d2h_GBps_by_size", "bytes", "GBps", 1e5, false);
+    hw.node.pcie.sources =
+        read_sources(p, {"gen", "lane_GBps", "uplink_GBps", "root_complex_GBps", "latency_us", "switches",
+                         "h2d_GBps_by_size", "d2h_GBps_by_size"});
+    p.finish();
+    JsonObject nv = n.object("nvlink");
+    hw.node.nvlink.GBps_per_direction = nv.number("GBps_per_direction", 0, 1e5);
+    hw.node.nvlink.latency_us = nv.number("latency_us", 0, 1e5);
+    hw.node.nvlink.allreduce_busbw_GBps = nv.number("allreduce_busbw_GBps", 0, 1e5);
+    if (const json* g = nv.raw_optional("groups")) {
+      std::vector<int> seen(static_cast<std::size_t>(hw.node.gpus), 0);
+      if (!g->is_array()) nv.fail("groups", "expected an array of arrays of GPU indices");
+      for (std::size_t i = 0; i < g->size(); ++i) {
+        std::string path = nv.path_of("groups") + "/" + std::to_string(i);
+        if (!(*g)[i].is_array()) throw InputError(file, path, "expected an array of GPU indices");
+        std::vector<int> members;
+        for (std::size_t k = 0; k < (*g)[i].size(); ++k) {
+          std::string ep = path + "/" + std::to_string(k);
+          int gi = static_cast<int>(detail::checked_integer((*g)[i][k], file, ep, 0, hw.node.gpus - 1));
+          if (seen[static_cast<std::size_t>(gi)]++)
+            throw InputError(file, ep, fmt::format("GPU {} is in two NVLink groups", gi));
+          members.push_back(gi);
+        }
+        hw.node.nvlink.groups.push_back(members);
+      }
+    }
+    hw.node.nvlink.sources =
+        read_sources(nv, {"GBps_per_direction", "latency_us", "allreduce_busbw_GBps", "groups"});
+    nv.finish();
+    n.finish();
+  }
+  {
+    JsonObject h = r.object("host");
+    hw.host.cpu_model = h.string("cpu_model");
+    hw.host.cores = static_cast<int>(h.integer("cores", 1, 100000));
+    hw.host.dram_bytes = h.integer("dram_bytes", 1, std::int64_t{1} << 55);
+    hw.host.dram_GBps = h.number("dram_GBps", 1e-3, 1e6);
+    hw.host.adam_params_per_s_by_threads =
+        read_curve(h, "adam_params_per_s_by_threads", "threads", "params_per_s", 1e13, true);
+    hw.host.sources =
+        read_sources(h, {"cpu_model", "cores", "dram_bytes", "dram_GBps", "adam_params_per_s_by_threads"});
+    h.finish();
+  }
+  {
+    JsonObject w = r.object("network");
+    hw.network.nic_GBps = w.number("nic_GBps", 1e-3, 1e5);
+    hw.network.latency_us = w.number("latency_us", 0, 1e6);
+    hw.network.sources = read_sources(w, {"nic_GBps", "latency_us"});
+    w.finish();
+  }
+  r.finish();
+  return hw;
+}
+
+HardwareProfile load_hardware_profile(const std::string& name_or_path) {
+  const std::string path = resolve_shipped(name_or_path, "hw_profiles", "hardware profile");
+  return parse_hardware_profile(detail::read_text_file(path), path);
+}
+
+std::vector<std::string> shipped_hardware_profiles() {
+  return shipped_names("hw_profiles");
+}
+
+std::string hardware_profile_to_json(const HardwareProfile& hw) {
+  json g = {{"model", hw.gpu.model},
+            {"peak_tflops", hw.gpu.peak_tflops},
+            {"hbm_bytes", hw.gpu.hbm_bytes},
+            {"hbm_GBps", hw.gpu.hbm_GBps},
+            {"launch_overhead_us", hw.gpu.launch_overhead_us},
+            {"gemm_efficiency", curve_json(hw.gpu.gemm_efficiency, "gemm_gflop", "efficiency")}};
+  write_sources(g, hw.gpu.sources);
+  json p = {{"gen", hw.node.pcie.gen},
+            {"lane_GBps", hw.node.pcie.lane_GBps},
+            {"uplink_GBps", hw.node.pcie.uplink_GBps},
+            {"latency_us", hw.node.pcie.latency_us},
+            {"switches", hw.node.pcie.switches}};
+  if (hw.node.pcie.root_complex_GBps > 0) p["root_complex_GBps"] = hw.node.pcie.root_complex_GBps;
+  if (!hw.node.pcie.h2d_GBps_by_size.empty())
+    p["h2d_GBps_by_size"] = curve_json(hw.node.pcie.h2d_GBps_by_size, "bytes", "GBps");
+  if (!hw.node.pcie.d2h_GBps_by_size.empty())
+    p["d2h_GBps_by_size"] = curve_json(hw.node.pcie.d2h_GBps_by_size, "bytes", "GBps");
+  write_sources(p, hw.node.pcie.sources);
+  json nv = {{"GBps_per_direction", hw.node.nvlink.GBps_per_direction},
+             {"latency_us", hw.node.nvlink.latency_us},
+             {"allreduce_busbw_GBps", hw.node.nvlink.allreduce_busbw_GBps}};
+  if (!hw.node.nvlink.groups.empty()) nv["groups"] = hw.node.nvlink.groups;
+  write_sources(nv, hw.node.nvlink.sources);
+  json h = {{"cpu_model", hw.host.cpu_model},
+            {"cores", hw.host.cores},
+            {"dram_bytes", hw.host.dram_bytes},
+            {"dram_GBps", hw.host.dram_GBps},
+            {"adam_params_per_s_by_threads",
+             curve_json(hw.host.adam_params_per_s_by_threads, "threads", "params_per_s")}};
+  write_sources(h, hw.host.sources);
+  json w = {{"nic_GBps", hw.network.nic_GBps}, {"latency_us", hw.network.latency_us}};
+  write_sources(w, hw.network.sources);
+  json root = {{"format", "pipesim-hw"},
+               {"version", 1},
+               {"name", hw.name},
+               {"description", hw.description},
+               {"gpu", g},
+               {"node", {{"gpus", hw.node.gpus}, {"pcie", p}, {"nvlink", nv}}},
+               {"host", h},
+               {"network", w}};
+  if (hw.gpu_hour_usd > 0) root["gpu_hour_usd"] = hw.gpu_hour_usd;
+  if (!hw.calibrated_json.empty()) root["calibrated"] = json::parse(hw.calibrated_json);
+  return root.dump(2);
+}
+
+}  // namespace pipesim::sim

@@ -1,0 +1,141 @@
+#include "hardware/topology.hpp"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+namespace pipesim::sim {
+
+namespace {
+// Per-GPU link slots.
+constexpr std::int32_t kLaneUp = 0, kLaneDown = 1, kNvlTx = 2, kNvlRx = 3, kNicTx = 4, kNicRx = 5,
+                       kGpuLinks = 6;
+constexpr std::int32_t kSwUp = 0, kSwDown = 1;
+const char* kGpuLinkNames[] = {"pcie.up", "pcie.down", "nvlink.tx", "nvlink.rx", "nic.tx", "nic.rx"};
+
+Duration us_to_ns(double us) {
+  return static_cast<Duration>(std::llround(us * 1000.0));
+}
+}  // namespace
+
+Topology::Topology(const HardwareProfile& hw, std::int32_t nodes)
+    : hw_(&hw), nodes_(nodes), gpus_(hw.node.gpus) {
+  const auto& pcie = hw.node.pcie;
+  std::int32_t switches = static_cast<std::int32_t>(pcie.switches.size());
+  per_node_ = gpus_ * kGpuLinks + 2 * switches + 2;  // + the root complex, up and down
+  switch_of_gpu_.assign(static_cast<std::size_t>(gpus_), 0);
+  for (std::int32_t s = 0; s < switches; ++s)
+    for (int g : pcie.switches[static_cast<std::size_t>(s)]) switch_of_gpu_[static_cast<std::size_t>(g)] = s;
+  links_.reserve(static_cast<std::size_t>(per_node_) * static_cast<std::size_t>(nodes));
+  for (std::int32_t n = 0; n < nodes; ++n) {
+    for (std::int32_t g = 0; g < gpus_; ++g) {
+      links_.push_back({pcie.lane_GBps, false});
+      links_.push_back({pcie.lane_GBps, false});
+      links_.push_back({hw.node.nvlink.GBps_per_direction, false});
+      links_.push_back({hw.node.nvlink.GBps_per_direction, false});
+      links_.push_back({hw.network.nic_GBps, false});
+      links_.push_back({hw.network.nic_GBps, false});
+    }
+    for (std::int32_t s = 0; s < switches; ++s) {
+      bool shared = pcie.switches[static_cast<std::size_t>(s)].size() > 1;
+      links_.push_back({pcie.uplink_GBps, shared});
+      links_.push_back({pcie.uplink_GBps, shared});
+    }
+    // Without a measured limit the root complex is as wide as all uplinks together (never the bottleneck).
+    double root = pcie.root_complex_GBps > 0 ? pcie.root_complex_GBps : pcie.uplink_GBps * switches;
+    links_.push_back({root, true});
+    links_.push_back({root, true});
+  }
+}
+
+LinkId Topology::gpu_link(std::int32_t node, std::int32_t gpu, std::int32_t which) const {
+  return node * per_node_ + gpu * kGpuLinks + which;
+}
+
+LinkId Topology::switch_link(std::int32_t node, std::int32_t sw, std::int32_t which) const {
+  return node * per_node_ + gpus_ * kGpuLinks + 2 * sw + which;
+}
+
+LinkId Topology::root_link(std::int32_t node, std::int32_t which) const {
+  return node * per_node_ + per_node_ - 2 + which;
+}
+
+std::string Topology::link_name(LinkId id) const {
+  std::int32_t node = id / per_node_, rest = id % per_node_;
+  if (rest >= per_node_ - 2)
+    return fmt::format("node{}.pcie_root.{}", node, rest == per_node_ - 2 ? "up" : "down");
+  if (rest < gpus_ * kGpuLinks)
+    return fmt::format("node{}.gpu{}.{}", node, rest / kGpuLinks, kGpuLinkNames[rest % kGpuLinks]);
+  rest -= gpus_ * kGpuLinks;
+  return fmt::format("node{}.switch{}.uplink.{}", node, rest / 2, rest % 2 == kSwUp ? "up" : "down");
+}
+
+bool Topology::nvlinked(std::int32_t a, std::int32_t b) const {
+  int ga = hw_->nvlink_group(a);
+  return ga >= 0 && ga == hw_->nvlink_group(b);
+}
+
+Path Topology::path(Endpoint src, Endpoint dst, std::int64_t bytes) const {
+  Path p;
+  const auto& pcie = hw_->node.pcie;
+  auto sw = [&](std::int32_t g) { return switch_of_gpu_[static_cast<std::size_t>(g)]; };
+  if (src.gpu < 0 && dst.gpu < 0) return p;  // host to host on one node: memory copy, not modelled as a link
+  if (src.gpu < 0 || dst.gpu < 0) {
+    // Host <-> GPU over PCIe: root complex, switch uplink and lane; the calibrated copy curve caps the rate
+    // by transfer size.
+    bool h2d = src.gpu < 0;
+    std::int32_t node = h2d ? dst.node : src.node, g = h2d ? dst.gpu : src.gpu;
+    if (h2d)
+      p.links = {root_link(node, kSwDown), switch_link(node, sw(g), kSwDown), gpu_link(node, g, kLaneDown)};
+    else
+      p.links = {gpu_link(node, g, kLaneUp), switch_link(node, sw(g), kSwUp), root_link(node, kSwUp)};
+    const auto& curve = h2d ? pcie.h2d_GBps_by_size : pcie.d2h_GBps_by_size;
+    if (!curve.empty()) p.max_bytes_per_ns = interpolate_log_x(curve, static_cast<double>(bytes));
+    p.latency = us_to_ns(pcie.latency_us);
+    if (src.node != dst.node) p.latency += us_to_ns(hw_->network.latency_us);
+    return p;
+  }
+  if (src.node != dst.node) {
+    p.links = {gpu_link(src.node, src.gpu, kNicTx), gpu_link(dst.node, dst.gpu, kNicRx)};
+    p.latency = us_to_ns(hw_->network.latency_us);
+  } else if (nvlinked(src.gpu, dst.gpu)) {
+    p.links = {gpu_link(src.node, src.gpu, kNvlTx), gpu_link(dst.node, dst.gpu, kNvlRx)};
+    p.latency = us_to_ns(hw_->node.nvlink.latency_us);
+  } else {
+    // No NVLink: peer traffic crosses PCIe, through the root complex when the GPUs sit under different
+    // switches.
+    p.links.push_back(gpu_link(src.node, src.gpu, kLaneUp));
+    if (sw(src.gpu) != sw(dst.gpu)) {  // through the root complex
+      p.links.push_back(switch_link(src.node, sw(src.gpu), kSwUp));
+      p.links.push_back(root_link(src.node, kSwUp));
+      p.links.push_back(root_link(src.node, kSwDown));
+      p.links.push_back(switch_link(dst.node, sw(dst.gpu), kSwDown));
+    }
+    p.links.push_back(gpu_link(dst.node, dst.gpu, kLaneDown));
+    p.latency = us_to_ns(pcie.latency_us);
+  }
+  return p;
+}
+
+Path Topology::ring_path(Endpoint self, Endpoint next, std::int64_t bytes) const {
+  Path p = path(self, next, bytes);
+  if (self.gpu < 0 || next.gpu < 0) return p;
+  if (self.node != next.node) {
+    p.links = {gpu_link(self.node, self.gpu, kNicTx), gpu_link(self.node, self.gpu, kNicRx)};
+  } else if (nvlinked(self.gpu, next.gpu)) {
+    p.links = {gpu_link(self.node, self.gpu, kNvlTx), gpu_link(self.node, self.gpu, kNvlRx)};
+    // The measured NCCL bus bandwidth, when the profile has one, caps a ring member below the raw port rate.
+    p.max_bytes_per_ns = hw_->node.nvlink.allreduce_busbw_GBps;
+  } else {
+    auto sw = switch_of_gpu_[static_cast<std::size_t>(self.gpu)];
+    p.links = {gpu_link(self.node, self.gpu, kLaneUp)};
+    if (sw != switch_of_gpu_[static_cast<std::size_t>(next.gpu)]) {
+      p.links.push_back(switch_link(self.node, sw, kSwUp));
+      p.links.push_back(switch_link(self.node, sw, kSwDown));
+    }
+    p.links.push_back(gpu_link(self.node, self.gpu, kLaneDown));
+  }
+  return p;
+}
+
+}  // namespace pipesim::sim

@@ -1,0 +1,250 @@
+#include "pipesim/sim/plan_json.hpp"
+
+#include <fmt/format.h>
+
+#include "core/json_reader.hpp"
+
+namespace pipesim::sim {
+
+using detail::json;
+using detail::JsonObject;
+
+namespace {
+
+template <typename E, std::size_t N>
+E enum_from(JsonObject& o, const std::string& key, const E (&values)[N]) {
+  std::string s = o.string(key);
+  std::string valid;
+  for (E v : values) {
+    if (s == to_string(v)) return v;
+    valid += (valid.empty() ? "" : ", ") + std::string(to_string(v));
+  }
+  o.fail(key, fmt::format("unknown value '{}'; valid: {}", s, valid));
+}
+
+constexpr OpKind kOpKinds[] = {
+    OpKind::kForward,   OpKind::kBackward,     OpKind::kBackwardInput, OpKind::kBackwardWeight,
+    OpKind::kRecompute, OpKind::kH2D,          OpKind::kD2H,           OpKind::kP2P,
+    OpKind::kAllReduce, OpKind::kAllGather,    OpKind::kReduceScatter, OpKind::kOptimizer,
+    OpKind::kFill,      OpKind::kContextSwitch};
+constexpr StreamKind kStreamKinds[] = {StreamKind::kCompute, StreamKind::kH2D,     StreamKind::kD2H,
+                                       StreamKind::kP2PSend, StreamKind::kP2PRecv, StreamKind::kCollective,
+                                       StreamKind::kCpu,     StreamKind::kFill};
+constexpr DeviceKind kDeviceKinds[] = {DeviceKind::kGpu, DeviceKind::kHost};
+
+constexpr std::int64_t kI32 = 2147483647;
+constexpr std::int64_t kI64 = std::numeric_limits<std::int64_t>::max();
+
+json meta_json(const PlanMeta& m) {
+  return {{"schedule", m.schedule},
+          {"model", m.model},
+          {"pp", m.pp},
+          {"tp", m.tp},
+          {"dp", m.dp},
+          {"virtual_stages", m.virtual_stages},
+          {"microbatches", m.microbatches},
+          {"accum_steps", m.accum_steps},
+          {"iterations", m.iterations},
+          {"seq", m.seq},
+          {"global_batch", m.global_batch},
+          {"recompute", m.recompute},
+          {"lora_rank", m.lora_rank},
+          {"replicas", m.replicas},
+          {"simulated_gpus", m.simulated_gpus},
+          {"model_flops_per_step", m.model_flops_per_step},
+          {"hardware_flops_per_step", m.hardware_flops_per_step},
+          {"dtype", m.dtype},
+          {"partition", m.partition},
+          {"note", m.note}};
+}
+
+PlanMeta meta_from(JsonObject o) {
+  PlanMeta m;
+  m.schedule = o.string("schedule");
+  m.model = o.string("model");
+  m.pp = static_cast<std::int32_t>(o.integer("pp", 1, 1 << 20));
+  m.tp = static_cast<std::int32_t>(o.integer("tp", 1, 1 << 20));
+  m.dp = static_cast<std::int32_t>(o.integer("dp", 1, 1 << 20));
+  m.virtual_stages = static_cast<std::int32_t>(o.integer("virtual_stages", 1, 1 << 20));
+  m.microbatches = static_cast<std::int32_t>(o.integer("microbatches", 1, kI32));
+  m.accum_steps = static_cast<std::int32_t>(o.integer("accum_steps", 1, kI32));
+  m.iterations = static_cast<std::int32_t>(o.integer_or("iterations", 1, 1, kI32));
+  m.seq = static_cast<std::int32_t>(o.integer("seq", 0, kI32));
+  m.global_batch = o.integer("global_batch", 0, kI64);
+  m.recompute = o.string("recompute");
+  m.lora_rank = o.integer_or("lora_rank", 0, 0, 65536);
+  m.replicas = o.string("replicas");
+  m.simulated_gpus = static_cast<std::int32_t>(o.integer("simulated_gpus", 0, kI32));
+  m.model_flops_per_step = o.number("model_flops_per_step", 0, 1e30);
+  m.hardware_flops_per_step = o.number("hardware_flops_per_step", 0, 1e30);
+  m.dtype = o.string("dtype");
+  const json& part = o.raw("partition");
+  if (!part.is_array()) o.fail("partition", "expected an array of block counts");
+  for (std::size_t i = 0; i < part.size(); ++i)
+    m.partition.push_back(static_cast<std::int32_t>(detail::checked_integer(
+        part[i], o.file(), o.path_of("partition") + "/" + std::to_string(i), 0, kI32)));
+  m.note = o.string("note");
+  o.finish();
+  return m;
+}
+
+}  // namespace
+
+std::string plan_to_json(const Plan& plan) {
+  json root;
+  root["format"] = "pipesim-plan";
+  root["version"] = 1;
+  root["meta"] = meta_json(plan.meta);
+  root["hardware"] = json::parse(hardware_profile_to_json(plan.hw));
+  root["nodes"] = plan.nodes;
+  json devices = json::array();
+  for (const auto& d : plan.devices)
+    devices.push_back({{"name", d.name},
+                       {"kind", to_string(d.kind)},
+                       {"node", d.node},
+                       {"local_index", d.local_index},
+                       {"resident_bytes", d.resident_bytes}});
+  root["devices"] = std::move(devices);
+  json streams = json::array();
+  for (const auto& s : plan.streams)
+    streams.push_back({{"device", s.device}, {"kind", to_string(s.kind)}, {"name", s.name}});
+  root["streams"] = std::move(streams);
+  json ops = json::array();
+  for (const auto& op : plan.ops) {
+    json j = {{"stream", op.stream}, {"kind", to_string(op.kind)}};
+    const auto& t = op.tags;
+    j["tags"] = {{"stage", t.stage},           {"virtual_stage", t.virtual_stage},
+                 {"microbatch", t.microbatch}, {"layer_begin", t.layer_begin},
+                 {"layer_end", t.layer_end},   {"iteration", t.iteration}};
+    if (const auto* c = std::get_if<ComputeWork>(&op.payload))
+      j["compute"] = {{"flops", c->flops}, {"gemm_gflop", c->gemm_gflop}, {"kernels", c->kernels}};
+    else if (const auto* x = std::get_if<TransferWork>(&op.payload)) {
+      j["transfer"] = {{"src", x->src},     {"dst", x->dst},
+                       {"bytes", x->bytes}, {"latency_steps", x->latency_steps},
+                       {"group", x->group}, {"group_size", x->group_size}};
+      if (x->priority != 0) j["transfer"]["priority"] = x->priority;
+    } else if (const auto* w = std::get_if<CpuWork>(&op.payload))
+      j["cpu"] = {{"params", w->params}, {"threads", w->threads}};
+    else if (const auto* m = std::get_if<MemoryWork>(&op.payload))
+      j["memory"] = {{"bytes", m->bytes}};
+    if (op.fixed_duration >= 0) j["duration_ns"] = op.fixed_duration;
+    if (op.alloc_bytes) j["alloc_bytes"] = op.alloc_bytes;
+    if (op.free_bytes) j["free_bytes"] = op.free_bytes;
+    j["deps"] = op.deps;
+    ops.push_back(std::move(j));
+  }
+  root["ops"] = std::move(ops);
+  return root.dump(1) + "\n";
+}
+
+Plan plan_from_json(const std::string& text, const std::string& file) {
+  json root = detail::parse_json_text(text, file);
+  JsonObject r(root, file, "");
+  if (r.string("format") != "pipesim-plan") r.fail("format", "expected \"pipesim-plan\"");
+  if (r.integer("version", 0, 1000) != 1) r.fail("version", "unsupported version; valid: 1");
+  Plan plan;
+  plan.meta = meta_from(r.object("meta"));
+  plan.hw = parse_hardware_profile(r.raw("hardware").dump(), file + " (/hardware)");
+  plan.hw.origin = file;
+  plan.nodes = static_cast<std::int32_t>(r.integer("nodes", 1, 1 << 20));
+
+  const json& devices = r.raw("devices");
+  if (!devices.is_array()) r.fail("devices", "expected an array");
+  for (std::size_t i = 0; i < devices.size(); ++i) {
+    JsonObject d(devices[i], file, fmt::format("/devices/{}", i));
+    Device dev;
+    dev.name = d.string("name");
+    dev.kind = enum_from(d, "kind", kDeviceKinds);
+    dev.node = static_cast<std::int32_t>(d.integer("node", 0, kI32));
+    dev.local_index = static_cast<std::int32_t>(d.integer("local_index", 0, kI32));
+    dev.resident_bytes = d.integer("resident_bytes", 0, kI64);
+    d.finish();
+    plan.devices.push_back(std::move(dev));
+  }
+  const json& streams = r.raw("streams");
+  if (!streams.is_array()) r.fail("streams", "expected an array");
+  for (std::size_t i = 0; i < streams.size(); ++i) {
+    JsonObject s(streams[i], file, fmt::format("/streams/{}", i));
+    Stream st;
+    st.device = static_cast<DeviceId>(s.integer("device", 0, kI32));
+    st.kind = enum_from(s, "kind", kStreamKinds);
+    st.name = s.string("name");
+    s.finish();
+    plan.streams.push_back(std::move(st));
+  }
+  const json& ops = r.raw("ops");
+  if (!ops.is_array()) r.fail("ops", "expected an array");
+  plan.ops.reserve(ops.size());
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    JsonObject o(ops[i], file, fmt::format("/ops/{}", i));
+    Op op;
+    op.stream = static_cast<StreamId>(o.integer("stream", 0, kI32));
+    op.kind = enum_from(o, "kind", kOpKinds);
+    {
+      JsonObject t = o.object("tags");
+      op.tags.stage = static_cast<std::int32_t>(t.integer("stage", -1, kI32));
+      op.tags.virtual_stage = static_cast<std::int32_t>(t.integer("virtual_stage", -1, kI32));
+      op.tags.microbatch = static_cast<std::int32_t>(t.integer("microbatch", -1, kI32));
+      op.tags.layer_begin = static_cast<std::int32_t>(t.integer("layer_begin", -1, kI32));
+      op.tags.layer_end = static_cast<std::int32_t>(t.integer("layer_end", -1, kI32));
+      op.tags.iteration = static_cast<std::int32_t>(t.integer("iteration", 0, kI32));
+      t.finish();
+    }
+    int payloads = 0;
+    if (o.has("compute")) {
+      JsonObject c = o.object("compute");
+      op.payload = ComputeWork{c.number("flops", 0, 1e30), c.number("gemm_gflop", 0, 1e30),
+                               static_cast<std::int32_t>(c.integer("kernels", 0, kI32))};
+      c.finish();
+      ++payloads;
+    }
+    if (o.has("transfer")) {
+      JsonObject c = o.object("transfer");
+      TransferWork w;
+      w.src = static_cast<DeviceId>(c.integer("src", 0, kI32));
+      w.dst = static_cast<DeviceId>(c.integer("dst", 0, kI32));
+      w.bytes = c.integer("bytes", 0, kI64);
+      w.latency_steps = static_cast<std::int32_t>(c.integer("latency_steps", 0, kI32));
+      w.group = static_cast<std::int32_t>(c.integer("group", -1, kI32));
+      w.group_size = static_cast<std::int32_t>(c.integer("group_size", 1, kI32));
+      w.priority = static_cast<std::int32_t>(c.integer_or("priority", 0, 0, 1));
+      c.finish();
+      op.payload = w;
+      ++payloads;
+    }
+    if (o.has("cpu")) {
+      JsonObject c = o.object("cpu");
+      op.payload =
+          CpuWork{c.integer("params", 0, kI64), static_cast<std::int32_t>(c.integer("threads", 1, kI32))};
+      c.finish();
+      ++payloads;
+    }
+    if (o.has("memory")) {
+      JsonObject c = o.object("memory");
+      op.payload = MemoryWork{c.integer("bytes", 0, kI64)};
+      c.finish();
+      ++payloads;
+    }
+    if (payloads != 1) o.fail("", "an op needs exactly one of: compute, transfer, cpu, memory");
+    op.fixed_duration = o.integer_or("duration_ns", -1, 0, kI64);
+    op.alloc_bytes = o.integer_or("alloc_bytes", 0, 0, kI64);
+    op.free_bytes = o.integer_or("free_bytes", 0, 0, kI64);
+    const json& deps = o.raw("deps");
+    if (!deps.is_array()) o.fail("deps", "expected an array of op indices");
+    op.deps.reserve(deps.size());
+    for (std::size_t k = 0; k < deps.size(); ++k)
+      op.deps.push_back(
+          static_cast<OpId>(detail::checked_integer(deps[k], file, fmt::format("/ops/{}/deps/{}", i, k), 0,
+                                                    static_cast<std::int64_t>(ops.size()) - 1)));
+    o.finish();
+    plan.ops.push_back(std::move(op));
+  }
+  r.finish();
+  return plan;
+}
+
+Plan load_plan(const std::string& path) {
+  return plan_from_json(detail::read_text_file(path), path);
+}
+
+}  // namespace pipesim::sim

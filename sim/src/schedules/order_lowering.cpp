@@ -1,0 +1,596 @@
+#include "schedules/order_lowering.hpp"
+
+#include <algorithm>
+#include <numeric>
+
+#include <fmt/format.h>
+
+#include "hardware/topology.hpp"
+#include "pipesim/sim/error.hpp"
+#include "schedules/layer_ranges.hpp"
+#include "schedules/plan_metadata.hpp"
+#include "schedules/range_cost.hpp"
+
+namespace pipesim::sim {
+
+namespace {
+
+constexpr std::int32_t kNone = -1;
+constexpr std::int64_t kMaxGpus = std::int64_t{1} << 20;
+constexpr std::int64_t kMaxOps = std::int64_t{1} << 26;
+// Optimizer offload: the GPU keeps bf16 weights and bf16 gradients of the trained parameters; the host keeps
+// fp32 master weights and Adam moments plus bf16 gradient and weight staging; 2 B/param cross PCIe each way.
+constexpr std::int64_t kOffloadHostBytesPerParam =
+    kAdamStateBytesPerParam + kGradBytesPerParam + kWeightBytesPerParam;
+
+/// The streams of one simulated GPU: collective only with dp > 1; d2h, h2d and the host CPU's optimizer
+/// queue only with the optimizer offloaded.
+enum StreamSlot : std::size_t {
+  kComputeSlot,
+  kP2PSendSlot,
+  kCollectiveSlot,
+  kD2HSlot,
+  kH2DSlot,
+  kCpuSlot,
+  kStreamSlots
+};
+
+struct Slot {  // ops of one (replica, chunk, microbatch)
+  OpId fwd_first = kNone, fwd_done = kNone, bwd_first = kNone, bwd_done = kNone;
+};
+
+class Builder {
+ public:
+  Builder(const ScheduleDescriptor& s, const ScheduleInput& in) : sched_(s), in_(in) {}
+  Plan build(bool explicit_replicas);
+
+ private:
+  // Layout phases: checks of the configuration, the layer roles, chunk layer ranges and their costs, then
+  // the size of the plan and each rank's task order.
+  void validate_and_layout();
+  BlockSpan checked_block_span() const;
+  void layout_chunks(const BlockSpan& span);
+  void size_plan();
+  OpId add_op(StreamId stream, OpKind kind, OpTags tags, Payload payload, Duration fixed) {
+    Op op;
+    op.stream = stream;
+    op.kind = kind;
+    op.tags = tags;
+    op.payload = payload;
+    op.fixed_duration = fixed;
+    plan_.ops.push_back(std::move(op));
+    return static_cast<OpId>(plan_.ops.size() - 1);
+  }
+  DeviceId device_of_rank(std::int32_t rank);
+  std::int32_t global_rank(std::int32_t d, std::int32_t stage, std::int32_t t) const {
+    return t + in_.tp * (stage + in_.pp * d);
+  }
+  Slot& slot(std::int32_t replica, std::int32_t chunk, std::int32_t mb) {
+    return slots_[(static_cast<std::size_t>(replica) * static_cast<std::size_t>(chunks_) +
+                   static_cast<std::size_t>(chunk)) *
+                      static_cast<std::size_t>(total_mb_) +
+                  static_cast<std::size_t>(mb)];
+  }
+  OpId emit_tp_collective(StreamId stream, DeviceId self, std::int32_t replica_d, std::int32_t stage,
+                          std::int32_t t, const RangeCost& cc, OpTags tags, std::int32_t phase,
+                          std::int32_t multiplier);
+  void emit_gpu(std::size_t replica, std::int32_t stage);
+  void emit_p2p(std::size_t replica, std::int32_t stage);
+
+  const ScheduleDescriptor& sched_;
+  const ScheduleInput& in_;
+  Plan plan_;
+  bool explicit_ = false;
+  std::int32_t chunks_ = 0, total_mb_ = 0, gpus_total_ = 0, max_chunk_layers_ = 1;
+  std::int32_t dp_ring_offset_ = 1;  // DP ring neighbour distance: crosses nodes whenever the group does
+  std::vector<std::vector<RangeCost>> chunk_costs_;              // [cost table][chunk]
+  std::vector<std::pair<std::int32_t, std::int32_t>> replicas_;  // (dp index, tp rank)
+  std::vector<DeviceId> device_of_rank_;
+  std::vector<std::vector<StreamId>> streams_;  // [replica*pp + stage] -> compute, p2p_send, collective
+  std::vector<std::vector<Task>> orders_;       // [stage]
+  std::vector<Slot> slots_;
+  std::vector<std::vector<OpId>> dp_ops_;  // [replica*pp + stage]
+  std::vector<DeviceId> host_of_node_;     // host device per node, created on demand
+  OpId last_compute_op_ = kNone;
+  std::int32_t cpu_threads_per_gpu_ = 1;
+
+  DeviceId host_of(DeviceId gpu) {
+    const auto node = static_cast<std::size_t>(plan_.devices[static_cast<std::size_t>(gpu)].node);
+    if (host_of_node_[node] == kNone) {
+      plan_.devices.push_back(
+          {fmt::format("host{}", node), DeviceKind::kHost, static_cast<std::int32_t>(node), 0, 0});
+      host_of_node_[node] = static_cast<DeviceId>(plan_.devices.size() - 1);
+    }
+    return host_of_node_[node];
+  }
+};
+
+void Builder::validate_and_layout() {
+  const auto& hw = in_.hw;
+  auto bad = [](const std::string& flag, const std::string& msg) { throw InputError(flag, "", msg); };
+  if (in_.pp < 1 || in_.tp < 1 || in_.dp < 1) bad("--pp/--tp/--dp", "must all be >= 1");
+  if (in_.tp > hw.node.gpus || hw.node.gpus % in_.tp != 0)
+    bad("--tp", fmt::format("tp {} must divide the {} GPUs of a node (TP stays inside a node)", in_.tp,
+                            hw.node.gpus));
+  if (in_.microbatches < 1) bad("--microbatches", "must be >= 1");
+  if (!hw.gpu.peak_tflops.count(in_.dtype))
+    bad("--dtype", fmt::format("{} has no {} peak; valid: {}", hw.name, in_.dtype,
+                               hw.gpu.peak_tflops.count("bf16") ? "bf16, fp16" : "fp16"));
+  if (in_.accum_steps < 1) bad("--accum-steps", "must be >= 1");
+  if (in_.virtual_stages < 1) bad("--virtual-stages", "must be >= 1");
+  if (!sched_.multi_chunk && in_.virtual_stages != 1)
+    bad("--virtual-stages", fmt::format("schedule {} uses one chunk per rank; valid: 1", sched_.name));
+  if (std::string why = sched_.check({in_.pp, in_.microbatches, in_.virtual_stages}); !why.empty())
+    bad("--schedule", fmt::format("{}: {}", sched_.name, why));
+  const std::int64_t gpus = std::int64_t{in_.pp} * in_.tp * in_.dp;
+  if (gpus > kMaxGpus)
+    bad("--pp/--tp/--dp", fmt::format("pp*tp*dp = {} GPUs; valid: at most {}", gpus, kMaxGpus));
+  gpus_total_ = static_cast<std::int32_t>(gpus);
+  std::int32_t need_nodes = (gpus_total_ + hw.node.gpus - 1) / hw.node.gpus;
+  if (in_.nodes > 0 && in_.nodes < need_nodes)
+    bad("--nodes", fmt::format("pp*tp*dp = {} GPUs need {} nodes of {} GPUs; given {}", gpus_total_,
+                               need_nodes, hw.node.gpus, in_.nodes));
+  plan_.nodes = need_nodes;  // nodes beyond the job's are idle: no links or devices are built for them
+  if (in_.costs.empty()) bad("--model", "no layers to simulate");
+  if (static_cast<std::int32_t>(in_.cost_of_microbatch.size()) != in_.microbatches)
+    bad("--microbatches", "internal: one cost table index per microbatch expected");
+
+  layout_chunks(checked_block_span());
+}
+
+BlockSpan Builder::checked_block_span() const {
+  // Layer roles must read embedding*, block*, head*.
+  const auto& layers = in_.costs.front();
+  const BlockSpan span = block_span(layers);
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    auto ii = static_cast<std::int32_t>(i);
+    bool ok = layers[i].role == LayerRole::kBlock       ? (ii >= span.first && ii <= span.last)
+              : layers[i].role == LayerRole::kEmbedding ? (span.count == 0 || ii < span.first)
+                                                        : (ii > span.last);
+    if (!ok)
+      throw InputError(
+          "--workload", fmt::format("/layers/{}", i),
+          "layers must be ordered embedding, blocks, head (an embedding or head inside the blocks)");
+  }
+  if (span.count == 0) throw InputError("--workload", "/layers", "needs at least one layer with role block");
+  return span;
+}
+
+void Builder::layout_chunks(const BlockSpan& span) {
+  auto bad = [](const std::string& flag, const std::string& msg) { throw InputError(flag, "", msg); };
+  const std::int32_t blocks = span.count;
+  chunks_ = in_.pp * in_.virtual_stages;
+  std::vector<std::int32_t> part = in_.partition;
+  if (part.empty()) {
+    if (blocks < chunks_)
+      bad("--pp", fmt::format("pp x virtual stages = {} chunks exceeds the model's {} transformer blocks",
+                              chunks_, blocks));
+    part = balanced_partition(blocks, chunks_);
+  }
+  if (static_cast<std::int32_t>(part.size()) != chunks_)
+    bad("--partition",
+        fmt::format("has {} entries; expected pp x virtual stages = {}", part.size(), chunks_));
+  if (std::accumulate(part.begin(), part.end(), 0) != blocks)
+    bad("--partition", fmt::format("sums to {}; the model has {} transformer blocks",
+                                   std::accumulate(part.begin(), part.end(), 0), blocks));
+  plan_.meta.partition = part;
+
+  const auto ranges = chunk_layer_ranges(span, static_cast<std::int32_t>(in_.costs.front().size()), part);
+  for (std::size_t c = 0; c < ranges.size(); ++c)
+    if (ranges[c].first == ranges[c].second)
+      bad("--partition", fmt::format("chunk {} would hold no layer at all; every stage needs a layer", c));
+  for (const auto& table : in_.costs) {
+    std::vector<RangeCost> row;
+    for (auto [b, e] : ranges) {
+      max_chunk_layers_ = std::max(max_chunk_layers_, e - b);
+      row.push_back(range_cost(table, b, e, in_.tp));
+    }
+    chunk_costs_.push_back(std::move(row));
+  }
+  size_plan();
+}
+
+void Builder::size_plan() {
+  auto bad = [](const std::string& flag, const std::string& msg) { throw InputError(flag, "", msg); };
+  const std::int64_t gpus = gpus_total_;
+  if (in_.iterations < 1 || in_.iterations > 10000) bad("--iterations", "valid: 1 .. 10000");
+  const std::int64_t rounds = std::int64_t{in_.microbatches} * in_.accum_steps * in_.iterations;
+  const std::int64_t instantiated = explicit_ ? gpus : in_.pp;
+  // About six ops per (GPU, chunk, microbatch): refuse plans that would not fit in memory rather than thrash.
+  const std::int64_t estimate = instantiated * in_.virtual_stages * rounds * 6;
+  if (rounds > kMaxOps || estimate > kMaxOps)
+    bad(explicit_ ? "--replicas" : "--microbatches",
+        fmt::format(
+            "about {} ops to simulate; valid: at most {} (use fewer microbatches or accumulation steps{})",
+            estimate, kMaxOps, explicit_ ? ", or --replicas symmetric" : ""));
+  total_mb_ = static_cast<std::int32_t>(rounds);
+  for (std::int32_t k = 1; k < in_.dp; ++k) {
+    if (global_rank(k, 0, 0) / in_.hw.node.gpus != 0) {
+      dp_ring_offset_ = k;
+      break;
+    }
+  }
+  for (std::int32_t s = 0; s < in_.pp; ++s)
+    orders_.push_back(sched_.order({in_.pp, in_.microbatches, in_.virtual_stages}, s));
+}
+
+DeviceId Builder::device_of_rank(std::int32_t rank) {
+  auto& d = device_of_rank_[static_cast<std::size_t>(rank)];
+  if (d == kNone) {
+    Device dev;
+    dev.name = fmt::format("gpu{}", rank);
+    dev.kind = DeviceKind::kGpu;
+    dev.node = rank / in_.hw.node.gpus;
+    dev.local_index = rank % in_.hw.node.gpus;
+    plan_.devices.push_back(dev);
+    d = static_cast<DeviceId>(plan_.devices.size() - 1);
+  }
+  return d;
+}
+
+OpId Builder::emit_tp_collective(StreamId stream, DeviceId self, std::int32_t d, std::int32_t stage,
+                                 std::int32_t t, const RangeCost& cc, OpTags tags, std::int32_t phase,
+                                 std::int32_t multiplier) {
+  TransferWork w;
+  w.src = self;
+  w.dst = device_of_rank(global_rank(d, stage, (t + 1) % in_.tp));
+  w.bytes = cc.tp_bus * multiplier;
+  w.latency_steps = 2 * (in_.tp - 1) * cc.tp_collectives * multiplier;
+  if (explicit_) {
+    // One collective per (replica, stage, chunk, microbatch, phase), shared by the tp ranks.
+    std::int64_t id =
+        (((static_cast<std::int64_t>(d) * in_.pp + stage) * in_.virtual_stages + tags.virtual_stage) *
+             total_mb_ +
+         tags.microbatch) *
+            4 +
+        phase;
+    w.group = static_cast<std::int32_t>(id);
+    w.group_size = in_.tp;
+  }
+  return add_op(stream, OpKind::kAllReduce, tags, w, -1);
+}
+
+void Builder::emit_gpu(std::size_t replica, std::int32_t stage) {
+  const auto [d, t] = replicas_[replica];
+  const auto& st = streams_[replica * static_cast<std::size_t>(in_.pp) + static_cast<std::size_t>(stage)];
+  const StreamId compute = st[kComputeSlot], coll = in_.dp > 1 ? st[kCollectiveSlot] : kNone;
+  const DeviceId self = plan_.streams[static_cast<std::size_t>(compute)].device;
+  const auto& order = orders_[static_cast<std::size_t>(stage)];
+  const bool tp_comm = in_.tp > 1;
+  auto& dp_ops = dp_ops_[replica * static_cast<std::size_t>(in_.pp) + static_cast<std::size_t>(stage)];
+
+  // The task that completes each chunk's weight gradients in the last accumulation round carries the DP
+  // buckets.
+  std::vector<std::int64_t> last_grad_task(static_cast<std::size_t>(in_.virtual_stages), -1);
+  for (std::size_t k = 0; k < order.size(); ++k)
+    if (order[k].kind == TaskKind::kBackward || order[k].kind == TaskKind::kBackwardWeight)
+      last_grad_task[static_cast<std::size_t>(order[k].chunk)] = static_cast<std::int64_t>(k);
+
+  std::int64_t params = 0, weights = 0, resident = 0;
+  for (std::int32_t v = 0; v < in_.virtual_stages; ++v) {
+    const RangeCost& cc = chunk_costs_[0][static_cast<std::size_t>(v * in_.pp + stage)];
+    params += cc.trainable;
+    weights += cc.params;
+    resident += cc.param_bytes;
+  }
+  if (in_.optimizer_offload) {
+    // The GPU keeps 16-bit weights and gradients; master weights, Adam moments and staging live on the host.
+    resident = weights * kWeightBytesPerParam + params * kGradBytesPerParam;
+    plan_.devices[static_cast<std::size_t>(host_of(self))].resident_bytes +=
+        params * kOffloadHostBytesPerParam;
+  }
+  plan_.devices[static_cast<std::size_t>(self)].resident_bytes = resident;
+
+  OpId previous_update = kNone;  // the op that made last iteration's weights available to this GPU
+  for (std::int32_t iter = 0; iter < in_.iterations; ++iter) {
+    dp_ops.clear();
+    const std::size_t iteration_begin = plan_.ops.size();
+    for (std::int32_t round = 0; round < in_.accum_steps; ++round) {
+      for (std::size_t k = 0; k < order.size(); ++k) {
+        const Task& task = order[k];
+        const std::int32_t mb = (iter * in_.accum_steps + round) * in_.microbatches + task.microbatch;
+        const std::int32_t chunk = task.chunk * in_.pp + stage;
+        const RangeCost& cc = chunk_costs_[static_cast<std::size_t>(
+            in_.cost_of_microbatch[static_cast<std::size_t>(task.microbatch)])]
+                                          [static_cast<std::size_t>(chunk)];
+        OpTags tags{stage, task.chunk, mb, cc.begin, cc.end, iter};
+        Slot& sl = slot(static_cast<std::int32_t>(replica), chunk, mb);
+        auto fixed = [&](Duration ns) { return cc.profiled ? ns : Duration{-1}; };
+        if (task.kind == TaskKind::kForward) {
+          OpId f = add_op(compute, OpKind::kForward, tags, ComputeWork{cc.fwd, cc.gemm, cc.kernels},
+                          fixed(cc.fwd_ns));
+          plan_.ops[static_cast<std::size_t>(f)].alloc_bytes = cc.stored;
+          sl.fwd_first = sl.fwd_done = f;
+          if (tp_comm && cc.tp_bus > 0)
+            sl.fwd_done = emit_tp_collective(compute, self, d, stage, t, cc, tags, 0, 1);
+          continue;
+        }
+        OpId first = kNone;
+        if (task.kind == TaskKind::kBackward || task.kind == TaskKind::kBackwardInput) {
+          if (cc.recompute > 0 || cc.recompute_ns > 0) {
+            first = add_op(compute, OpKind::kRecompute, tags, ComputeWork{cc.recompute, cc.gemm, cc.kernels},
+                           fixed(cc.recompute_ns));
+            plan_.ops[static_cast<std::size_t>(first)].alloc_bytes = cc.extra;
+            if (tp_comm && in_.recompute == Recompute::kFull && cc.tp_bus > 0)
+              emit_tp_collective(compute, self, d, stage, t, cc, tags, 1, 1);
+          }
+        }
+        const bool carries_dp =
+            in_.dp > 1 && round == in_.accum_steps - 1 &&  // the last flush of each iteration
+            static_cast<std::int64_t>(k) == last_grad_task[static_cast<std::size_t>(task.chunk)];
+        const bool whole = task.kind == TaskKind::kBackward;
+        const bool weight_only = task.kind == TaskKind::kBackwardWeight;
+        const OpKind kind = whole         ? OpKind::kBackward
+                            : weight_only ? OpKind::kBackwardWeight
+                                          : OpKind::kBackwardInput;
+        const std::int64_t frees = whole         ? cc.stored + cc.extra
+                                   : weight_only ? cc.weight_grad_share
+                                                 : cc.stored - cc.weight_grad_share + cc.extra;
+        OpId last;
+        OpId first_b = kNone;
+        if (!carries_dp) {
+          double flops = whole ? cc.bwd_in + cc.bwd_w : weight_only ? cc.bwd_w : cc.bwd_in;
+          Duration ns = whole ? cc.bwd_in_ns + cc.bwd_w_ns : weight_only ? cc.bwd_w_ns : cc.bwd_in_ns;
+          last = first_b =
+              add_op(compute, kind, tags, ComputeWork{flops, cc.gemm, cc.kernels * 2}, fixed(ns));
+        } else {
+          // Split the chunk's last gradient pass into buckets (layers in reverse order) so each bucket's
+          // all-reduce overlaps the rest of the backward.
+          const auto& table = in_.costs[static_cast<std::size_t>(
+              in_.cost_of_microbatch[static_cast<std::size_t>(task.microbatch)])];
+          std::int32_t hi = cc.end;
+          std::int32_t bucket = 0;
+          last = kNone;
+          while (hi > cc.begin) {
+            std::int32_t lo = hi;
+            std::int64_t bparams = 0, bparam_bytes = 0;
+            double flops = 0;
+            Duration ns = 0;
+            while (lo > cc.begin && (bparams < in_.dp_bucket_params || lo == hi)) {
+              const LayerCost& l = table[static_cast<std::size_t>(--lo)];
+              bparams += (l.trainable_params + in_.tp - 1) / in_.tp;
+              bparam_bytes += l.param_bytes;
+              flops += (whole         ? l.bwd_input_flops + l.bwd_weight_flops
+                        : weight_only ? l.bwd_weight_flops
+                                      : l.bwd_input_flops) /
+                       static_cast<double>(in_.tp);
+              ns += whole ? l.bwd_input_ns + l.bwd_weight_ns : weight_only ? l.bwd_weight_ns : l.bwd_input_ns;
+            }
+            if (bparams == 0 && bparam_bytes > 0) bparams = bparam_bytes / 16;  // profiled layers give bytes
+            OpTags bt = tags;
+            bt.layer_begin = lo;
+            bt.layer_end = hi;
+            OpId b = add_op(
+                compute, kind, bt,
+                ComputeWork{flops, cc.gemm, cc.kernels * 2 * (hi - lo) / std::max(1, cc.end - cc.begin)},
+                fixed(ns));
+            if (first_b == kNone) first_b = b;
+            last = b;
+            TransferWork w;
+            w.src = self;
+            w.dst = device_of_rank(global_rank((d + dp_ring_offset_) % in_.dp, stage, t));
+            w.bytes = 2 * (in_.dp - 1) * bparams * in_.dp_grad_bytes_per_param / in_.dp;
+            w.latency_steps = 2 * (in_.dp - 1);
+            if (explicit_) {
+              // DP group ids follow the TP ones: one per (stage, tp rank, chunk, bucket), shared by the dp
+              // replicas.
+              std::int64_t tp_space =
+                  static_cast<std::int64_t>(in_.dp) * in_.pp * in_.virtual_stages * total_mb_ * 4;
+              std::int64_t id =
+                  (((static_cast<std::int64_t>(iter) * in_.pp + stage) * in_.tp + t) * in_.virtual_stages +
+                   task.chunk) *
+                      max_chunk_layers_ +
+                  bucket;
+              w.group = static_cast<std::int32_t>(tp_space + id);
+              w.group_size = in_.dp;
+            }
+            OpId ar = add_op(coll, OpKind::kAllReduce, bt, w, -1);
+            plan_.ops[static_cast<std::size_t>(ar)].deps.push_back(b);
+            dp_ops.push_back(ar);
+            hi = lo;
+            ++bucket;
+          }
+        }
+        plan_.ops[static_cast<std::size_t>(last)].free_bytes = frees;
+        if (first == kNone) first = first_b;
+        if (task.kind != TaskKind::kBackwardWeight) {
+          sl.bwd_first = first;
+          sl.bwd_done = last;
+          if (tp_comm && cc.tp_bus > 0)
+            sl.bwd_done = emit_tp_collective(compute, self, d, stage, t, cc, tags, 2, 1);
+        }
+      }
+    }
+    // The next iteration's first compute waits for the weights this iteration's optimizer produces (the
+    // compute stream orders it after a GPU optimizer anyway; an offloaded one returns them over PCIe).
+    for (std::size_t k = iteration_begin; k < plan_.ops.size(); ++k)
+      if (previous_update != kNone && plan_.ops[k].stream == compute) {
+        plan_.ops[k].deps.push_back(previous_update);
+        break;
+      }
+    for (auto k = static_cast<std::int64_t>(plan_.ops.size()) - 1; k >= 0; --k)
+      if (plan_.ops[static_cast<std::size_t>(k)].stream == compute) {
+        last_compute_op_ = static_cast<OpId>(k);
+        break;
+      }
+    const OpTags opt_tags{stage, -1, -1, -1, -1, iter};
+    if (!in_.optimizer_offload) {
+      OpId opt = add_op(compute, OpKind::kOptimizer, opt_tags,
+                        MemoryWork{params * in_.optimizer_bytes_per_param}, -1);
+      plan_.ops[static_cast<std::size_t>(opt)].deps = dp_ops;
+      continue;
+    }
+    const DeviceId host = host_of(self);
+    TransferWork down;
+    down.src = self;
+    down.dst = host;
+    down.bytes = params * kGradBytesPerParam;
+    OpId d2h = add_op(st[kD2HSlot], OpKind::kD2H, opt_tags, down, -1);
+    plan_.ops[static_cast<std::size_t>(d2h)].deps = dp_ops;
+    plan_.ops[static_cast<std::size_t>(d2h)].deps.push_back(last_compute_op_);
+    OpId adam = add_op(st[kCpuSlot], OpKind::kOptimizer, opt_tags, CpuWork{params, cpu_threads_per_gpu_}, -1);
+    plan_.ops[static_cast<std::size_t>(adam)].deps.push_back(d2h);
+    TransferWork up;
+    up.src = host;
+    up.dst = self;
+    up.bytes = params * kGradBytesPerParam;
+    OpId h2d = add_op(st[kH2DSlot], OpKind::kH2D, opt_tags, up, -1);
+    plan_.ops[static_cast<std::size_t>(h2d)].deps.push_back(adam);
+    previous_update = h2d;
+  }
+}
+
+void Builder::emit_p2p(std::size_t replica, std::int32_t stage) {
+  const auto& st = streams_[replica * static_cast<std::size_t>(in_.pp) + static_cast<std::size_t>(stage)];
+  const StreamId send = st[kP2PSendSlot];
+  const DeviceId self = plan_.streams[static_cast<std::size_t>(send)].device;
+  const auto r = static_cast<std::int32_t>(replica);
+  auto device_of_chunk = [&](std::int32_t chunk) {
+    const auto& cs =
+        streams_[replica * static_cast<std::size_t>(in_.pp) + static_cast<std::size_t>(chunk % in_.pp)];
+    return plan_.streams[static_cast<std::size_t>(cs[0])].device;
+  };
+  for (std::int32_t round = 0; round < in_.accum_steps * in_.iterations; ++round) {
+    for (const Task& task : orders_[static_cast<std::size_t>(stage)]) {
+      if (task.kind == TaskKind::kBackwardWeight) continue;
+      const bool fwd = task.kind == TaskKind::kForward;
+      const std::int32_t mb = round * in_.microbatches + task.microbatch;
+      const std::int32_t iter = round / in_.accum_steps;
+      const std::int32_t chunk = task.chunk * in_.pp + stage;
+      const std::int32_t peer = fwd ? chunk + 1 : chunk - 1;
+      if (peer < 0 || peer >= chunks_) continue;
+      Slot& from = slot(r, chunk, mb);
+      Slot& to = slot(r, peer, mb);
+      OpId produced = fwd ? from.fwd_done : from.bwd_done;
+      OpId consumer = fwd ? to.fwd_first : to.bwd_first;
+      DeviceId dst = device_of_chunk(peer);
+      if (dst == self) {
+        plan_.ops[static_cast<std::size_t>(consumer)].deps.push_back(produced);
+        continue;
+      }
+      const RangeCost& boundary = chunk_costs_[static_cast<std::size_t>(
+          in_.cost_of_microbatch[static_cast<std::size_t>(task.microbatch)])]
+                                              [static_cast<std::size_t>(fwd ? chunk : peer)];
+      TransferWork w;
+      w.src = self;
+      w.dst = dst;
+      w.bytes = boundary.output_bytes;
+      OpTags tags{stage, task.chunk, mb, -1, -1, iter};
+      OpId p = add_op(send, OpKind::kP2P, tags, w, in_.p2p_fixed_ns);
+      plan_.ops[static_cast<std::size_t>(p)].deps.push_back(produced);
+      plan_.ops[static_cast<std::size_t>(consumer)].deps.push_back(p);
+    }
+  }
+}
+
+Plan Builder::build(bool explicit_replicas) {
+  explicit_ = explicit_replicas;
+  plan_.hw = in_.hw;
+  validate_and_layout();
+  device_of_rank_.assign(static_cast<std::size_t>(plan_.nodes) * static_cast<std::size_t>(in_.hw.node.gpus),
+                         kNone);
+  if (explicit_) {
+    for (std::int32_t d = 0; d < in_.dp; ++d)
+      for (std::int32_t t = 0; t < in_.tp; ++t) replicas_.push_back({d, t});
+  } else {
+    replicas_.push_back({0, 0});
+  }
+  host_of_node_.assign(static_cast<std::size_t>(plan_.nodes), kNone);
+  {
+    // The node's cores are shared by the job's GPUs on it, each optimizer step getting an equal share.
+    const std::int32_t on_node = std::min(gpus_total_, in_.hw.node.gpus);
+    cpu_threads_per_gpu_ = std::max(1, in_.hw.host.cores / on_node);
+  }
+  slots_.assign(replicas_.size() * static_cast<std::size_t>(chunks_) * static_cast<std::size_t>(total_mb_),
+                Slot{});
+  dp_ops_.resize(replicas_.size() * static_cast<std::size_t>(in_.pp));
+  for (const auto& [d, t] : replicas_) {
+    for (std::int32_t s = 0; s < in_.pp; ++s) {
+      DeviceId dev = device_of_rank(global_rank(d, s, t));
+      std::vector<StreamId> ids(kStreamSlots, kNone);
+      auto add_stream = [&](std::size_t slot, DeviceId on, StreamKind k, std::string name) {
+        plan_.streams.push_back({on, k, std::move(name)});
+        ids[slot] = static_cast<StreamId>(plan_.streams.size() - 1);
+      };
+      add_stream(kComputeSlot, dev, StreamKind::kCompute, "compute");
+      add_stream(kP2PSendSlot, dev, StreamKind::kP2PSend, "p2p_send");
+      if (in_.dp > 1) add_stream(kCollectiveSlot, dev, StreamKind::kCollective, "collective");
+      if (in_.optimizer_offload) {
+        add_stream(kD2HSlot, dev, StreamKind::kD2H, "d2h");
+        add_stream(kH2DSlot, dev, StreamKind::kH2D, "h2d");
+        add_stream(kCpuSlot, host_of(dev), StreamKind::kCpu,
+                   plan_.devices[static_cast<std::size_t>(dev)].name + ".adam");
+      }
+      streams_.push_back(std::move(ids));
+    }
+  }
+  for (std::size_t r = 0; r < replicas_.size(); ++r)
+    for (std::int32_t s = 0; s < in_.pp; ++s) emit_gpu(r, s);
+  for (std::size_t r = 0; r < replicas_.size(); ++r)
+    for (std::int32_t s = 0; s < in_.pp; ++s) emit_p2p(r, s);
+
+  auto& m = plan_.meta;
+  m.schedule = sched_.name;
+  m.pp = in_.pp;
+  m.tp = in_.tp;
+  m.dp = in_.dp;
+  m.recompute = to_string(in_.recompute);
+  m.replicas = explicit_ ? "explicit" : "symmetric";
+  m.simulated_gpus = static_cast<std::int32_t>(replicas_.size()) * in_.pp;
+  fill_job_metadata(m, in_, [](const LayerCost& l) { return l.recompute_flops; });
+  return std::move(plan_);
+}
+
+/// True when a simulated replica's traffic crosses a link that other (unsimulated) replicas would share.
+bool touches_shared_link(const Plan& plan) {
+  Topology topo(plan.hw, plan.nodes);
+  for (const Op& op : plan.ops) {
+    const auto* w = std::get_if<TransferWork>(&op.payload);
+    if (!w || op.fixed_duration >= 0) continue;
+    const auto& a = plan.devices[static_cast<std::size_t>(w->src)];
+    const auto& b = plan.devices[static_cast<std::size_t>(w->dst)];
+    Path p = is_collective(op.kind)
+                 ? topo.ring_path({a.node, a.local_index}, {b.node, b.local_index}, w->bytes)
+                 : topo.path({a.node, a.local_index}, {b.node, b.local_index}, w->bytes);
+    for (LinkId l : p.links)
+      if (topo.links()[static_cast<std::size_t>(l)].shared) return true;
+  }
+  return false;
+}
+
+/// True when a node holding a simulated GPU also holds GPUs of replicas that are not simulated.
+bool shares_host_with_replicas(const Plan& plan, const ScheduleInput& in) {
+  const std::int64_t gpn = in.hw.node.gpus, total = std::int64_t{in.pp} * in.tp * in.dp;
+  std::vector<std::int64_t> simulated(static_cast<std::size_t>(plan.nodes), 0);
+  std::vector<char> has_stream(plan.devices.size(), 0);
+  for (const auto& s : plan.streams) has_stream[static_cast<std::size_t>(s.device)] = 1;
+  for (std::size_t d = 0; d < plan.devices.size(); ++d)
+    if (plan.devices[d].kind == DeviceKind::kGpu && has_stream[d])
+      ++simulated[static_cast<std::size_t>(plan.devices[d].node)];
+  for (std::size_t n = 0; n < simulated.size(); ++n) {
+    if (simulated[n] == 0) continue;
+    const std::int64_t on_node = std::min(gpn, total - static_cast<std::int64_t>(n) * gpn);
+    if (on_node > simulated[n]) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+Plan lower_order_based(const ScheduleDescriptor& schedule, const ScheduleInput& input) {
+  if (input.explicit_replicas || input.tp * input.dp == 1)
+    return Builder(schedule, input).build(input.explicit_replicas);
+  Plan plan = Builder(schedule, input).build(false);
+  if (touches_shared_link(plan)) {
+    // Identical replicas would contend on shared PCIe uplinks: simulating one would hide that contention.
+    plan = Builder(schedule, input).build(true);
+    plan.meta.note = "replicas share PCIe switch uplinks; simulated explicitly instead of symmetric";
+  } else if (input.optimizer_offload && shares_host_with_replicas(plan, input)) {
+    // Replicas on the same node share its CPU cores and host memory for the offloaded optimizer.
+    plan = Builder(schedule, input).build(true);
+    plan.meta.note = "replicas share host CPUs and memory for the offloaded optimizer; simulated explicitly";
+  }
+  return plan;
+}
+
+}  // namespace pipesim::sim

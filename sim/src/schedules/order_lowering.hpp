@@ -1,0 +1,16 @@
+// The shared lowering of order-based schedules: per-rank task orders become a Plan with compute ops, TP
+// collectives, pipeline p2p transfers, bucketed DP gradient all-reduce overlapping the last backward, the
+// optimizer step (on the GPU or offloaded to the host CPU) and memory effects.
+#pragma once
+
+#include "pipesim/sim/plan.hpp"
+#include "pipesim/sim/plan_builder.hpp"
+#include "pipesim/sim/schedule.hpp"
+
+namespace pipesim::sim {
+
+/// Lowers an order-based schedule; simulates replicas explicitly by itself when identical replicas would
+/// contend on a shared link or share host CPUs (and says so in the plan's note).
+Plan lower_order_based(const ScheduleDescriptor& schedule, const ScheduleInput& input);
+
+}  // namespace pipesim::sim

@@ -1,0 +1,51 @@
+#include "schedules/range_cost.hpp"
+
+#include <algorithm>
+
+namespace pipesim::sim {
+
+RangeCost range_cost(const std::vector<LayerCost>& layers, std::int32_t begin, std::int32_t end,
+                     std::int32_t tp) {
+  RangeCost r;
+  r.begin = begin;
+  r.end = end;
+  const auto t = static_cast<double>(tp);
+  double weighted = 0;
+  for (std::int32_t i = begin; i < end; ++i) {
+    const LayerCost& l = layers[static_cast<std::size_t>(i)];
+    r.fwd += l.fwd_flops / t;
+    r.bwd_in += l.bwd_input_flops / t;
+    r.bwd_w += l.bwd_weight_flops / t;
+    r.bwd += (l.bwd_input_flops + l.bwd_weight_flops) / t;
+    r.recompute += l.recompute_flops / t;
+    weighted += l.fwd_flops * l.gemm_gflop;
+    r.kernels += l.kernels;
+    if (l.fwd_ns >= 0) {
+      r.profiled = true;
+      r.fwd_ns += l.fwd_ns;
+      r.bwd_in_ns += l.bwd_input_ns;
+      r.bwd_w_ns += l.bwd_weight_ns;
+      r.bwd_ns += l.bwd_input_ns + l.bwd_weight_ns;
+      r.recompute_ns += std::max<Duration>(0, l.recompute_ns);
+    }
+    if (l.role == LayerRole::kBlock) {
+      r.checkpoint_recompute += l.fwd_flops / t;
+      r.checkpoint_recompute_ns += std::max<Duration>(0, l.fwd_ns);
+    }
+    r.stored += l.stored_activation_bytes;
+    r.extra += l.recompute_extra_bytes;
+    r.weight_grad_share += weight_grad_activation_bytes(l);
+    r.working_bytes += l.stored_activation_bytes + l.recompute_extra_bytes - l.attention_score_bytes;
+    r.tp_bus += l.tp_bus_bytes;
+    r.tp_collectives += l.tp_collectives;
+    r.param_bytes += l.param_bytes;
+    r.params += (l.params + tp - 1) / tp;
+    r.trainable += (l.trainable_params + tp - 1) / tp;
+  }
+  r.gemm = r.fwd > 0 ? weighted / (r.fwd * t) : 0;
+  r.input_bytes = begin > 0 ? layers[static_cast<std::size_t>(begin - 1)].output_bytes : 0;
+  r.output_bytes = end > begin ? layers[static_cast<std::size_t>(end - 1)].output_bytes : 0;
+  return r;
+}
+
+}  // namespace pipesim::sim

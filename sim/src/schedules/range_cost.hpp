@@ -1,0 +1,51 @@
+// What a contiguous range of layers costs for one microbatch, per TP rank: the sums every schedule needs to
+// place a stage (FLOPs of each pass, measured times of profiled layers, activation and parameter bytes).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "pipesim/sim/cost_model.hpp"
+#include "pipesim/sim/time.hpp"
+
+namespace pipesim::sim {
+
+/// bf16 weights and gradients cross PCIe and sit on the GPU at 2 bytes per parameter.
+inline constexpr std::int64_t kWeightBytesPerParam = 2, kGradBytesPerParam = 2;
+/// Host copy of the optimizer per trained parameter: fp32 master weights, Adam m and v.
+inline constexpr std::int64_t kAdamStateBytesPerParam = 12;
+
+struct RangeCost {
+  std::int32_t begin = 0, end = 0;  ///< layers [begin, end)
+  double fwd = 0, bwd_in = 0, bwd_w = 0;
+  double bwd = 0;        ///< both backward passes, summed layer by layer
+  double recompute = 0;  ///< what the recompute policy re-runs in the backward
+  /// Forward FLOPs of the blocks: what re-running the range from its input checkpoint costs (embedding and
+  /// head are not recomputed).
+  double checkpoint_recompute = 0;
+  double gemm = 0;  ///< FLOP-weighted typical GEMM size, GFLOP per TP rank
+  std::int32_t kernels = 0;
+  bool profiled = false;  ///< measured times below replace the FLOP-based ones
+  Duration fwd_ns = 0, bwd_in_ns = 0, bwd_w_ns = 0, bwd_ns = 0, recompute_ns = 0, checkpoint_recompute_ns = 0;
+  std::int64_t stored = 0;             ///< activations kept from forward to backward
+  std::int64_t extra = 0;              ///< re-materialized while the backward runs (recompute)
+  std::int64_t weight_grad_share = 0;  ///< of `stored`, what only the weight-gradient pass still needs
+  /// Activations live while the range runs its backward from a checkpoint under flash attention (no s^2
+  /// scores), as the offload schedules run it.
+  std::int64_t working_bytes = 0;
+  std::int64_t tp_bus = 0;  ///< TP collective bus bytes per pass
+  std::int32_t tp_collectives = 0;
+  std::int64_t param_bytes = 0;   ///< weights, gradients and optimizer state on the GPU
+  std::int64_t params = 0;        ///< all weights
+  std::int64_t trainable = 0;     ///< parameters the optimizer updates
+  std::int64_t input_bytes = 0;   ///< activation entering the range (its checkpoint)
+  std::int64_t output_bytes = 0;  ///< activation leaving the range
+  std::int64_t weight_bytes() const { return kWeightBytesPerParam * params; }
+  std::int64_t grad_bytes() const { return kGradBytesPerParam * trainable; }
+};
+
+/// Sums layers [begin, end) of `layers`; FLOPs and parameters are split over `tp` ranks.
+RangeCost range_cost(const std::vector<LayerCost>& layers, std::int32_t begin, std::int32_t end,
+                     std::int32_t tp = 1);
+
+}  // namespace pipesim::sim

@@ -1,0 +1,291 @@
+#include "pipesim/sim/cost_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "core/json_reader.hpp"
+#include "pipesim/sim/error.hpp"
+
+namespace pipesim::sim {
+
+using detail::json;
+using detail::JsonObject;
+
+Recompute parse_recompute(const std::string& s) {
+  if (s == "none") return Recompute::kNone;
+  if (s == "selective") return Recompute::kSelective;
+  if (s == "full") return Recompute::kFull;
+  throw InputError("--recompute", "", fmt::format("unknown policy '{}'; valid: none, selective, full", s));
+}
+
+const char* to_string(Recompute r) {
+  switch (r) {
+    case Recompute::kNone:
+      return "none";
+    case Recompute::kSelective:
+      return "selective";
+    case Recompute::kFull:
+      return "full";
+  }
+  return "?";
+}
+
+const char* to_string(LayerRole r) {
+  switch (r) {
+    case LayerRole::kEmbedding:
+      return "embedding";
+    case LayerRole::kBlock:
+      return "block";
+    case LayerRole::kHead:
+      return "head";
+  }
+  return "?";
+}
+
+namespace {
+
+// Weight-GEMM FLOPs per token of a block (2 x multiply-adds of every weight matrix a token meets).
+double block_gemm_flops_per_token(const ModelSpec& m) {
+  const double h = static_cast<double>(m.hidden);
+  const double q = static_cast<double>(m.heads * m.head_dim);
+  const double kv = static_cast<double>(m.kv_heads * m.head_dim);
+  double attn = h * q + 2 * h * kv + q * h;
+  double mlp;
+  if (m.is_moe()) {
+    mlp = static_cast<double>(m.experts_per_token) * 3.0 * h * static_cast<double>(m.moe_ffn_hidden) +
+          h * static_cast<double>(m.num_experts);  // experts + router
+  } else {
+    mlp = (m.mlp == MlpKind::kSwiGlu ? 3.0 : 2.0) * h * static_cast<double>(m.ffn_hidden);
+  }
+  return 2.0 * (attn + mlp);
+}
+
+// Average keys a query attends to under causal (optionally sliding-window) attention.
+double attended_keys(const ModelSpec& m, std::int64_t block, std::int64_t seq) {
+  const double s = static_cast<double>(seq);
+  bool sliding = !m.layer_is_sliding.empty() && m.layer_is_sliding[static_cast<std::size_t>(block)];
+  if (sliding && m.sliding_window < seq) {
+    const double w = static_cast<double>(m.sliding_window);
+    return w * (1.0 - w / (2.0 * s));
+  }
+  return s / 2.0;
+}
+
+// Attention-core FLOPs per token (QK^T and AV): 4 * keys * q.
+double attention_flops_per_token(const ModelSpec& m, std::int64_t block, std::int64_t seq) {
+  return 4.0 * attended_keys(m, block, seq) * static_cast<double>(m.heads * m.head_dim);
+}
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
+  return (a + b - 1) / b;
+}
+
+}  // namespace
+
+std::int64_t block_params(const ModelSpec& m) {
+  const std::int64_t h = m.hidden, q = m.heads * m.head_dim, kv = m.kv_heads * m.head_dim;
+  std::int64_t attn = h * q + 2 * h * kv + q * h;
+  std::int64_t mlp = m.is_moe() ? m.num_experts * 3 * h * m.moe_ffn_hidden + h * m.num_experts
+                                : (m.mlp == MlpKind::kSwiGlu ? 3 : 2) * h * m.ffn_hidden;
+  return attn + mlp + 2 * h;  // two norms
+}
+
+double block_forward_flops_per_token(const ModelSpec& m, std::int64_t block, std::int64_t seq) {
+  return block_gemm_flops_per_token(m) + attention_flops_per_token(m, block, seq);
+}
+
+std::vector<LayerCost> model_layer_costs(const ModelSpec& m, const CostOptions& o) {
+  const std::int64_t t = o.tp, b = o.microbatch_size, s = o.seq, h = m.hidden;
+  // Byte counts are int64: refuse shapes whose attention scores or logits would not fit (about 1 EB).
+  const double largest =
+      5.0 * static_cast<double>(m.heads) * static_cast<double>(s) * static_cast<double>(s) *
+          static_cast<double>(b) +
+      4.0 * static_cast<double>(b) * static_cast<double>(s) * static_cast<double>(m.vocab) +
+      34.0 * static_cast<double>(s) * static_cast<double>(b) * static_cast<double>(h);
+  if (largest > 1e18 || o.microbatch_size < 1 || o.seq < 1 || o.tp < 1)
+    throw InputError(
+        "--seq/--microbatch-size", "",
+        fmt::format("seq {} x microbatch size {} gives activations beyond 1 EB per layer; use smaller values",
+                    s, b));
+  const double tokens = static_cast<double>(b * s);
+  const std::int64_t sbh = s * b * h;
+  // With TP, sequence parallelism splits the boundary activation and norms' inputs by t (Megatron default).
+  const std::int64_t boundary = 2 * ceil_div(sbh, t);
+  // One TP all-reduce (or all-gather + reduce-scatter pair) of the block output moves 2(t-1)/t of it per GPU.
+  const std::int64_t tp_bus = t > 1 ? 2 * (t - 1) * (2 * sbh) / t : 0;
+  std::vector<LayerCost> out;
+  out.reserve(static_cast<std::size_t>(m.layers) + 2);
+
+  const bool lora = o.lora_rank > 0;
+  // Resident bytes per rank: 16 B per trained parameter; a LoRA-frozen weight keeps only its bf16 copy.
+  auto resident = [&](std::int64_t params, std::int64_t trainable) {
+    return lora ? ceil_div(params, t) * 2 + ceil_div(trainable, t) * o.bytes_per_param
+                : ceil_div(params, t) * o.bytes_per_param;
+  };
+  LayerCost emb;
+  emb.role = LayerRole::kEmbedding;
+  emb.params = m.vocab * h;
+  emb.trainable_params = lora ? 0 : emb.params;
+  emb.param_bytes = resident(emb.params, emb.trainable_params);
+  emb.kernels = 2;
+  emb.output_bytes = boundary;
+  emb.tp_bus_bytes = tp_bus;
+  emb.tp_collectives = t > 1 ? 1 : 0;
+  out.push_back(emb);
+
+  const double gemm_tok = block_gemm_flops_per_token(m);
+  std::int64_t lora_params = 0;
+  if (lora) {
+    const std::int64_t q = m.heads * m.head_dim, kv = m.kv_heads * m.head_dim;
+    const std::int64_t f = m.is_moe() ? m.moe_ffn_hidden * m.num_experts : m.ffn_hidden;
+    const std::int64_t mlp_in_out = (m.mlp == MlpKind::kSwiGlu || m.is_moe() ? 3 : 2) * (h + f);
+    lora_params = o.lora_rank * ((h + q) + 2 * (h + kv) + (q + h) + mlp_in_out);
+  }
+  const std::int64_t bp = block_params(m);
+  const int gemms = m.mlp == MlpKind::kSwiGlu || m.is_moe() ? 7 : 6;
+  for (std::int64_t i = 0; i < m.layers; ++i) {
+    LayerCost c;
+    c.role = LayerRole::kBlock;
+    const double gemm = tokens * gemm_tok;
+    const double attn = tokens * attention_flops_per_token(m, i, s);
+    c.fwd_flops = gemm + attn;
+    c.bwd_input_flops = gemm + 2 * attn;  // dX of every GEMM; attention core backward is twice its forward
+    c.bwd_weight_flops = gemm;            // dW of every GEMM
+    c.gemm_gflop = gemm / gemms / static_cast<double>(t) / 1e9;
+    c.kernels = 24;
+    c.params = bp;
+    c.trainable_params = lora ? lora_params : bp;
+    c.param_bytes = resident(bp, c.trainable_params);
+    if (lora) {
+      // Adapters: x A (r) then B (out) beside each frozen matrix; frozen weights get no weight gradient.
+      const double adapter = 2.0 * tokens * static_cast<double>(lora_params);
+      c.fwd_flops += adapter;
+      c.bwd_input_flops += adapter;
+      c.bwd_weight_flops = adapter;
+    }
+    c.output_bytes = boundary;
+    c.tp_bus_bytes = 2 * tp_bus;
+    c.tp_collectives = t > 1 ? 2 : 0;
+    // Korthikanti et al.: s*b*h*(34 + 5*a*s/h) bytes per layer, split by t with TP + sequence parallel.
+    const std::int64_t linear_part = 34 * sbh / t;
+    const std::int64_t score_part = 5 * m.heads * s * s * b / t;
+    c.attention_score_bytes = score_part;
+    switch (o.recompute) {
+      case Recompute::kNone:
+        c.stored_activation_bytes = linear_part + score_part;
+        break;
+      case Recompute::kSelective:  // attention core recomputed (flash-attention style)
+        c.stored_activation_bytes = linear_part;
+        c.recompute_flops = attn;
+        c.recompute_extra_bytes = score_part;
+        break;
+      case Recompute::kFull:  // only the layer input kept; the whole forward re-runs in the backward
+        c.stored_activation_bytes = boundary;
+        c.recompute_flops = c.fwd_flops;
+        c.recompute_extra_bytes = linear_part + score_part - boundary;
+        break;
+    }
+    out.push_back(c);
+  }
+
+  LayerCost head;
+  head.role = LayerRole::kHead;
+  const double logits = 2.0 * tokens * static_cast<double>(h) * static_cast<double>(m.vocab);
+  head.fwd_flops = logits;
+  head.bwd_input_flops = logits;
+  head.bwd_weight_flops = logits;
+  head.gemm_gflop = logits / static_cast<double>(t) / 1e9;
+  head.kernels = 6;
+  // A tied head still holds its own copy on the last stage (as Megatron does) unless it shares the stage.
+  head.params = (m.tie_embeddings ? 0 : m.vocab * h) + h;
+  head.trainable_params = lora ? 0 : head.params;
+  head.param_bytes = resident(m.vocab * h + h, head.trainable_params);
+  if (lora) head.bwd_weight_flops = 0;  // frozen head: only the input gradient flows back
+  // Vocab-parallel logits kept in fp32 for the loss backward, plus the input to the projection.
+  head.stored_activation_bytes = 4 * b * s * ceil_div(m.vocab, t) + boundary;
+  head.output_bytes = 0;
+  out.push_back(head);
+  return out;
+}
+
+namespace {
+
+Duration ms_to_ns(double ms) {
+  return static_cast<Duration>(std::llround(ms * 1e6));
+}
+
+}  // namespace
+
+Workload parse_workload(const std::string& text, const std::string& file, Recompute recompute) {
+  json root = detail::parse_json_text(text, file);
+  JsonObject r(root, file, "");
+  Workload w;
+  std::string fmt_name = r.string_or("format", "pipesim-workload");
+  if (fmt_name != "pipesim-workload") r.fail("format", "expected \"pipesim-workload\"");
+  if (r.integer_or("version", 1, 0, 1000) != 1) r.fail("version", "unsupported version; valid: 1");
+  w.name = r.string_or("name", std::filesystem::path(file).stem().string());
+  w.microbatch_size = r.integer_or("microbatch_size", 0, 0, 1 << 30);
+  w.seq = r.integer_or("seq", 0, 0, 1 << 30);
+  const json& layers = r.raw("layers");
+  if (!layers.is_array() || layers.empty()) r.fail("layers", "expected a non-empty array of layer entries");
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    JsonObject e(layers[i], file, fmt::format("/layers/{}", i));
+    LayerCost c;
+    std::string role = e.string_or("role", "block");
+    if (role == "embedding")
+      c.role = LayerRole::kEmbedding;
+    else if (role == "block")
+      c.role = LayerRole::kBlock;
+    else if (role == "head")
+      c.role = LayerRole::kHead;
+    else
+      e.fail("role", fmt::format("unknown role '{}'; valid: embedding, block, head", role));
+    double fwd = e.number("fwd_ms", 0, 1e7);
+    bool has_bi = e.has("bwd_input_ms"), has_bw = e.has("bwd_weight_ms");
+    double bwd = e.number_or("bwd_ms", -1, 0, 1e7);
+    double bi = e.number_or("bwd_input_ms", -1, 0, 1e7);
+    double bwt = e.number_or("bwd_weight_ms", -1, 0, 1e7);
+    if (bwd < 0 && !(has_bi && has_bw))
+      e.fail("bwd_ms", "missing; give bwd_ms or both bwd_input_ms and bwd_weight_ms");
+    if (bwd < 0) bwd = bi + bwt;
+    if (has_bi && !has_bw) bwt = bwd - bi;
+    if (has_bw && !has_bi) bi = bwd - bwt;
+    if (!has_bi && !has_bw) bi = bwd / 2, bwt = bwd - bi;
+    if (bi < 0 || bwt < 0 || std::fabs(bi + bwt - bwd) > 1e-9 * std::max(1.0, bwd))
+      e.fail("bwd_ms",
+             fmt::format("bwd_input_ms + bwd_weight_ms ({}) must equal bwd_ms ({})", bi + bwt, bwd));
+    c.fwd_ns = ms_to_ns(fwd);
+    c.bwd_input_ns = ms_to_ns(bi);
+    c.bwd_weight_ns = ms_to_ns(bwd) - c.bwd_input_ns;
+    // Megatron recomputes transformer blocks only; embedding and head keep their activations.
+    c.recompute_ns = (recompute == Recompute::kFull && c.role == LayerRole::kBlock) ? c.fwd_ns : 0;
+    c.stored_activation_bytes = e.integer_or("activation_bytes", 0, 0, std::int64_t{1} << 50);
+    c.param_bytes = e.integer_or("param_bytes", 0, 0, std::int64_t{1} << 50);
+    c.params = c.param_bytes / 16;  // mixed-precision Adam holds 16 B per parameter
+    c.trainable_params = c.params;
+    c.output_bytes = e.integer_or("output_bytes", 0, 0, std::int64_t{1} << 50);
+    double gflop = e.number_or("fwd_gflop", 0, 0, 1e12);
+    c.fwd_flops = gflop * 1e9;
+    c.bwd_input_flops = c.fwd_flops;
+    c.bwd_weight_flops = c.fwd_flops;
+    if (c.recompute_ns > 0 && c.output_bytes > 0 && c.output_bytes < c.stored_activation_bytes) {
+      c.recompute_extra_bytes =
+          c.stored_activation_bytes - c.output_bytes;  // re-materialized in the backward
+      c.stored_activation_bytes = c.output_bytes;      // only the block input is kept
+    }
+    std::int64_t repeat = e.integer_or("repeat", 1, 1, 100000);
+    e.finish();
+    for (std::int64_t k = 0; k < repeat; ++k) w.layers.push_back(c);
+  }
+  r.finish();
+  return w;
+}
+
+Workload load_workload(const std::string& path, Recompute recompute) {
+  return parse_workload(detail::read_text_file(path), path, recompute);
+}
+
+}  // namespace pipesim::sim

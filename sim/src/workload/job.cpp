@@ -1,0 +1,192 @@
+#include "pipesim/sim/job.hpp"
+
+#include <cmath>
+#include <map>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "pipesim/sim/error.hpp"
+#include "pipesim/sim/model.hpp"
+
+namespace pipesim::sim {
+
+namespace {
+
+[[noreturn]] void bad(const std::string& flag, const std::string& msg) {
+  throw InputError(flag, "", msg);
+}
+
+struct Batch {
+  std::int64_t global = 0;
+  std::int32_t microbatches = 0;
+  std::vector<std::int64_t> sizes;  // per microbatch
+};
+
+// G = dp x K x M x b: any two of G, M, b give the third; a fractional b is split floor/ceil across
+// microbatches.
+Batch derive_batch(const JobOptions& j, std::int64_t default_microbatches) {
+  const std::int64_t replicas = static_cast<std::int64_t>(j.dp) * j.accum_steps;
+  std::int64_t G = j.global_batch, M = j.microbatches;
+  double b = j.microbatch_size;
+  if (G < 0 || M < 0 || b < 0) bad("--global-batch/--microbatches/--microbatch-size", "must be positive");
+  if (b > 0 && std::floor(b) != b && !(G > 0 && M > 0))
+    bad("--microbatch-size",
+        "a fractional size is only derived from --global-batch and --microbatches; give an integer");
+  if (G == 0 && M == 0 && b == 0)
+    b = 1, M = default_microbatches;
+  else if (G == 0 && b == 0)
+    b = 1;
+  else if (G == 0 && M == 0)
+    M = default_microbatches;
+  else if (M == 0 && b == 0)
+    b = 1;
+
+  Batch out;
+  if (G == 0) {
+    out.microbatches = static_cast<std::int32_t>(M);
+    out.sizes.assign(static_cast<std::size_t>(M), static_cast<std::int64_t>(b));
+    out.global = replicas * M * static_cast<std::int64_t>(b);
+    return out;
+  }
+  if (G % replicas != 0)
+    bad("--global-batch", fmt::format("{} is not divisible by dp x accum-steps = {}", G, replicas));
+  const std::int64_t per_flush = G / replicas;  // samples one pipeline runs per flush
+  if (M == 0) {
+    auto bi = static_cast<std::int64_t>(b);
+    if (per_flush % bi != 0)
+      bad("--microbatch-size",
+          fmt::format("{} samples per pipeline flush are not a multiple of {}; valid sizes divide {}",
+                      per_flush, bi, per_flush));
+    M = per_flush / bi;
+  }
+  if (M > per_flush)
+    bad("--microbatches",
+        fmt::format("{} microbatches exceed the {} samples per pipeline flush (G / (dp x K))", M, per_flush));
+  if (b > 0 && std::fabs(b * static_cast<double>(M) - static_cast<double>(per_flush)) >
+                   1e-9 * static_cast<double>(per_flush))
+    bad("--global-batch", fmt::format("G={} != dp x K x M x b = {} x {} x {}", G, replicas, M, b));
+  out.global = G;
+  out.microbatches = static_cast<std::int32_t>(M);
+  const std::int64_t base = per_flush / M, extra = per_flush % M;
+  for (std::int64_t i = 0; i < M; ++i) out.sizes.push_back(base + (i < extra ? 1 : 0));
+  return out;
+}
+
+ScheduleParameters resolve_parameters(const JobOptions& j, const ScheduleDescriptor& schedule) {
+  ScheduleParameters out;
+  for (const ScheduleParameter& p : schedule.parameters) {
+    auto given = j.schedule_flags.find(p.flag);
+    out.set(p.name, given == j.schedule_flags.end() ? p.default_value : parse_parameter(p, given->second));
+  }
+  return out;
+}
+
+}  // namespace
+
+void check_schedule_flags(const JobOptions& j) {
+  for (const auto& [flag, text] : j.schedule_flags) {
+    const ScheduleParameter* known = nullptr;
+    for (const auto& s : schedule_registry())
+      for (const auto& p : s.parameters)
+        if (p.flag == flag && !known) known = &p;
+    if (!known) bad(flag, "no registered schedule takes this flag; see pipesim schedules");
+    parse_parameter(*known, text);
+  }
+}
+
+AllSchedulePlans plans_of_all_schedules(const JobOptions& job) {
+  AllSchedulePlans out;
+  std::optional<InputError> first_error;
+  for (const ScheduleDescriptor& s : schedule_registry()) {
+    try {
+      out.plans.push_back(build_plan(s, make_schedule_input(job, s)));
+    } catch (const InputError& e) {
+      if (!first_error) first_error = e;
+      out.skipped.push_back(fmt::format("{}: {}", s.name, e.what()));
+    }
+  }
+  if (out.plans.empty() && first_error) throw *first_error;
+  return out;
+}
+
+ScheduleInput make_schedule_input(const JobOptions& j, const ScheduleDescriptor& schedule) {
+  ScheduleInput in;
+  in.hw = load_hardware_profile(j.hw);
+  if (j.nodes < 0) bad("--nodes", "must be >= 1");
+  if (j.tp < 1 || j.dp < 1) bad("--tp/--dp", "must be >= 1");
+  if (j.accum_steps < 1) bad("--accum-steps", "must be >= 1");
+  if (j.tp > in.hw.node.gpus || in.hw.node.gpus % j.tp != 0)
+    bad("--tp", fmt::format("tp {} must divide the {} GPUs of a node (TP stays inside a node)", j.tp,
+                            in.hw.node.gpus));
+  in.nodes = j.nodes;
+  in.tp = j.tp;
+  in.dp = j.dp;
+  in.pp = j.pp;
+  if (in.pp == 0) {
+    std::int32_t gpus = std::max(1, j.nodes) * in.hw.node.gpus;
+    if (gpus % (j.tp * j.dp) != 0)
+      bad("--pp", fmt::format("not given, and tp x dp = {} does not divide the {} GPUs", j.tp * j.dp, gpus));
+    in.pp = gpus / (j.tp * j.dp);
+  }
+  if (in.pp < 1) bad("--pp", "must be >= 1");
+  in.virtual_stages = j.virtual_stages > 0 ? j.virtual_stages : schedule.default_virtual_stages;
+  in.accum_steps = j.accum_steps;
+  in.iterations = j.iterations > 0 ? j.iterations : schedule.default_iterations;
+  in.dtype = !j.dtype.empty() ? j.dtype : (in.hw.gpu.peak_tflops.count("bf16") ? "bf16" : "fp16");
+  if (in.dtype != "bf16" && in.dtype != "fp16" && in.dtype != "fp32")
+    bad("--dtype", fmt::format("unknown dtype '{}'; valid: bf16, fp16, fp32", in.dtype));
+  in.recompute = parse_recompute(j.recompute);
+  if (j.p2p_time_ms >= 0) {
+    if (!std::isfinite(j.p2p_time_ms) || j.p2p_time_ms > 1e6) bad("--p2p-time-ms", "valid: 0 .. 1e6");
+    in.p2p_fixed_ns = static_cast<Duration>(std::llround(j.p2p_time_ms * 1e6));
+  }
+  in.explicit_replicas = j.explicit_replicas;
+  in.optimizer_offload = j.optimizer_offload;
+  if (j.lora_rank < 0 || j.lora_rank > 65536) bad("--lora-rank", "valid: 0 (full fine-tuning) .. 65536");
+  in.lora_rank = j.lora_rank;
+  in.parameters = resolve_parameters(j, schedule);
+  if (j.lora_rank > 0 && !j.workload.empty())
+    bad("--lora-rank", "applies to --model; a profiled workload has its own times");
+  if (!j.partition.empty()) in.partition = parse_partition(j.partition);
+
+  Batch batch = derive_batch(
+      j, std::int64_t{schedule.default_microbatches_per_gpu} * in.pp + schedule.default_microbatches_extra);
+  in.microbatches = batch.microbatches;
+  in.global_batch = batch.global;
+
+  if (!j.workload.empty()) {
+    Workload w = load_workload(j.workload, in.recompute);
+    in.model_name = w.name;
+    in.seq = j.seq > 0 ? j.seq : (w.seq > 0 ? w.seq : 2048);
+    for (std::int64_t s : batch.sizes)
+      if (w.microbatch_size > 0 && s != w.microbatch_size)
+        bad("--microbatch-size",
+            fmt::format("the workload was profiled at microbatch size {}; the batch gives {}",
+                        w.microbatch_size, s));
+    if (j.tp > 1)
+      bad("--tp", "a profiled workload holds measured per-GPU times; profile it at the TP degree you run");
+    in.costs.push_back(std::move(w.layers));
+    in.cost_of_microbatch.assign(static_cast<std::size_t>(in.microbatches), 0);
+    return in;
+  }
+  ModelSpec m = load_model(j.model);
+  in.model_name = m.name;
+  in.seq = j.seq > 0 ? j.seq : 2048;
+  if (in.seq > (std::int64_t{1} << 24)) bad("--seq", "valid: 1 .. 16777216");
+  if (m.heads % j.tp != 0)
+    bad("--tp", fmt::format("{} attention heads are not divisible by tp = {}", m.heads, j.tp));
+  std::map<std::int64_t, std::int32_t> table_of_size;
+  for (std::int64_t s : batch.sizes) {
+    auto [it, fresh] = table_of_size.emplace(s, static_cast<std::int32_t>(in.costs.size()));
+    if (fresh) {
+      CostOptions co{s, in.seq, j.tp, in.recompute};
+      co.lora_rank = j.lora_rank;
+      in.costs.push_back(model_layer_costs(m, co));
+    }
+    in.cost_of_microbatch.push_back(it->second);
+  }
+  return in;
+}
+
+}  // namespace pipesim::sim

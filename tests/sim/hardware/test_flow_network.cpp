@@ -1,0 +1,104 @@
+#include <gtest/gtest.h>
+
+#include "hardware/flow_network.hpp"
+#include "hardware/topology.hpp"
+#include "pipesim/sim/hardware.hpp"
+
+namespace pipesim::sim {
+namespace {
+
+TEST(FlowNetwork, MaxMinFairnessWorkedExample) {
+  // Links: L0 = 10, L1 = 4, L2 = 10 bytes/ns. Flows: A over L0+L1, B over L1, C over L0+L2, D over L2.
+  // L1 is the tightest (4/2): A = B = 2. Then L2 (10/2 = 5 < L0's 8 left for C): C = D = 5. L0 carries 7
+  // of 10.
+  FlowNetwork net({10, 4, 10});
+  FlowId a = net.add({0, 1}, 1e6, 0, 0);
+  FlowId b = net.add({1}, 1e6, 0, 0);
+  FlowId c = net.add({0, 2}, 1e6, 0, 0);
+  FlowId d = net.add({2}, 1e6, 0, 0);
+  EXPECT_DOUBLE_EQ(net.rate(a), 2);
+  EXPECT_DOUBLE_EQ(net.rate(b), 2);
+  EXPECT_DOUBLE_EQ(net.rate(c), 5);
+  EXPECT_DOUBLE_EQ(net.rate(d), 5);
+  // When D ends, C is limited by L0 (10 - 2 = 8), not L2.
+  net.remove(d, 100);
+  EXPECT_DOUBLE_EQ(net.rate(c), 8);
+  EXPECT_DOUBLE_EQ(net.rate(a), 2);
+  // C moved 5 bytes/ns for 100 ns.
+  EXPECT_DOUBLE_EQ(net.remaining(c), 1e6 - 500);
+  // A per-flow cap (a size-dependent copy rate) binds before the links do.
+  FlowId e = net.add({2}, 1e6, 1.5, 100);
+  EXPECT_DOUBLE_EQ(net.rate(e), 1.5);
+  EXPECT_DOUBLE_EQ(net.rate(c), 8);
+}
+
+TEST(FlowNetwork, BackgroundFlowsUseWhatForegroundLeaves) {
+  // One 10 B/ns link: an activation upload (foreground) and a weight chunk (background) at once.
+  FlowNetwork net({10, 4});
+  FlowId weights = net.add({0}, 1e6, 0, 0, 1);
+  EXPECT_DOUBLE_EQ(net.rate(weights), 10);  // alone, background takes the whole link
+  FlowId act = net.add({0}, 1e3, 0, 0, 0);
+  EXPECT_DOUBLE_EQ(net.rate(act), 10);  // the activation is not slowed down by the prefetch
+  EXPECT_DOUBLE_EQ(net.rate(weights), 0);
+  FlowId capped = net.add({0, 1}, 1e3, 0, 0, 0);  // a foreground flow limited elsewhere leaves room
+  EXPECT_DOUBLE_EQ(net.rate(capped), 4);
+  EXPECT_DOUBLE_EQ(net.rate(act), 6);
+  EXPECT_DOUBLE_EQ(net.rate(weights), 0);
+  net.remove(act, 100);
+  EXPECT_DOUBLE_EQ(net.rate(weights), 6);
+}
+
+TEST(FlowNetwork, FinishTimeRoundsUp) {
+  FlowNetwork net({3});
+  FlowId f = net.add({0}, 10, 0, 7);
+  EXPECT_EQ(net.finish_time(f), 7 + 4);  // 10 / 3 = 3.33 ns -> 4
+}
+
+TEST(FlowNetwork, SharedPcieUplinkOnRtx4090Server) {
+  // rtx4090-8x: GPUs {0,1} share one switch uplink (25 GB/s), GPU 2 sits under another switch.
+  HardwareProfile hw = load_hardware_profile("rtx4090-8x");
+  Topology topo(hw, 1);
+  std::vector<double> cap;
+  for (const auto& l : topo.links()) cap.push_back(l.bytes_per_ns);
+  FlowNetwork net(cap);
+  Path p0 = topo.path({0, -1}, {0, 0}, 1 << 30), p1 = topo.path({0, -1}, {0, 1}, 1 << 30),
+       p2 = topo.path({0, -1}, {0, 2}, 1 << 30);
+  FlowId f0 = net.add(p0.links, 1e9, 0, 0);
+  FlowId f1 = net.add(p1.links, 1e9, 0, 0);
+  FlowId f2 = net.add(p2.links, 1e9, 0, 0);
+  EXPECT_DOUBLE_EQ(net.rate(f0), 12.5);  // two GPUs halve their shared uplink
+  EXPECT_DOUBLE_EQ(net.rate(f1), 12.5);
+  EXPECT_DOUBLE_EQ(net.rate(f2), 25.0);  // alone under its switch
+  // The opposite direction is a separate capacity: a D2H from GPU 0 runs at full lane speed.
+  Path up = topo.path({0, 0}, {0, -1}, 1 << 30);
+  FlowId g = net.add(up.links, 1e9, 0, 0);
+  EXPECT_DOUBLE_EQ(net.rate(g), 25.0);
+  EXPECT_DOUBLE_EQ(net.rate(f0), 12.5);
+  // GPU-to-GPU across switches without NVLink crosses both uplinks and the root complex.
+  Path peer = topo.path({0, 1}, {0, 2}, 1 << 20);
+  EXPECT_EQ(peer.links.size(), 6u);
+  EXPECT_TRUE(topo.links()[static_cast<std::size_t>(peer.links[1])].shared);
+  EXPECT_EQ(topo.link_name(peer.links[2]), "node0.pcie_root.up");
+  EXPECT_EQ(topo.path({0, -1}, {0, 0}, 1).links.size(), 3u);
+}
+
+TEST(FlowNetwork, RootComplexCapsAllGpusCopyingAtOnce) {
+  // A measured root complex of 60 GB/s: four GPUs under four switches, each alone at 25 GB/s, share it.
+  HardwareProfile hw = load_hardware_profile("rtx4090-8x");
+  hw.node.pcie.root_complex_GBps = 60;
+  Topology topo(hw, 1);
+  std::vector<double> cap;
+  for (const auto& l : topo.links()) cap.push_back(l.bytes_per_ns);
+  FlowNetwork net(cap);
+  std::vector<FlowId> f;
+  for (int g : {0, 2, 4, 6}) f.push_back(net.add(topo.path({0, -1}, {0, g}, 1 << 30).links, 1e9, 0, 0));
+  for (FlowId x : f) EXPECT_DOUBLE_EQ(net.rate(x), 15.0);
+  // Unset, it never binds: the uplinks do.
+  const HardwareProfile plain = load_hardware_profile("rtx4090-8x");
+  Topology open(plain, 1);
+  EXPECT_DOUBLE_EQ(
+      open.links()[static_cast<std::size_t>(open.path({0, -1}, {0, 0}, 1).links[0])].bytes_per_ns, 100.0);
+}
+
+}  // namespace
+}  // namespace pipesim::sim

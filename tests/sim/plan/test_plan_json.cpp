@@ -1,0 +1,55 @@
+#include <gtest/gtest.h>
+
+#include "pipesim/sim/error.hpp"
+#include "pipesim/sim/job.hpp"
+#include "pipesim/sim/plan_json.hpp"
+#include "test_helpers.hpp"
+
+namespace pipesim::sim {
+namespace {
+
+Plan model_plan(const std::string& schedule) {
+  JobOptions j;
+  j.model = "llama2-7b";
+  j.hw = "h100-sxm-8x";
+  j.pp = 4;
+  j.tp = 2;
+  j.dp = 2;
+  j.microbatches = 8;
+  j.seq = 1024;
+  j.recompute = "selective";
+  const auto& s = find_schedule(schedule);
+  return build_plan(s, make_schedule_input(j, s));
+}
+
+TEST(PlanJson, RoundTripIsLossless) {
+  for (const auto& s : schedule_registry()) {
+    if (s.kind == ScheduleKind::kWholePlan) continue;  // offload schedules: see test_offload_schedules.cpp
+    Plan p = model_plan(s.name);
+    std::string text = plan_to_json(p);
+    Plan back = plan_from_json(text, "p.json");
+    EXPECT_EQ(plan_to_json(back), text) << s.name;
+    // And the loaded plan predicts exactly the same timeline.
+    Timeline a = Engine{}.run(p), b = Engine{}.run(back);
+    EXPECT_EQ(a.start, b.start) << s.name;
+    EXPECT_EQ(a.end, b.end) << s.name;
+  }
+}
+
+TEST(PlanJson, RejectsBadPlans) {
+  std::string text = plan_to_json(model_plan("1f1b"));
+  auto err = [](const std::string& t) { return testing::error_of([&] { plan_from_json(t, "p.json"); }); };
+  std::string kind = text;
+  kind.replace(kind.find("\"kind\": \"forward\""), 17, "\"kind\": \"fwd\"");
+  EXPECT_NE(err(kind).find("unknown value 'fwd'; valid: forward, backward"), std::string::npos) << err(kind);
+  std::string fmt = text;
+  fmt.replace(fmt.find("pipesim-plan"), 12, "pipesim-plna");
+  EXPECT_NE(err(fmt).find("p.json: /format: expected \"pipesim-plan\""), std::string::npos);
+  std::string dep = text;
+  dep.replace(dep.rfind("\"deps\": []"), 10, "\"deps\": [99999999]");
+  EXPECT_NE(err(dep).find("/deps/0: value 99999999 out of range"), std::string::npos) << err(dep);
+  EXPECT_NE(err("[1,2]").find("expected a JSON object"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace pipesim::sim

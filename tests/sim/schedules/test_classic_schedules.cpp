@@ -1,0 +1,129 @@
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+#include "pipesim/sim/plan_json.hpp"
+#include "test_helpers.hpp"
+
+namespace pipesim::sim {
+namespace {
+
+using testing::simulate;
+using testing::step_ns;
+using testing::uniform_input;
+
+// Stage times in ns: forward 3 ms, backward 5 ms (not 2x, so the closed forms are tested in general).
+constexpr Duration kF = 3'000'000, kB = 5'000'000;
+
+TEST(ClassicSchedules, GpipeAnd1f1bBubbleMatchesClosedFormOnGrid) {
+  for (const char* name : {"gpipe", "1f1b"}) {
+    for (int p = 1; p <= 8; ++p) {
+      for (int m = 1; m <= 16; ++m) {
+        auto r = simulate(name, uniform_input(p, m, kF, kB / 2, kB - kB / 2));
+        // Exact integer makespan: (m + p - 1)(f + b).
+        ASSERT_EQ(step_ns(r), static_cast<Duration>(m + p - 1) * (kF + kB))
+            << name << " p=" << p << " m=" << m;
+        EXPECT_NEAR(r.metrics.bubble_fraction, static_cast<double>(p - 1) / (m + p - 1), 1e-12)
+            << name << " p=" << p << " m=" << m;
+      }
+    }
+  }
+}
+
+TEST(ClassicSchedules, InterleavedBubbleMatchesClosedForm) {
+  // Chunk times f, b; step = (v*m + p - 1)(f + b), bubble = (p-1)/(v*m + p - 1).
+  for (int p = 2; p <= 6; ++p)
+    for (int v = 2; v <= 4; ++v)
+      for (int m = p; m <= 4 * p; m += p) {
+        auto r = simulate("interleaved-1f1b", uniform_input(p, m, kF, kB / 2, kB - kB / 2, v));
+        ASSERT_EQ(step_ns(r), static_cast<Duration>(v * m + p - 1) * (kF + kB))
+            << "p=" << p << " v=" << v << " m=" << m;
+        EXPECT_NEAR(r.metrics.bubble_fraction, static_cast<double>(p - 1) / (v * m + p - 1), 1e-12);
+      }
+}
+
+TEST(ClassicSchedules, ZbH1MatchesClosedForm) {
+  // Uniform F, B, W: step = m(F+B+W) + (p-1)(F+B-W) for m >= p (a third of the 1F1B bubble when F=B=W).
+  const Duration f = 2'000'000;
+  for (auto [b, w] :
+       {std::pair<Duration, Duration>{2'000'000, 2'000'000}, {3'000'000, 1'000'000}, {2'000'000, 1'500'000}})
+    for (int p = 1; p <= 6; ++p)
+      for (int m = p; m <= 12; ++m) {
+        auto r = simulate("zb-h1", uniform_input(p, m, f, b, w));
+        ASSERT_EQ(step_ns(r),
+                  static_cast<Duration>(m) * (f + b + w) + static_cast<Duration>(p - 1) * (f + b - w))
+            << "p=" << p << " m=" << m << " b=" << b << " w=" << w;
+      }
+  auto one = simulate("1f1b", uniform_input(4, 8, f, f, f));
+  auto zb = simulate("zb-h1", uniform_input(4, 8, f, f, f));
+  // Bubble time (p-1)(F+B-W) = (p-1)F versus (p-1)(F+B+W) = 3(p-1)F: one third.
+  EXPECT_EQ(step_ns(zb) - 8 * 3 * f, (step_ns(one) - 8 * 3 * f) / 3);
+}
+
+TEST(ClassicSchedules, PeakActivationsPerRank) {
+  const std::int64_t act = 1'000'000;
+  for (int p : {2, 4, 8})
+    for (int m : {1, 3, 8, 16}) {
+      auto one = simulate("1f1b", uniform_input(p, m, kF, kB / 2, kB / 2, 1, act));
+      auto gp = simulate("gpipe", uniform_input(p, m, kF, kB / 2, kB / 2, 1, act));
+      for (int r = 0; r < p; ++r) {
+        EXPECT_EQ(one.metrics.gpus[static_cast<std::size_t>(r)].peak_mem_bytes, std::min(m, p - r) * act)
+            << "1f1b p=" << p << " m=" << m << " rank " << r;
+        EXPECT_EQ(gp.metrics.gpus[static_cast<std::size_t>(r)].peak_mem_bytes, m * act) << "gpipe rank " << r;
+      }
+    }
+}
+
+TEST(ClassicSchedules, EveryPassRunsOnceInDependencyOrder) {
+  for (const char* name : {"gpipe", "1f1b", "interleaved-1f1b", "zb-h1"}) {
+    const ScheduleDescriptor& s = find_schedule(name);
+    const int v = s.default_virtual_stages;
+    auto r = simulate(name, uniform_input(4, 8, kF, kB / 2, kB / 2, v));
+    std::map<std::tuple<int, int, int>, int> count;  // (kind, chunk layer, microbatch)
+    std::map<std::pair<int, int>, TimePoint> fwd_end, bwd_start;
+    for (std::size_t i = 0; i < r.plan.ops.size(); ++i) {
+      const Op& op = r.plan.ops[i];
+      if (op.kind == OpKind::kP2P || op.kind == OpKind::kOptimizer) continue;
+      ++count[{static_cast<int>(op.kind), op.tags.layer_begin, op.tags.microbatch}];
+      if (op.kind == OpKind::kForward) fwd_end[{op.tags.layer_begin, op.tags.microbatch}] = r.timeline.end[i];
+      if (op.kind == OpKind::kBackward || op.kind == OpKind::kBackwardInput)
+        bwd_start[{op.tags.layer_begin, op.tags.microbatch}] = r.timeline.start[i];
+    }
+    for (const auto& [key, c] : count) EXPECT_EQ(c, 1) << name;
+    const int layers = 4 * v;
+    const bool split = s.splits_backward;
+    EXPECT_EQ(count.size(), static_cast<std::size_t>(layers * 8 * (split ? 3 : 2))) << name;
+    for (int mb = 0; mb < 8; ++mb)
+      for (int l = 0; l < layers; ++l) {
+        if (l > 0) {
+          EXPECT_GE(fwd_end.at({l, mb}), fwd_end.at({l - 1, mb})) << name;
+        }
+        EXPECT_GE(bwd_start.at({l, mb}), fwd_end.at({layers - 1, mb})) << name;
+        if (l + 1 < layers) {
+          EXPECT_GE(bwd_start.at({l, mb}), bwd_start.at({l + 1, mb})) << name;
+        }
+      }
+  }
+}
+
+TEST(ClassicSchedules, DeterministicPlansAndTimelines) {
+  for (const auto& s : schedule_registry()) {
+    if (s.kind == ScheduleKind::kWholePlan) continue;  // offload schedules: see test_offload_schedules.cpp
+    auto in = uniform_input(4, 8, kF, kB / 2, kB / 2, s.default_virtual_stages, 1000);
+    auto a = simulate(s.name, in);
+    auto b = simulate(s.name, in);
+    EXPECT_EQ(plan_to_json(a.plan), plan_to_json(b.plan)) << s.name;
+    EXPECT_EQ(a.timeline.start, b.timeline.start) << s.name;
+    EXPECT_EQ(a.timeline.end, b.timeline.end) << s.name;
+  }
+}
+
+TEST(ClassicSchedules, RejectsShapesTheyCannotRun) {
+  EXPECT_THROW(simulate("interleaved-1f1b", uniform_input(4, 6, kF, kB, kB, 2)), InputError);  // m % p != 0
+  EXPECT_THROW(simulate("1f1b", uniform_input(4, 8, kF, kB, kB, 2)), InputError);              // v != 1
+  EXPECT_THROW(find_schedule("2f2b"), InputError);
+}
+
+}  // namespace
+}  // namespace pipesim::sim
