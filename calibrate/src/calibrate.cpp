@@ -82,7 +82,7 @@ void merge_cuda(const CudaCalibration& c, sim::HardwareProfile& hw, const std::s
   auto& g = hw.gpu;
   g.model = c.gpu_model;
   g.hbm_bytes = c.memory_bytes;
-  g.launch_overhead_us = c.launch_overhead_us;
+  g.launch_overhead = sim::duration_from_us(c.launch_overhead_us);
   for (const char* k : {"model", "hbm_bytes", "launch_overhead_us"}) g.sources[k] = source;
   const std::string dtype = g.peak_tflops.count("bf16") ? "bf16" : "fp16";
   double best = 0;

@@ -29,6 +29,29 @@ double Candidate::objective(const std::string& o) const {
   return o == "cost" ? usd_per_million_tokens : metrics.step_time_s;
 }
 
+namespace {
+__extension__ using Wide = __int128;  // exact products of nanoseconds and iteration counts
+
+/// Sign of a.step - b.step, exactly: spans over iteration counts, cross-multiplied.
+int compare_steps(sim::Duration a_span, std::int64_t a_iterations, sim::Duration b_span,
+                  std::int64_t b_iterations) {
+  const Wide x = static_cast<Wide>(a_span) * b_iterations, y = static_cast<Wide>(b_span) * a_iterations;
+  return x < y ? -1 : x > y ? 1 : 0;
+}
+}  // namespace
+
+bool Candidate::ranks_before(const Candidate& b, const std::string& o) const {
+  if (o == "cost") {
+    if (usd_per_million_tokens != b.usd_per_million_tokens)
+      return usd_per_million_tokens < b.usd_per_million_tokens;
+  } else if (int c = compare_steps(metrics.step_span_ns, metrics.step_span_iterations, b.metrics.step_span_ns,
+                                   b.metrics.step_span_iterations);
+             c != 0) {
+    return c < 0;
+  }
+  return key() < b.key();
+}
+
 sim::Plan candidate_plan(const Candidate& c) {
   const auto& s = sim::find_schedule(c.schedule);
   return sim::build_plan(s, sim::make_schedule_input(c.job, s));
@@ -202,17 +225,22 @@ SearchResult search(const SearchOptions& o, std::ostream* progress) {
     // Stop once the cheapest remaining lower bound cannot beat the top-K (throughput; the cost objective
     // keeps the GPU count in the bound).
     if (static_cast<std::int32_t>(done.size()) >= o.top) {
-      std::vector<double> objs;
-      for (const auto& c : done) objs.push_back(c.objective(o.objective));
-      std::nth_element(objs.begin(), objs.begin() + (o.top - 1), objs.end());
-      const double kth = objs[static_cast<std::size_t>(o.top - 1)];
+      std::vector<const Candidate*> ranked;
+      for (const auto& c : done) ranked.push_back(&c);
+      std::nth_element(ranked.begin(), ranked.begin() + (o.top - 1), ranked.end(),
+                       [&](const Candidate* a, const Candidate* b) { return a->ranks_before(*b, o.objective); });
+      const Candidate& kth = *ranked[static_cast<std::size_t>(o.top - 1)];
       const Candidate& c = queue[next];
-      const double bound_s = static_cast<double>(c.lower_bound_ns) / 1e9;
-      const double gpus = static_cast<double>(c.job.pp) * c.job.tp * c.job.dp;
-      const double tokens = static_cast<double>(c.job.microbatches) * c.job.microbatch_size * c.job.dp *
-                            static_cast<double>(o.base.seq > 0 ? o.base.seq : 2048);
-      const double bound = o.objective == "cost" ? gpus * usd * bound_s / 3600.0 / tokens * 1e6 : bound_s;
-      if (bound >= kth) {
+      bool cut = false;
+      if (o.objective == "cost") {
+        const double gpus = static_cast<double>(c.job.pp) * c.job.tp * c.job.dp;
+        const double tokens = static_cast<double>(c.job.microbatches) * c.job.microbatch_size * c.job.dp *
+                              static_cast<double>(o.base.seq > 0 ? o.base.seq : 2048);
+        cut = gpus * usd * sim::to_seconds(c.lower_bound_ns) / 3600.0 / tokens * 1e6 >= kth.usd_per_million_tokens;
+      } else {
+        cut = compare_steps(c.lower_bound_ns, 1, kth.metrics.step_span_ns, kth.metrics.step_span_iterations) >= 0;
+      }
+      if (cut) {
         result.pruned_bound = static_cast<std::int64_t>(queue.size() - next);
         break;
       }
@@ -275,10 +303,8 @@ SearchResult search(const SearchOptions& o, std::ostream* progress) {
     }
   }
   if (bar) *progress << "\n";
-  std::sort(done.begin(), done.end(), [&](const Candidate& a, const Candidate& b) {
-    const double x = a.objective(o.objective), y = b.objective(o.objective);
-    return x != y ? x < y : a.key() < b.key();
-  });
+  std::sort(done.begin(), done.end(),
+            [&](const Candidate& a, const Candidate& b) { return a.ranks_before(b, o.objective); });
   if (static_cast<std::int32_t>(done.size()) > o.top) done.resize(static_cast<std::size_t>(o.top));
   result.ranked = std::move(done);
   return result;

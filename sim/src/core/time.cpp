@@ -15,6 +15,18 @@ Duration duration_from_seconds(double seconds) {
   return static_cast<Duration>(std::llround(seconds * 1e9));
 }
 
+Duration duration_from_ms(double ms) {
+  if (!std::isfinite(ms) || ms < 0 || ms > kMaxSeconds * 1e3)
+    throw std::out_of_range("time in milliseconds must be finite, >= 0 and < 9.2e12");
+  return static_cast<Duration>(std::llround(ms * 1e6));
+}
+
+Duration duration_from_us(double us) {
+  if (!std::isfinite(us) || us < 0 || us > kMaxSeconds * 1e6)
+    throw std::out_of_range("time in microseconds must be finite, >= 0 and < 9.2e15");
+  return static_cast<Duration>(std::llround(us * 1000.0));
+}
+
 Duration duration_for_work(double work, double rate_per_s) {
   if (work <= 0) return 0;
   if (!(rate_per_s > 0) || !std::isfinite(rate_per_s))

@@ -46,7 +46,7 @@ std::int64_t HardwareProfile::compute_ns(double flops, double gemm_gflop, std::i
                                          const std::string& dtype) const {
   const double eff = interpolate_log_x(gpu.gemm_efficiency, std::max(gemm_gflop, 1e-12));
   return duration_for_work(flops, peak_flops(dtype) * std::max(eff, 1e-6)) +
-         static_cast<std::int64_t>(std::llround(gpu.launch_overhead_us * 1000.0)) * kernels;
+         gpu.launch_overhead * kernels;
 }
 
 double HardwareProfile::adam_params_per_s(int threads) const {
@@ -131,7 +131,7 @@ HardwareProfile parse_hardware_profile(const std::string& text, const std::strin
       g.fail("peak_tflops", "needs at least one of bf16, fp16");
     hw.gpu.hbm_bytes = g.integer("hbm_bytes", 1, std::int64_t{1} << 50);
     hw.gpu.hbm_GBps = g.number("hbm_GBps", 1e-3, 1e6);
-    hw.gpu.launch_overhead_us = g.number("launch_overhead_us", 0, 1e4);
+    hw.gpu.launch_overhead = duration_from_us(g.number("launch_overhead_us", 0, 1e4));
     hw.gpu.gemm_efficiency = read_curve(g, "gemm_efficiency", "gemm_gflop", "efficiency", 1.0, true);
     hw.gpu.sources = read_sources(
         g, {"model", "peak_tflops", "hbm_bytes", "hbm_GBps", "launch_overhead_us", "gemm_efficiency"});
@@ -144,7 +144,7 @@ HardwareProfile parse_hardware_profile(const std::string& text, const std::strin
     hw.node.pcie.gen = static_cast<int>(p.integer("gen", 1, 7));
     hw.node.pcie.lane_GBps = p.number("lane_GBps", 1e-3, 1e5);
     hw.node.pcie.uplink_GBps = p.number("uplink_GBps", 1e-3, 1e5);
-    hw.node.pcie.latency_us = p.number("latency_us", 0, 1e5);
+    hw.node.pcie.latency = duration_from_us(p.number("latency_us", 0, 1e5));
     hw.node.pcie.root_complex_GBps = p.number_or("root_complex_GBps", 0, 0, 1e6);
     const json& sw = p.raw("switches");
     std::vector<int> owner(static_cast<std::size_t>(hw.node.gpus), -1);
@@ -179,7 +179,7 @@ HardwareProfile parse_hardware_profile(const std::string& text, const std::strin
     p.finish();
     JsonObject nv = n.object("nvlink");
     hw.node.nvlink.GBps_per_direction = nv.number("GBps_per_direction", 0, 1e5);
-    hw.node.nvlink.latency_us = nv.number("latency_us", 0, 1e5);
+    hw.node.nvlink.latency = duration_from_us(nv.number("latency_us", 0, 1e5));
     hw.node.nvlink.allreduce_busbw_GBps = nv.number("allreduce_busbw_GBps", 0, 1e5);
     if (const json* g = nv.raw_optional("groups")) {
       std::vector<int> seen(static_cast<std::size_t>(hw.node.gpus), 0);
@@ -218,7 +218,7 @@ HardwareProfile parse_hardware_profile(const std::string& text, const std::strin
   {
     JsonObject w = r.object("network");
     hw.network.nic_GBps = w.number("nic_GBps", 1e-3, 1e5);
-    hw.network.latency_us = w.number("latency_us", 0, 1e6);
+    hw.network.latency = duration_from_us(w.number("latency_us", 0, 1e6));
     hw.network.sources = read_sources(w, {"nic_GBps", "latency_us"});
     w.finish();
   }
@@ -240,13 +240,13 @@ std::string hardware_profile_to_json(const HardwareProfile& hw) {
             {"peak_tflops", hw.gpu.peak_tflops},
             {"hbm_bytes", hw.gpu.hbm_bytes},
             {"hbm_GBps", hw.gpu.hbm_GBps},
-            {"launch_overhead_us", hw.gpu.launch_overhead_us},
+            {"launch_overhead_us", to_us(hw.gpu.launch_overhead)},
             {"gemm_efficiency", curve_json(hw.gpu.gemm_efficiency, "gemm_gflop", "efficiency")}};
   write_sources(g, hw.gpu.sources);
   json p = {{"gen", hw.node.pcie.gen},
             {"lane_GBps", hw.node.pcie.lane_GBps},
             {"uplink_GBps", hw.node.pcie.uplink_GBps},
-            {"latency_us", hw.node.pcie.latency_us},
+            {"latency_us", to_us(hw.node.pcie.latency)},
             {"switches", hw.node.pcie.switches}};
   if (hw.node.pcie.root_complex_GBps > 0) p["root_complex_GBps"] = hw.node.pcie.root_complex_GBps;
   if (!hw.node.pcie.h2d_GBps_by_size.empty())
@@ -255,7 +255,7 @@ std::string hardware_profile_to_json(const HardwareProfile& hw) {
     p["d2h_GBps_by_size"] = curve_json(hw.node.pcie.d2h_GBps_by_size, "bytes", "GBps");
   write_sources(p, hw.node.pcie.sources);
   json nv = {{"GBps_per_direction", hw.node.nvlink.GBps_per_direction},
-             {"latency_us", hw.node.nvlink.latency_us},
+             {"latency_us", to_us(hw.node.nvlink.latency)},
              {"allreduce_busbw_GBps", hw.node.nvlink.allreduce_busbw_GBps}};
   if (!hw.node.nvlink.groups.empty()) nv["groups"] = hw.node.nvlink.groups;
   write_sources(nv, hw.node.nvlink.sources);
@@ -266,7 +266,7 @@ std::string hardware_profile_to_json(const HardwareProfile& hw) {
             {"adam_params_per_s_by_threads",
              curve_json(hw.host.adam_params_per_s_by_threads, "threads", "params_per_s")}};
   write_sources(h, hw.host.sources);
-  json w = {{"nic_GBps", hw.network.nic_GBps}, {"latency_us", hw.network.latency_us}};
+  json w = {{"nic_GBps", hw.network.nic_GBps}, {"latency_us", to_us(hw.network.latency)}};
   write_sources(w, hw.network.sources);
   json root = {{"format", "pipesim-hw"},
                {"version", 1},

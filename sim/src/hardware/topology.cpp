@@ -13,9 +13,6 @@ constexpr std::int32_t kLaneUp = 0, kLaneDown = 1, kNvlTx = 2, kNvlRx = 3, kNicT
 constexpr std::int32_t kSwUp = 0, kSwDown = 1;
 const char* kGpuLinkNames[] = {"pcie.up", "pcie.down", "nvlink.tx", "nvlink.rx", "nic.tx", "nic.rx"};
 
-Duration us_to_ns(double us) {
-  return static_cast<Duration>(std::llround(us * 1000.0));
-}
 }  // namespace
 
 Topology::Topology(const HardwareProfile& hw, std::int32_t nodes)
@@ -91,16 +88,16 @@ Path Topology::path(Endpoint src, Endpoint dst, std::int64_t bytes) const {
       p.links = {gpu_link(node, g, kLaneUp), switch_link(node, sw(g), kSwUp), root_link(node, kSwUp)};
     const auto& curve = h2d ? pcie.h2d_GBps_by_size : pcie.d2h_GBps_by_size;
     if (!curve.empty()) p.max_bytes_per_ns = interpolate_log_x(curve, static_cast<double>(bytes));
-    p.latency = us_to_ns(pcie.latency_us);
-    if (src.node != dst.node) p.latency += us_to_ns(hw_->network.latency_us);
+    p.latency = pcie.latency;
+    if (src.node != dst.node) p.latency += hw_->network.latency;
     return p;
   }
   if (src.node != dst.node) {
     p.links = {gpu_link(src.node, src.gpu, kNicTx), gpu_link(dst.node, dst.gpu, kNicRx)};
-    p.latency = us_to_ns(hw_->network.latency_us);
+    p.latency = hw_->network.latency;
   } else if (nvlinked(src.gpu, dst.gpu)) {
     p.links = {gpu_link(src.node, src.gpu, kNvlTx), gpu_link(dst.node, dst.gpu, kNvlRx)};
-    p.latency = us_to_ns(hw_->node.nvlink.latency_us);
+    p.latency = hw_->node.nvlink.latency;
   } else {
     // No NVLink: peer traffic crosses PCIe, through the root complex when the GPUs sit under different
     // switches.
@@ -112,7 +109,7 @@ Path Topology::path(Endpoint src, Endpoint dst, std::int64_t bytes) const {
       p.links.push_back(switch_link(dst.node, sw(dst.gpu), kSwDown));
     }
     p.links.push_back(gpu_link(dst.node, dst.gpu, kLaneDown));
-    p.latency = us_to_ns(pcie.latency_us);
+    p.latency = pcie.latency;
   }
   return p;
 }

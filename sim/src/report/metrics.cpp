@@ -30,6 +30,8 @@ Metrics compute_metrics(const Plan& plan, const Timeline& tl) {
       m.iterations > 1 ? to_seconds(iteration_end.back() - iteration_end.front()) / (m.iterations - 1)
                        : m.run_time_s;
   m.step_time_s = m.steady_state_step_time_s;
+  m.step_span_ns = m.iterations > 1 ? iteration_end.back() - iteration_end.front() : step;
+  m.step_span_iterations = m.iterations > 1 ? m.iterations - 1 : 1;
 
   // Busy time of each GPU's compute stream (a serial stream: the sum of its op durations).
   const std::size_t nd = plan.devices.size();

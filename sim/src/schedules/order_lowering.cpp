@@ -35,6 +35,12 @@ enum StreamSlot : std::size_t {
   kStreamSlots
 };
 
+OpKind backward_kind(TaskKind k) {
+  return k == TaskKind::kBackward         ? OpKind::kBackward
+         : k == TaskKind::kBackwardWeight ? OpKind::kBackwardWeight
+                                          : OpKind::kBackwardInput;
+}
+
 struct Slot {  // ops of one (replica, chunk, microbatch)
   OpId fwd_first = kNone, fwd_done = kNone, bwd_first = kNone, bwd_done = kNone;
 };
@@ -74,7 +80,29 @@ class Builder {
   OpId emit_tp_collective(StreamId stream, DeviceId self, std::int32_t replica_d, std::int32_t stage,
                           std::int32_t t, const RangeCost& cc, OpTags tags, std::int32_t phase,
                           std::int32_t multiplier);
+  /// The GPU of (replica, stage) whose ops are being emitted.
+  struct GpuRank {
+    std::size_t replica;
+    std::int32_t stage, d, t;  // pipeline stage, dp index, tp rank
+    const std::vector<StreamId>& streams;
+    std::vector<OpId>& dp_ops;  // this iteration's gradient all-reduce buckets
+    DeviceId self = kNone;
+    std::int64_t trainable = 0;  // parameters its optimizer updates
+    StreamId stream(StreamSlot s) const { return streams[s]; }
+  };
+  // Emission phases of one GPU: its resident weights, each task of its order, and each iteration's optimizer.
   void emit_gpu(std::size_t replica, std::int32_t stage);
+  std::int64_t place_weights(const GpuRank& g);
+  void emit_task(GpuRank& g, const Task& task, std::int32_t iter, std::int32_t round, bool carries_dp);
+  /// A backward pass as one op, or split into gradient buckets each followed by its DP all-reduce; returns
+  /// the first and last compute op.
+  std::pair<OpId, OpId> emit_backward(const GpuRank& g, const Task& task, const RangeCost& cc,
+                                      const OpTags& tags);
+  std::pair<OpId, OpId> emit_gradient_buckets(GpuRank& g, const Task& task, const RangeCost& cc,
+                                              const OpTags& tags);
+  /// The optimizer step after the iteration's last gradients; returns the op that brings the updated weights
+  /// back when the optimizer is offloaded.
+  OpId emit_optimizer(const GpuRank& g, std::int32_t iter);
   void emit_p2p(std::size_t replica, std::int32_t stage);
 
   const ScheduleDescriptor& sched_;
@@ -252,12 +280,11 @@ OpId Builder::emit_tp_collective(StreamId stream, DeviceId self, std::int32_t d,
 
 void Builder::emit_gpu(std::size_t replica, std::int32_t stage) {
   const auto [d, t] = replicas_[replica];
-  const auto& st = streams_[replica * static_cast<std::size_t>(in_.pp) + static_cast<std::size_t>(stage)];
-  const StreamId compute = st[kComputeSlot], coll = in_.dp > 1 ? st[kCollectiveSlot] : kNone;
-  const DeviceId self = plan_.streams[static_cast<std::size_t>(compute)].device;
+  const std::size_t index = replica * static_cast<std::size_t>(in_.pp) + static_cast<std::size_t>(stage);
+  GpuRank g{replica, stage, d, t, streams_[index], dp_ops_[index]};
+  g.self = plan_.streams[static_cast<std::size_t>(g.stream(kComputeSlot))].device;
+  g.trainable = place_weights(g);
   const auto& order = orders_[static_cast<std::size_t>(stage)];
-  const bool tp_comm = in_.tp > 1;
-  auto& dp_ops = dp_ops_[replica * static_cast<std::size_t>(in_.pp) + static_cast<std::size_t>(stage)];
 
   // The task that completes each chunk's weight gradients in the last accumulation round carries the DP
   // buckets.
@@ -266,178 +293,197 @@ void Builder::emit_gpu(std::size_t replica, std::int32_t stage) {
     if (order[k].kind == TaskKind::kBackward || order[k].kind == TaskKind::kBackwardWeight)
       last_grad_task[static_cast<std::size_t>(order[k].chunk)] = static_cast<std::int64_t>(k);
 
-  std::int64_t params = 0, weights = 0, resident = 0;
-  for (std::int32_t v = 0; v < in_.virtual_stages; ++v) {
-    const RangeCost& cc = chunk_costs_[0][static_cast<std::size_t>(v * in_.pp + stage)];
-    params += cc.trainable;
-    weights += cc.params;
-    resident += cc.param_bytes;
-  }
-  if (in_.optimizer_offload) {
-    // The GPU keeps 16-bit weights and gradients; master weights, Adam moments and staging live on the host.
-    resident = weights * kWeightBytesPerParam + params * kGradBytesPerParam;
-    plan_.devices[static_cast<std::size_t>(host_of(self))].resident_bytes +=
-        params * kOffloadHostBytesPerParam;
-  }
-  plan_.devices[static_cast<std::size_t>(self)].resident_bytes = resident;
-
   OpId previous_update = kNone;  // the op that made last iteration's weights available to this GPU
   for (std::int32_t iter = 0; iter < in_.iterations; ++iter) {
-    dp_ops.clear();
+    g.dp_ops.clear();
     const std::size_t iteration_begin = plan_.ops.size();
     for (std::int32_t round = 0; round < in_.accum_steps; ++round) {
       for (std::size_t k = 0; k < order.size(); ++k) {
-        const Task& task = order[k];
-        const std::int32_t mb = (iter * in_.accum_steps + round) * in_.microbatches + task.microbatch;
-        const std::int32_t chunk = task.chunk * in_.pp + stage;
-        const RangeCost& cc = chunk_costs_[static_cast<std::size_t>(
-            in_.cost_of_microbatch[static_cast<std::size_t>(task.microbatch)])]
-                                          [static_cast<std::size_t>(chunk)];
-        OpTags tags{stage, task.chunk, mb, cc.begin, cc.end, iter};
-        Slot& sl = slot(static_cast<std::int32_t>(replica), chunk, mb);
-        auto fixed = [&](Duration ns) { return cc.profiled ? ns : Duration{-1}; };
-        if (task.kind == TaskKind::kForward) {
-          OpId f = add_op(compute, OpKind::kForward, tags, ComputeWork{cc.fwd, cc.gemm, cc.kernels},
-                          fixed(cc.fwd_ns));
-          plan_.ops[static_cast<std::size_t>(f)].alloc_bytes = cc.stored;
-          sl.fwd_first = sl.fwd_done = f;
-          if (tp_comm && cc.tp_bus > 0)
-            sl.fwd_done = emit_tp_collective(compute, self, d, stage, t, cc, tags, 0, 1);
-          continue;
-        }
-        OpId first = kNone;
-        if (task.kind == TaskKind::kBackward || task.kind == TaskKind::kBackwardInput) {
-          if (cc.recompute > 0 || cc.recompute_ns > 0) {
-            first = add_op(compute, OpKind::kRecompute, tags, ComputeWork{cc.recompute, cc.gemm, cc.kernels},
-                           fixed(cc.recompute_ns));
-            plan_.ops[static_cast<std::size_t>(first)].alloc_bytes = cc.extra;
-            if (tp_comm && in_.recompute == Recompute::kFull && cc.tp_bus > 0)
-              emit_tp_collective(compute, self, d, stage, t, cc, tags, 1, 1);
-          }
-        }
         const bool carries_dp =
             in_.dp > 1 && round == in_.accum_steps - 1 &&  // the last flush of each iteration
-            static_cast<std::int64_t>(k) == last_grad_task[static_cast<std::size_t>(task.chunk)];
-        const bool whole = task.kind == TaskKind::kBackward;
-        const bool weight_only = task.kind == TaskKind::kBackwardWeight;
-        const OpKind kind = whole         ? OpKind::kBackward
-                            : weight_only ? OpKind::kBackwardWeight
-                                          : OpKind::kBackwardInput;
-        const std::int64_t frees = whole         ? cc.stored + cc.extra
-                                   : weight_only ? cc.weight_grad_share
-                                                 : cc.stored - cc.weight_grad_share + cc.extra;
-        OpId last;
-        OpId first_b = kNone;
-        if (!carries_dp) {
-          double flops = whole ? cc.bwd_in + cc.bwd_w : weight_only ? cc.bwd_w : cc.bwd_in;
-          Duration ns = whole ? cc.bwd_in_ns + cc.bwd_w_ns : weight_only ? cc.bwd_w_ns : cc.bwd_in_ns;
-          last = first_b =
-              add_op(compute, kind, tags, ComputeWork{flops, cc.gemm, cc.kernels * 2}, fixed(ns));
-        } else {
-          // Split the chunk's last gradient pass into buckets (layers in reverse order) so each bucket's
-          // all-reduce overlaps the rest of the backward.
-          const auto& table = in_.costs[static_cast<std::size_t>(
-              in_.cost_of_microbatch[static_cast<std::size_t>(task.microbatch)])];
-          std::int32_t hi = cc.end;
-          std::int32_t bucket = 0;
-          last = kNone;
-          while (hi > cc.begin) {
-            std::int32_t lo = hi;
-            std::int64_t bparams = 0, bparam_bytes = 0;
-            double flops = 0;
-            Duration ns = 0;
-            while (lo > cc.begin && (bparams < in_.dp_bucket_params || lo == hi)) {
-              const LayerCost& l = table[static_cast<std::size_t>(--lo)];
-              bparams += (l.trainable_params + in_.tp - 1) / in_.tp;
-              bparam_bytes += l.param_bytes;
-              flops += (whole         ? l.bwd_input_flops + l.bwd_weight_flops
-                        : weight_only ? l.bwd_weight_flops
-                                      : l.bwd_input_flops) /
-                       static_cast<double>(in_.tp);
-              ns += whole ? l.bwd_input_ns + l.bwd_weight_ns : weight_only ? l.bwd_weight_ns : l.bwd_input_ns;
-            }
-            if (bparams == 0 && bparam_bytes > 0) bparams = bparam_bytes / 16;  // profiled layers give bytes
-            OpTags bt = tags;
-            bt.layer_begin = lo;
-            bt.layer_end = hi;
-            OpId b = add_op(
-                compute, kind, bt,
-                ComputeWork{flops, cc.gemm, cc.kernels * 2 * (hi - lo) / std::max(1, cc.end - cc.begin)},
-                fixed(ns));
-            if (first_b == kNone) first_b = b;
-            last = b;
-            TransferWork w;
-            w.src = self;
-            w.dst = device_of_rank(global_rank((d + dp_ring_offset_) % in_.dp, stage, t));
-            w.bytes = 2 * (in_.dp - 1) * bparams * in_.dp_grad_bytes_per_param / in_.dp;
-            w.latency_steps = 2 * (in_.dp - 1);
-            if (explicit_) {
-              // DP group ids follow the TP ones: one per (stage, tp rank, chunk, bucket), shared by the dp
-              // replicas.
-              std::int64_t tp_space =
-                  static_cast<std::int64_t>(in_.dp) * in_.pp * in_.virtual_stages * total_mb_ * 4;
-              std::int64_t id =
-                  (((static_cast<std::int64_t>(iter) * in_.pp + stage) * in_.tp + t) * in_.virtual_stages +
-                   task.chunk) *
-                      max_chunk_layers_ +
-                  bucket;
-              w.group = static_cast<std::int32_t>(tp_space + id);
-              w.group_size = in_.dp;
-            }
-            OpId ar = add_op(coll, OpKind::kAllReduce, bt, w, -1);
-            plan_.ops[static_cast<std::size_t>(ar)].deps.push_back(b);
-            dp_ops.push_back(ar);
-            hi = lo;
-            ++bucket;
-          }
-        }
-        plan_.ops[static_cast<std::size_t>(last)].free_bytes = frees;
-        if (first == kNone) first = first_b;
-        if (task.kind != TaskKind::kBackwardWeight) {
-          sl.bwd_first = first;
-          sl.bwd_done = last;
-          if (tp_comm && cc.tp_bus > 0)
-            sl.bwd_done = emit_tp_collective(compute, self, d, stage, t, cc, tags, 2, 1);
-        }
+            static_cast<std::int64_t>(k) == last_grad_task[static_cast<std::size_t>(order[k].chunk)];
+        emit_task(g, order[k], iter, round, carries_dp);
       }
     }
     // The next iteration's first compute waits for the weights this iteration's optimizer produces (the
     // compute stream orders it after a GPU optimizer anyway; an offloaded one returns them over PCIe).
     for (std::size_t k = iteration_begin; k < plan_.ops.size(); ++k)
-      if (previous_update != kNone && plan_.ops[k].stream == compute) {
+      if (previous_update != kNone && plan_.ops[k].stream == g.stream(kComputeSlot)) {
         plan_.ops[k].deps.push_back(previous_update);
         break;
       }
     for (auto k = static_cast<std::int64_t>(plan_.ops.size()) - 1; k >= 0; --k)
-      if (plan_.ops[static_cast<std::size_t>(k)].stream == compute) {
+      if (plan_.ops[static_cast<std::size_t>(k)].stream == g.stream(kComputeSlot)) {
         last_compute_op_ = static_cast<OpId>(k);
         break;
       }
-    const OpTags opt_tags{stage, -1, -1, -1, -1, iter};
-    if (!in_.optimizer_offload) {
-      OpId opt = add_op(compute, OpKind::kOptimizer, opt_tags,
-                        MemoryWork{params * in_.optimizer_bytes_per_param}, -1);
-      plan_.ops[static_cast<std::size_t>(opt)].deps = dp_ops;
-      continue;
-    }
-    const DeviceId host = host_of(self);
-    TransferWork down;
-    down.src = self;
-    down.dst = host;
-    down.bytes = params * kGradBytesPerParam;
-    OpId d2h = add_op(st[kD2HSlot], OpKind::kD2H, opt_tags, down, -1);
-    plan_.ops[static_cast<std::size_t>(d2h)].deps = dp_ops;
-    plan_.ops[static_cast<std::size_t>(d2h)].deps.push_back(last_compute_op_);
-    OpId adam = add_op(st[kCpuSlot], OpKind::kOptimizer, opt_tags, CpuWork{params, cpu_threads_per_gpu_}, -1);
-    plan_.ops[static_cast<std::size_t>(adam)].deps.push_back(d2h);
-    TransferWork up;
-    up.src = host;
-    up.dst = self;
-    up.bytes = params * kGradBytesPerParam;
-    OpId h2d = add_op(st[kH2DSlot], OpKind::kH2D, opt_tags, up, -1);
-    plan_.ops[static_cast<std::size_t>(h2d)].deps.push_back(adam);
-    previous_update = h2d;
+    previous_update = emit_optimizer(g, iter);
   }
+}
+
+std::int64_t Builder::place_weights(const GpuRank& g) {
+  std::int64_t trainable = 0, params = 0, resident = 0;
+  for (std::int32_t v = 0; v < in_.virtual_stages; ++v) {
+    const RangeCost& cc = chunk_costs_[0][static_cast<std::size_t>(v * in_.pp + g.stage)];
+    trainable += cc.trainable;
+    params += cc.params;
+    resident += cc.param_bytes;
+  }
+  if (in_.optimizer_offload) {
+    // The GPU keeps 16-bit weights and gradients; master weights, Adam moments and staging live on the host.
+    resident = params * kWeightBytesPerParam + trainable * kGradBytesPerParam;
+    plan_.devices[static_cast<std::size_t>(host_of(g.self))].resident_bytes +=
+        trainable * kOffloadHostBytesPerParam;
+  }
+  plan_.devices[static_cast<std::size_t>(g.self)].resident_bytes = resident;
+  return trainable;
+}
+
+void Builder::emit_task(GpuRank& g, const Task& task, std::int32_t iter, std::int32_t round,
+                        bool carries_dp) {
+  const StreamId compute = g.stream(kComputeSlot);
+  const bool tp_comm = in_.tp > 1;
+  const std::int32_t mb = (iter * in_.accum_steps + round) * in_.microbatches + task.microbatch;
+  const std::int32_t chunk = task.chunk * in_.pp + g.stage;
+  const RangeCost& cc = chunk_costs_[static_cast<std::size_t>(
+      in_.cost_of_microbatch[static_cast<std::size_t>(task.microbatch)])][static_cast<std::size_t>(chunk)];
+  OpTags tags{g.stage, task.chunk, mb, cc.begin, cc.end, iter};
+  Slot& sl = slot(static_cast<std::int32_t>(g.replica), chunk, mb);
+  auto fixed = [&](Duration ns) { return cc.profiled ? ns : Duration{-1}; };
+  if (task.kind == TaskKind::kForward) {
+    OpId f =
+        add_op(compute, OpKind::kForward, tags, ComputeWork{cc.fwd, cc.gemm, cc.kernels}, fixed(cc.fwd_ns));
+    plan_.ops[static_cast<std::size_t>(f)].alloc_bytes = cc.stored;
+    sl.fwd_first = sl.fwd_done = f;
+    if (tp_comm && cc.tp_bus > 0)
+      sl.fwd_done = emit_tp_collective(compute, g.self, g.d, g.stage, g.t, cc, tags, 0, 1);
+    return;
+  }
+  OpId first = kNone;
+  if (task.kind == TaskKind::kBackward || task.kind == TaskKind::kBackwardInput) {
+    if (cc.recompute > 0 || cc.recompute_ns > 0) {
+      first = add_op(compute, OpKind::kRecompute, tags, ComputeWork{cc.recompute, cc.gemm, cc.kernels},
+                     fixed(cc.recompute_ns));
+      plan_.ops[static_cast<std::size_t>(first)].alloc_bytes = cc.extra;
+      if (tp_comm && in_.recompute == Recompute::kFull && cc.tp_bus > 0)
+        emit_tp_collective(compute, g.self, g.d, g.stage, g.t, cc, tags, 1, 1);
+    }
+  }
+  const bool whole = task.kind == TaskKind::kBackward;
+  const bool weight_only = task.kind == TaskKind::kBackwardWeight;
+  // Split backward: B frees all but the inputs of the linear layers, W frees those.
+  const std::int64_t frees = whole         ? cc.stored + cc.extra
+                             : weight_only ? cc.weight_grad_share
+                                           : cc.stored - cc.weight_grad_share + cc.extra;
+  auto [first_b, last] =
+      carries_dp ? emit_gradient_buckets(g, task, cc, tags) : emit_backward(g, task, cc, tags);
+  plan_.ops[static_cast<std::size_t>(last)].free_bytes = frees;
+  if (first == kNone) first = first_b;
+  if (task.kind != TaskKind::kBackwardWeight) {
+    sl.bwd_first = first;
+    sl.bwd_done = last;
+    if (tp_comm && cc.tp_bus > 0)
+      sl.bwd_done = emit_tp_collective(compute, g.self, g.d, g.stage, g.t, cc, tags, 2, 1);
+  }
+}
+
+std::pair<OpId, OpId> Builder::emit_backward(const GpuRank& g, const Task& task, const RangeCost& cc,
+                                             const OpTags& tags) {
+  const bool whole = task.kind == TaskKind::kBackward, weight_only = task.kind == TaskKind::kBackwardWeight;
+  const double flops = whole ? cc.bwd_in + cc.bwd_w : weight_only ? cc.bwd_w : cc.bwd_in;
+  const Duration ns = whole ? cc.bwd_in_ns + cc.bwd_w_ns : weight_only ? cc.bwd_w_ns : cc.bwd_in_ns;
+  OpId b = add_op(g.stream(kComputeSlot), backward_kind(task.kind), tags,
+                  ComputeWork{flops, cc.gemm, cc.kernels * 2}, cc.profiled ? ns : Duration{-1});
+  return {b, b};
+}
+
+std::pair<OpId, OpId> Builder::emit_gradient_buckets(GpuRank& g, const Task& task, const RangeCost& cc,
+                                                     const OpTags& tags) {
+  // Split the chunk's last gradient pass into buckets (layers in reverse order) so each bucket's all-reduce
+  // overlaps the rest of the backward.
+  const bool whole = task.kind == TaskKind::kBackward, weight_only = task.kind == TaskKind::kBackwardWeight;
+  const auto& table =
+      in_.costs[static_cast<std::size_t>(in_.cost_of_microbatch[static_cast<std::size_t>(task.microbatch)])];
+  OpId first = kNone, last = kNone;
+  std::int32_t hi = cc.end;
+  std::int32_t bucket = 0;
+  while (hi > cc.begin) {
+    std::int32_t lo = hi;
+    std::int64_t bparams = 0, bparam_bytes = 0;
+    double flops = 0;
+    Duration ns = 0;
+    while (lo > cc.begin && (bparams < in_.dp_bucket_params || lo == hi)) {
+      const LayerCost& l = table[static_cast<std::size_t>(--lo)];
+      bparams += (l.trainable_params + in_.tp - 1) / in_.tp;
+      bparam_bytes += l.param_bytes;
+      flops += (whole         ? l.bwd_input_flops + l.bwd_weight_flops
+                : weight_only ? l.bwd_weight_flops
+                              : l.bwd_input_flops) /
+               static_cast<double>(in_.tp);
+      ns += whole ? l.bwd_input_ns + l.bwd_weight_ns : weight_only ? l.bwd_weight_ns : l.bwd_input_ns;
+    }
+    // Profiled layers give bytes on the GPU, not parameter counts.
+    if (bparams == 0 && bparam_bytes > 0) bparams = bparam_bytes / kGpuTrainingBytesPerParam;
+    OpTags bt = tags;
+    bt.layer_begin = lo;
+    bt.layer_end = hi;
+    OpId b = add_op(g.stream(kComputeSlot), backward_kind(task.kind), bt,
+                    ComputeWork{flops, cc.gemm, cc.kernels * 2 * (hi - lo) / std::max(1, cc.end - cc.begin)},
+                    cc.profiled ? ns : Duration{-1});
+    if (first == kNone) first = b;
+    last = b;
+    TransferWork w;
+    w.src = g.self;
+    w.dst = device_of_rank(global_rank((g.d + dp_ring_offset_) % in_.dp, g.stage, g.t));
+    w.bytes = 2 * (in_.dp - 1) * bparams * in_.dp_grad_bytes_per_param / in_.dp;
+    w.latency_steps = 2 * (in_.dp - 1);
+    if (explicit_) {
+      // DP group ids follow the TP ones: one per (stage, tp rank, chunk, bucket), shared by the dp replicas.
+      std::int64_t tp_space = static_cast<std::int64_t>(in_.dp) * in_.pp * in_.virtual_stages * total_mb_ * 4;
+      std::int64_t id = (((static_cast<std::int64_t>(tags.iteration) * in_.pp + g.stage) * in_.tp + g.t) *
+                             in_.virtual_stages +
+                         task.chunk) *
+                            max_chunk_layers_ +
+                        bucket;
+      w.group = static_cast<std::int32_t>(tp_space + id);
+      w.group_size = in_.dp;
+    }
+    OpId ar = add_op(g.stream(kCollectiveSlot), OpKind::kAllReduce, bt, w, -1);
+    plan_.ops[static_cast<std::size_t>(ar)].deps.push_back(b);
+    g.dp_ops.push_back(ar);
+    hi = lo;
+    ++bucket;
+  }
+  return {first, last};
+}
+
+OpId Builder::emit_optimizer(const GpuRank& g, std::int32_t iter) {
+  const OpTags opt_tags{g.stage, -1, -1, -1, -1, iter};
+  if (!in_.optimizer_offload) {
+    OpId opt = add_op(g.stream(kComputeSlot), OpKind::kOptimizer, opt_tags,
+                      MemoryWork{g.trainable * in_.optimizer_bytes_per_param}, -1);
+    plan_.ops[static_cast<std::size_t>(opt)].deps = g.dp_ops;
+    return kNone;
+  }
+  // Offloaded: gradients down, CPU Adam on this GPU's share of the host cores, weights back up.
+  const DeviceId host = host_of(g.self);
+  TransferWork down;
+  down.src = g.self;
+  down.dst = host;
+  down.bytes = g.trainable * kGradBytesPerParam;
+  OpId d2h = add_op(g.stream(kD2HSlot), OpKind::kD2H, opt_tags, down, -1);
+  plan_.ops[static_cast<std::size_t>(d2h)].deps = g.dp_ops;
+  plan_.ops[static_cast<std::size_t>(d2h)].deps.push_back(last_compute_op_);
+  OpId adam = add_op(g.stream(kCpuSlot), OpKind::kOptimizer, opt_tags,
+                     CpuWork{g.trainable, cpu_threads_per_gpu_}, -1);
+  plan_.ops[static_cast<std::size_t>(adam)].deps.push_back(d2h);
+  TransferWork up;
+  up.src = host;
+  up.dst = g.self;
+  up.bytes = g.trainable * kGradBytesPerParam;
+  OpId h2d = add_op(g.stream(kH2DSlot), OpKind::kH2D, opt_tags, up, -1);
+  plan_.ops[static_cast<std::size_t>(h2d)].deps.push_back(adam);
+  return h2d;
 }
 
 void Builder::emit_p2p(std::size_t replica, std::int32_t stage) {

@@ -14,6 +14,9 @@ namespace pipesim::sim {
 inline constexpr std::int64_t kWeightBytesPerParam = 2, kGradBytesPerParam = 2;
 /// Host copy of the optimizer per trained parameter: fp32 master weights, Adam m and v.
 inline constexpr std::int64_t kAdamStateBytesPerParam = 12;
+/// All of a trained parameter's state on the GPU under mixed-precision Adam.
+inline constexpr std::int64_t kGpuTrainingBytesPerParam =
+    kWeightBytesPerParam + kGradBytesPerParam + kAdamStateBytesPerParam;
 
 struct RangeCost {
   std::int32_t begin = 0, end = 0;  ///< layers [begin, end)

@@ -211,14 +211,6 @@ std::vector<LayerCost> model_layer_costs(const ModelSpec& m, const CostOptions& 
   return out;
 }
 
-namespace {
-
-Duration ms_to_ns(double ms) {
-  return static_cast<Duration>(std::llround(ms * 1e6));
-}
-
-}  // namespace
-
 Workload parse_workload(const std::string& text, const std::string& file, Recompute recompute) {
   json root = detail::parse_json_text(text, file);
   JsonObject r(root, file, "");
@@ -257,9 +249,9 @@ Workload parse_workload(const std::string& text, const std::string& file, Recomp
     if (bi < 0 || bwt < 0 || std::fabs(bi + bwt - bwd) > 1e-9 * std::max(1.0, bwd))
       e.fail("bwd_ms",
              fmt::format("bwd_input_ms + bwd_weight_ms ({}) must equal bwd_ms ({})", bi + bwt, bwd));
-    c.fwd_ns = ms_to_ns(fwd);
-    c.bwd_input_ns = ms_to_ns(bi);
-    c.bwd_weight_ns = ms_to_ns(bwd) - c.bwd_input_ns;
+    c.fwd_ns = duration_from_ms(fwd);
+    c.bwd_input_ns = duration_from_ms(bi);
+    c.bwd_weight_ns = duration_from_ms(bwd) - c.bwd_input_ns;
     // Megatron recomputes transformer blocks only; embedding and head keep their activations.
     c.recompute_ns = (recompute == Recompute::kFull && c.role == LayerRole::kBlock) ? c.fwd_ns : 0;
     c.stored_activation_bytes = e.integer_or("activation_bytes", 0, 0, std::int64_t{1} << 50);

@@ -139,7 +139,7 @@ ScheduleInput make_schedule_input(const JobOptions& j, const ScheduleDescriptor&
   in.recompute = parse_recompute(j.recompute);
   if (j.p2p_time_ms >= 0) {
     if (!std::isfinite(j.p2p_time_ms) || j.p2p_time_ms > 1e6) bad("--p2p-time-ms", "valid: 0 .. 1e6");
-    in.p2p_fixed_ns = static_cast<Duration>(std::llround(j.p2p_time_ms * 1e6));
+    in.p2p_fixed_ns = duration_from_ms(j.p2p_time_ms);
   }
   in.explicit_replicas = j.explicit_replicas;
   in.optimizer_offload = j.optimizer_offload;

@@ -36,6 +36,9 @@ struct Candidate {
   double usd_per_million_tokens = 0;
   std::string key() const;  ///< stable text of the configuration, for ties and tables
   double objective(const std::string& objective) const;
+  /// True when this candidate ranks before `other`: a shorter step (exact, in integer nanoseconds) or a
+  /// lower $ per token, then the configuration text.
+  bool ranks_before(const Candidate& other, const std::string& objective) const;
 };
 
 struct SearchResult {

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "pipesim/sim/time.hpp"
+
 namespace pipesim::sim {
 
 /// One point of a piecewise curve; curves are interpolated log-linearly in x and clamped at the ends.
@@ -24,7 +26,7 @@ struct GpuSpec {
   std::map<std::string, double> peak_tflops;  ///< dense TFLOP/s per dtype ("bf16", "fp16", "fp32")
   std::int64_t hbm_bytes = 0;
   double hbm_GBps = 0;
-  double launch_overhead_us = 0;
+  Duration launch_overhead = 0;  ///< per kernel launch (`launch_overhead_us` in the file)
   /// GEMM efficiency (fraction of peak) against the work of one GEMM in GFLOP.
   std::vector<CurvePoint> gemm_efficiency;  ///< x = gemm_gflop, y = efficiency
   std::map<std::string, std::string> sources;
@@ -35,7 +37,7 @@ struct PcieSpec {
   double lane_GBps = 0;          ///< per direction, GPU <-> its switch (x16)
   double uplink_GBps = 0;        ///< per direction, switch <-> root complex, shared by the GPUs under it
   double root_complex_GBps = 0;  ///< per direction, all host<->GPU traffic of the node; 0: not a bottleneck
-  double latency_us = 0;
+  Duration latency = 0;  ///< `latency_us` in the file
   std::vector<std::vector<int>> switches;  ///< GPU indices under each switch uplink
   /// Achieved pinned copy bandwidth against transfer size (x = bytes, y = GB/s), when calibrated.
   std::vector<CurvePoint> h2d_GBps_by_size;
@@ -45,7 +47,7 @@ struct PcieSpec {
 
 struct NvlinkSpec {
   double GBps_per_direction = 0;  ///< 0: no NVLink, GPU-to-GPU traffic goes over PCIe
-  double latency_us = 0;
+  Duration latency = 0;  ///< `latency_us` in the file
   double allreduce_busbw_GBps = 0;  ///< achieved NCCL bus bandwidth inside the node
   /// GPUs joined by NVLink (e.g. bridged pairs); empty: all GPUs of the node when the rate is > 0.
   std::vector<std::vector<int>> groups;
@@ -69,7 +71,7 @@ struct HostSpec {
 
 struct NetworkSpec {
   double nic_GBps = 0;  ///< per GPU, per direction
-  double latency_us = 0;
+  Duration latency = 0;  ///< `latency_us` in the file
   std::map<std::string, std::string> sources;
 };
 

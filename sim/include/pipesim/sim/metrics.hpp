@@ -1,4 +1,4 @@
-// Metrics of a run, as DESIGN.md defines them: step time, bubble fraction (with warm-up / intra / drain
+// Metrics of a run: step time, bubble fraction (with warm-up / intra / drain
 // breakdown), tokens/s, TFLOP/s per GPU, MFU/HFU, peak memory and OOM. Used by the CLI, planner and
 // notebooks.
 #pragma once
@@ -32,6 +32,9 @@ struct Metrics {
   std::int32_t simulated_gpus = 0;
   std::int32_t iterations = 1;
   double step_time_s = 0;               ///< steady state when iterations > 1, else the single step
+  /// step_time_s as an exact fraction, step_span_ns / step_span_iterations (for exact comparisons).
+  Duration step_span_ns = 0;
+  std::int32_t step_span_iterations = 1;
   double first_step_time_s = 0;         ///< first op start to the end of iteration 0 (cold)
   double steady_state_step_time_s = 0;  ///< (end of last iteration - end of first) / (iterations - 1)
   double run_time_s = 0;                ///< first op start to last op end over all iterations

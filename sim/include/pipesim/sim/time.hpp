@@ -19,12 +19,22 @@ inline constexpr Duration kNsPerS = 1'000'000'000;
 /// is negative, not finite, or beyond ~292 years.
 Duration duration_from_seconds(double seconds);
 
+/// The same for milliseconds and microseconds (the units of workload and hardware files).
+Duration duration_from_ms(double ms);
+Duration duration_from_us(double us);
+
 /// Nanoseconds needed to do `work` units at `rate_per_s` units per second, rounded up so that no op with
 /// positive work ever takes zero time.
 Duration duration_for_work(double work, double rate_per_s);
 
 inline double to_seconds(Duration d) {
   return static_cast<double>(d) / static_cast<double>(kNsPerS);
+}
+inline double to_ms(Duration d) {
+  return static_cast<double>(d) / static_cast<double>(kNsPerMs);
+}
+inline double to_us(Duration d) {
+  return static_cast<double>(d) / static_cast<double>(kNsPerUs);
 }
 
 }  // namespace pipesim::sim

@@ -23,125 +23,160 @@ namespace pipesim::sim::detail {
 namespace {
 constexpr std::int64_t kWeightChunkBytes = std::int64_t{256} << 20;
 
-Plan build_roundpipe(const ScheduleInput& in) {
-  const std::int32_t G = in.pp, M = in.microbatches;
+/// Builds one RoundPipe plan in phases: the partition and host memory, then per iteration the forward jobs,
+/// the fused job and the backward jobs, each dispatched to the next GPU of the pool, and the CPU Adam step.
+class RoundPipeBuilder {
+ public:
+  explicit RoundPipeBuilder(const ScheduleInput& in);
+  Plan build();
+
+ private:
+  RangeCost cost(LayerRange r, std::int32_t m) const { return op_.stage_cost(r, m); }
+  LayerRange backward(std::int32_t b) const { return part_.backward[static_cast<std::size_t>(b)]; }
+  /// True when backward job b's checkpoint (the input of its first layer) is produced inside `forward`.
+  bool saves_checkpoint(LayerRange forward, std::int32_t b) const {
+    const std::int32_t first = backward(b).first;
+    return first > forward.first && first <= forward.second;
+  }
+  std::int32_t next_gpu() { return static_cast<std::int32_t>(counter_++ % G_); }
+  std::size_t at(std::int32_t stage, std::int32_t m) const {
+    return static_cast<std::size_t>(stage * M_ + m);
+  }
+
+  /// Weights in background chunks (priority 1): they fill the gaps between activation uploads.
+  OpId upload_weights(std::int32_t g, const RangeCost& r, std::int32_t stage, std::int32_t pass) {
+    return op_.upload_weights(g, r, OpTags{stage, pass, -1, r.begin, r.end, it_}, {weights_ready_}, 1,
+                              kWeightChunkBytes);
+  }
+  /// A tensor parked in host memory comes back to GPU g (none when nothing was parked).
+  OpId upload_activation(std::int32_t g, OpId parked, std::int64_t bytes, const OpTags& t) {
+    if (parked == kNoOp) return kNoOp;
+    return op_.transfer(op_.stream(g, OffloadPlan::kActUp), OpKind::kH2D, t, op_.host_of_gpu(g), op_.gpu(g),
+                        bytes, {parked}, 0, bytes);
+  }
+  /// Every inter-GPU tensor goes through host memory: parked there after `after`.
+  OpId download(std::int32_t g, OpId after, std::int64_t bytes, const OpTags& t) {
+    return op_.transfer(op_.stream(g, OffloadPlan::kDown), OpKind::kD2H, t, op_.gpu(g), op_.host_of_gpu(g),
+                        bytes, {after}, 0, 0, bytes);
+  }
+
+  void emit_forward_job(std::int32_t s);
+  /// Backward job b: b = 0 is the fused job (the last layers' forward, the loss and their backward).
+  void emit_backward_job(std::int32_t b);
+
+  const ScheduleInput& in_;
+  std::int32_t G_ = 0, M_ = 0, nf_ = 0, nb_ = 0;
+  bool sync_optimizer_ = false;
+  RoundPipePartition part_;
+  OffloadPlan op_;
+  RangeCost whole_;
+  std::int64_t counter_ = 0;  // dispatch counter, continued across iterations
+  std::vector<OpId> adam_;    // per iteration
+  // The iteration being built, the op its weights wait for, and the tensors it parks in host memory.
+  std::int32_t it_ = 0;
+  OpId weights_ready_ = kNoOp;
+  std::vector<OpId> fwd_down_, bwd_down_, ckpt_down_, grad_downloads_;
+};
+
+RoundPipeBuilder::RoundPipeBuilder(const ScheduleInput& in) : in_(in), op_(in, "roundpipe", in.pp) {
+  G_ = in.pp;
+  M_ = in.microbatches;
+  sync_optimizer_ = in.parameters.flag("sync_optimizer");
   if (in.tp != 1 || in.dp != 1)
     throw InputError("--tp/--dp", "", "roundpipe runs one GPU pool; valid: --tp 1 --dp 1");
   if (!in.partition.empty())
     throw InputError("--partition", "", "roundpipe partitions automatically (its own algorithm)");
   const auto& layers = in.costs.front();
-  const RoundPipePartition part = roundpipe_partition(layers, in.hw, in.dtype, M);
-  const auto nf = static_cast<std::int32_t>(part.forward.size());
-  const auto nb = static_cast<std::int32_t>(part.backward.size());  // backward[0] is the fused stage
-
-  OffloadPlan op(in, "roundpipe", G);
-  auto cost = [&](LayerRange r, std::int32_t m) { return op.stage_cost(r, m); };
-  RangeCost whole = range_cost(layers, 0, static_cast<std::int32_t>(layers.size()));
-  // Host: bf16 weights, fp32 master + Adam state + gradient staging, and every checkpoint of an iteration.
+  part_ = roundpipe_partition(layers, in.hw, in.dtype, M_);
+  nf_ = static_cast<std::int32_t>(part_.forward.size());
+  nb_ = static_cast<std::int32_t>(part_.backward.size());  // backward[0] is the fused stage
+  whole_ = range_cost(layers, 0, static_cast<std::int32_t>(layers.size()));
+  // Host: the model's weights and optimizer state, and every checkpoint of an iteration.
   std::int64_t checkpoints = 0;
-  for (std::int32_t b = 1; b < nb; ++b)
-    checkpoints += cost(part.backward[static_cast<std::size_t>(b)], 0).input_bytes;
-  op.hold_model_on_host(0, whole.params, whole.trainable, checkpoints * M);
+  for (std::int32_t b = 1; b < nb_; ++b) checkpoints += cost(backward(b), 0).input_bytes;
+  op_.hold_model_on_host(0, whole_.params, whole_.trainable, checkpoints * M_);
+}
 
-  std::vector<OpId> adam;  // per iteration
-  std::int64_t counter = 0;
-  for (std::int32_t it = 0; it < in.iterations; ++it) {
+void RoundPipeBuilder::emit_forward_job(std::int32_t s) {
+  const std::int32_t g = next_gpu();
+  const LayerRange rg = part_.forward[static_cast<std::size_t>(s)];
+  RangeCost r0 = cost(rg, 0);
+  OpId up = upload_weights(g, r0, s, 0);
+  OpId last = kNoOp;
+  for (std::int32_t m = 0; m < M_; ++m) {
+    RangeCost r = cost(rg, m);
+    OpTags t{s, 0, it_ * M_ + m, r.begin, r.end, it_};
+    OpId input = s > 0 ? upload_activation(g, fwd_down_[at(s - 1, m)], r.input_bytes, t) : kNoOp;
+    // The forward holds its output (and the checkpoints it saves) until they are downloaded.
+    std::int64_t saved = 0;
+    for (std::int32_t b = 1; b < nb_; ++b)
+      if (saves_checkpoint(rg, b)) saved += cost(backward(b), m).input_bytes;
+    last = op_.compute(g, OpKind::kForward, t, r.fwd, r.gemm, r.kernels, r.profiled ? r.fwd_ns : -1,
+                       {up, input}, r.output_bytes + saved, r.input_bytes);
+    fwd_down_[at(s, m)] = download(g, last, r.output_bytes, t);
+    for (std::int32_t b = 1; b < nb_; ++b)
+      if (saves_checkpoint(rg, b))
+        ckpt_down_[at(b, m)] = download(g, last, cost(backward(b), m).input_bytes, t);
+  }
+  op_.drop_weights(g, r0, last);
+}
+
+void RoundPipeBuilder::emit_backward_job(std::int32_t b) {
+  const std::int32_t g = next_gpu();
+  const LayerRange rg = backward(b);
+  RangeCost r0 = cost(rg, 0);
+  OpId up = upload_weights(g, r0, nf_ + b, 1);
+  OpId last = kNoOp;
+  const bool sends_gradient = b + 1 < nb_;
+  for (std::int32_t m = 0; m < M_; ++m) {
+    RangeCost r = cost(rg, m);
+    OpTags t{nf_ + b, 1, it_ * M_ + m, r.begin, r.end, it_};
+    const std::int64_t grads = m == 0 ? r0.grad_bytes() : 0;
+    if (b == 0) {
+      // Fused stage: input from the last forward stage, forward + loss + backward without recompute.
+      OpId input = upload_activation(g, fwd_down_[at(nf_ - 1, m)], r.input_bytes, t);
+      OpId f = op_.compute(g, OpKind::kForward, t, r.fwd, r.gemm, r.kernels, r.profiled ? r.fwd_ns : -1,
+                           {up, input}, r.working_bytes + grads);
+      last = op_.compute(g, OpKind::kBackward, t, r.bwd, r.gemm, 2 * r.kernels, r.profiled ? r.bwd_ns : -1,
+                         {f}, sends_gradient ? r.input_bytes : 0, r.working_bytes + r.input_bytes);
+    } else {
+      OpId grad = upload_activation(g, bwd_down_[at(b - 1, m)], r.output_bytes, t);
+      OpId ckpt = upload_activation(g, ckpt_down_[at(b, m)], r.input_bytes, t);
+      OpId re = op_.compute(g, OpKind::kRecompute, t, r.checkpoint_recompute, r.gemm, r.kernels,
+                            r.profiled ? r.checkpoint_recompute_ns : -1, {up, ckpt}, r.working_bytes + grads);
+      last = op_.compute(g, OpKind::kBackward, t, r.bwd, r.gemm, 2 * r.kernels, r.profiled ? r.bwd_ns : -1,
+                         {re, grad}, sends_gradient ? r.input_bytes : 0,
+                         r.working_bytes + r.input_bytes + r.output_bytes);
+    }
+    if (sends_gradient) bwd_down_[at(b, m)] = download(g, last, r.input_bytes, t);
+  }
+  grad_downloads_.push_back(
+      op_.download_gradients(g, r0, OpTags{nf_ + b, 1, -1, r0.begin, r0.end, it_}, last));
+}
+
+Plan RoundPipeBuilder::build() {
+  for (it_ = 0; it_ < in_.iterations; ++it_) {
     // Weights of this iteration: one step stale (the optimizer of iteration it-2), or fresh when synchronous.
-    const std::int32_t lag = in.parameters.flag("sync_optimizer") ? 1 : 2;
-    const OpId weights_ready = it >= lag ? adam[static_cast<std::size_t>(it - lag)] : kNoOp;
-    // Tensors parked in host memory by this iteration: stage outputs and checkpoints, per microbatch.
-    std::vector<OpId> fwd_down(static_cast<std::size_t>(nf * M), kNoOp);
-    std::vector<OpId> bwd_down(static_cast<std::size_t>(nb * M), kNoOp);
-    std::vector<OpId> ckpt_down(static_cast<std::size_t>(nb * M), kNoOp);
-    std::vector<OpId> grad_downloads;
-    auto upload_weights = [&](std::int32_t g, const RangeCost& r, std::int32_t stage, std::int32_t pass) {
-      // Background chunks (priority 1): they fill the gaps between activation uploads.
-      return op.upload_weights(g, r, OpTags{stage, pass, -1, r.begin, r.end, it}, {weights_ready}, 1,
-                               kWeightChunkBytes);
-    };
-    auto upload_activation = [&](std::int32_t g, OpId parked, std::int64_t bytes, const OpTags& t) {
-      if (parked == kNoOp) return kNoOp;
-      return op.transfer(op.stream(g, OffloadPlan::kActUp), OpKind::kH2D, t, op.host_of_gpu(g), op.gpu(g),
-                         bytes, {parked}, 0, bytes);
-    };
-    auto download = [&](std::int32_t g, OpId after, std::int64_t bytes, const OpTags& t) {
-      return op.transfer(op.stream(g, OffloadPlan::kDown), OpKind::kD2H, t, op.gpu(g), op.host_of_gpu(g),
-                         bytes, {after}, 0, 0, bytes);
-    };
-    for (std::int32_t s = 0; s < nf; ++s) {  // forward jobs
-      const auto g = static_cast<std::int32_t>(counter++ % G);
-      auto rg = part.forward[static_cast<std::size_t>(s)];
-      RangeCost r0 = cost(rg, 0);
-      OpId up = upload_weights(g, r0, s, 0);
-      OpId last = kNoOp;
-      for (std::int32_t m = 0; m < M; ++m) {
-        RangeCost r = cost(rg, m);
-        OpTags t{s, 0, it * M + m, r.begin, r.end, it};
-        OpId input = s > 0 ? upload_activation(g, fwd_down[static_cast<std::size_t>((s - 1) * M + m)],
-                                               r.input_bytes, t)
-                           : kNoOp;
-        // The forward holds its output (and the checkpoints it saves) until they are downloaded.
-        std::int64_t saved = 0;
-        for (std::int32_t b = 1; b < nb; ++b) {
-          const std::int32_t first = part.backward[static_cast<std::size_t>(b)].first;
-          if (first > rg.first && first <= rg.second)
-            saved += cost(part.backward[static_cast<std::size_t>(b)], m).input_bytes;
-        }
-        last = op.compute(g, OpKind::kForward, t, r.fwd, r.gemm, r.kernels, r.profiled ? r.fwd_ns : -1,
-                          {up, input}, r.output_bytes + saved, r.input_bytes);
-        fwd_down[static_cast<std::size_t>(s * M + m)] = download(g, last, r.output_bytes, t);
-        for (std::int32_t b = 1; b < nb; ++b) {
-          const std::int32_t first = part.backward[static_cast<std::size_t>(b)].first;
-          if (first > rg.first && first <= rg.second)
-            ckpt_down[static_cast<std::size_t>(b * M + m)] =
-                download(g, last, cost(part.backward[static_cast<std::size_t>(b)], m).input_bytes, t);
-        }
-      }
-      op.drop_weights(g, r0, last);
-    }
-    for (std::int32_t b = 0; b < nb; ++b) {  // FB, then backward jobs B1..B(nb-1)
-      const auto g = static_cast<std::int32_t>(counter++ % G);
-      auto rg = part.backward[static_cast<std::size_t>(b)];
-      RangeCost r0 = cost(rg, 0);
-      OpId up = upload_weights(g, r0, nf + b, 1);
-      OpId last = kNoOp;
-      for (std::int32_t m = 0; m < M; ++m) {
-        RangeCost r = cost(rg, m);
-        OpTags t{nf + b, 1, it * M + m, r.begin, r.end, it};
-        const std::int64_t grads = m == 0 ? r0.grad_bytes() : 0;
-        if (b == 0) {
-          // Fused stage: input from the last forward stage, forward + loss + backward without recompute.
-          OpId input =
-              upload_activation(g, fwd_down[static_cast<std::size_t>((nf - 1) * M + m)], r.input_bytes, t);
-          OpId f = op.compute(g, OpKind::kForward, t, r.fwd, r.gemm, r.kernels, r.profiled ? r.fwd_ns : -1,
-                              {up, input}, r.working_bytes + grads);
-          last = op.compute(g, OpKind::kBackward, t, r.bwd, r.gemm, 2 * r.kernels, r.profiled ? r.bwd_ns : -1,
-                            {f}, b + 1 < nb ? r.input_bytes : 0, r.working_bytes + r.input_bytes);
-        } else {
-          OpId grad =
-              upload_activation(g, bwd_down[static_cast<std::size_t>((b - 1) * M + m)], r.output_bytes, t);
-          OpId ckpt = upload_activation(g, ckpt_down[static_cast<std::size_t>(b * M + m)], r.input_bytes, t);
-          OpId re =
-              op.compute(g, OpKind::kRecompute, t, r.checkpoint_recompute, r.gemm, r.kernels,
-                         r.profiled ? r.checkpoint_recompute_ns : -1, {up, ckpt}, r.working_bytes + grads);
-          last = op.compute(g, OpKind::kBackward, t, r.bwd, r.gemm, 2 * r.kernels, r.profiled ? r.bwd_ns : -1,
-                            {re, grad}, b + 1 < nb ? r.input_bytes : 0,
-                            r.working_bytes + r.input_bytes + r.output_bytes);
-        }
-        if (b + 1 < nb) bwd_down[static_cast<std::size_t>(b * M + m)] = download(g, last, r.input_bytes, t);
-      }
-      OpId grads_down = op.download_gradients(g, r0, OpTags{nf + b, 1, -1, r0.begin, r0.end, it}, last);
-      grad_downloads.push_back(grads_down);
-    }
-    adam.push_back(op.cpu_adam(op.cpu_stream(0, 0), OpTags{-1, -1, -1, -1, -1, it}, whole.trainable,
-                               in.hw.host.cores, grad_downloads));
+    const std::int32_t lag = sync_optimizer_ ? 1 : 2;
+    weights_ready_ = it_ >= lag ? adam_[static_cast<std::size_t>(it_ - lag)] : kNoOp;
+    fwd_down_.assign(static_cast<std::size_t>(nf_ * M_), kNoOp);
+    bwd_down_.assign(static_cast<std::size_t>(nb_ * M_), kNoOp);
+    ckpt_down_.assign(static_cast<std::size_t>(nb_ * M_), kNoOp);
+    grad_downloads_.clear();
+    for (std::int32_t s = 0; s < nf_; ++s) emit_forward_job(s);
+    for (std::int32_t b = 0; b < nb_; ++b) emit_backward_job(b);  // FB, then B1..B(nb-1)
+    adam_.push_back(op_.cpu_adam(op_.cpu_stream(0, 0), OpTags{-1, -1, -1, -1, -1, it_}, whole_.trainable,
+                                 in_.hw.host.cores, grad_downloads_));
   }
   std::vector<std::int32_t> counts;
-  for (auto [b, e] : part.forward) counts.push_back(e - b);
-  return op.finish(
-      counts, fmt::format("{} forward + {} backward stages (fused first), stage time target {:.3f} ms{}", nf,
-                          nb, static_cast<double>(part.stage_time_ns) / 1e6,
-                          in.parameters.flag("sync_optimizer") ? ", synchronous optimizer" : ""));
+  for (auto [b, e] : part_.forward) counts.push_back(e - b);
+  return op_.finish(
+      counts, fmt::format("{} forward + {} backward stages (fused first), stage time target {:.3f} ms{}", nf_,
+                          nb_, to_ms(part_.stage_time_ns), sync_optimizer_ ? ", synchronous optimizer" : ""));
+}
+
+Plan build_roundpipe(const ScheduleInput& in) {
+  return RoundPipeBuilder(in).build();
 }
 
 OwnPartition own_partition(const ScheduleInput& in) {

@@ -26,177 +26,233 @@ bool overflows(std::int32_t iteration, double p) {
   return x - std::floor(x) < p;
 }
 
-Plan build_spipe(const ScheduleInput& in) {
+/// Builds one SPipe plan in phases: layout (chunk layer ranges), then per iteration each rank's forward
+/// stages and backward stages in its own order, the cross-rank inputs wired afterwards, and the rollback of
+/// an overflowing step.
+class SpipeBuilder {
+ public:
+  explicit SpipeBuilder(const ScheduleInput& in);
+  Plan build();
+
+ private:
+  /// An input a compute op needs from another stage; wired once every rank's ops exist.
+  enum class InputKind : std::uint8_t { kForwardActivation, kBackwardGradient, kCheckpoint };
+  struct PendingInput {
+    OpId consumer;
+    InputKind kind;
+    std::int32_t chunk, m;
+  };
+
+  LayerRange fwd_range(std::int32_t c) const { return forward_chunks_[static_cast<std::size_t>(c)]; }
+  /// Backward chunk k (k = 0 holds the last layers) runs on rank k mod P; its layer chunk index is NB-1-k.
+  LayerRange bwd_range(std::int32_t k) const {
+    return backward_chunks_[static_cast<std::size_t>(NB_ - 1 - k)];
+  }
+  /// The forward chunk that computes the input of layer `first` (the checkpoint of a backward chunk); -1 for
+  /// the model input.
+  std::int32_t producer_of(std::int32_t first) const;
+  RangeCost cost(LayerRange r, std::int32_t m) const { return op_.stage_cost(r, m); }
+
+  void emit_forward_stages(std::int32_t rank, std::int32_t it);
+  void emit_backward_stages(std::int32_t rank, std::int32_t it);
+  void wire_inputs();
+  void end_iteration(std::int32_t it);
+
+  const ScheduleInput& in_;
+  std::int32_t P_ = 0, F_ = 0, B_ = 0, NF_ = 0, NB_ = 0, M_ = 0, L_ = 0;
+  bool sync_checkpoints_ = false;
+  double overflow_prob_ = 0;
+  std::vector<LayerRange> forward_chunks_, backward_chunks_;
+  OffloadPlan op_;
+  std::int64_t all_trainable_ = 0;
+  std::int32_t threads_ = 1;
+  // Optimizer steps of the previous iteration per backward chunk: the next forward of those layers waits.
+  std::vector<OpId> prev_adam_;
+  OpId prev_rollback_ = kNoOp;
+  // This iteration's stage outputs per (chunk, microbatch), optimizer steps and inputs still to wire.
+  std::vector<OpId> fwd_out_, bwd_out_, adam_;
+  std::vector<PendingInput> pending_;
+};
+
+SpipeBuilder::SpipeBuilder(const ScheduleInput& in) : in_(in), op_(in, "spipe", in.pp) {
   const auto& stages = in.parameters.integers("stages");
-  const std::int32_t P = in.pp, F = static_cast<std::int32_t>(stages[0]),
-                     B = static_cast<std::int32_t>(stages[1]);
-  const bool sync_checkpoints = in.parameters.flag("sync_checkpoints");
-  const double overflow_prob = in.parameters.real("overflow_prob");
+  P_ = in.pp;
+  F_ = static_cast<std::int32_t>(stages[0]);
+  B_ = static_cast<std::int32_t>(stages[1]);
+  sync_checkpoints_ = in.parameters.flag("sync_checkpoints");
+  overflow_prob_ = in.parameters.real("overflow_prob");
   if (in.tp != 1 || in.dp != 1)
     throw InputError("--tp/--dp", "", "spipe runs one ring over the GPUs; valid: --tp 1 --dp 1");
-  if (F < 1 || B < 1) throw InputError("--spipe-stages", "", "F and B must be >= 1");
-  if (in.microbatches < P)
+  if (in.microbatches < P_)
     throw InputError("--microbatches", "",
-                     fmt::format("spipe needs at least pp = {} microbatches (paper: M = 2P)", P));
+                     fmt::format("spipe needs at least pp = {} microbatches (paper: M = 2P)", P_));
   if (!in.partition.empty())
     throw InputError("--partition", "", "spipe splits layers by its own rule; give --spipe-stages F,B");
   const auto& layers = in.costs.front();
   const BlockSpan blocks = block_span(layers);
-  const std::int32_t L = blocks.count;
-  if (L < P * F || L < P * B)
+  L_ = blocks.count;
+  if (L_ < P_ * F_ || L_ < P_ * B_)
     throw InputError(
         "--spipe-stages", "",
-        fmt::format("{} blocks are fewer than P x F = {} or P x B = {} stages", L, P * F, P * B));
-  const std::int32_t nlayers = static_cast<std::int32_t>(layers.size());
-  const std::int32_t NF = P * F, NB = P * B, M = in.microbatches;
+        fmt::format("{} blocks are fewer than P x F = {} or P x B = {} stages", L_, P_ * F_, P_ * B_));
+  const auto nlayers = static_cast<std::int32_t>(layers.size());
+  NF_ = P_ * F_;
+  NB_ = P_ * B_;
+  M_ = in.microbatches;
   // NF forward and NB backward block chunks as layer ranges (equal when the count divides the blocks, as the
   // paper requires; otherwise the first chunks take one more).
-  const std::vector<LayerRange> forward_chunks =
-      chunk_layer_ranges(blocks, nlayers, balanced_partition(L, NF));
-  const std::vector<LayerRange> backward_chunks =
-      chunk_layer_ranges(blocks, nlayers, balanced_partition(L, NB));
-  auto fwd_range = [&](std::int32_t c) { return forward_chunks[static_cast<std::size_t>(c)]; };
-  // Backward chunk k (k = 0 holds the last layers) runs on rank k mod P; its layer chunk index is NB-1-k.
-  auto bwd_range = [&](std::int32_t k) { return backward_chunks[static_cast<std::size_t>(NB - 1 - k)]; };
-  // The forward chunk that computes the input of layer `first` (the checkpoint of a backward chunk).
-  auto producer_of = [&](std::int32_t first) {
-    for (std::int32_t c = 0; c < NF; ++c) {
-      auto [b, e] = fwd_range(c);
-      if (first - 1 >= b && first - 1 < e) return c;
-    }
-    return -1;  // the model input: no checkpoint to send
-  };
+  forward_chunks_ = chunk_layer_ranges(blocks, nlayers, balanced_partition(L_, NF_));
+  backward_chunks_ = chunk_layer_ranges(blocks, nlayers, balanced_partition(L_, NB_));
+  const RangeCost whole = range_cost(layers, 0, nlayers);
+  all_trainable_ = whole.trainable;
+  op_.hold_model_on_host(0, whole.params, whole.trainable);
+  threads_ = std::max(1, in.hw.host.cores / P_);
+  prev_adam_.assign(static_cast<std::size_t>(NB_), kNoOp);
+}
 
-  OffloadPlan op(in, "spipe", P);
-  auto cost = [&](LayerRange r, std::int32_t m) { return op.stage_cost(r, m); };
-  const std::int64_t all_trainable = range_cost(layers, 0, nlayers).trainable;
-  op.hold_model_on_host(0, range_cost(layers, 0, nlayers).params, all_trainable);
+std::int32_t SpipeBuilder::producer_of(std::int32_t first) const {
+  for (std::int32_t c = 0; c < NF_; ++c) {
+    auto [b, e] = fwd_range(c);
+    if (first - 1 >= b && first - 1 < e) return c;
+  }
+  return -1;
+}
 
-  std::vector<OpId> last_compute(static_cast<std::size_t>(P), kNoOp);
-  // Optimizer steps of the previous iteration per backward chunk: the next forward of those layers waits.
-  std::vector<OpId> prev_adam(static_cast<std::size_t>(NB), kNoOp);
-  OpId prev_rollback = kNoOp;
-  const std::int32_t threads = std::max(1, in.hw.host.cores / P);
-  for (std::int32_t it = 0; it < in.iterations; ++it) {
-    std::vector<OpId> fwd_out(static_cast<std::size_t>(NF * M), kNoOp),
-        bwd_out(static_cast<std::size_t>(NB * M), kNoOp);
-    std::vector<OpId> ckpt(static_cast<std::size_t>(NB * M), kNoOp);
-    std::vector<OpId> adam(static_cast<std::size_t>(NB), kNoOp);
-    auto upload = [&](std::int32_t g, const RangeCost& r, std::vector<OpId> deps, std::int32_t stage,
-                      std::int32_t pass) {
-      return op.upload_weights(g, r, OpTags{stage, pass, -1, r.begin, r.end, it}, std::move(deps));
-    };
-    // Ops are created per rank in that rank's order; cross-rank inputs are wired afterwards.
-    struct Pending {
-      OpId consumer;
-      std::int32_t kind;  // 0: forward input, 1: gradient input, 2: checkpoint
-      std::int32_t chunk, m;
-    };
-    std::vector<Pending> pending;
-    for (std::int32_t r = 0; r < P; ++r) {
-      for (std::int32_t v = 0; v < F; ++v) {
-        const std::int32_t fc = v * P + r;
-        auto rg = fwd_range(fc);
-        RangeCost r0 = cost(rg, 0);
-        std::vector<OpId> wait_weights;
-        for (std::int32_t k = 0; k < NB; ++k) {  // this forward uses weights updated by last step's Adam
-          auto [b, e] = bwd_range(k);
-          if (b < rg.second && e > rg.first) wait_weights.push_back(prev_adam[static_cast<std::size_t>(k)]);
-        }
-        wait_weights.push_back(prev_rollback);
-        OpId up = upload(r, r0, wait_weights, fc, 0);
-        OpId last = kNoOp;
-        for (std::int32_t m = 0; m < M; ++m) {
-          RangeCost rc = cost(rg, m);
-          OpTags t{fc, 0, it * M + m, rc.begin, rc.end, it};
-          last = op.compute(r, OpKind::kForward, t, rc.fwd, rc.gemm, rc.kernels, rc.profiled ? rc.fwd_ns : -1,
-                            {up});
-          fwd_out[static_cast<std::size_t>(fc * M + m)] = last;
-          if (fc > 0) pending.push_back({last, 0, fc, m});
-        }
-        op.drop_weights(r, r0, last);
-      }
-      for (std::int32_t v = B - 1; v >= 0; --v) {
-        const std::int32_t k = (B - 1 - v) * P + r;
-        auto rg = bwd_range(k);
-        RangeCost r0 = cost(rg, 0);
-        OpId up = upload(r, r0, {}, NF + k, 1);
-        OpId last = kNoOp;
-        for (std::int32_t m = 0; m < M; ++m) {
-          RangeCost rc = cost(rg, m);
-          OpTags t{NF + k, 1, it * M + m, rc.begin, rc.end, it};
-          // Recompute from the checkpoint (freed with the backward), then the backward of the stage.
-          OpId re = op.compute(r, OpKind::kRecompute, t, rc.checkpoint_recompute, rc.gemm, rc.kernels,
-                               rc.profiled ? rc.checkpoint_recompute_ns : -1, {up},
-                               rc.working_bytes + (m == 0 ? r0.grad_bytes() : 0));
-          pending.push_back({re, 2, k, m});
-          if (k > 0) pending.push_back({re, 1, k, m});
-          last = op.compute(r, OpKind::kBackward, t, rc.bwd, rc.gemm, 2 * rc.kernels,
-                            rc.profiled ? rc.bwd_ns : -1, {re}, 0, rc.working_bytes + rc.input_bytes);
-          bwd_out[static_cast<std::size_t>(k * M + m)] = last;
-        }
-        OpId down = op.download_gradients(r, r0, OpTags{NF + k, 1, -1, r0.begin, r0.end, it}, last);
-        // Asynchronous per-stage optimizer: runs on the host while this GPU goes on with its next stages.
-        adam[static_cast<std::size_t>(k)] = op.cpu_adam(
-            op.cpu_stream(0, r), OpTags{NF + k, 1, -1, r0.begin, r0.end, it}, r0.trainable, threads, {down});
-      }
+void SpipeBuilder::emit_forward_stages(std::int32_t r, std::int32_t it) {
+  for (std::int32_t v = 0; v < F_; ++v) {
+    const std::int32_t fc = v * P_ + r;
+    auto rg = fwd_range(fc);
+    RangeCost r0 = cost(rg, 0);
+    std::vector<OpId> wait_weights;
+    for (std::int32_t k = 0; k < NB_; ++k) {  // this forward uses weights updated by last step's Adam
+      auto [b, e] = bwd_range(k);
+      if (b < rg.second && e > rg.first) wait_weights.push_back(prev_adam_[static_cast<std::size_t>(k)]);
     }
-    for (const Pending& p : pending) {
-      const std::int32_t g = op.gpu_of_op(p.consumer);
-      OpTags t = op.plan().ops[static_cast<std::size_t>(p.consumer)].tags;
-      OpId produced = kNoOp;
-      std::int32_t from = 0;
-      std::int64_t bytes = 0;
-      std::vector<OpId> deps;
-      if (p.kind == 0) {
-        produced = fwd_out[static_cast<std::size_t>((p.chunk - 1) * M + p.m)];
-        from = (p.chunk - 1) % P;
+    wait_weights.push_back(prev_rollback_);
+    OpId up = op_.upload_weights(r, r0, OpTags{fc, 0, -1, r0.begin, r0.end, it}, wait_weights);
+    OpId last = kNoOp;
+    for (std::int32_t m = 0; m < M_; ++m) {
+      RangeCost rc = cost(rg, m);
+      OpTags t{fc, 0, it * M_ + m, rc.begin, rc.end, it};
+      last = op_.compute(r, OpKind::kForward, t, rc.fwd, rc.gemm, rc.kernels, rc.profiled ? rc.fwd_ns : -1,
+                         {up});
+      fwd_out_[static_cast<std::size_t>(fc * M_ + m)] = last;
+      if (fc > 0) pending_.push_back({last, InputKind::kForwardActivation, fc, m});
+    }
+    op_.drop_weights(r, r0, last);
+  }
+}
+
+void SpipeBuilder::emit_backward_stages(std::int32_t r, std::int32_t it) {
+  for (std::int32_t v = B_ - 1; v >= 0; --v) {
+    const std::int32_t k = (B_ - 1 - v) * P_ + r;
+    auto rg = bwd_range(k);
+    RangeCost r0 = cost(rg, 0);
+    OpId up = op_.upload_weights(r, r0, OpTags{NF_ + k, 1, -1, r0.begin, r0.end, it}, {});
+    OpId last = kNoOp;
+    for (std::int32_t m = 0; m < M_; ++m) {
+      RangeCost rc = cost(rg, m);
+      OpTags t{NF_ + k, 1, it * M_ + m, rc.begin, rc.end, it};
+      // Recompute from the checkpoint (freed with the backward), then the backward of the stage.
+      OpId re = op_.compute(r, OpKind::kRecompute, t, rc.checkpoint_recompute, rc.gemm, rc.kernels,
+                            rc.profiled ? rc.checkpoint_recompute_ns : -1, {up},
+                            rc.working_bytes + (m == 0 ? r0.grad_bytes() : 0));
+      pending_.push_back({re, InputKind::kCheckpoint, k, m});
+      if (k > 0) pending_.push_back({re, InputKind::kBackwardGradient, k, m});
+      last = op_.compute(r, OpKind::kBackward, t, rc.bwd, rc.gemm, 2 * rc.kernels,
+                         rc.profiled ? rc.bwd_ns : -1, {re}, 0, rc.working_bytes + rc.input_bytes);
+      bwd_out_[static_cast<std::size_t>(k * M_ + m)] = last;
+    }
+    OpId down = op_.download_gradients(r, r0, OpTags{NF_ + k, 1, -1, r0.begin, r0.end, it}, last);
+    // Asynchronous per-stage optimizer: runs on the host while this GPU goes on with its next stages.
+    adam_[static_cast<std::size_t>(k)] = op_.cpu_adam(
+        op_.cpu_stream(0, r), OpTags{NF_ + k, 1, -1, r0.begin, r0.end, it}, r0.trainable, threads_, {down});
+  }
+}
+
+void SpipeBuilder::wire_inputs() {
+  for (const PendingInput& p : pending_) {
+    const std::int32_t g = op_.gpu_of_op(p.consumer);
+    const Op& consumer = op_.plan().ops[static_cast<std::size_t>(p.consumer)];
+    OpTags t = consumer.tags;
+    OpId produced = kNoOp;
+    std::int32_t from = 0;
+    std::int64_t bytes = 0;
+    std::vector<OpId> deps;
+    switch (p.kind) {
+      case InputKind::kForwardActivation:
+        produced = fwd_out_[static_cast<std::size_t>((p.chunk - 1) * M_ + p.m)];
+        from = (p.chunk - 1) % P_;
         bytes = cost(fwd_range(p.chunk - 1), p.m).output_bytes;
-      } else if (p.kind == 1) {
-        produced = bwd_out[static_cast<std::size_t>((p.chunk - 1) * M + p.m)];
-        from = (p.chunk - 1) % P;
+        break;
+      case InputKind::kBackwardGradient:
+        produced = bwd_out_[static_cast<std::size_t>((p.chunk - 1) * M_ + p.m)];
+        from = (p.chunk - 1) % P_;
         bytes = cost(bwd_range(p.chunk), p.m).output_bytes;
-      } else {
+        break;
+      case InputKind::kCheckpoint: {
         auto rg = bwd_range(p.chunk);
         std::int32_t fc = producer_of(rg.first);
         if (fc < 0) continue;
-        produced = fwd_out[static_cast<std::size_t>(fc * M + p.m)];
-        from = fc % P;
+        produced = fwd_out_[static_cast<std::size_t>(fc * M_ + p.m)];
+        from = fc % P_;
         bytes = cost(rg, p.m).input_bytes;
         // Synchronous checkpoint communication starts only when the receiving GPU reaches this backward
         // stage.
-        if (sync_checkpoints && p.m == 0)
-          deps.push_back(op.plan().ops[static_cast<std::size_t>(p.consumer)].deps.empty()
-                             ? kNoOp
-                             : op.plan().ops[static_cast<std::size_t>(p.consumer)].deps.front());
+        if (sync_checkpoints_ && p.m == 0)
+          deps.push_back(consumer.deps.empty() ? kNoOp : consumer.deps.front());
+        break;
       }
-      if (from == g) {
-        // A checkpoint that stays on its GPU is held from the forward that produced it.
-        if (p.kind == 2) op.plan().ops[static_cast<std::size_t>(produced)].alloc_bytes += bytes;
-        op.add_dep(p.consumer, produced);
-        continue;
-      }
-      deps.push_back(produced);
-      // The receiver holds checkpoints from arrival until the backward that uses them.
-      OpId recv = op.transfer(op.stream(g, OffloadPlan::kRecv), OpKind::kP2P, t, op.gpu(from), op.gpu(g),
-                              bytes, deps, 0, p.kind == 2 ? bytes : 0);
-      op.add_dep(p.consumer, recv);
     }
-    prev_adam = adam;
-    prev_rollback = kNoOp;
-    if (overflows(it, overflow_prob)) {
-      // Bypass and rollback: flags are all-reduced at the end; already-updated stages are rolled back by an
-      // inverse Adam step over every stage.
-      prev_rollback = op.cpu_adam(op.cpu_stream(0, P), OpTags{-1, -1, -1, -1, -1, it}, all_trainable,
-                                  in.hw.host.cores, adam);
+    const bool checkpoint = p.kind == InputKind::kCheckpoint;
+    if (from == g) {
+      // A checkpoint that stays on its GPU is held from the forward that produced it.
+      if (checkpoint) op_.plan().ops[static_cast<std::size_t>(produced)].alloc_bytes += bytes;
+      op_.add_dep(p.consumer, produced);
+      continue;
     }
+    deps.push_back(produced);
+    // The receiver holds checkpoints from arrival until the backward that uses them.
+    OpId recv = op_.transfer(op_.stream(g, OffloadPlan::kRecv), OpKind::kP2P, t, op_.gpu(from), op_.gpu(g),
+                             bytes, deps, 0, checkpoint ? bytes : 0);
+    op_.add_dep(p.consumer, recv);
   }
-  std::vector<std::int32_t> part;
-  for (std::int32_t c = 0; c < NB; ++c) part.push_back(L / NB + (c < L % NB ? 1 : 0));
-  return op.finish(
-      part, fmt::format("F={} forward and B={} backward stages per GPU{}{}", F, B,
-                        sync_checkpoints ? ", synchronous checkpoints" : "",
-                        overflow_prob > 0 ? fmt::format(", overflow probability {}", overflow_prob) : ""));
+  pending_.clear();
+}
+
+void SpipeBuilder::end_iteration(std::int32_t it) {
+  prev_adam_ = adam_;
+  prev_rollback_ = kNoOp;
+  if (overflows(it, overflow_prob_)) {
+    // Bypass and rollback: flags are all-reduced at the end; already-updated stages are rolled back by an
+    // inverse Adam step over every stage.
+    prev_rollback_ = op_.cpu_adam(op_.cpu_stream(0, P_), OpTags{-1, -1, -1, -1, -1, it}, all_trainable_,
+                                  in_.hw.host.cores, adam_);
+  }
+}
+
+Plan SpipeBuilder::build() {
+  for (std::int32_t it = 0; it < in_.iterations; ++it) {
+    fwd_out_.assign(static_cast<std::size_t>(NF_ * M_), kNoOp);
+    bwd_out_.assign(static_cast<std::size_t>(NB_ * M_), kNoOp);
+    adam_.assign(static_cast<std::size_t>(NB_), kNoOp);
+    // Ops are created per rank in that rank's order; cross-rank inputs are wired afterwards.
+    for (std::int32_t r = 0; r < P_; ++r) {
+      emit_forward_stages(r, it);
+      emit_backward_stages(r, it);
+    }
+    wire_inputs();
+    end_iteration(it);
+  }
+  std::vector<std::int32_t> part = balanced_partition(L_, NB_);
+  return op_.finish(
+      part, fmt::format("F={} forward and B={} backward stages per GPU{}{}", F_, B_,
+                        sync_checkpoints_ ? ", synchronous checkpoints" : "",
+                        overflow_prob_ > 0 ? fmt::format(", overflow probability {}", overflow_prob_) : ""));
+}
+
+Plan build_spipe(const ScheduleInput& in) {
+  return SpipeBuilder(in).build();
 }
 
 std::string check(const ScheduleShape& s) {
