@@ -94,7 +94,7 @@ TEST(CpuAdam, MatchesTheAdamWFormulaInDoublePrecision) {
 }
 
 TEST(CpuAdam, BytesPerParam) {
-  EXPECT_EQ(adam_bytes_per_param(GradType::kBf16, true), 28);  // REFERENCE.md: ~28 B/param moved
+  EXPECT_EQ(adam_bytes_per_param(GradType::kBf16, true), 28);  // fp32 master, m, v read and written, bf16 gradient read: ~28 B/param moved
   EXPECT_EQ(adam_bytes_per_param(GradType::kFp32, false), 28);
   EXPECT_EQ(adam_bytes_per_param(GradType::kFp16, false), 26);
   EXPECT_THROW(adam_step(AdamConfig{}, AdamBuffers{}, Isa::kScalar, 0), std::invalid_argument);

@@ -332,7 +332,8 @@ class BadInput(unittest.TestCase):
         self.expect_error(["simulate", "--schedule", "spipe", "--spipe-stages", "0,6"], "--spipe-stages")
         self.expect_error(["simulate", "--schedule", "spipe", "--pp", "4", "--microbatches", "2"],
                           "--microbatches: spipe needs at least pp = 4 microbatches")
-        self.expect_error(["simulate", "--schedule", "roundpipe", "--tp", "2"], "--tp/--dp: roundpipe runs one GPU pool")
+        self.expect_error(["simulate", "--schedule", "roundpipe", "--tp", "2"], "--tp: roundpipe runs one pipeline over the GPUs")
+        self.expect_error(["simulate", "--schedule", "spipe", "--dp", "2"], "--dp: spipe runs one pipeline over the GPUs")
         self.expect_error(["simulate", "--schedule", "roundpipe", "--partition", "4,4"], "roundpipe partitions automatically")
         self.expect_error(["simulate", "--overflow-prob", "2"], "--overflow-prob")
         self.expect_error(["simulate", "--lora-rank", "-1"], "--lora-rank")

@@ -136,7 +136,9 @@ class Builder {
 void Builder::validate_and_layout() {
   const auto& hw = in_.hw;
   auto bad = [](const std::string& flag, const std::string& msg) { throw InputError(flag, "", msg); };
-  if (in_.pp < 1 || in_.tp < 1 || in_.dp < 1) bad("--pp/--tp/--dp", "must all be >= 1");
+  if (in_.pp < 1) bad("--pp", "must be >= 1");
+  if (in_.tp < 1) bad("--tp", "must be >= 1");
+  if (in_.dp < 1) bad("--dp", "must be >= 1");
   if (in_.tp > hw.node.gpus || hw.node.gpus % in_.tp != 0)
     bad("--tp", fmt::format("tp {} must divide the {} GPUs of a node (TP stays inside a node)", in_.tp,
                             hw.node.gpus));

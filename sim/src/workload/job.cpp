@@ -29,7 +29,9 @@ Batch derive_batch(const JobOptions& j, std::int64_t default_microbatches) {
   const std::int64_t replicas = static_cast<std::int64_t>(j.dp) * j.accum_steps;
   std::int64_t G = j.global_batch, M = j.microbatches;
   double b = j.microbatch_size;
-  if (G < 0 || M < 0 || b < 0) bad("--global-batch/--microbatches/--microbatch-size", "must be positive");
+  if (G < 0) bad("--global-batch", "must be positive");
+  if (M < 0) bad("--microbatches", "must be positive");
+  if (!(b >= 0) || !std::isfinite(b)) bad("--microbatch-size", "must be positive");
   if (b > 0 && std::floor(b) != b && !(G > 0 && M > 0))
     bad("--microbatch-size",
         "a fractional size is only derived from --global-batch and --microbatches; give an integer");
@@ -114,7 +116,8 @@ ScheduleInput make_schedule_input(const JobOptions& j, const ScheduleDescriptor&
   ScheduleInput in;
   in.hw = load_hardware_profile(j.hw);
   if (j.nodes < 0) bad("--nodes", "must be >= 1");
-  if (j.tp < 1 || j.dp < 1) bad("--tp/--dp", "must be >= 1");
+  if (j.tp < 1) bad("--tp", "must be >= 1");
+  if (j.dp < 1) bad("--dp", "must be >= 1");
   if (j.accum_steps < 1) bad("--accum-steps", "must be >= 1");
   if (j.tp > in.hw.node.gpus || in.hw.node.gpus % j.tp != 0)
     bad("--tp", fmt::format("tp {} must divide the {} GPUs of a node (TP stays inside a node)", j.tp,

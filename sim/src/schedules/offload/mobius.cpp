@@ -34,8 +34,6 @@ std::vector<std::int32_t> stage_gpu_order(const ScheduleInput& in) {
 
 Plan build_mobius(const ScheduleInput& in) {
   const std::int32_t P = in.pp, v = in.virtual_stages, S = P * v;
-  if (in.tp != 1 || in.dp != 1)
-    throw InputError("--tp/--dp", "", "mobius runs one pipeline over the GPUs; valid: --tp 1 --dp 1");
   const auto& layers = in.costs.front();
   const BlockSpan blocks = block_span(layers);
   std::vector<std::int32_t> part = in.partition.empty() ? balanced_partition(blocks.count, S) : in.partition;

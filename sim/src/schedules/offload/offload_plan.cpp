@@ -11,11 +11,15 @@ namespace pipesim::sim::detail {
 
 OffloadPlan::OffloadPlan(const ScheduleInput& in, const std::string& schedule, std::int32_t gpus)
     : in_(in), gpus_(gpus) {
+  if (in.tp != 1 || in.dp != 1)
+    throw InputError(in.tp != 1 ? "--tp" : "--dp", "",
+                     fmt::format("{} runs one pipeline over the GPUs; valid: --tp 1 --dp 1", schedule));
+  if (in.iterations < 1 || in.iterations > 10000) throw InputError("--iterations", "", "valid: 1 .. 10000");
   // About four ops per layer and microbatch: refuse plans that would not fit in memory rather than thrash.
   constexpr std::int64_t kMaxOps = std::int64_t{1} << 26;
   const std::int64_t estimate = std::int64_t{in.microbatches} * in.iterations * in.accum_steps *
                                 static_cast<std::int64_t>(in.costs.front().size()) * 4;
-  if (estimate > kMaxOps || in.iterations < 1 || in.iterations > 10000)
+  if (estimate > kMaxOps)
     throw InputError(
         "--microbatches", "",
         fmt::format("about {} ops to simulate; valid: at most {} (fewer microbatches or iterations)",

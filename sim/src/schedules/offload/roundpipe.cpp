@@ -82,8 +82,6 @@ RoundPipeBuilder::RoundPipeBuilder(const ScheduleInput& in) : in_(in), op_(in, "
   G_ = in.pp;
   M_ = in.microbatches;
   sync_optimizer_ = in.parameters.flag("sync_optimizer");
-  if (in.tp != 1 || in.dp != 1)
-    throw InputError("--tp/--dp", "", "roundpipe runs one GPU pool; valid: --tp 1 --dp 1");
   if (!in.partition.empty())
     throw InputError("--partition", "", "roundpipe partitions automatically (its own algorithm)");
   const auto& layers = in.costs.front();

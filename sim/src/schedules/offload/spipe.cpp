@@ -81,8 +81,6 @@ SpipeBuilder::SpipeBuilder(const ScheduleInput& in) : in_(in), op_(in, "spipe", 
   B_ = static_cast<std::int32_t>(stages[1]);
   sync_checkpoints_ = in.parameters.flag("sync_checkpoints");
   overflow_prob_ = in.parameters.real("overflow_prob");
-  if (in.tp != 1 || in.dp != 1)
-    throw InputError("--tp/--dp", "", "spipe runs one ring over the GPUs; valid: --tp 1 --dp 1");
   if (in.microbatches < P_)
     throw InputError("--microbatches", "",
                      fmt::format("spipe needs at least pp = {} microbatches (paper: M = 2P)", P_));

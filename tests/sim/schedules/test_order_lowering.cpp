@@ -1,0 +1,127 @@
+// The shared lowering of order-based schedules: exact op counts of a hybrid pp x tp x dp job, dependencies
+// of the DP buckets and the optimizer, resident memory, and when replicas must be simulated explicitly.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "pipesim/sim/job.hpp"
+#include "test_helpers.hpp"
+
+namespace pipesim::sim {
+namespace {
+
+Plan hybrid_plan(const std::string& recompute, bool explicit_replicas = false) {
+  JobOptions j;
+  j.model = "llama2-7b";
+  j.hw = "h100-sxm-8x";
+  j.pp = 2;
+  j.tp = 2;
+  j.dp = 2;
+  j.microbatches = 4;
+  j.seq = 1024;
+  j.recompute = recompute;
+  j.explicit_replicas = explicit_replicas;
+  const auto& s = find_schedule("1f1b");
+  return build_plan(s, make_schedule_input(j, s));
+}
+
+std::map<OpKind, std::int64_t> count_on(const Plan& plan, StreamKind stream) {
+  std::map<OpKind, std::int64_t> n;
+  for (const Op& op : plan.ops)
+    if (plan.streams[static_cast<std::size_t>(op.stream)].kind == stream) ++n[op.kind];
+  return n;
+}
+
+TEST(OrderLowering, HybridJobOpCounts) {
+  const std::int64_t pp = 2, m = 4;
+  Plan plan = hybrid_plan("none");
+  EXPECT_EQ(plan.meta.simulated_gpus, 2);  // symmetric: one tp x dp replica stands for the others
+  auto compute = count_on(plan, StreamKind::kCompute);
+  EXPECT_EQ(compute[OpKind::kForward], pp * m);
+  EXPECT_EQ(compute[OpKind::kAllReduce], 2 * pp * m);  // one TP collective per forward and per backward
+  EXPECT_EQ(compute[OpKind::kOptimizer], pp);
+  EXPECT_EQ(compute[OpKind::kRecompute], 0);
+  EXPECT_EQ(count_on(plan, StreamKind::kP2PSend)[OpKind::kP2P], 2 * (pp - 1) * m);
+  // Full recompute re-runs the forward's TP collective as well.
+  auto full = count_on(hybrid_plan("full"), StreamKind::kCompute);
+  EXPECT_EQ(full[OpKind::kRecompute], pp * m);
+  EXPECT_EQ(full[OpKind::kAllReduce], 3 * pp * m);
+  // Explicit replicas instantiate every GPU: pp x tp x dp compute streams, the same ops each.
+  Plan all = hybrid_plan("none", true);
+  EXPECT_EQ(all.meta.simulated_gpus, 8);
+  EXPECT_EQ(count_on(all, StreamKind::kCompute)[OpKind::kForward], 4 * pp * m);
+}
+
+TEST(OrderLowering, DpBucketsFollowTheLastBackwardAndGateTheOptimizer) {
+  Plan plan = hybrid_plan("none");
+  std::map<StreamId, std::vector<OpId>> buckets;  // per collective stream
+  for (std::size_t i = 0; i < plan.ops.size(); ++i) {
+    const Op& op = plan.ops[i];
+    if (plan.streams[static_cast<std::size_t>(op.stream)].kind != StreamKind::kCollective) continue;
+    ASSERT_EQ(op.kind, OpKind::kAllReduce);
+    ASSERT_EQ(op.deps.size(), 1u);
+    EXPECT_EQ(plan.ops[static_cast<std::size_t>(op.deps[0])].kind, OpKind::kBackward);
+    EXPECT_EQ(plan.ops[static_cast<std::size_t>(op.deps[0])].tags.microbatch, 3);  // the last microbatch
+    buckets[op.stream].push_back(static_cast<OpId>(i));
+  }
+  EXPECT_EQ(buckets.size(), 2u);  // one per pipeline stage
+  for (const Op& op : plan.ops)
+    if (op.kind == OpKind::kOptimizer) {
+      const StreamId coll = [&] {
+        for (const auto& [s, ids] : buckets)
+          if (plan.streams[static_cast<std::size_t>(s)].device ==
+              plan.streams[static_cast<std::size_t>(op.stream)].device)
+            return s;
+        return StreamId{-1};
+      }();
+      ASSERT_NE(coll, -1);
+      EXPECT_EQ(op.deps, buckets[coll]);  // the optimizer waits for every bucket of its GPU
+    }
+}
+
+TEST(OrderLowering, ResidentMemoryIsTheStagesParameterBytes) {
+  JobOptions j;
+  j.model = "llama2-7b";
+  j.hw = "h100-sxm-8x";
+  j.pp = 2;
+  j.microbatches = 4;
+  const auto& s = find_schedule("1f1b");
+  ScheduleInput in = make_schedule_input(j, s);
+  Plan plan = build_plan(s, in);
+  // Balanced split of 32 blocks: stage 0 holds the embedding and blocks 0-15, stage 1 blocks 16-31 and the
+  // head.
+  const auto& layers = in.costs.front();
+  std::int64_t stage0 = 0, stage1 = 0;
+  for (std::size_t l = 0; l < layers.size(); ++l) (l <= 16 ? stage0 : stage1) += layers[l].param_bytes;
+  EXPECT_EQ(plan.devices[0].resident_bytes, stage0);
+  EXPECT_EQ(plan.devices[1].resident_bytes, stage1);
+  // Offloaded optimizer: 2 + 2 bytes per parameter stay on the GPU, 16 go to the host.
+  j.optimizer_offload = true;
+  Plan off = build_plan(s, make_schedule_input(j, s));
+  std::int64_t params0 = 0;
+  for (std::size_t l = 0; l <= 16; ++l) params0 += layers[l].params;
+  EXPECT_EQ(off.devices[0].resident_bytes, 4 * params0);
+  std::int64_t host = 0;
+  for (const auto& d : off.devices)
+    if (d.kind == DeviceKind::kHost) host += d.resident_bytes;
+  std::int64_t all = 0;
+  for (const auto& l : layers) all += l.params;
+  EXPECT_EQ(host, 16 * all);
+}
+
+TEST(OrderLowering, ReplicasSharingPcieUplinksAreSimulatedExplicitly) {
+  JobOptions j;
+  j.model = "llama3-8b";
+  j.hw = "rtx4090-8x";  // no NVLink, two GPUs per PCIe switch
+  j.pp = 4;
+  j.tp = 2;
+  j.microbatches = 8;
+  const auto& s = find_schedule("1f1b");
+  Plan plan = build_plan(s, make_schedule_input(j, s));
+  EXPECT_EQ(plan.meta.replicas, "explicit");
+  EXPECT_NE(plan.meta.note.find("share PCIe switch uplinks"), std::string::npos) << plan.meta.note;
+  EXPECT_EQ(plan.meta.simulated_gpus, 8);
+}
+
+}  // namespace
+}  // namespace pipesim::sim
