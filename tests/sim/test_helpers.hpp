@@ -6,6 +6,7 @@
 #include "pipesim/sim/engine.hpp"
 #include "pipesim/sim/error.hpp"
 #include "pipesim/sim/hardware.hpp"
+#include "pipesim/sim/job.hpp"
 #include "pipesim/sim/metrics.hpp"
 #include "pipesim/sim/plan_builder.hpp"
 #include "pipesim/sim/schedule.hpp"
@@ -55,6 +56,25 @@ inline RunResult simulate(const std::string& schedule, const ScheduleInput& in) 
   Timeline tl = Engine{}.run(plan);
   Metrics m = compute_metrics(plan, tl);
   return {std::move(plan), std::move(tl), std::move(m)};
+}
+
+/// A job as the CLI would describe it: a model on a profile, laid out pp x tp x dp with M microbatches.
+inline JobOptions job(const std::string& model, const std::string& hw, int pp, int tp, int dp,
+                      std::int64_t microbatches) {
+  JobOptions j;
+  j.model = model;
+  j.hw = hw;
+  j.pp = pp;
+  j.tp = tp;
+  j.dp = dp;
+  j.microbatches = microbatches;
+  return j;
+}
+
+/// The plan `simulate --schedule NAME` would run for the job.
+inline Plan plan_of(const std::string& schedule, const JobOptions& j) {
+  const auto& s = find_schedule(schedule);
+  return build_plan(s, make_schedule_input(j, s));
 }
 
 /// The message of the InputError `f` throws, or "no error".

@@ -57,14 +57,13 @@ class Builder {
   BlockSpan checked_block_span() const;
   void layout_chunks(const BlockSpan& span);
   void size_plan();
-  OpId add_op(StreamId stream, OpKind kind, OpTags tags, Payload payload, Duration fixed) {
-    Op op;
+  OpId add_op(StreamId stream, OpKind kind, const OpTags& tags, Payload payload, Duration fixed) {
+    Op& op = plan_.ops.emplace_back();
     op.stream = stream;
     op.kind = kind;
     op.tags = tags;
-    op.payload = payload;
+    op.payload = std::move(payload);
     op.fixed_duration = fixed;
-    plan_.ops.push_back(std::move(op));
     return static_cast<OpId>(plan_.ops.size() - 1);
   }
   DeviceId device_of_rank(std::int32_t rank);
@@ -234,6 +233,7 @@ void Builder::size_plan() {
             "about {} ops to simulate; valid: at most {} (use fewer microbatches or accumulation steps{})",
             estimate, kMaxOps, explicit_ ? ", or --replicas symmetric" : ""));
   total_mb_ = static_cast<std::int32_t>(rounds);
+  plan_.ops.reserve(static_cast<std::size_t>(estimate));
   for (std::int32_t k = 1; k < in_.dp; ++k) {
     if (global_rank(k, 0, 0) / in_.hw.node.gpus != 0) {
       dp_ring_offset_ = k;

@@ -8,20 +8,16 @@
 #include "pipesim/sim/error.hpp"
 #include "pipesim/sim/job.hpp"
 #include "pipesim/sim/plan_check.hpp"
+#include "test_helpers.hpp"
 
 namespace pipesim::sim {
 namespace {
 
 /// Llama-2-7B over 4 H100 stages, 1F1B: p2p over NVLink between the stages.
 Plan pipeline_plan() {
-  JobOptions j;
-  j.model = "llama2-7b";
-  j.hw = "h100-sxm-8x";
-  j.pp = 4;
-  j.microbatches = 8;
+  JobOptions j = testing::job("llama2-7b", "h100-sxm-8x", 4, 1, 1, 8);
   j.seq = 1024;
-  const auto& s = find_schedule("1f1b");
-  return build_plan(s, make_schedule_input(j, s));
+  return testing::plan_of("1f1b", j);
 }
 
 TEST(PlanCheck, CycleThroughStreamOrderIsNamed) {

@@ -9,17 +9,10 @@ namespace pipesim::sim {
 namespace {
 
 Plan model_plan(const std::string& schedule) {
-  JobOptions j;
-  j.model = "llama2-7b";
-  j.hw = "h100-sxm-8x";
-  j.pp = 4;
-  j.tp = 2;
-  j.dp = 2;
-  j.microbatches = 8;
+  JobOptions j = testing::job("llama2-7b", "h100-sxm-8x", 4, 2, 2, 8);
   j.seq = 1024;
   j.recompute = "selective";
-  const auto& s = find_schedule(schedule);
-  return build_plan(s, make_schedule_input(j, s));
+  return testing::plan_of(schedule, j);
 }
 
 TEST(PlanJson, RoundTripIsLossless) {

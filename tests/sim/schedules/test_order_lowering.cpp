@@ -11,18 +11,11 @@ namespace pipesim::sim {
 namespace {
 
 Plan hybrid_plan(const std::string& recompute, bool explicit_replicas = false) {
-  JobOptions j;
-  j.model = "llama2-7b";
-  j.hw = "h100-sxm-8x";
-  j.pp = 2;
-  j.tp = 2;
-  j.dp = 2;
-  j.microbatches = 4;
+  JobOptions j = testing::job("llama2-7b", "h100-sxm-8x", 2, 2, 2, 4);
   j.seq = 1024;
   j.recompute = recompute;
   j.explicit_replicas = explicit_replicas;
-  const auto& s = find_schedule("1f1b");
-  return build_plan(s, make_schedule_input(j, s));
+  return testing::plan_of("1f1b", j);
 }
 
 std::map<OpKind, std::int64_t> count_on(const Plan& plan, StreamKind stream) {
@@ -80,11 +73,7 @@ TEST(OrderLowering, DpBucketsFollowTheLastBackwardAndGateTheOptimizer) {
 }
 
 TEST(OrderLowering, ResidentMemoryIsTheStagesParameterBytes) {
-  JobOptions j;
-  j.model = "llama2-7b";
-  j.hw = "h100-sxm-8x";
-  j.pp = 2;
-  j.microbatches = 4;
+  JobOptions j = testing::job("llama2-7b", "h100-sxm-8x", 2, 1, 1, 4);
   const auto& s = find_schedule("1f1b");
   ScheduleInput in = make_schedule_input(j, s);
   Plan plan = build_plan(s, in);
@@ -110,14 +99,8 @@ TEST(OrderLowering, ResidentMemoryIsTheStagesParameterBytes) {
 }
 
 TEST(OrderLowering, ReplicasSharingPcieUplinksAreSimulatedExplicitly) {
-  JobOptions j;
-  j.model = "llama3-8b";
-  j.hw = "rtx4090-8x";  // no NVLink, two GPUs per PCIe switch
-  j.pp = 4;
-  j.tp = 2;
-  j.microbatches = 8;
-  const auto& s = find_schedule("1f1b");
-  Plan plan = build_plan(s, make_schedule_input(j, s));
+  // rtx4090-8x: no NVLink, two GPUs per PCIe switch.
+  Plan plan = testing::plan_of("1f1b", testing::job("llama3-8b", "rtx4090-8x", 4, 2, 1, 8));
   EXPECT_EQ(plan.meta.replicas, "explicit");
   EXPECT_NE(plan.meta.note.find("share PCIe switch uplinks"), std::string::npos) << plan.meta.note;
   EXPECT_EQ(plan.meta.simulated_gpus, 8);

@@ -194,12 +194,7 @@ TEST(Job, OptimizerOffloadMovesStateToTheHostAndRunsCpuAdam) {
 }
 
 TEST(Job, IterationsRepeatTheStepAndReportItsSteadyState) {
-  JobOptions j;
-  j.model = "llama2-7b";
-  j.hw = "h100-sxm-8x";
-  j.pp = 4;
-  j.tp = 2;
-  j.microbatches = 8;
+  JobOptions j = testing::job("llama2-7b", "h100-sxm-8x", 4, 2, 1, 8);
   auto one = testing::simulate("1f1b", resolve(j));
   j.iterations = 3;
   auto three = testing::simulate("1f1b", resolve(j));
@@ -212,13 +207,7 @@ TEST(Job, IterationsRepeatTheStepAndReportItsSteadyState) {
 }
 
 TEST(Job, OffloadWithReplicasOnOneNodeIsSimulatedExplicitly) {
-  JobOptions j;
-  j.model = "llama2-7b";
-  j.hw = "h100-sxm-8x";
-  j.pp = 2;
-  j.tp = 2;
-  j.dp = 2;
-  j.microbatches = 4;
+  JobOptions j = testing::job("llama2-7b", "h100-sxm-8x", 2, 2, 2, 4);
   j.optimizer_offload = true;
   auto r = testing::simulate("1f1b", resolve(j));
   EXPECT_EQ(r.plan.meta.replicas, "explicit");  // replicas share the node's CPU cores and memory
