@@ -51,6 +51,20 @@ int list_models() {
   return 0;
 }
 
+/// How the training framework runs the model: what its kernels move and when its DP gradients sync.
+void add_kernel_options(CLI::App* sim, pipesim::sim::JobOptions& j) {
+  sim->add_option("--attention", j.attention, "attention kernel: unfused (scores in HBM) or flash")
+      ->check(CLI::IsMember({"unfused", "flash"}))
+      ->capture_default_str();
+  sim->add_flag("!--no-sequence-parallel", j.sequence_parallel,
+                "norms, dropout and residual adds on the whole sequence on every TP rank");
+  sim->add_flag("--dropout", j.dropout, "dropout on attention probabilities and residual branches");
+  sim->add_option("--grad-sync", j.grad_sync,
+                  "DP gradient all-reduce: overlap (buckets during the backward) or after-backward")
+      ->check(CLI::IsMember({"overlap", "after-backward"}))
+      ->capture_default_str();
+}
+
 void add_job_options(CLI::App* sim, pipesim::sim::JobOptions& j) {
   sim->add_option("--model", j.model, "model preset name or HuggingFace config.json")->capture_default_str();
   sim->add_option("--workload", j.workload, "profiled per-layer times (JSON) instead of --model");
@@ -81,6 +95,7 @@ void add_job_options(CLI::App* sim, pipesim::sim::JobOptions& j) {
   sim->add_flag(
       "--optimizer-offload", j.optimizer_offload,
       "ZeRO-Offload style: gradients to host memory, CPU Adam, weights back (uses the profile's Adam curve)");
+  add_kernel_options(sim, j);
   sim->add_option("--lora-rank", j.lora_rank,
                   "LoRA fine-tuning with adapters of this rank (0: full fine-tuning)")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{65536}));
@@ -203,6 +218,7 @@ void add_plan(CLI::App& app, Commands& c) {
   plan->add_option("--lora-rank", ps.base.lora_rank, "LoRA fine-tuning rank (0: full fine-tuning)")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{65536}));
   plan->add_option("--dtype", ps.base.dtype, "math dtype: bf16|fp16|fp32");
+  add_kernel_options(plan, ps.base);
   plan->add_option("--out", pl.out, "write the winner as an executable pipesim-plan JSON");
   plan->add_option("--format", pl.format, "table or json")
       ->check(CLI::IsMember({"table", "json"}))

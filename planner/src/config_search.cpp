@@ -216,7 +216,8 @@ SearchResult search(const SearchOptions& o, std::ostream* progress) {
   std::vector<Candidate> queue = enumerate(o, hw, result);
   const unsigned threads =
       o.threads > 0 ? static_cast<unsigned>(o.threads) : std::max(1u, std::thread::hardware_concurrency());
-  const std::size_t batch = std::max<std::size_t>(threads * 2, 4);
+  // A fixed batch size: where the search stops (and so its result) must not depend on the thread count.
+  constexpr std::size_t batch = 8;
   std::vector<Candidate> done;
   const auto t0 = std::chrono::steady_clock::now();
   bool bar = false;
@@ -227,8 +228,9 @@ SearchResult search(const SearchOptions& o, std::ostream* progress) {
     if (static_cast<std::int32_t>(done.size()) >= o.top) {
       std::vector<const Candidate*> ranked;
       for (const auto& c : done) ranked.push_back(&c);
-      std::nth_element(ranked.begin(), ranked.begin() + (o.top - 1), ranked.end(),
-                       [&](const Candidate* a, const Candidate* b) { return a->ranks_before(*b, o.objective); });
+      std::nth_element(
+          ranked.begin(), ranked.begin() + (o.top - 1), ranked.end(),
+          [&](const Candidate* a, const Candidate* b) { return a->ranks_before(*b, o.objective); });
       const Candidate& kth = *ranked[static_cast<std::size_t>(o.top - 1)];
       const Candidate& c = queue[next];
       bool cut = false;
@@ -236,9 +238,11 @@ SearchResult search(const SearchOptions& o, std::ostream* progress) {
         const double gpus = static_cast<double>(c.job.pp) * c.job.tp * c.job.dp;
         const double tokens = static_cast<double>(c.job.microbatches) * c.job.microbatch_size * c.job.dp *
                               static_cast<double>(o.base.seq > 0 ? o.base.seq : 2048);
-        cut = gpus * usd * sim::to_seconds(c.lower_bound_ns) / 3600.0 / tokens * 1e6 >= kth.usd_per_million_tokens;
+        cut = gpus * usd * sim::to_seconds(c.lower_bound_ns) / 3600.0 / tokens * 1e6 >=
+              kth.usd_per_million_tokens;
       } else {
-        cut = compare_steps(c.lower_bound_ns, 1, kth.metrics.step_span_ns, kth.metrics.step_span_iterations) >= 0;
+        cut = compare_steps(c.lower_bound_ns, 1, kth.metrics.step_span_ns,
+                            kth.metrics.step_span_iterations) >= 0;
       }
       if (cut) {
         result.pruned_bound = static_cast<std::int64_t>(queue.size() - next);

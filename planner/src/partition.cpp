@@ -171,7 +171,8 @@ PartitionProblem make_partition_problem(const sim::ScheduleInput& in, const sim:
           hw.compute_ns(l.fwd_flops / t, l.gemm_gflop, l.kernels, in.dtype) +
           hw.compute_ns((l.bwd_input_flops + l.bwd_weight_flops) / t, l.gemm_gflop, 2 * l.kernels, in.dtype) +
           (l.recompute_flops > 0 ? hw.compute_ns(l.recompute_flops / t, l.gemm_gflop, l.kernels, in.dtype)
-                                 : 0);
+                                 : 0) +
+          hw.memory_ns(l.fwd_mem_bytes + l.bwd_mem_bytes + l.recompute_mem_bytes);
       // TP collectives: forward and backward each move the layer's bus bytes.
       ns += sim::duration_for_work(2.0 * static_cast<double>(l.tp_bus_bytes), tp_GBps * 1e9);
     }

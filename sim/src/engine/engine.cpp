@@ -276,11 +276,11 @@ Duration Run::compute_duration(const Op& op, DeviceId device) const {
   if (op.fixed_duration >= 0) return op.fixed_duration;
   const auto& hw = plan_.hw;
   if (const auto* c = std::get_if<ComputeWork>(&op.payload))
-    return hw.compute_ns(c->flops, c->gemm_gflop, c->kernels, plan_.meta.dtype);
+    return hw.compute_ns(c->flops, c->gemm_gflop, c->kernels, plan_.meta.dtype) + hw.memory_ns(c->mem_bytes);
   if (const auto* m = std::get_if<MemoryWork>(&op.payload)) {
-    bool gpu = plan_.devices[static_cast<std::size_t>(device)].kind == DeviceKind::kGpu;
-    return duration_for_work(static_cast<double>(m->bytes),
-                             (gpu ? hw.gpu.hbm_GBps : hw.host.dram_GBps) * 1e9);
+    if (plan_.devices[static_cast<std::size_t>(device)].kind == DeviceKind::kGpu)
+      return hw.memory_ns(m->bytes);
+    return duration_for_work(static_cast<double>(m->bytes), hw.host.dram_GBps * 1e9);
   }
   if (const auto* w = std::get_if<CpuWork>(&op.payload))
     return duration_for_work(static_cast<double>(w->params), hw.adam_params_per_s(w->threads));

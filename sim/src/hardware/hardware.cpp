@@ -45,8 +45,11 @@ int HardwareProfile::nvlink_group(int gpu_index) const {
 std::int64_t HardwareProfile::compute_ns(double flops, double gemm_gflop, std::int32_t kernels,
                                          const std::string& dtype) const {
   const double eff = interpolate_log_x(gpu.gemm_efficiency, std::max(gemm_gflop, 1e-12));
-  return duration_for_work(flops, peak_flops(dtype) * std::max(eff, 1e-6)) +
-         gpu.launch_overhead * kernels;
+  return duration_for_work(flops, peak_flops(dtype) * std::max(eff, 1e-6)) + gpu.launch_overhead * kernels;
+}
+
+std::int64_t HardwareProfile::memory_ns(std::int64_t bytes) const {
+  return duration_for_work(static_cast<double>(bytes), gpu.hbm_GBps * 1e9 * gpu.hbm_efficiency);
 }
 
 double HardwareProfile::adam_params_per_s(int threads) const {
@@ -131,10 +134,11 @@ HardwareProfile parse_hardware_profile(const std::string& text, const std::strin
       g.fail("peak_tflops", "needs at least one of bf16, fp16");
     hw.gpu.hbm_bytes = g.integer("hbm_bytes", 1, std::int64_t{1} << 50);
     hw.gpu.hbm_GBps = g.number("hbm_GBps", 1e-3, 1e6);
+    hw.gpu.hbm_efficiency = g.number_or("hbm_efficiency", 1.0, 0.01, 1.0);
     hw.gpu.launch_overhead = duration_from_us(g.number("launch_overhead_us", 0, 1e4));
     hw.gpu.gemm_efficiency = read_curve(g, "gemm_efficiency", "gemm_gflop", "efficiency", 1.0, true);
-    hw.gpu.sources = read_sources(
-        g, {"model", "peak_tflops", "hbm_bytes", "hbm_GBps", "launch_overhead_us", "gemm_efficiency"});
+    hw.gpu.sources = read_sources(g, {"model", "peak_tflops", "hbm_bytes", "hbm_GBps", "hbm_efficiency",
+                                      "launch_overhead_us", "gemm_efficiency"});
     g.finish();
   }
   {
@@ -242,6 +246,7 @@ std::string hardware_profile_to_json(const HardwareProfile& hw) {
             {"hbm_GBps", hw.gpu.hbm_GBps},
             {"launch_overhead_us", to_us(hw.gpu.launch_overhead)},
             {"gemm_efficiency", curve_json(hw.gpu.gemm_efficiency, "gemm_gflop", "efficiency")}};
+  if (hw.gpu.hbm_efficiency != 1.0) g["hbm_efficiency"] = hw.gpu.hbm_efficiency;
   write_sources(g, hw.gpu.sources);
   json p = {{"gen", hw.node.pcie.gen},
             {"lane_GBps", hw.node.pcie.lane_GBps},

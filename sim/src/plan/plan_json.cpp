@@ -116,9 +116,10 @@ std::string plan_to_json(const Plan& plan) {
     j["tags"] = {{"stage", t.stage},           {"virtual_stage", t.virtual_stage},
                  {"microbatch", t.microbatch}, {"layer_begin", t.layer_begin},
                  {"layer_end", t.layer_end},   {"iteration", t.iteration}};
-    if (const auto* c = std::get_if<ComputeWork>(&op.payload))
+    if (const auto* c = std::get_if<ComputeWork>(&op.payload)) {
       j["compute"] = {{"flops", c->flops}, {"gemm_gflop", c->gemm_gflop}, {"kernels", c->kernels}};
-    else if (const auto* x = std::get_if<TransferWork>(&op.payload)) {
+      if (c->mem_bytes) j["compute"]["mem_bytes"] = c->mem_bytes;
+    } else if (const auto* x = std::get_if<TransferWork>(&op.payload)) {
       j["transfer"] = {{"src", x->src},     {"dst", x->dst},
                        {"bytes", x->bytes}, {"latency_steps", x->latency_steps},
                        {"group", x->group}, {"group_size", x->group_size}};
@@ -194,7 +195,8 @@ Plan plan_from_json(const std::string& text, const std::string& file) {
     if (o.has("compute")) {
       JsonObject c = o.object("compute");
       op.payload = ComputeWork{c.number("flops", 0, 1e30), c.number("gemm_gflop", 0, 1e30),
-                               static_cast<std::int32_t>(c.integer("kernels", 0, kI32))};
+                               static_cast<std::int32_t>(c.integer("kernels", 0, kI32)),
+                               c.integer_or("mem_bytes", 0, 0, kI64)};
       c.finish();
       ++payloads;
     }

@@ -99,6 +99,10 @@ class Builder {
                                       const OpTags& tags);
   std::pair<OpId, OpId> emit_gradient_buckets(GpuRank& g, const Task& task, const RangeCost& cc,
                                               const OpTags& tags);
+  /// One DP gradient all-reduce of `params` after op `after`, on the collective stream.
+  void emit_dp_allreduce(GpuRank& g, const OpTags& tags, std::int32_t chunk, std::int32_t bucket,
+                         std::int64_t params, OpId after);
+  void emit_grad_sync_after_backward(GpuRank& g, std::int32_t iter);
   /// The optimizer step after the iteration's last gradients; returns the op that brings the updated weights
   /// back when the optimizer is offloaded.
   OpId emit_optimizer(const GpuRank& g, std::int32_t iter);
@@ -302,7 +306,8 @@ void Builder::emit_gpu(std::size_t replica, std::int32_t stage) {
     for (std::int32_t round = 0; round < in_.accum_steps; ++round) {
       for (std::size_t k = 0; k < order.size(); ++k) {
         const bool carries_dp =
-            in_.dp > 1 && round == in_.accum_steps - 1 &&  // the last flush of each iteration
+            in_.dp > 1 && in_.overlap_grad_sync &&
+            round == in_.accum_steps - 1 &&  // the last flush of each iteration
             static_cast<std::int64_t>(k) == last_grad_task[static_cast<std::size_t>(order[k].chunk)];
         emit_task(g, order[k], iter, round, carries_dp);
       }
@@ -319,6 +324,7 @@ void Builder::emit_gpu(std::size_t replica, std::int32_t stage) {
         last_compute_op_ = static_cast<OpId>(k);
         break;
       }
+    if (in_.dp > 1 && !in_.overlap_grad_sync) emit_grad_sync_after_backward(g, iter);
     previous_update = emit_optimizer(g, iter);
   }
 }
@@ -353,8 +359,8 @@ void Builder::emit_task(GpuRank& g, const Task& task, std::int32_t iter, std::in
   Slot& sl = slot(static_cast<std::int32_t>(g.replica), chunk, mb);
   auto fixed = [&](Duration ns) { return cc.profiled ? ns : Duration{-1}; };
   if (task.kind == TaskKind::kForward) {
-    OpId f =
-        add_op(compute, OpKind::kForward, tags, ComputeWork{cc.fwd, cc.gemm, cc.kernels}, fixed(cc.fwd_ns));
+    OpId f = add_op(compute, OpKind::kForward, tags, ComputeWork{cc.fwd, cc.gemm, cc.kernels, cc.fwd_mem},
+                    fixed(cc.fwd_ns));
     plan_.ops[static_cast<std::size_t>(f)].alloc_bytes = cc.stored;
     sl.fwd_first = sl.fwd_done = f;
     if (tp_comm && cc.tp_bus > 0)
@@ -364,8 +370,9 @@ void Builder::emit_task(GpuRank& g, const Task& task, std::int32_t iter, std::in
   OpId first = kNone;
   if (task.kind == TaskKind::kBackward || task.kind == TaskKind::kBackwardInput) {
     if (cc.recompute > 0 || cc.recompute_ns > 0) {
-      first = add_op(compute, OpKind::kRecompute, tags, ComputeWork{cc.recompute, cc.gemm, cc.kernels},
-                     fixed(cc.recompute_ns));
+      first =
+          add_op(compute, OpKind::kRecompute, tags,
+                 ComputeWork{cc.recompute, cc.gemm, cc.kernels, cc.recompute_mem}, fixed(cc.recompute_ns));
       plan_.ops[static_cast<std::size_t>(first)].alloc_bytes = cc.extra;
       if (tp_comm && in_.recompute == Recompute::kFull && cc.tp_bus > 0)
         emit_tp_collective(compute, g.self, g.d, g.stage, g.t, cc, tags, 1, 1);
@@ -395,7 +402,8 @@ std::pair<OpId, OpId> Builder::emit_backward(const GpuRank& g, const Task& task,
   const double flops = whole ? cc.bwd_in + cc.bwd_w : weight_only ? cc.bwd_w : cc.bwd_in;
   const Duration ns = whole ? cc.bwd_in_ns + cc.bwd_w_ns : weight_only ? cc.bwd_w_ns : cc.bwd_in_ns;
   OpId b = add_op(g.stream(kComputeSlot), backward_kind(task.kind), tags,
-                  ComputeWork{flops, cc.gemm, cc.kernels * 2}, cc.profiled ? ns : Duration{-1});
+                  ComputeWork{flops, cc.gemm, cc.kernels * 2, weight_only ? 0 : cc.bwd_mem},
+                  cc.profiled ? ns : Duration{-1});
   return {b, b};
 }
 
@@ -414,6 +422,7 @@ std::pair<OpId, OpId> Builder::emit_gradient_buckets(GpuRank& g, const Task& tas
     std::int64_t bparams = 0, bparam_bytes = 0;
     double flops = 0;
     Duration ns = 0;
+    std::int64_t mem = 0;
     while (lo > cc.begin && (bparams < in_.dp_bucket_params || lo == hi)) {
       const LayerCost& l = table[static_cast<std::size_t>(--lo)];
       bparams += (l.trainable_params + in_.tp - 1) / in_.tp;
@@ -423,40 +432,68 @@ std::pair<OpId, OpId> Builder::emit_gradient_buckets(GpuRank& g, const Task& tas
                               : l.bwd_input_flops) /
                static_cast<double>(in_.tp);
       ns += whole ? l.bwd_input_ns + l.bwd_weight_ns : weight_only ? l.bwd_weight_ns : l.bwd_input_ns;
+      mem += weight_only ? 0 : l.bwd_mem_bytes;
     }
     // Profiled layers give bytes on the GPU, not parameter counts.
     if (bparams == 0 && bparam_bytes > 0) bparams = bparam_bytes / kGpuTrainingBytesPerParam;
     OpTags bt = tags;
     bt.layer_begin = lo;
     bt.layer_end = hi;
-    OpId b = add_op(g.stream(kComputeSlot), backward_kind(task.kind), bt,
-                    ComputeWork{flops, cc.gemm, cc.kernels * 2 * (hi - lo) / std::max(1, cc.end - cc.begin)},
-                    cc.profiled ? ns : Duration{-1});
+    OpId b =
+        add_op(g.stream(kComputeSlot), backward_kind(task.kind), bt,
+               ComputeWork{flops, cc.gemm, cc.kernels * 2 * (hi - lo) / std::max(1, cc.end - cc.begin), mem},
+               cc.profiled ? ns : Duration{-1});
     if (first == kNone) first = b;
     last = b;
-    TransferWork w;
-    w.src = g.self;
-    w.dst = device_of_rank(global_rank((g.d + dp_ring_offset_) % in_.dp, g.stage, g.t));
-    w.bytes = 2 * (in_.dp - 1) * bparams * in_.dp_grad_bytes_per_param / in_.dp;
-    w.latency_steps = 2 * (in_.dp - 1);
-    if (explicit_) {
-      // DP group ids follow the TP ones: one per (stage, tp rank, chunk, bucket), shared by the dp replicas.
-      std::int64_t tp_space = static_cast<std::int64_t>(in_.dp) * in_.pp * in_.virtual_stages * total_mb_ * 4;
-      std::int64_t id = (((static_cast<std::int64_t>(tags.iteration) * in_.pp + g.stage) * in_.tp + g.t) *
-                             in_.virtual_stages +
-                         task.chunk) *
-                            max_chunk_layers_ +
-                        bucket;
-      w.group = static_cast<std::int32_t>(tp_space + id);
-      w.group_size = in_.dp;
-    }
-    OpId ar = add_op(g.stream(kCollectiveSlot), OpKind::kAllReduce, bt, w, -1);
-    plan_.ops[static_cast<std::size_t>(ar)].deps.push_back(b);
-    g.dp_ops.push_back(ar);
+    emit_dp_allreduce(g, bt, task.chunk, bucket, bparams, b);
     hi = lo;
     ++bucket;
   }
   return {first, last};
+}
+
+void Builder::emit_dp_allreduce(GpuRank& g, const OpTags& tags, std::int32_t chunk, std::int32_t bucket,
+                                std::int64_t params, OpId after) {
+  TransferWork w;
+  w.src = g.self;
+  w.dst = device_of_rank(global_rank((g.d + dp_ring_offset_) % in_.dp, g.stage, g.t));
+  w.bytes = 2 * (in_.dp - 1) * params * in_.dp_grad_bytes_per_param / in_.dp;
+  w.latency_steps = 2 * (in_.dp - 1);
+  if (explicit_) {
+    // DP group ids follow the TP ones: one per (stage, tp rank, chunk, bucket), shared by the dp replicas.
+    std::int64_t tp_space = static_cast<std::int64_t>(in_.dp) * in_.pp * in_.virtual_stages * total_mb_ * 4;
+    std::int64_t id = (((static_cast<std::int64_t>(tags.iteration) * in_.pp + g.stage) * in_.tp + g.t) *
+                           in_.virtual_stages +
+                       chunk) *
+                          max_chunk_layers_ +
+                      bucket;
+    w.group = static_cast<std::int32_t>(tp_space + id);
+    w.group_size = in_.dp;
+  }
+  OpId ar = add_op(g.stream(kCollectiveSlot), OpKind::kAllReduce, tags, w, -1);
+  plan_.ops[static_cast<std::size_t>(ar)].deps.push_back(after);
+  g.dp_ops.push_back(ar);
+}
+
+void Builder::emit_grad_sync_after_backward(GpuRank& g, std::int32_t iter) {
+  // Megatron-LM's local DDP: every chunk's gradients, bucket by bucket, once the GPU's backward is done.
+  const auto& table = in_.costs.front();
+  for (std::int32_t v = 0; v < in_.virtual_stages; ++v) {
+    const RangeCost& cc = chunk_costs_[0][static_cast<std::size_t>(v * in_.pp + g.stage)];
+    std::int32_t bucket = 0;
+    for (std::int32_t hi = cc.end; hi > cc.begin; ++bucket) {
+      std::int32_t lo = hi;
+      std::int64_t params = 0, param_bytes = 0;
+      while (lo > cc.begin && (params < in_.dp_bucket_params || lo == hi)) {
+        const LayerCost& l = table[static_cast<std::size_t>(--lo)];
+        params += (l.trainable_params + in_.tp - 1) / in_.tp;
+        param_bytes += l.param_bytes;
+      }
+      if (params == 0 && param_bytes > 0) params = param_bytes / kGpuTrainingBytesPerParam;
+      emit_dp_allreduce(g, OpTags{g.stage, v, -1, lo, hi, iter}, v, bucket, params, last_compute_op_);
+      hi = lo;
+    }
+  }
 }
 
 OpId Builder::emit_optimizer(const GpuRank& g, std::int32_t iter) {

@@ -18,6 +18,9 @@ RangeCost range_cost(const std::vector<LayerCost>& layers, std::int32_t begin, s
     r.bwd_w += l.bwd_weight_flops / t;
     r.bwd += (l.bwd_input_flops + l.bwd_weight_flops) / t;
     r.recompute += l.recompute_flops / t;
+    r.fwd_mem += l.fwd_mem_bytes;
+    r.bwd_mem += l.bwd_mem_bytes;
+    r.recompute_mem += l.recompute_mem_bytes;
     weighted += l.fwd_flops * l.gemm_gflop;
     r.kernels += l.kernels;
     if (l.fwd_ns >= 0) {
@@ -30,6 +33,7 @@ RangeCost range_cost(const std::vector<LayerCost>& layers, std::int32_t begin, s
     }
     if (l.role == LayerRole::kBlock) {
       r.checkpoint_recompute += l.fwd_flops / t;
+      r.checkpoint_recompute_mem += l.fwd_mem_bytes;
       r.checkpoint_recompute_ns += std::max<Duration>(0, l.fwd_ns);
     }
     r.stored += l.stored_activation_bytes;

@@ -26,6 +26,8 @@ struct RangeCost {
   /// Forward FLOPs of the blocks: what re-running the range from its input checkpoint costs (embedding and
   /// head are not recomputed).
   double checkpoint_recompute = 0;
+  /// HBM traffic of the memory-bound kernels of each pass (the backward's all in the input-gradient pass).
+  std::int64_t fwd_mem = 0, bwd_mem = 0, recompute_mem = 0, checkpoint_recompute_mem = 0;
   double gemm = 0;  ///< FLOP-weighted typical GEMM size, GFLOP per TP rank
   std::int32_t kernels = 0;
   bool profiled = false;  ///< measured times below replace the FLOP-based ones

@@ -33,6 +33,16 @@ const char* to_string(Recompute r) {
   return "?";
 }
 
+AttentionKernel parse_attention(const std::string& s) {
+  if (s == "unfused") return AttentionKernel::kUnfused;
+  if (s == "flash") return AttentionKernel::kFlash;
+  throw InputError("--attention", "", fmt::format("unknown attention kernel '{}'; valid: unfused, flash", s));
+}
+
+const char* to_string(AttentionKernel a) {
+  return a == AttentionKernel::kFlash ? "flash" : "unfused";
+}
+
 const char* to_string(LayerRole r) {
   switch (r) {
     case LayerRole::kEmbedding:
@@ -83,6 +93,44 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
   return (a + b - 1) / b;
 }
 
+/// HBM traffic of one block's memory-bound kernels per TP rank, forward; `attention` is the part over the
+/// attention scores (what selective recompute re-runs).
+struct BlockTraffic {
+  std::int64_t forward = 0, attention = 0;
+};
+
+BlockTraffic block_traffic(const ModelSpec& m, const CostOptions& o) {
+  const std::int64_t t = o.tp, sb = o.seq * o.microbatch_size;
+  // Elements per rank of the residual stream (split by t under sequence parallelism), of the attention
+  // heads' output, of the MLP's inner activation and of the scores.
+  const std::int64_t residual = o.sequence_parallel ? ceil_div(sb * m.hidden, t) : sb * m.hidden;
+  const std::int64_t heads_out = ceil_div(sb * m.heads * m.head_dim, t);
+  const std::int64_t inner =
+      ceil_div(sb * (m.is_moe() ? m.experts_per_token * m.moe_ffn_hidden : m.ffn_hidden), t);
+  const std::int64_t scores = ceil_div(m.heads * o.seq * o.seq * o.microbatch_size, t);
+  BlockTraffic b;
+  // Two norms read and write the residual stream; two residual adds read branch and residual and write the
+  // sum, plus a 1-byte mask each with dropout.
+  b.forward = 2 * kReadWriteBytes * residual + 2 * (6 + (o.dropout ? 1 : 0)) * residual;
+  // The activation function: GELU reads and writes the inner activation; SwiGLU reads gate and up, writes
+  // one.
+  const bool gated = m.mlp == MlpKind::kSwiGlu || m.is_moe();
+  b.forward += (gated ? 6 : kReadWriteBytes) * inner;
+  if (o.attention == AttentionKernel::kUnfused) {
+    // Softmax reads and writes the scores; dropout reads and writes them and writes a 1-byte mask; the
+    // context goes back from per-head to token-major layout.
+    b.attention = kReadWriteBytes * scores + (o.dropout ? 5 * scores : 0) + kReadWriteBytes * heads_out;
+    b.forward += b.attention;
+  }
+  return b;
+}
+
+/// A memory-bound kernel's backward reads its output gradient and its saved input and writes its input
+/// gradient: three accesses where the forward made two.
+std::int64_t backward_traffic(std::int64_t forward) {
+  return forward * 3 / 2;
+}
+
 }  // namespace
 
 std::int64_t block_params(const ModelSpec& m) {
@@ -131,6 +179,10 @@ std::vector<LayerCost> model_layer_costs(const ModelSpec& m, const CostOptions& 
   emb.trainable_params = lora ? 0 : emb.params;
   emb.param_bytes = resident(emb.params, emb.trainable_params);
   emb.kernels = 2;
+  // The lookup writes the residual stream; its backward reads the gradient and scatter-adds into the table.
+  const std::int64_t residual = o.sequence_parallel ? ceil_div(sbh, t) : sbh;
+  emb.fwd_mem_bytes = kReadWriteBytes * residual;
+  emb.bwd_mem_bytes = backward_traffic(emb.fwd_mem_bytes);
   emb.output_bytes = boundary;
   emb.tp_bus_bytes = tp_bus;
   emb.tp_collectives = t > 1 ? 1 : 0;
@@ -166,12 +218,17 @@ std::vector<LayerCost> model_layer_costs(const ModelSpec& m, const CostOptions& 
       c.bwd_input_flops += adapter;
       c.bwd_weight_flops = adapter;
     }
+    const BlockTraffic traffic = block_traffic(m, o);
+    c.fwd_mem_bytes = traffic.forward;
+    c.bwd_mem_bytes = backward_traffic(traffic.forward);
     c.output_bytes = boundary;
     c.tp_bus_bytes = 2 * tp_bus;
     c.tp_collectives = t > 1 ? 2 : 0;
-    // Korthikanti et al.: s*b*h*(34 + 5*a*s/h) bytes per layer, split by t with TP + sequence parallel.
-    const std::int64_t linear_part = 34 * sbh / t;
-    const std::int64_t score_part = 5 * m.heads * s * s * b / t;
+    // Korthikanti et al.: s*b*h*(34 + 5*a*s/h) bytes per layer, split by t with TP + sequence parallel;
+    // without sequence parallelism the norms' and dropouts' 10 s*b*h stay whole on every rank. Flash
+    // attention keeps no scores.
+    const std::int64_t linear_part = o.sequence_parallel ? 34 * sbh / t : 10 * sbh + 24 * sbh / t;
+    const std::int64_t score_part = o.attention == AttentionKernel::kFlash ? 0 : 5 * m.heads * s * s * b / t;
     c.attention_score_bytes = score_part;
     switch (o.recompute) {
       case Recompute::kNone:
@@ -180,11 +237,13 @@ std::vector<LayerCost> model_layer_costs(const ModelSpec& m, const CostOptions& 
       case Recompute::kSelective:  // attention core recomputed (flash-attention style)
         c.stored_activation_bytes = linear_part;
         c.recompute_flops = attn;
+        c.recompute_mem_bytes = traffic.attention;
         c.recompute_extra_bytes = score_part;
         break;
       case Recompute::kFull:  // only the layer input kept; the whole forward re-runs in the backward
         c.stored_activation_bytes = boundary;
         c.recompute_flops = c.fwd_flops;
+        c.recompute_mem_bytes = c.fwd_mem_bytes;
         c.recompute_extra_bytes = linear_part + score_part - boundary;
         break;
     }
@@ -199,6 +258,12 @@ std::vector<LayerCost> model_layer_costs(const ModelSpec& m, const CostOptions& 
   head.bwd_weight_flops = logits;
   head.gemm_gflop = logits / static_cast<double>(t) / 1e9;
   head.kernels = 6;
+  // Final norm, then Megatron's vocab-parallel cross entropy over fp32 logits: the cast to fp32 (2 B read,
+  // 4 B written), max (4), subtract in place (8), exp in place (8), sum (4), normalize in place (8): 38 B
+  // per logit; its backward scales the saved softmax in place (8) and casts back (4 B read, 2 written).
+  const std::int64_t logit_elements = s * b * ceil_div(m.vocab, t);
+  head.fwd_mem_bytes = kReadWriteBytes * residual + 38 * logit_elements;
+  head.bwd_mem_bytes = backward_traffic(kReadWriteBytes * residual) + 14 * logit_elements;
   // A tied head still holds its own copy on the last stage (as Megatron does) unless it shares the stage.
   head.params = (m.tie_embeddings ? 0 : m.vocab * h) + h;
   head.trainable_params = lora ? 0 : head.params;

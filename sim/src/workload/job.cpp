@@ -145,6 +145,10 @@ ScheduleInput make_schedule_input(const JobOptions& j, const ScheduleDescriptor&
     in.p2p_fixed_ns = duration_from_ms(j.p2p_time_ms);
   }
   in.explicit_replicas = j.explicit_replicas;
+  if (j.grad_sync != "overlap" && j.grad_sync != "after-backward")
+    bad("--grad-sync", fmt::format("unknown mode '{}'; valid: overlap, after-backward", j.grad_sync));
+  in.overlap_grad_sync = j.grad_sync == "overlap";
+  const AttentionKernel attention = parse_attention(j.attention);
   in.optimizer_offload = j.optimizer_offload;
   if (j.lora_rank < 0 || j.lora_rank > 65536) bad("--lora-rank", "valid: 0 (full fine-tuning) .. 65536");
   in.lora_rank = j.lora_rank;
@@ -184,6 +188,9 @@ ScheduleInput make_schedule_input(const JobOptions& j, const ScheduleDescriptor&
     auto [it, fresh] = table_of_size.emplace(s, static_cast<std::int32_t>(in.costs.size()));
     if (fresh) {
       CostOptions co{s, in.seq, j.tp, in.recompute};
+      co.attention = attention;
+      co.sequence_parallel = j.sequence_parallel;
+      co.dropout = j.dropout;
       co.lora_rank = j.lora_rank;
       in.costs.push_back(model_layer_costs(m, co));
     }

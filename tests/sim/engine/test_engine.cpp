@@ -33,6 +33,21 @@ struct PlanMaker {
   }
 };
 
+TEST(Engine, MemoryBoundBytesAddStreamingTimeToTheGemmTime) {
+  PlanMaker pm(1);
+  pm.plan.hw.gpu.hbm_GBps = 2000;
+  pm.plan.hw.gpu.hbm_efficiency = 0.8;  // 1600 bytes per ns
+  pm.plan.hw.gpu.launch_overhead = 0;
+  ComputeWork w{1e12, 100, 0, 0};
+  const Duration gemm_only = pm.plan.hw.compute_ns(w.flops, w.gemm_gflop, 0, "bf16");
+  w.mem_bytes = 1'600'000'000;  // exactly 1 ms
+  pm.add(0, w, -1);
+  pm.add(0, MemoryWork{16'000'000}, -1);  // the optimizer's streaming work at the same rate: 10 us
+  Timeline tl = Engine{}.run(pm.plan);
+  EXPECT_EQ(tl.end[0] - tl.start[0], gemm_only + 1'000'000);
+  EXPECT_EQ(tl.end[1] - tl.start[1], 10'000);
+}
+
 TEST(Engine, StreamsAreSerialAndDepsCrossStreams) {
   PlanMaker pm(2);
   OpId a = pm.add(0, ComputeWork{}, 10);

@@ -72,6 +72,34 @@ TEST(OrderLowering, DpBucketsFollowTheLastBackwardAndGateTheOptimizer) {
     }
 }
 
+TEST(OrderLowering, GradSyncAfterTheBackwardWaitsForTheLastComputeOp) {
+  JobOptions j = testing::job("llama2-7b", "h100-sxm-8x", 2, 2, 2, 4);
+  j.grad_sync = "after-backward";
+  Plan late = testing::plan_of("1f1b", j);
+  std::int64_t buckets = 0;
+  for (std::size_t i = 0; i < late.ops.size(); ++i) {
+    const Op& op = late.ops[i];
+    if (late.streams[static_cast<std::size_t>(op.stream)].kind != StreamKind::kCollective) continue;
+    ++buckets;
+    ASSERT_EQ(op.deps.size(), 1u);
+    // Its dependency is the last op on the same GPU's compute stream before the optimizer.
+    const Op& dep = late.ops[static_cast<std::size_t>(op.deps[0])];
+    const StreamId compute = dep.stream;
+    EXPECT_EQ(late.streams[static_cast<std::size_t>(compute)].kind, StreamKind::kCompute);
+    for (std::size_t k = static_cast<std::size_t>(op.deps[0]) + 1; k < late.ops.size(); ++k)
+      if (late.ops[k].stream == compute) {
+        EXPECT_EQ(late.ops[k].kind, OpKind::kOptimizer);
+      }
+  }
+  EXPECT_GT(buckets, 0);
+  // Overlapped buckets can only be faster.
+  j.grad_sync = "overlap";
+  auto overlap = testing::simulate("1f1b", make_schedule_input(j, find_schedule("1f1b")));
+  j.grad_sync = "after-backward";
+  auto after = testing::simulate("1f1b", make_schedule_input(j, find_schedule("1f1b")));
+  EXPECT_LT(overlap.metrics.step_time_s, after.metrics.step_time_s);
+}
+
 TEST(OrderLowering, ResidentMemoryIsTheStagesParameterBytes) {
   JobOptions j = testing::job("llama2-7b", "h100-sxm-8x", 2, 1, 1, 4);
   const auto& s = find_schedule("1f1b");

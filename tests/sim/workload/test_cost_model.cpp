@@ -114,3 +114,75 @@ TEST(Workload, ProfiledLayersWithRepeatAndSplitBackward) {
 
 }  // namespace
 }  // namespace pipesim::sim
+
+namespace pipesim::sim {
+namespace {
+
+/// A small GPT-style model whose memory-bound traffic is easy to count by hand.
+ModelSpec tiny_gpt() {
+  ModelSpec m;
+  m.name = "tiny-gpt";
+  m.hidden = 64;
+  m.layers = 2;
+  m.heads = 4;
+  m.kv_heads = 4;
+  m.head_dim = 16;
+  m.ffn_hidden = 256;
+  m.vocab = 1000;
+  m.mlp = MlpKind::kGelu;
+  return m;
+}
+
+TEST(CostModel, MemoryBoundTrafficOfOneBlockByHand) {
+  // s = 128, b = 1, t = 1: residual stream E = 8192 elements, MLP inner 32768, scores 4 x 128 x 128 = 65536,
+  // heads' output 8192.
+  CostOptions o{1, 128, 1, Recompute::kNone};
+  o.dropout = true;
+  o.sequence_parallel = false;
+  const auto layers = model_layer_costs(tiny_gpt(), o);
+  const std::int64_t E = 8192, inner = 32768, S = 65536, heads_out = 8192;
+  // Two norms (read + write, 2 B), two bias-dropout-adds (two reads, one write, a 1 B mask), GELU (read +
+  // write), softmax (read + write), attention dropout (read + write + mask), context transpose.
+  const std::int64_t fwd = 2 * 4 * E + 2 * 7 * E + 4 * inner + 4 * S + 5 * S + 4 * heads_out;
+  EXPECT_EQ(fwd, 933'888);
+  EXPECT_EQ(layers[1].fwd_mem_bytes, fwd);
+  EXPECT_EQ(layers[1].bwd_mem_bytes, fwd * 3 / 2);  // three accesses per element in the backward
+  EXPECT_EQ(layers[1].recompute_mem_bytes, 0);
+  // Head: the final norm, then 38 B per fp32 logit forward and 14 B backward.
+  EXPECT_EQ(layers.back().fwd_mem_bytes, 4 * E + 38 * 128 * 1000);
+  EXPECT_EQ(layers.back().bwd_mem_bytes, 6 * E + 14 * 128 * 1000);
+  EXPECT_EQ(layers.front().fwd_mem_bytes, 4 * E);  // the embedding writes the residual stream
+
+  // Full recompute re-runs all of it; selective only what touches the scores.
+  o.recompute = Recompute::kFull;
+  EXPECT_EQ(model_layer_costs(tiny_gpt(), o)[1].recompute_mem_bytes, fwd);
+  o.recompute = Recompute::kSelective;
+  EXPECT_EQ(model_layer_costs(tiny_gpt(), o)[1].recompute_mem_bytes, 4 * S + 5 * S + 4 * heads_out);
+
+  // Sequence parallelism over t = 2 splits the residual stream; TP splits heads and the MLP in any case.
+  CostOptions sp{1, 128, 2, Recompute::kNone};
+  sp.dropout = true;
+  EXPECT_EQ(model_layer_costs(tiny_gpt(), sp)[1].fwd_mem_bytes, fwd / 2);
+  sp.sequence_parallel = false;
+  EXPECT_EQ(model_layer_costs(tiny_gpt(), sp)[1].fwd_mem_bytes,
+            2 * 4 * E + 2 * 7 * E + (4 * inner + 4 * S + 5 * S + 4 * heads_out) / 2);
+  // Flash attention keeps the scores on chip: no softmax, dropout or transpose traffic, no stored scores.
+  CostOptions flash{1, 128, 1, Recompute::kNone};
+  flash.attention = AttentionKernel::kFlash;
+  const auto fl = model_layer_costs(tiny_gpt(), flash)[1];
+  EXPECT_EQ(fl.fwd_mem_bytes, 2 * 4 * E + 2 * 6 * E + 4 * inner);
+  EXPECT_EQ(fl.attention_score_bytes, 0);
+  // SwiGLU reads gate and up and writes their product: 6 B per inner element.
+  ModelSpec llama = tiny_gpt();
+  llama.mlp = MlpKind::kSwiGlu;
+  EXPECT_EQ(model_layer_costs(llama, flash)[1].fwd_mem_bytes, 2 * 4 * E + 2 * 6 * E + 6 * inner);
+}
+
+TEST(CostModel, AttentionKernelNamesAreStrict) {
+  EXPECT_EQ(parse_attention("flash"), AttentionKernel::kFlash);
+  EXPECT_EQ(parse_attention("unfused"), AttentionKernel::kUnfused);
+  EXPECT_THROW(parse_attention("fused"), InputError);
+}
+
+}  // namespace
+}  // namespace pipesim::sim

@@ -15,6 +15,12 @@ namespace pipesim::sim {
 
 enum class Recompute { kNone, kSelective, kFull };
 enum class LayerRole { kEmbedding, kBlock, kHead };
+/// How attention runs: kUnfused materializes the a x s x s scores (a softmax kernel, and a dropout kernel
+/// when dropout is on, read and write them, as Megatron-LM did before flash attention); kFlash keeps them on
+/// chip.
+enum class AttentionKernel { kUnfused, kFlash };
+AttentionKernel parse_attention(const std::string& s);  ///< throws InputError listing the valid names
+const char* to_string(AttentionKernel a);
 
 Recompute parse_recompute(const std::string& s);  ///< throws InputError listing the valid names
 const char* to_string(Recompute r);
@@ -40,6 +46,12 @@ struct LayerCost {
   std::int64_t output_bytes = 0;             ///< boundary activation sent to the next stage, per TP rank
   std::int64_t tp_bus_bytes = 0;    ///< TP collective bus bytes per GPU per forward (same in backward)
   std::int32_t tp_collectives = 0;  ///< TP collectives per forward
+  // HBM traffic of the memory-bound kernels per TP rank (norms, activation functions, dropout, residual adds,
+  // softmax over materialized scores, the loss), priced at the GPU's streaming bandwidth. The backward's
+  // belongs to the input-gradient pass; the weight-gradient pass is GEMMs only.
+  std::int64_t fwd_mem_bytes = 0;
+  std::int64_t bwd_mem_bytes = 0;
+  std::int64_t recompute_mem_bytes = 0;
 };
 
 /// A block's stored activations in Korthikanti's count are 34 s*b*h bytes; 14 of them (the inputs of the
@@ -65,7 +77,16 @@ struct CostOptions {
   /// LoRA rank (0: full fine-tuning). Adapters on every block matrix (q, k, v, o and the MLP): frozen weights
   /// stay (bf16, no gradients or optimizer state), adapters are trained.
   std::int64_t lora_rank = 0;
+  AttentionKernel attention = AttentionKernel::kUnfused;
+  /// Sequence parallelism: norms, dropout and residual adds work on s/t of the sequence per TP rank (Megatron
+  /// since 2022); without it every TP rank runs them on the whole sequence.
+  bool sequence_parallel = true;
+  bool dropout =
+      false;  ///< dropout on attention probabilities and both residual branches (GPT-style training)
 };
+
+/// Bytes a memory-bound kernel moves per element: 2 B activations (bf16/fp16), read once and written once.
+inline constexpr std::int64_t kReadWriteBytes = 4;
 
 /// Per-layer costs of a transformer: [embedding, block 0 .. block L-1, head].
 std::vector<LayerCost> model_layer_costs(const ModelSpec& model, const CostOptions& options);

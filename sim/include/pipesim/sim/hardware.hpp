@@ -26,6 +26,9 @@ struct GpuSpec {
   std::map<std::string, double> peak_tflops;  ///< dense TFLOP/s per dtype ("bf16", "fp16", "fp32")
   std::int64_t hbm_bytes = 0;
   double hbm_GBps = 0;
+  /// Share of hbm_GBps that streaming kernels (norms, activations, softmax, optimizer) achieve; 1 when the
+  /// profile does not say.
+  double hbm_efficiency = 1.0;
   Duration launch_overhead = 0;  ///< per kernel launch (`launch_overhead_us` in the file)
   /// GEMM efficiency (fraction of peak) against the work of one GEMM in GFLOP.
   std::vector<CurvePoint> gemm_efficiency;  ///< x = gemm_gflop, y = efficiency
@@ -37,7 +40,7 @@ struct PcieSpec {
   double lane_GBps = 0;          ///< per direction, GPU <-> its switch (x16)
   double uplink_GBps = 0;        ///< per direction, switch <-> root complex, shared by the GPUs under it
   double root_complex_GBps = 0;  ///< per direction, all host<->GPU traffic of the node; 0: not a bottleneck
-  Duration latency = 0;  ///< `latency_us` in the file
+  Duration latency = 0;          ///< `latency_us` in the file
   std::vector<std::vector<int>> switches;  ///< GPU indices under each switch uplink
   /// Achieved pinned copy bandwidth against transfer size (x = bytes, y = GB/s), when calibrated.
   std::vector<CurvePoint> h2d_GBps_by_size;
@@ -46,8 +49,8 @@ struct PcieSpec {
 };
 
 struct NvlinkSpec {
-  double GBps_per_direction = 0;  ///< 0: no NVLink, GPU-to-GPU traffic goes over PCIe
-  Duration latency = 0;  ///< `latency_us` in the file
+  double GBps_per_direction = 0;    ///< 0: no NVLink, GPU-to-GPU traffic goes over PCIe
+  Duration latency = 0;             ///< `latency_us` in the file
   double allreduce_busbw_GBps = 0;  ///< achieved NCCL bus bandwidth inside the node
   /// GPUs joined by NVLink (e.g. bridged pairs); empty: all GPUs of the node when the rate is > 0.
   std::vector<std::vector<int>> groups;
@@ -70,7 +73,7 @@ struct HostSpec {
 };
 
 struct NetworkSpec {
-  double nic_GBps = 0;  ///< per GPU, per direction
+  double nic_GBps = 0;   ///< per GPU, per direction
   Duration latency = 0;  ///< `latency_us` in the file
   std::map<std::string, std::string> sources;
 };
@@ -94,6 +97,8 @@ struct HardwareProfile {
   std::int64_t compute_ns(double flops, double gemm_gflop, std::int32_t kernels,
                           const std::string& dtype) const;
   double adam_params_per_s(int threads) const;
+  /// GPU time of a memory-bound kernel moving `bytes` to and from HBM (ns, rounded up).
+  std::int64_t memory_ns(std::int64_t bytes) const;
 };
 
 /// Parses a profile from JSON text; `file` names the source in error messages.

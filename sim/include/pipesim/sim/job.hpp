@@ -33,6 +33,11 @@ struct JobOptions {
   double p2p_time_ms = -1;  ///< >= 0: fixed time per pipeline hop
   bool explicit_replicas = false;
   bool optimizer_offload = false;
+  std::string attention = "unfused";  ///< unfused (scores in HBM) or flash
+  bool sequence_parallel = true;
+  bool dropout = false;
+  std::string grad_sync =
+      "overlap";  ///< DP gradient all-reduce: overlap (buckets during the backward) or after-backward
   std::int64_t lora_rank = 0;
   /// Schedule parameters as given: flag (e.g. "--spipe-stages") -> its text ("true" for a flag). Each
   /// schedule takes the flags its descriptor declares and ignores the others.

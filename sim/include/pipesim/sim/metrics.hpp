@@ -31,7 +31,7 @@ struct Metrics {
   std::int32_t num_gpus = 0;
   std::int32_t simulated_gpus = 0;
   std::int32_t iterations = 1;
-  double step_time_s = 0;               ///< steady state when iterations > 1, else the single step
+  double step_time_s = 0;  ///< steady state when iterations > 1, else the single step
   /// step_time_s as an exact fraction, step_span_ns / step_span_iterations (for exact comparisons).
   Duration step_span_ns = 0;
   std::int32_t step_span_iterations = 1;

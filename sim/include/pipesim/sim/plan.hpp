@@ -58,6 +58,9 @@ struct ComputeWork {
   double flops = 0;
   double gemm_gflop = 0;  ///< size of a typical GEMM of the op, for the efficiency table
   std::int32_t kernels = 0;
+  /// HBM traffic of the op's memory-bound kernels (norms, activations, softmax, residual adds, the loss),
+  /// timed at the GPU's streaming bandwidth on top of the GEMM time.
+  std::int64_t mem_bytes = 0;
 };
 
 /// Bytes moved from src to dst over the links between them (shared by max-min fairness).

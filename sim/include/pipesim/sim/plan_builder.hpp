@@ -44,6 +44,9 @@ struct ScheduleInput {
   /// The schedule's own parameters (its descriptor's defaults with the given flags applied).
   ScheduleParameters parameters;
   std::int64_t dp_bucket_params = 40'000'000;  ///< gradient all-reduce bucket (Megatron DDP default)
+  /// DP gradient all-reduce: true, in buckets as the last backward produces them (PyTorch DDP, Megatron's
+  /// --overlap-grad-reduce); false, all of it after the backward, as Megatron-LM's local DDP did (2021).
+  bool overlap_grad_sync = true;
   std::int64_t dp_grad_bytes_per_param = 2;
   std::int64_t optimizer_bytes_per_param = 28;  ///< HBM traffic of one fused Adam step per parameter
 };

@@ -86,8 +86,7 @@ Plan build_mobius(const ScheduleInput& in) {
         OpId in_op = c > 0 ? input_from(g, gpu_of(c - 1), fwd_out[static_cast<std::size_t>((c - 1) * M + m)],
                                         cost(c - 1, m).output_bytes, t)
                            : kNoOp;
-        last = op.compute(g, OpKind::kForward, t, r.fwd, r.gemm, r.kernels, r.profiled ? r.fwd_ns : -1,
-                          {up, in_op}, r.input_bytes /* checkpoint kept for the backward */);
+        last = op.forward(g, t, r, {up, in_op}, r.input_bytes /* checkpoint kept for the backward */);
         fwd_out[static_cast<std::size_t>(c * M + m)] = last;
       }
       if (c != S - 1) {  // the last stage's weights stay for its backward
@@ -107,11 +106,8 @@ Plan build_mobius(const ScheduleInput& in) {
                            ? input_from(g, gpu_of(c + 1), bwd_out[static_cast<std::size_t>((c + 1) * M + m)],
                                         r.output_bytes, t)
                            : kNoOp;
-        OpId rc = op.compute(g, OpKind::kRecompute, t, r.checkpoint_recompute, r.gemm, r.kernels,
-                             r.profiled ? r.checkpoint_recompute_ns : -1, {up, grad_in},
-                             r.working_bytes + (m == 0 ? r0.grad_bytes() : 0));
-        last = op.compute(g, OpKind::kBackward, t, r.bwd, r.gemm, 2 * r.kernels, r.profiled ? r.bwd_ns : -1,
-                          {rc}, 0, r.working_bytes + r.input_bytes);
+        OpId rc = op.recompute(g, t, r, {up, grad_in}, r.working_bytes + (m == 0 ? r0.grad_bytes() : 0));
+        last = op.backward(g, t, r, {rc}, 0, r.working_bytes + r.input_bytes);
         bwd_out[static_cast<std::size_t>(c * M + m)] = last;
       }
       OpId down = op.download_gradients(g, r0, OpTags{c, 1, -1, r0.begin, r0.end, it}, last);

@@ -82,14 +82,32 @@ OpId push(Plan& plan, Op op, std::vector<OpId> deps) {
 }
 }  // namespace
 
-OpId OffloadPlan::compute(std::int32_t g, OpKind kind, const OpTags& tags, double flops, double gemm,
-                          std::int32_t kernels, Duration fixed, std::vector<OpId> deps, std::int64_t alloc,
-                          std::int64_t free) {
+OpId OffloadPlan::forward(std::int32_t g, const OpTags& tags, const RangeCost& r, std::vector<OpId> deps,
+                          std::int64_t alloc, std::int64_t free) {
+  return compute(g, OpKind::kForward, tags, ComputeWork{r.fwd, r.gemm, r.kernels, r.fwd_mem},
+                 r.profiled ? r.fwd_ns : -1, std::move(deps), alloc, free);
+}
+
+OpId OffloadPlan::recompute(std::int32_t g, const OpTags& tags, const RangeCost& r, std::vector<OpId> deps,
+                            std::int64_t alloc, std::int64_t free) {
+  return compute(g, OpKind::kRecompute, tags,
+                 ComputeWork{r.checkpoint_recompute, r.gemm, r.kernels, r.checkpoint_recompute_mem},
+                 r.profiled ? r.checkpoint_recompute_ns : -1, std::move(deps), alloc, free);
+}
+
+OpId OffloadPlan::backward(std::int32_t g, const OpTags& tags, const RangeCost& r, std::vector<OpId> deps,
+                           std::int64_t alloc, std::int64_t free) {
+  return compute(g, OpKind::kBackward, tags, ComputeWork{r.bwd, r.gemm, 2 * r.kernels, r.bwd_mem},
+                 r.profiled ? r.bwd_ns : -1, std::move(deps), alloc, free);
+}
+
+OpId OffloadPlan::compute(std::int32_t g, OpKind kind, const OpTags& tags, ComputeWork work, Duration fixed,
+                          std::vector<OpId> deps, std::int64_t alloc, std::int64_t free) {
   Op op;
   op.stream = stream(g, kCompute);
   op.kind = kind;
   op.tags = tags;
-  op.payload = ComputeWork{flops, gemm, kernels};
+  op.payload = work;
   op.fixed_duration = fixed;
   op.alloc_bytes = alloc;
   op.free_bytes = free;

@@ -35,9 +35,15 @@ class OffloadPlan {
   /// Index of the GPU whose stream carries `op`.
   std::int32_t gpu_of_op(OpId op) const;
 
-  OpId compute(std::int32_t g, OpKind kind, const OpTags& tags, double flops, double gemm,
-               std::int32_t kernels, Duration fixed, std::vector<OpId> deps, std::int64_t alloc = 0,
-               std::int64_t free = 0);
+  /// The passes of stage `r` on GPU `g` for one microbatch (measured times of profiled layers replace the
+  /// FLOP-based ones), with the bytes they allocate and free on the GPU. The recompute re-runs the blocks'
+  /// forward from the stage-input checkpoint.
+  OpId forward(std::int32_t g, const OpTags& tags, const RangeCost& r, std::vector<OpId> deps,
+               std::int64_t alloc = 0, std::int64_t free = 0);
+  OpId recompute(std::int32_t g, const OpTags& tags, const RangeCost& r, std::vector<OpId> deps,
+                 std::int64_t alloc = 0, std::int64_t free = 0);
+  OpId backward(std::int32_t g, const OpTags& tags, const RangeCost& r, std::vector<OpId> deps,
+                std::int64_t alloc = 0, std::int64_t free = 0);
   /// A transfer on `stream`; zero bytes take no time at all. Memory effects apply to the stream's device.
   OpId transfer(StreamId stream, OpKind kind, const OpTags& tags, DeviceId src, DeviceId dst,
                 std::int64_t bytes, std::vector<OpId> deps, std::int32_t priority = 0, std::int64_t alloc = 0,
@@ -76,6 +82,9 @@ class OffloadPlan {
   std::vector<std::vector<StreamId>> streams_;
   std::vector<std::vector<StreamId>> cpu_streams_;  // [node][queue]
   std::vector<std::vector<OpId>> weight_release_;   // [gpu][k]: the op that frees its k-th stage's weights
+
+  OpId compute(std::int32_t g, OpKind kind, const OpTags& tags, ComputeWork work, Duration fixed,
+               std::vector<OpId> deps, std::int64_t alloc, std::int64_t free);
 };
 
 /// A whole-plan descriptor with what the offload schedules share: one pipeline over the GPUs of one node

@@ -109,8 +109,7 @@ void RoundPipeBuilder::emit_forward_job(std::int32_t s) {
     std::int64_t saved = 0;
     for (std::int32_t b = 1; b < nb_; ++b)
       if (saves_checkpoint(rg, b)) saved += cost(backward(b), m).input_bytes;
-    last = op_.compute(g, OpKind::kForward, t, r.fwd, r.gemm, r.kernels, r.profiled ? r.fwd_ns : -1,
-                       {up, input}, r.output_bytes + saved, r.input_bytes);
+    last = op_.forward(g, t, r, {up, input}, r.output_bytes + saved, r.input_bytes);
     fwd_down_[at(s, m)] = download(g, last, r.output_bytes, t);
     for (std::int32_t b = 1; b < nb_; ++b)
       if (saves_checkpoint(rg, b))
@@ -133,18 +132,14 @@ void RoundPipeBuilder::emit_backward_job(std::int32_t b) {
     if (b == 0) {
       // Fused stage: input from the last forward stage, forward + loss + backward without recompute.
       OpId input = upload_activation(g, fwd_down_[at(nf_ - 1, m)], r.input_bytes, t);
-      OpId f = op_.compute(g, OpKind::kForward, t, r.fwd, r.gemm, r.kernels, r.profiled ? r.fwd_ns : -1,
-                           {up, input}, r.working_bytes + grads);
-      last = op_.compute(g, OpKind::kBackward, t, r.bwd, r.gemm, 2 * r.kernels, r.profiled ? r.bwd_ns : -1,
-                         {f}, sends_gradient ? r.input_bytes : 0, r.working_bytes + r.input_bytes);
+      OpId f = op_.forward(g, t, r, {up, input}, r.working_bytes + grads);
+      last = op_.backward(g, t, r, {f}, sends_gradient ? r.input_bytes : 0, r.working_bytes + r.input_bytes);
     } else {
       OpId grad = upload_activation(g, bwd_down_[at(b - 1, m)], r.output_bytes, t);
       OpId ckpt = upload_activation(g, ckpt_down_[at(b, m)], r.input_bytes, t);
-      OpId re = op_.compute(g, OpKind::kRecompute, t, r.checkpoint_recompute, r.gemm, r.kernels,
-                            r.profiled ? r.checkpoint_recompute_ns : -1, {up, ckpt}, r.working_bytes + grads);
-      last = op_.compute(g, OpKind::kBackward, t, r.bwd, r.gemm, 2 * r.kernels, r.profiled ? r.bwd_ns : -1,
-                         {re, grad}, sends_gradient ? r.input_bytes : 0,
-                         r.working_bytes + r.input_bytes + r.output_bytes);
+      OpId re = op_.recompute(g, t, r, {up, ckpt}, r.working_bytes + grads);
+      last = op_.backward(g, t, r, {re, grad}, sends_gradient ? r.input_bytes : 0,
+                          r.working_bytes + r.input_bytes + r.output_bytes);
     }
     if (sends_gradient) bwd_down_[at(b, m)] = download(g, last, r.input_bytes, t);
   }

@@ -132,8 +132,7 @@ void SpipeBuilder::emit_forward_stages(std::int32_t r, std::int32_t it) {
     for (std::int32_t m = 0; m < M_; ++m) {
       RangeCost rc = cost(rg, m);
       OpTags t{fc, 0, it * M_ + m, rc.begin, rc.end, it};
-      last = op_.compute(r, OpKind::kForward, t, rc.fwd, rc.gemm, rc.kernels, rc.profiled ? rc.fwd_ns : -1,
-                         {up});
+      last = op_.forward(r, t, rc, {up});
       fwd_out_[static_cast<std::size_t>(fc * M_ + m)] = last;
       if (fc > 0) pending_.push_back({last, InputKind::kForwardActivation, fc, m});
     }
@@ -152,13 +151,10 @@ void SpipeBuilder::emit_backward_stages(std::int32_t r, std::int32_t it) {
       RangeCost rc = cost(rg, m);
       OpTags t{NF_ + k, 1, it * M_ + m, rc.begin, rc.end, it};
       // Recompute from the checkpoint (freed with the backward), then the backward of the stage.
-      OpId re = op_.compute(r, OpKind::kRecompute, t, rc.checkpoint_recompute, rc.gemm, rc.kernels,
-                            rc.profiled ? rc.checkpoint_recompute_ns : -1, {up},
-                            rc.working_bytes + (m == 0 ? r0.grad_bytes() : 0));
+      OpId re = op_.recompute(r, t, rc, {up}, rc.working_bytes + (m == 0 ? r0.grad_bytes() : 0));
       pending_.push_back({re, InputKind::kCheckpoint, k, m});
       if (k > 0) pending_.push_back({re, InputKind::kBackwardGradient, k, m});
-      last = op_.compute(r, OpKind::kBackward, t, rc.bwd, rc.gemm, 2 * rc.kernels,
-                         rc.profiled ? rc.bwd_ns : -1, {re}, 0, rc.working_bytes + rc.input_bytes);
+      last = op_.backward(r, t, rc, {re}, 0, rc.working_bytes + rc.input_bytes);
       bwd_out_[static_cast<std::size_t>(k * M_ + m)] = last;
     }
     OpId down = op_.download_gradients(r, r0, OpTags{NF_ + k, 1, -1, r0.begin, r0.end, it}, last);
