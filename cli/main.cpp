@@ -201,6 +201,15 @@ void add_plan(CLI::App& app, Commands& c) {
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40));
   plan->add_option("--seq", ps.base.seq, "sequence length")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 24));
+  plan->add_option("--tp", ps.tp, "fix the tensor-parallel degree (default: searched)")
+      ->check(CLI::Range(1, 1024));
+  plan->add_option("--pp", ps.pp, "fix the pipeline degree (default: searched)")
+      ->check(CLI::Range(1, 1 << 20));
+  plan->add_option("--microbatch-size", ps.microbatch_size, "fix the microbatch size (default: 1, 2, 4, 8 tried)")
+      ->check(CLI::IsMember({1, 2, 4, 8}));
+  plan->add_option("--recompute", ps.recomputes, "recompute policies to try (default: all), e.g. full")
+      ->check(CLI::IsMember({"none", "selective", "full"}))
+      ->delimiter(',');
   plan->add_option("--schedules", pl.schedules,
                    "comma-separated schedules to consider (default: all that apply)");
   plan->add_option("--objective", ps.objective, "throughput or cost")

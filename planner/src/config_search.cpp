@@ -108,12 +108,14 @@ std::vector<Candidate> enumerate(const SearchOptions& o, const sim::HardwareProf
   for (std::int32_t n : gpu_counts) {
     for (std::int32_t tp : divisors(std::min(n, hw.node.gpus))) {
       if (hw.node.gpus % tp != 0 || model.heads % tp != 0 || n % tp != 0) continue;
+      if (o.tp > 0 && tp != o.tp) continue;
       for (std::int32_t pp : divisors(n / tp)) {
-        if (pp > model.blocks) continue;
+        if (pp > model.blocks || (o.pp > 0 && pp != o.pp)) continue;
         const std::int32_t dp = n / (tp * pp);
         if (o.global_batch % dp != 0) continue;
         const std::int64_t per_pipeline = o.global_batch / dp;
         for (std::int64_t b : {1, 2, 4, 8}) {
+          if (o.microbatch_size > 0 && b != o.microbatch_size) continue;
           if (per_pipeline % b != 0) continue;
           const std::int64_t m = per_pipeline / b;
           for (const sim::ScheduleDescriptor* sp : schedules) {
@@ -128,6 +130,9 @@ std::vector<Candidate> enumerate(const SearchOptions& o, const sim::HardwareProf
                                              v};
               if (order_based && (model.blocks < pp * v || !s.check(shape).empty())) continue;
               for (sim::Recompute rc : h.recomputes) {
+                if (!o.recomputes.empty() && std::find(o.recomputes.begin(), o.recomputes.end(),
+                                                       sim::to_string(rc)) == o.recomputes.end())
+                  continue;
                 for (bool offload : {false, true}) {
                   if (offload && !h.with_optimizer_offload) continue;
                   Candidate c;
@@ -205,6 +210,11 @@ SearchResult search(const SearchOptions& o, std::ostream* progress) {
   if (!(o.max_mem_fraction > 0 && o.max_mem_fraction <= 1))
     throw sim::InputError("--max-mem-fraction", "", "valid: 0 < F <= 1");
   if (o.top < 1) throw sim::InputError("--top", "", "must be >= 1");
+  for (const auto& r : o.recomputes) sim::parse_recompute(r);
+  if (o.tp < 0 || o.pp < 0 || (o.tp > 0 && o.gpus % o.tp != 0) || (o.pp > 0 && o.gpus % o.pp != 0) ||
+      (o.tp > 0 && o.pp > 0 && o.gpus % (o.tp * o.pp) != 0))
+    throw sim::InputError(o.tp > 0 && o.gpus % o.tp != 0 ? "--tp" : "--pp", "",
+                          fmt::format("must divide --gpus {} (with the other)", o.gpus));
   for (const auto& s : o.schedules) sim::find_schedule(s);
   const sim::HardwareProfile hw = sim::load_hardware_profile(o.base.hw);
   const double usd = o.gpu_hour_usd > 0 ? o.gpu_hour_usd : hw.gpu_hour_usd;

@@ -16,19 +16,32 @@ namespace {
 using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS, boost::no_property,
                                     boost::property<boost::edge_weight_t, std::int64_t>>;
 
+/// Prefix sums of the per-layer figures, and a sparse table for the largest working set of a layer range.
 struct Prefix {
   std::vector<std::int64_t> time, resident, activation, weight_grad;
+  std::vector<std::vector<std::int64_t>> working_max;  // [k][l]: max of working_bytes[l .. l + 2^k)
   explicit Prefix(const PartitionProblem& p)
       : time(1, 0), resident(1, 0), activation(1, 0), weight_grad(1, 0) {
     for (std::size_t l = 0; l < p.time_ns.size(); ++l) {
       time.push_back(time.back() + p.time_ns[l]);
-      // One backward at a time re-materializes its stage's recomputed activations on top of the resident
-      // ones.
-      resident.push_back(resident.back() + p.resident_bytes[l] +
-                         (p.working_bytes.empty() ? 0 : p.working_bytes[l]));
+      resident.push_back(resident.back() + p.resident_bytes[l]);
       activation.push_back(activation.back() + p.activation_bytes[l]);
       weight_grad.push_back(weight_grad.back() + (p.weight_grad_bytes.empty() ? 0 : p.weight_grad_bytes[l]));
     }
+    working_max.push_back(p.working_bytes.empty() ? std::vector<std::int64_t>(p.time_ns.size(), 0)
+                                                  : p.working_bytes);
+    for (std::size_t w = 2; w <= p.time_ns.size(); w *= 2) {
+      const auto& prev = working_max.back();
+      std::vector<std::int64_t> next(p.time_ns.size() - w + 1);
+      for (std::size_t l = 0; l < next.size(); ++l) next[l] = std::max(prev[l], prev[l + w / 2]);
+      working_max.push_back(std::move(next));
+    }
+  }
+  /// The largest per-layer working set of layers [i, j): recompute re-materializes one layer at a time.
+  std::int64_t max_working(std::size_t i, std::size_t j) const {
+    std::size_t k = 0;
+    while ((std::size_t{2} << k) <= j - i) ++k;
+    return std::max(working_max[k][i], working_max[k][j - (std::size_t{1} << k)]);
   }
 };
 
@@ -42,7 +55,9 @@ std::int64_t stage_mem(const PartitionProblem& p, const Prefix& s, std::int32_t 
                        std::int32_t j) {
   const auto k = static_cast<std::size_t>(stage), b = static_cast<std::size_t>(i),
              e = static_cast<std::size_t>(j);
-  return s.resident[e] - s.resident[b] + p.inflight[k] * (s.activation[e] - s.activation[b]) +
+  // One backward at a time re-materializes the recomputed activations of one layer on top of the rest.
+  return s.resident[e] - s.resident[b] + s.max_working(b, e) +
+         p.inflight[k] * (s.activation[e] - s.activation[b]) +
          (p.deferred.empty() ? 0 : p.deferred[k] * (s.weight_grad[e] - s.weight_grad[b]));
 }
 

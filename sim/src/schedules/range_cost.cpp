@@ -37,7 +37,7 @@ RangeCost range_cost(const std::vector<LayerCost>& layers, std::int32_t begin, s
       r.checkpoint_recompute_ns += std::max<Duration>(0, l.fwd_ns);
     }
     r.stored += l.stored_activation_bytes;
-    r.extra += l.recompute_extra_bytes;
+    r.extra = std::max(r.extra, l.recompute_extra_bytes);  // recomputed one layer at a time
     r.weight_grad_share += weight_grad_activation_bytes(l);
     r.working_bytes += l.stored_activation_bytes + l.recompute_extra_bytes - l.attention_score_bytes;
     r.tp_bus += l.tp_bus_bytes;

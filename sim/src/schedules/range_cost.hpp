@@ -33,7 +33,9 @@ struct RangeCost {
   bool profiled = false;  ///< measured times below replace the FLOP-based ones
   Duration fwd_ns = 0, bwd_in_ns = 0, bwd_w_ns = 0, bwd_ns = 0, recompute_ns = 0, checkpoint_recompute_ns = 0;
   std::int64_t stored = 0;             ///< activations kept from forward to backward
-  std::int64_t extra = 0;              ///< re-materialized while the backward runs (recompute)
+  /// Re-materialized while the backward runs: recompute re-runs one layer at a time from its checkpoint, so
+  /// the largest layer's, not the sum.
+  std::int64_t extra = 0;
   std::int64_t weight_grad_share = 0;  ///< of `stored`, what only the weight-gradient pass still needs
   /// Activations live while the range runs its backward from a checkpoint under flash attention (no s^2
   /// scores), as the offload schedules run it.

@@ -69,3 +69,24 @@ TEST(Metrics, OomNamesTheFirstDeviceAndTheWorstExcess) {
 
 }  // namespace
 }  // namespace pipesim::sim
+
+namespace pipesim::sim {
+namespace {
+
+TEST(Metrics, NoScheduleReportsMoreThanThePeak) {
+  // MFU and HFU above 1 are impossible: every schedule, with and without gradient accumulation.
+  for (const ScheduleDescriptor& s : schedule_registry()) {
+    for (int k : {1, 2}) {
+      JobOptions j = testing::job("qwen3-1.7b", "h100-sxm-8x", 4, 1, 1, 8);
+      j.seq = 1024;
+      j.accum_steps = k;
+      auto r = testing::simulate(s.name, make_schedule_input(j, s));
+      EXPECT_GT(r.metrics.mfu, 0.0) << s.name << " K=" << k;
+      EXPECT_LE(r.metrics.mfu, r.metrics.hfu) << s.name << " K=" << k;
+      EXPECT_LE(r.metrics.hfu, 1.0) << s.name << " K=" << k;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace pipesim::sim

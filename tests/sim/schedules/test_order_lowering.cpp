@@ -100,6 +100,24 @@ TEST(OrderLowering, GradSyncAfterTheBackwardWaitsForTheLastComputeOp) {
   EXPECT_LT(overlap.metrics.step_time_s, after.metrics.step_time_s);
 }
 
+TEST(OrderLowering, RecomputeHoldsOneLayersActivationsAtATime) {
+  JobOptions j = testing::job("llama2-7b", "h100-sxm-8x", 2, 1, 1, 4);
+  j.recompute = "full";
+  const auto& s = find_schedule("1f1b");
+  ScheduleInput in = make_schedule_input(j, s);
+  Plan plan = build_plan(s, in);
+  std::int64_t largest = 0, sum = 0;
+  for (std::size_t l = 0; l <= 16; ++l) {  // stage 0: the embedding and blocks 0-15
+    largest = std::max(largest, in.costs.front()[l].recompute_extra_bytes);
+    sum += in.costs.front()[l].recompute_extra_bytes;
+  }
+  ASSERT_GT(sum, largest);
+  for (const Op& op : plan.ops)
+    if (op.kind == OpKind::kRecompute && op.tags.stage == 0) {
+      EXPECT_EQ(op.alloc_bytes, largest);
+    }
+}
+
 TEST(OrderLowering, ResidentMemoryIsTheStagesParameterBytes) {
   JobOptions j = testing::job("llama2-7b", "h100-sxm-8x", 2, 1, 1, 4);
   const auto& s = find_schedule("1f1b");

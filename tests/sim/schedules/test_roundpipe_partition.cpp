@@ -61,3 +61,23 @@ TEST(RoundPipePartition, ALayerAboveTheMemoryCapIsAnInputError) {
 
 }  // namespace
 }  // namespace pipesim::sim
+
+namespace pipesim::sim {
+namespace {
+
+TEST(RoundPipePartition, TheFusedHeadBoundsTheStageTime) {
+  // Blocks: forward 1 ms, backward 3 ms with recompute; the head: forward 2, backward 4, fused 6 ms. The
+  // stage time cannot go below the fused head, so T = 6 ms: two forward stages, four backward stages.
+  auto layers = testing::uniform_layers(9, 1'000'000, 1'000'000, 1'000'000);
+  layers.back().role = LayerRole::kHead;
+  layers.back().fwd_ns = 2'000'000;
+  layers.back().bwd_input_ns = layers.back().bwd_weight_ns = 2'000'000;
+  const RoundPipePartition p = roundpipe_partition(layers, load_hardware_profile("h100-sxm-8x"), "bf16", 4);
+  EXPECT_EQ(p.stage_time_ns, 6'000'000);
+  EXPECT_EQ(p.forward, (std::vector<std::pair<std::int32_t, std::int32_t>>{{0, 2}, {2, 8}}));
+  EXPECT_EQ(p.backward,
+            (std::vector<std::pair<std::int32_t, std::int32_t>>{{8, 9}, {6, 8}, {4, 6}, {2, 4}, {0, 2}}));
+}
+
+}  // namespace
+}  // namespace pipesim::sim

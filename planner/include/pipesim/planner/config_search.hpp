@@ -26,6 +26,10 @@ struct SearchOptions {
   double gpu_hour_usd = 0;  ///< 0: the profile's figure
   std::int32_t top = 10;
   std::int32_t threads = 0;  ///< 0: hardware concurrency
+  /// Layout constraints (0 / empty: searched): a fixed tp or pp, and the recompute policies to try.
+  std::int32_t tp = 0, pp = 0;
+  std::int64_t microbatch_size = 0;  ///< one of 1, 2, 4, 8
+  std::vector<std::string> recomputes;
 };
 
 struct Candidate {

@@ -49,16 +49,28 @@ Plan build_mobius(const ScheduleInput& in) {
   auto gpu_of = [&](std::int32_t c) { return order[static_cast<std::size_t>(c % P)]; };
 
   OffloadPlan op(in, "mobius", P);
-  const RangeCost whole = range_cost(layers, 0, static_cast<std::int32_t>(layers.size()));
-  op.hold_model_on_host(0, whole.params, whole.trainable);
+  // Each node's host keeps the weights and optimizer state of the stages its GPUs run, and its cores step
+  // them.
+  const std::int32_t gpn = in.hw.node.gpus, nodes = (P + gpn - 1) / gpn;
+  auto node_of_stage = [&](std::int32_t c) { return static_cast<std::size_t>(gpu_of(c) / gpn); };
+  std::vector<std::int64_t> node_params(static_cast<std::size_t>(nodes), 0), node_trainable = node_params;
+  for (std::int32_t c = 0; c < S; ++c) {
+    const RangeCost r = range_cost(layers, range[static_cast<std::size_t>(c)].first,
+                                   range[static_cast<std::size_t>(c)].second);
+    node_params[node_of_stage(c)] += r.params;
+    node_trainable[node_of_stage(c)] += r.trainable;
+  }
+  for (std::int32_t n = 0; n < nodes; ++n)
+    op.hold_model_on_host(n, node_params[static_cast<std::size_t>(n)],
+                          node_trainable[static_cast<std::size_t>(n)]);
 
   const std::int32_t M = in.microbatches;
   std::vector<std::int32_t> resident_stage(static_cast<std::size_t>(P), -1);
-  OpId previous_optimizer = kNoOp;
+  std::vector<OpId> previous_optimizer(static_cast<std::size_t>(nodes), kNoOp);  // per node
   for (std::int32_t it = 0; it < in.iterations; ++it) {
     std::vector<OpId> fwd_out(static_cast<std::size_t>(S) * static_cast<std::size_t>(M), kNoOp);
     std::vector<OpId> bwd_out = fwd_out;
-    std::vector<OpId> downloads;
+    std::vector<std::vector<OpId>> downloads(static_cast<std::size_t>(nodes));  // per node
     auto cost = [&](std::int32_t c, std::int32_t m) {
       return op.stage_cost(range[static_cast<std::size_t>(c)], m);
     };
@@ -67,7 +79,8 @@ Plan build_mobius(const ScheduleInput& in) {
       if (resident_stage[gi] == c)
         return kNoOp;  // forward of the last stage flows straight into its backward
       resident_stage[gi] = c;
-      return op.upload_weights(g, r, OpTags{c, pass, -1, r.begin, r.end, it}, {previous_optimizer});
+      return op.upload_weights(g, r, OpTags{c, pass, -1, r.begin, r.end, it},
+                               {previous_optimizer[static_cast<std::size_t>(g / gpn)]});
     };
     auto input_from = [&](std::int32_t g, std::int32_t from_gpu, OpId produced, std::int64_t bytes,
                           const OpTags& t) {
@@ -75,48 +88,57 @@ Plan build_mobius(const ScheduleInput& in) {
       return op.transfer(op.stream(g, OffloadPlan::kRecv), OpKind::kP2P, t, op.gpu(from_gpu), op.gpu(g),
                          bytes, {produced});
     };
-    for (std::int32_t c = 0; c < S; ++c) {  // forward: stage by stage, every microbatch back to back
-      const std::int32_t g = gpu_of(c);
-      RangeCost r0 = cost(c, 0);
-      OpId up = upload(g, c, 0, r0);
-      OpId last = kNoOp;
-      for (std::int32_t m = 0; m < M; ++m) {
-        RangeCost r = cost(c, m);
-        OpTags t{c, 0, it * M + m, r.begin, r.end, it};
-        OpId in_op = c > 0 ? input_from(g, gpu_of(c - 1), fwd_out[static_cast<std::size_t>((c - 1) * M + m)],
+    // Gradient accumulation: K flushes, each stage's gradients downloaded (and summed on the host) every
+    // round.
+    for (std::int32_t round = 0; round < in.accum_steps; ++round) {
+      const std::int32_t first_mb = (it * in.accum_steps + round) * M;
+      for (std::int32_t c = 0; c < S; ++c) {  // forward: stage by stage, every microbatch back to back
+        const std::int32_t g = gpu_of(c);
+        RangeCost r0 = cost(c, 0);
+        OpId up = upload(g, c, 0, r0);
+        OpId last = kNoOp;
+        for (std::int32_t m = 0; m < M; ++m) {
+          RangeCost r = cost(c, m);
+          OpTags t{c, 0, first_mb + m, r.begin, r.end, it};
+          OpId in_op = c > 0
+                           ? input_from(g, gpu_of(c - 1), fwd_out[static_cast<std::size_t>((c - 1) * M + m)],
                                         cost(c - 1, m).output_bytes, t)
                            : kNoOp;
-        last = op.forward(g, t, r, {up, in_op}, r.input_bytes /* checkpoint kept for the backward */);
-        fwd_out[static_cast<std::size_t>(c * M + m)] = last;
+          last = op.forward(g, t, r, {up, in_op}, r.input_bytes /* checkpoint kept for the backward */);
+          fwd_out[static_cast<std::size_t>(c * M + m)] = last;
+        }
+        if (c != S - 1) {  // the last stage's weights stay for its backward
+          op.drop_weights(g, r0, last);
+          resident_stage[static_cast<std::size_t>(g)] = -1;
+        }
       }
-      if (c != S - 1) {  // the last stage's weights stay for its backward
-        op.drop_weights(g, r0, last);
+      for (std::int32_t c = S - 1; c >= 0;
+           --c) {  // backward: reverse stage order, recompute from checkpoints
+        const std::int32_t g = gpu_of(c);
+        RangeCost r0 = cost(c, 0);
+        OpId up = upload(g, c, 1, r0);
+        OpId last = kNoOp;
+        for (std::int32_t m = 0; m < M; ++m) {
+          RangeCost r = cost(c, m);
+          OpTags t{c, 1, first_mb + m, r.begin, r.end, it};
+          OpId grad_in =
+              c < S - 1 ? input_from(g, gpu_of(c + 1), bwd_out[static_cast<std::size_t>((c + 1) * M + m)],
+                                     r.output_bytes, t)
+                        : kNoOp;
+          OpId rc = op.recompute(g, t, r, {up, grad_in}, r.working_bytes + (m == 0 ? r0.grad_bytes() : 0));
+          last = op.backward(g, t, r, {rc}, 0, r.working_bytes + r.input_bytes);
+          bwd_out[static_cast<std::size_t>(c * M + m)] = last;
+        }
+        OpId down = op.download_gradients(g, r0, OpTags{c, 1, -1, r0.begin, r0.end, it}, last);
         resident_stage[static_cast<std::size_t>(g)] = -1;
+        downloads[node_of_stage(c)].push_back(down);
       }
     }
-    for (std::int32_t c = S - 1; c >= 0; --c) {  // backward: reverse stage order, recompute from checkpoints
-      const std::int32_t g = gpu_of(c);
-      RangeCost r0 = cost(c, 0);
-      OpId up = upload(g, c, 1, r0);
-      OpId last = kNoOp;
-      for (std::int32_t m = 0; m < M; ++m) {
-        RangeCost r = cost(c, m);
-        OpTags t{c, 1, it * M + m, r.begin, r.end, it};
-        OpId grad_in = c < S - 1
-                           ? input_from(g, gpu_of(c + 1), bwd_out[static_cast<std::size_t>((c + 1) * M + m)],
-                                        r.output_bytes, t)
-                           : kNoOp;
-        OpId rc = op.recompute(g, t, r, {up, grad_in}, r.working_bytes + (m == 0 ? r0.grad_bytes() : 0));
-        last = op.backward(g, t, r, {rc}, 0, r.working_bytes + r.input_bytes);
-        bwd_out[static_cast<std::size_t>(c * M + m)] = last;
-      }
-      OpId down = op.download_gradients(g, r0, OpTags{c, 1, -1, r0.begin, r0.end, it}, last);
-      resident_stage[static_cast<std::size_t>(g)] = -1;
-      downloads.push_back(down);
-    }
-    // One optimizer step over the whole model on every core once all gradients are on the host.
-    previous_optimizer = op.cpu_adam(op.cpu_stream(0, 0), OpTags{-1, -1, -1, -1, -1, it}, whole.trainable,
-                                     in.hw.host.cores, downloads);
+    // One optimizer step per node over its stages on all its cores once their gradients are on the host.
+    for (std::int32_t n = 0; n < nodes; ++n)
+      previous_optimizer[static_cast<std::size_t>(n)] = op.cpu_adam(
+          op.cpu_stream(n, 0), OpTags{-1, -1, -1, -1, -1, it}, node_trainable[static_cast<std::size_t>(n)],
+          in.hw.host.cores, downloads[static_cast<std::size_t>(n)]);
   }
   return op.finish(part, in.parameters.flag("cross_mapping") ? "cross mapping of stages to GPUs" : "");
 }

@@ -73,7 +73,7 @@ class RoundPipeBuilder {
   std::int64_t counter_ = 0;  // dispatch counter, continued across iterations
   std::vector<OpId> adam_;    // per iteration
   // The iteration being built, the op its weights wait for, and the tensors it parks in host memory.
-  std::int32_t it_ = 0;
+  std::int32_t it_ = 0, round_ = 0;  // iteration, and accumulation round within it
   OpId weights_ready_ = kNoOp;
   std::vector<OpId> fwd_down_, bwd_down_, ckpt_down_, grad_downloads_;
 };
@@ -103,7 +103,7 @@ void RoundPipeBuilder::emit_forward_job(std::int32_t s) {
   OpId last = kNoOp;
   for (std::int32_t m = 0; m < M_; ++m) {
     RangeCost r = cost(rg, m);
-    OpTags t{s, 0, it_ * M_ + m, r.begin, r.end, it_};
+    OpTags t{s, 0, (it_ * in_.accum_steps + round_) * M_ + m, r.begin, r.end, it_};
     OpId input = s > 0 ? upload_activation(g, fwd_down_[at(s - 1, m)], r.input_bytes, t) : kNoOp;
     // The forward holds its output (and the checkpoints it saves) until they are downloaded.
     std::int64_t saved = 0;
@@ -127,7 +127,7 @@ void RoundPipeBuilder::emit_backward_job(std::int32_t b) {
   const bool sends_gradient = b + 1 < nb_;
   for (std::int32_t m = 0; m < M_; ++m) {
     RangeCost r = cost(rg, m);
-    OpTags t{nf_ + b, 1, it_ * M_ + m, r.begin, r.end, it_};
+    OpTags t{nf_ + b, 1, (it_ * in_.accum_steps + round_) * M_ + m, r.begin, r.end, it_};
     const std::int64_t grads = m == 0 ? r0.grad_bytes() : 0;
     if (b == 0) {
       // Fused stage: input from the last forward stage, forward + loss + backward without recompute.
@@ -152,12 +152,16 @@ Plan RoundPipeBuilder::build() {
     // Weights of this iteration: one step stale (the optimizer of iteration it-2), or fresh when synchronous.
     const std::int32_t lag = sync_optimizer_ ? 1 : 2;
     weights_ready_ = it_ >= lag ? adam_[static_cast<std::size_t>(it_ - lag)] : kNoOp;
-    fwd_down_.assign(static_cast<std::size_t>(nf_ * M_), kNoOp);
-    bwd_down_.assign(static_cast<std::size_t>(nb_ * M_), kNoOp);
-    ckpt_down_.assign(static_cast<std::size_t>(nb_ * M_), kNoOp);
     grad_downloads_.clear();
-    for (std::int32_t s = 0; s < nf_; ++s) emit_forward_job(s);
-    for (std::int32_t b = 0; b < nb_; ++b) emit_backward_job(b);  // FB, then B1..B(nb-1)
+    // Gradient accumulation: K flushes of M microbatches; each backward job's gradients go down to the host
+    // every round, and one optimizer step follows the last.
+    for (round_ = 0; round_ < in_.accum_steps; ++round_) {
+      fwd_down_.assign(static_cast<std::size_t>(nf_ * M_), kNoOp);
+      bwd_down_.assign(static_cast<std::size_t>(nb_ * M_), kNoOp);
+      ckpt_down_.assign(static_cast<std::size_t>(nb_ * M_), kNoOp);
+      for (std::int32_t s = 0; s < nf_; ++s) emit_forward_job(s);
+      for (std::int32_t b = 0; b < nb_; ++b) emit_backward_job(b);  // FB, then B1..B(nb-1)
+    }
     adam_.push_back(op_.cpu_adam(op_.cpu_stream(0, 0), OpTags{-1, -1, -1, -1, -1, it_}, whole_.trainable,
                                  in_.hw.host.cores, grad_downloads_));
   }

@@ -45,6 +45,7 @@ RoundPipePartition roundpipe_partition(const std::vector<LayerCost>& layers, con
   (void)microbatches;  // stage times scale by M alike; the choice does not depend on it
   const LayerTimes lt = layer_times(layers, hw, dtype);
   const auto n = static_cast<std::int32_t>(layers.size());
+  if (n < 2) throw InputError("--model", "", "roundpipe needs at least two layers to partition");
   const std::int64_t cap = static_cast<std::int64_t>(0.6 * static_cast<double>(hw.gpu.hbm_bytes)) / 2;
   for (std::int32_t l = 0; l < n; ++l)
     if (lt.mem[static_cast<std::size_t>(l)] > cap)
@@ -54,7 +55,9 @@ RoundPipePartition roundpipe_partition(const std::vector<LayerCost>& layers, con
                                    "(0.3 x GPU memory)",
                                    l, static_cast<double>(lt.mem[static_cast<std::size_t>(l)]) / (1 << 30),
                                    static_cast<double>(cap) / (1 << 30)));
-  std::int64_t max_layer = 0;
+  // The largest job any partition must hold: a layer's forward or backward, or the fused stage's last layer
+  // (the LM head's forward, loss and backward), which no stage time can go below.
+  std::int64_t max_layer = lt.fused.back();
   for (std::int32_t l = 0; l < n; ++l)
     max_layer =
         std::max({max_layer, lt.fwd[static_cast<std::size_t>(l)], lt.bwd[static_cast<std::size_t>(l)]});

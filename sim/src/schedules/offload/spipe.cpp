@@ -53,8 +53,10 @@ class SpipeBuilder {
   std::int32_t producer_of(std::int32_t first) const;
   RangeCost cost(LayerRange r, std::int32_t m) const { return op_.stage_cost(r, m); }
 
-  void emit_forward_stages(std::int32_t rank, std::int32_t it);
-  void emit_backward_stages(std::int32_t rank, std::int32_t it);
+  void emit_forward_stages(std::int32_t rank, std::int32_t it, std::int32_t round);
+  /// On the last accumulation round, a backward stage's download is followed by its optimizer step.
+  void emit_backward_stages(std::int32_t rank, std::int32_t it, std::int32_t round);
+  std::int32_t node_of_rank(std::int32_t r) const { return r / in_.hw.node.gpus; }
   void wire_inputs();
   void end_iteration(std::int32_t it);
 
@@ -65,12 +67,14 @@ class SpipeBuilder {
   std::vector<LayerRange> forward_chunks_, backward_chunks_;
   OffloadPlan op_;
   std::int64_t all_trainable_ = 0;
+  std::vector<std::int64_t> node_trainable_;
   std::int32_t threads_ = 1;
   // Optimizer steps of the previous iteration per backward chunk: the next forward of those layers waits.
   std::vector<OpId> prev_adam_;
   OpId prev_rollback_ = kNoOp;
   // This iteration's stage outputs per (chunk, microbatch), optimizer steps and inputs still to wire.
   std::vector<OpId> fwd_out_, bwd_out_, adam_;
+  std::vector<std::vector<OpId>> downloads_;  // per backward chunk, over the accumulation rounds
   std::vector<PendingInput> pending_;
 };
 
@@ -103,8 +107,20 @@ SpipeBuilder::SpipeBuilder(const ScheduleInput& in) : in_(in), op_(in, "spipe", 
   backward_chunks_ = chunk_layer_ranges(blocks, nlayers, balanced_partition(L_, NB_));
   const RangeCost whole = range_cost(layers, 0, nlayers);
   all_trainable_ = whole.trainable;
-  op_.hold_model_on_host(0, whole.params, whole.trainable);
-  threads_ = std::max(1, in.hw.host.cores / P_);
+  // A backward chunk's weights and optimizer state live on the host of the rank that runs its backward (and
+  // its optimizer step); the node's cores are shared by its ranks.
+  const std::int32_t gpn = in.hw.node.gpus, nodes = (P_ + gpn - 1) / gpn;
+  std::vector<std::int64_t> node_params(static_cast<std::size_t>(nodes), 0), node_trainable = node_params;
+  for (std::int32_t k = 0; k < NB_; ++k) {
+    const RangeCost r = range_cost(layers, bwd_range(k).first, bwd_range(k).second);
+    node_params[static_cast<std::size_t>(node_of_rank(k % P_))] += r.params;
+    node_trainable[static_cast<std::size_t>(node_of_rank(k % P_))] += r.trainable;
+  }
+  for (std::int32_t n = 0; n < nodes; ++n)
+    op_.hold_model_on_host(n, node_params[static_cast<std::size_t>(n)],
+                           node_trainable[static_cast<std::size_t>(n)]);
+  node_trainable_ = node_trainable;
+  threads_ = std::max(1, in.hw.host.cores / std::min(P_, gpn));
   prev_adam_.assign(static_cast<std::size_t>(NB_), kNoOp);
 }
 
@@ -116,7 +132,8 @@ std::int32_t SpipeBuilder::producer_of(std::int32_t first) const {
   return -1;
 }
 
-void SpipeBuilder::emit_forward_stages(std::int32_t r, std::int32_t it) {
+void SpipeBuilder::emit_forward_stages(std::int32_t r, std::int32_t it, std::int32_t round) {
+  const std::int32_t first_mb = (it * in_.accum_steps + round) * M_;
   for (std::int32_t v = 0; v < F_; ++v) {
     const std::int32_t fc = v * P_ + r;
     auto rg = fwd_range(fc);
@@ -131,7 +148,7 @@ void SpipeBuilder::emit_forward_stages(std::int32_t r, std::int32_t it) {
     OpId last = kNoOp;
     for (std::int32_t m = 0; m < M_; ++m) {
       RangeCost rc = cost(rg, m);
-      OpTags t{fc, 0, it * M_ + m, rc.begin, rc.end, it};
+      OpTags t{fc, 0, first_mb + m, rc.begin, rc.end, it};
       last = op_.forward(r, t, rc, {up});
       fwd_out_[static_cast<std::size_t>(fc * M_ + m)] = last;
       if (fc > 0) pending_.push_back({last, InputKind::kForwardActivation, fc, m});
@@ -140,7 +157,8 @@ void SpipeBuilder::emit_forward_stages(std::int32_t r, std::int32_t it) {
   }
 }
 
-void SpipeBuilder::emit_backward_stages(std::int32_t r, std::int32_t it) {
+void SpipeBuilder::emit_backward_stages(std::int32_t r, std::int32_t it, std::int32_t round) {
+  const std::int32_t first_mb = (it * in_.accum_steps + round) * M_;
   for (std::int32_t v = B_ - 1; v >= 0; --v) {
     const std::int32_t k = (B_ - 1 - v) * P_ + r;
     auto rg = bwd_range(k);
@@ -149,7 +167,7 @@ void SpipeBuilder::emit_backward_stages(std::int32_t r, std::int32_t it) {
     OpId last = kNoOp;
     for (std::int32_t m = 0; m < M_; ++m) {
       RangeCost rc = cost(rg, m);
-      OpTags t{NF_ + k, 1, it * M_ + m, rc.begin, rc.end, it};
+      OpTags t{NF_ + k, 1, first_mb + m, rc.begin, rc.end, it};
       // Recompute from the checkpoint (freed with the backward), then the backward of the stage.
       OpId re = op_.recompute(r, t, rc, {up}, rc.working_bytes + (m == 0 ? r0.grad_bytes() : 0));
       pending_.push_back({re, InputKind::kCheckpoint, k, m});
@@ -157,10 +175,13 @@ void SpipeBuilder::emit_backward_stages(std::int32_t r, std::int32_t it) {
       last = op_.backward(r, t, rc, {re}, 0, rc.working_bytes + rc.input_bytes);
       bwd_out_[static_cast<std::size_t>(k * M_ + m)] = last;
     }
-    OpId down = op_.download_gradients(r, r0, OpTags{NF_ + k, 1, -1, r0.begin, r0.end, it}, last);
+    auto& downs = downloads_[static_cast<std::size_t>(k)];
+    downs.push_back(op_.download_gradients(r, r0, OpTags{NF_ + k, 1, -1, r0.begin, r0.end, it}, last));
+    if (round + 1 < in_.accum_steps) continue;
     // Asynchronous per-stage optimizer: runs on the host while this GPU goes on with its next stages.
-    adam_[static_cast<std::size_t>(k)] = op_.cpu_adam(
-        op_.cpu_stream(0, r), OpTags{NF_ + k, 1, -1, r0.begin, r0.end, it}, r0.trainable, threads_, {down});
+    adam_[static_cast<std::size_t>(k)] =
+        op_.cpu_adam(op_.cpu_stream(node_of_rank(r), r % in_.hw.node.gpus),
+                     OpTags{NF_ + k, 1, -1, r0.begin, r0.end, it}, r0.trainable, threads_, downs);
   }
 }
 
@@ -220,22 +241,32 @@ void SpipeBuilder::end_iteration(std::int32_t it) {
   if (overflows(it, overflow_prob_)) {
     // Bypass and rollback: flags are all-reduced at the end; already-updated stages are rolled back by an
     // inverse Adam step over every stage.
-    prev_rollback_ = op_.cpu_adam(op_.cpu_stream(0, P_), OpTags{-1, -1, -1, -1, -1, it}, all_trainable_,
-                                  in_.hw.host.cores, adam_);
+    const auto nodes = static_cast<std::int32_t>(node_trainable_.size());
+    std::vector<OpId> rollbacks;
+    for (std::int32_t n = 0; n < nodes; ++n)
+      rollbacks.push_back(
+          op_.cpu_adam(op_.cpu_stream(n, std::min(P_, in_.hw.node.gpus)), OpTags{-1, -1, -1, -1, -1, it},
+                       node_trainable_[static_cast<std::size_t>(n)], in_.hw.host.cores, adam_));
+    prev_rollback_ = rollbacks.front();
+    for (std::size_t n = 1; n < rollbacks.size(); ++n) op_.add_dep(prev_rollback_, rollbacks[n]);
   }
 }
 
 Plan SpipeBuilder::build() {
   for (std::int32_t it = 0; it < in_.iterations; ++it) {
-    fwd_out_.assign(static_cast<std::size_t>(NF_ * M_), kNoOp);
-    bwd_out_.assign(static_cast<std::size_t>(NB_ * M_), kNoOp);
     adam_.assign(static_cast<std::size_t>(NB_), kNoOp);
-    // Ops are created per rank in that rank's order; cross-rank inputs are wired afterwards.
-    for (std::int32_t r = 0; r < P_; ++r) {
-      emit_forward_stages(r, it);
-      emit_backward_stages(r, it);
+    downloads_.assign(static_cast<std::size_t>(NB_), {});
+    // Gradient accumulation: K flushes; gradients go down every round, the optimizer follows the last.
+    for (std::int32_t round = 0; round < in_.accum_steps; ++round) {
+      fwd_out_.assign(static_cast<std::size_t>(NF_ * M_), kNoOp);
+      bwd_out_.assign(static_cast<std::size_t>(NB_ * M_), kNoOp);
+      // Ops are created per rank in that rank's order; cross-rank inputs are wired afterwards.
+      for (std::int32_t r = 0; r < P_; ++r) {
+        emit_forward_stages(r, it, round);
+        emit_backward_stages(r, it, round);
+      }
+      wire_inputs();
     }
-    wire_inputs();
     end_iteration(it);
   }
   std::vector<std::int32_t> part = balanced_partition(L_, NB_);
