@@ -53,8 +53,8 @@ int list_models() {
 
 /// How the training framework runs the model: what its kernels move and when its DP gradients sync.
 void add_kernel_options(CLI::App* sim, pipesim::sim::JobOptions& j) {
-  sim->add_option("--attention", j.attention, "attention kernel: unfused (scores in HBM) or flash")
-      ->check(CLI::IsMember({"unfused", "flash"}))
+  sim->add_option("--attention", j.attention, "attention kernel: flash (scores on chip) or unfused (scores in HBM)")
+      ->check(CLI::IsMember({"flash", "unfused"}))
       ->capture_default_str();
   sim->add_flag("!--no-sequence-parallel", j.sequence_parallel,
                 "norms, dropout and residual adds on the whole sequence on every TP rank");

@@ -336,6 +336,11 @@ class BadInput(unittest.TestCase):
         self.expect_error(["simulate", "--schedule", "spipe", "--dp", "2"], "--dp: spipe runs one pipeline over the GPUs")
         self.expect_error(["simulate", "--schedule", "roundpipe", "--partition", "4,4"], "roundpipe partitions automatically")
         self.expect_error(["simulate", "--overflow-prob", "2"], "--overflow-prob")
+        self.expect_error(["simulate", "--overflow-prob", "0.5x"], "--overflow-prob: '0.5x' is not a number")
+        self.expect_error(["simulate", "--attention", "fused"], "--attention")
+        self.expect_error(["simulate", "--grad-sync", "sometimes"], "--grad-sync")
+        self.expect_error(["plan", "--gpus", "8", "--global-batch", "8", "--tp", "3"], "--tp: must divide --gpus 8")
+        self.expect_error(["plan", "--gpus", "8", "--global-batch", "8", "--recompute", "most"], "--recompute")
         self.expect_error(["simulate", "--lora-rank", "-1"], "--lora-rank")
         self.expect_error(["simulate", "--iterations", "0"], "--iterations")
         self.expect_error(["simulate", "--hw", "v100-sxm2-4x", "--dtype", "bf16", "--schedule", "1f1b"],

@@ -20,8 +20,8 @@ import subprocess
 import sys
 import tempfile
 
-ROW_BOUND_PCT = 16.0
-MEAN_BOUND_PCT = 10.0
+ROW_BOUND_PCT = 14.0
+MEAN_BOUND_PCT = 9.0
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SEQ, VOCAB = 2048, 51200

@@ -308,8 +308,9 @@ void Run::start(OpId id) {
   if (h.mode == Mode::kFlow) {
     const Op& op = plan_.ops[i];
     const auto& t = std::get<TransferWork>(op.payload);
-    Path p = is_collective(op.kind) ? topo_.ring_path(endpoint(t.src), endpoint(t.dst), t.bytes)
-                                    : topo_.path(endpoint(t.src), endpoint(t.dst), t.bytes);
+    Path p = is_collective(op.kind)
+                 ? topo_.ring_path(endpoint(t.src), endpoint(t.dst), t.bytes, t.message_bytes)
+                 : topo_.path(endpoint(t.src), endpoint(t.dst), t.bytes);
     op_latency_[i] = p.latency * t.latency_steps;
     if (!p.links.empty() && t.bytes > 0) {
       FlowId f = net_.add(p.links, static_cast<double>(t.bytes), p.max_bytes_per_ns, now_, t.priority);

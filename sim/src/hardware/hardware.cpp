@@ -185,6 +185,8 @@ HardwareProfile parse_hardware_profile(const std::string& text, const std::strin
     hw.node.nvlink.GBps_per_direction = nv.number("GBps_per_direction", 0, 1e5);
     hw.node.nvlink.latency = duration_from_us(nv.number("latency_us", 0, 1e5));
     hw.node.nvlink.allreduce_busbw_GBps = nv.number("allreduce_busbw_GBps", 0, 1e5);
+    hw.node.nvlink.allreduce_busbw_by_size =
+        read_curve(nv, "allreduce_busbw_by_size", "bytes", "GBps", 1e5, false);
     if (const json* g = nv.raw_optional("groups")) {
       std::vector<int> seen(static_cast<std::size_t>(hw.node.gpus), 0);
       if (!g->is_array()) nv.fail("groups", "expected an array of arrays of GPU indices");
@@ -202,8 +204,8 @@ HardwareProfile parse_hardware_profile(const std::string& text, const std::strin
         hw.node.nvlink.groups.push_back(members);
       }
     }
-    hw.node.nvlink.sources =
-        read_sources(nv, {"GBps_per_direction", "latency_us", "allreduce_busbw_GBps", "groups"});
+    hw.node.nvlink.sources = read_sources(nv, {"GBps_per_direction", "latency_us", "allreduce_busbw_GBps",
+                                               "allreduce_busbw_by_size", "groups"});
     nv.finish();
     n.finish();
   }
@@ -262,6 +264,8 @@ std::string hardware_profile_to_json(const HardwareProfile& hw) {
   json nv = {{"GBps_per_direction", hw.node.nvlink.GBps_per_direction},
              {"latency_us", to_us(hw.node.nvlink.latency)},
              {"allreduce_busbw_GBps", hw.node.nvlink.allreduce_busbw_GBps}};
+  if (!hw.node.nvlink.allreduce_busbw_by_size.empty())
+    nv["allreduce_busbw_by_size"] = curve_json(hw.node.nvlink.allreduce_busbw_by_size, "bytes", "GBps");
   if (!hw.node.nvlink.groups.empty()) nv["groups"] = hw.node.nvlink.groups;
   write_sources(nv, hw.node.nvlink.sources);
   json h = {{"cpu_model", hw.host.cpu_model},

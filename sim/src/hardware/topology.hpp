@@ -43,7 +43,8 @@ class Topology {
   /// ingress links (NIC tx+rx, NVLink tx+rx, or PCIe up+down incl. switch uplinks when the ring leaves the
   /// switch). Every member then loads links exactly as in a full ring, which keeps symmetric and explicit
   /// replica simulation in agreement.
-  Path ring_path(Endpoint self, Endpoint next, std::int64_t bytes) const;
+  /// `message_bytes`: one collective's buffer (0: unknown), for the size-dependent NVLink bus bandwidth.
+  Path ring_path(Endpoint self, Endpoint next, std::int64_t bytes, std::int64_t message_bytes = 0) const;
   const std::vector<Link>& links() const { return links_; }
   std::string link_name(LinkId id) const;
   std::int32_t nodes() const { return nodes_; }

@@ -123,7 +123,8 @@ CriticalPath critical_path(const Plan& plan, const Timeline& tl) {
       const auto& b = plan.devices[static_cast<std::size_t>(t->dst)];
       Endpoint ea{a.node, a.kind == DeviceKind::kGpu ? a.local_index : -1};
       Endpoint eb{b.node, b.kind == DeviceKind::kGpu ? b.local_index : -1};
-      Path p = sim::is_collective(op.kind) ? topo.ring_path(ea, eb, t->bytes) : topo.path(ea, eb, t->bytes);
+      Path p = sim::is_collective(op.kind) ? topo.ring_path(ea, eb, t->bytes, t->message_bytes)
+                                           : topo.path(ea, eb, t->bytes);
       // Name the narrowest link of the path: the one to widen first.
       std::string link = "no link";
       double narrowest = std::numeric_limits<double>::infinity();

@@ -124,6 +124,7 @@ std::string plan_to_json(const Plan& plan) {
                        {"bytes", x->bytes}, {"latency_steps", x->latency_steps},
                        {"group", x->group}, {"group_size", x->group_size}};
       if (x->priority != 0) j["transfer"]["priority"] = x->priority;
+      if (x->message_bytes != 0) j["transfer"]["message_bytes"] = x->message_bytes;
     } else if (const auto* w = std::get_if<CpuWork>(&op.payload))
       j["cpu"] = {{"params", w->params}, {"threads", w->threads}};
     else if (const auto* m = std::get_if<MemoryWork>(&op.payload))
@@ -210,6 +211,7 @@ Plan plan_from_json(const std::string& text, const std::string& file) {
       w.group = static_cast<std::int32_t>(c.integer("group", -1, kI32));
       w.group_size = static_cast<std::int32_t>(c.integer("group_size", 1, kI32));
       w.priority = static_cast<std::int32_t>(c.integer_or("priority", 0, 0, 1));
+      w.message_bytes = c.integer_or("message_bytes", 0, 0, kI64);
       c.finish();
       op.payload = w;
       ++payloads;

@@ -270,6 +270,9 @@ OpId Builder::emit_tp_collective(StreamId stream, DeviceId self, std::int32_t d,
   w.dst = device_of_rank(global_rank(d, stage, (t + 1) % in_.tp));
   w.bytes = cc.tp_bus * multiplier;
   w.latency_steps = 2 * (in_.tp - 1) * cc.tp_collectives * multiplier;
+  // One collective's buffer: the bus bytes are 2(t-1)/t of it per collective.
+  if (cc.tp_collectives > 0)
+    w.message_bytes = cc.tp_bus * in_.tp / (2 * (in_.tp - 1) * std::int64_t{cc.tp_collectives});
   if (explicit_) {
     // One collective per (replica, stage, chunk, microbatch, phase), shared by the tp ranks.
     std::int64_t id =
@@ -459,6 +462,7 @@ void Builder::emit_dp_allreduce(GpuRank& g, const OpTags& tags, std::int32_t chu
   w.dst = device_of_rank(global_rank((g.d + dp_ring_offset_) % in_.dp, g.stage, g.t));
   w.bytes = 2 * (in_.dp - 1) * params * in_.dp_grad_bytes_per_param / in_.dp;
   w.latency_steps = 2 * (in_.dp - 1);
+  w.message_bytes = params * in_.dp_grad_bytes_per_param;
   if (explicit_) {
     // DP group ids follow the TP ones: one per (stage, tp rank, chunk, bucket), shared by the dp replicas.
     std::int64_t tp_space = static_cast<std::int64_t>(in_.dp) * in_.pp * in_.virtual_stages * total_mb_ * 4;
@@ -634,9 +638,9 @@ bool touches_shared_link(const Plan& plan) {
     if (!w || op.fixed_duration >= 0) continue;
     const auto& a = plan.devices[static_cast<std::size_t>(w->src)];
     const auto& b = plan.devices[static_cast<std::size_t>(w->dst)];
-    Path p = is_collective(op.kind)
-                 ? topo.ring_path({a.node, a.local_index}, {b.node, b.local_index}, w->bytes)
-                 : topo.path({a.node, a.local_index}, {b.node, b.local_index}, w->bytes);
+    Path p = is_collective(op.kind) ? topo.ring_path({a.node, a.local_index}, {b.node, b.local_index},
+                                                     w->bytes, w->message_bytes)
+                                    : topo.path({a.node, a.local_index}, {b.node, b.local_index}, w->bytes);
     for (LinkId l : p.links)
       if (topo.links()[static_cast<std::size_t>(l)].shared) return true;
   }

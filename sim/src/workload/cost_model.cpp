@@ -234,9 +234,9 @@ std::vector<LayerCost> model_layer_costs(const ModelSpec& m, const CostOptions& 
       case Recompute::kNone:
         c.stored_activation_bytes = linear_part + score_part;
         break;
-      case Recompute::kSelective:  // attention core recomputed (flash-attention style)
+      case Recompute::kSelective:  // attention core recomputed; flash attention stores no scores to drop
         c.stored_activation_bytes = linear_part;
-        c.recompute_flops = attn;
+        c.recompute_flops = o.attention == AttentionKernel::kFlash ? 0 : attn;
         c.recompute_mem_bytes = traffic.attention;
         c.recompute_extra_bytes = score_part;
         break;

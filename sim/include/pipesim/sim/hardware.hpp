@@ -52,6 +52,9 @@ struct NvlinkSpec {
   double GBps_per_direction = 0;    ///< 0: no NVLink, GPU-to-GPU traffic goes over PCIe
   Duration latency = 0;             ///< `latency_us` in the file
   double allreduce_busbw_GBps = 0;  ///< achieved NCCL bus bandwidth inside the node
+  /// Achieved all-reduce bus bandwidth against the message size (x = bytes, y = GB/s), as nccl-tests report
+  /// it; when present it replaces the flat figure (small messages are latency-bound).
+  std::vector<CurvePoint> allreduce_busbw_by_size;
   /// GPUs joined by NVLink (e.g. bridged pairs); empty: all GPUs of the node when the rate is > 0.
   std::vector<std::vector<int>> groups;
   std::map<std::string, std::string> sources;

@@ -33,7 +33,7 @@ struct JobOptions {
   double p2p_time_ms = -1;  ///< >= 0: fixed time per pipeline hop
   bool explicit_replicas = false;
   bool optimizer_offload = false;
-  std::string attention = "unfused";  ///< unfused (scores in HBM) or flash
+  std::string attention = "flash";  ///< flash (scores on chip; what current frameworks run) or unfused
   bool sequence_parallel = true;
   bool dropout = false;
   std::string grad_sync =

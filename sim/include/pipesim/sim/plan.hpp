@@ -73,6 +73,7 @@ struct TransferWork {
   std::int32_t group = -1;         ///< ops of one collective share a group id; -1: point to point
   std::int32_t group_size = 1;     ///< members of the group present in this plan
   std::int32_t priority = 0;  ///< 1: background (weight prefetch) sharing only what foreground flows leave
+  std::int64_t message_bytes = 0;  ///< collectives: one collective's buffer, for size-dependent bandwidth
 };
 
 /// Host CPU work: holds `threads` cores for params / adam_rate(threads).
