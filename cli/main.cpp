@@ -53,7 +53,8 @@ int list_models() {
 
 /// How the training framework runs the model: what its kernels move and when its DP gradients sync.
 void add_kernel_options(CLI::App* sim, pipesim::sim::JobOptions& j) {
-  sim->add_option("--attention", j.attention, "attention kernel: flash (scores on chip) or unfused (scores in HBM)")
+  sim->add_option("--attention", j.attention,
+                  "attention kernel: flash (scores on chip) or unfused (scores in HBM)")
       ->check(CLI::IsMember({"flash", "unfused"}))
       ->capture_default_str();
   sim->add_flag("!--no-sequence-parallel", j.sequence_parallel,
@@ -96,6 +97,9 @@ void add_job_options(CLI::App* sim, pipesim::sim::JobOptions& j) {
       "--optimizer-offload", j.optimizer_offload,
       "ZeRO-Offload style: gradients to host memory, CPU Adam, weights back (uses the profile's Adam curve)");
   add_kernel_options(sim, j);
+  sim->add_option("--cpu-optimizer-threads", j.cpu_optimizer_threads,
+                  "cores one CPU optimizer step uses (default: what the schedule's system uses)")
+      ->check(CLI::Range(1, 4096));
   sim->add_option("--lora-rank", j.lora_rank,
                   "LoRA fine-tuning with adapters of this rank (0: full fine-tuning)")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{65536}));
@@ -205,7 +209,8 @@ void add_plan(CLI::App& app, Commands& c) {
       ->check(CLI::Range(1, 1024));
   plan->add_option("--pp", ps.pp, "fix the pipeline degree (default: searched)")
       ->check(CLI::Range(1, 1 << 20));
-  plan->add_option("--microbatch-size", ps.microbatch_size, "fix the microbatch size (default: 1, 2, 4, 8 tried)")
+  plan->add_option("--microbatch-size", ps.microbatch_size,
+                   "fix the microbatch size (default: 1, 2, 4, 8 tried)")
       ->check(CLI::IsMember({1, 2, 4, 8}));
   plan->add_option("--recompute", ps.recomputes, "recompute policies to try (default: all), e.g. full")
       ->check(CLI::IsMember({"none", "selective", "full"}))

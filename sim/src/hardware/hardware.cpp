@@ -150,6 +150,7 @@ HardwareProfile parse_hardware_profile(const std::string& text, const std::strin
     hw.node.pcie.uplink_GBps = p.number("uplink_GBps", 1e-3, 1e5);
     hw.node.pcie.latency = duration_from_us(p.number("latency_us", 0, 1e5));
     hw.node.pcie.root_complex_GBps = p.number_or("root_complex_GBps", 0, 0, 1e6);
+    hw.node.pcie.peer_to_peer = p.boolean_or("peer_to_peer", true);
     const json& sw = p.raw("switches");
     std::vector<int> owner(static_cast<std::size_t>(hw.node.gpus), -1);
     if (!sw.is_array() || sw.empty())
@@ -179,7 +180,7 @@ HardwareProfile parse_hardware_profile(const std::string& text, const std::strin
     hw.node.pcie.d2h_GBps_by_size = read_curve(p, "d2h_GBps_by_size", "bytes", "GBps", 1e5, false);
     hw.node.pcie.sources =
         read_sources(p, {"gen", "lane_GBps", "uplink_GBps", "root_complex_GBps", "latency_us", "switches",
-                         "h2d_GBps_by_size", "d2h_GBps_by_size"});
+                         "peer_to_peer", "h2d_GBps_by_size", "d2h_GBps_by_size"});
     p.finish();
     JsonObject nv = n.object("nvlink");
     hw.node.nvlink.GBps_per_direction = nv.number("GBps_per_direction", 0, 1e5);
@@ -256,6 +257,7 @@ std::string hardware_profile_to_json(const HardwareProfile& hw) {
             {"latency_us", to_us(hw.node.pcie.latency)},
             {"switches", hw.node.pcie.switches}};
   if (hw.node.pcie.root_complex_GBps > 0) p["root_complex_GBps"] = hw.node.pcie.root_complex_GBps;
+  if (!hw.node.pcie.peer_to_peer) p["peer_to_peer"] = false;
   if (!hw.node.pcie.h2d_GBps_by_size.empty())
     p["h2d_GBps_by_size"] = curve_json(hw.node.pcie.h2d_GBps_by_size, "bytes", "GBps");
   if (!hw.node.pcie.d2h_GBps_by_size.empty())

@@ -102,7 +102,9 @@ Path Topology::path(Endpoint src, Endpoint dst, std::int64_t bytes) const {
     // No NVLink: peer traffic crosses PCIe, through the root complex when the GPUs sit under different
     // switches.
     p.links.push_back(gpu_link(src.node, src.gpu, kLaneUp));
-    if (sw(src.gpu) != sw(dst.gpu)) {  // through the root complex
+    // Through the root complex when the GPUs sit under different switches, or always when peer-to-peer
+    // copies are disabled (staged in host memory).
+    if (sw(src.gpu) != sw(dst.gpu) || !pcie.peer_to_peer) {
       p.links.push_back(switch_link(src.node, sw(src.gpu), kSwUp));
       p.links.push_back(root_link(src.node, kSwUp));
       p.links.push_back(root_link(src.node, kSwDown));
@@ -129,9 +131,14 @@ Path Topology::ring_path(Endpoint self, Endpoint next, std::int64_t bytes, std::
   } else {
     auto sw = switch_of_gpu_[static_cast<std::size_t>(self.gpu)];
     p.links = {gpu_link(self.node, self.gpu, kLaneUp)};
-    if (sw != switch_of_gpu_[static_cast<std::size_t>(next.gpu)]) {
+    const bool staged = !hw_->node.pcie.peer_to_peer;  // through host memory: up and down the root complex
+    if (sw != switch_of_gpu_[static_cast<std::size_t>(next.gpu)] || staged) {
       p.links.push_back(switch_link(self.node, sw, kSwUp));
       p.links.push_back(switch_link(self.node, sw, kSwDown));
+    }
+    if (staged) {
+      p.links.push_back(root_link(self.node, kSwUp));
+      p.links.push_back(root_link(self.node, kSwDown));
     }
     p.links.push_back(gpu_link(self.node, self.gpu, kLaneDown));
   }

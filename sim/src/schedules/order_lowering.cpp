@@ -588,7 +588,7 @@ Plan Builder::build(bool explicit_replicas) {
   {
     // The node's cores are shared by the job's GPUs on it, each optimizer step getting an equal share.
     const std::int32_t on_node = std::min(gpus_total_, in_.hw.node.gpus);
-    cpu_threads_per_gpu_ = std::max(1, in_.hw.host.cores / on_node);
+    cpu_threads_per_gpu_ = in_.optimizer_threads(std::max(1, in_.hw.host.cores / on_node));
   }
   slots_.assign(replicas_.size() * static_cast<std::size_t>(chunks_) * static_cast<std::size_t>(total_mb_),
                 Slot{});

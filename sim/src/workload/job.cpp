@@ -148,6 +148,10 @@ ScheduleInput make_schedule_input(const JobOptions& j, const ScheduleDescriptor&
   if (j.grad_sync != "overlap" && j.grad_sync != "after-backward")
     bad("--grad-sync", fmt::format("unknown mode '{}'; valid: overlap, after-backward", j.grad_sync));
   in.overlap_grad_sync = j.grad_sync == "overlap";
+  if (j.cpu_optimizer_threads < 0 || j.cpu_optimizer_threads > in.hw.host.cores)
+    bad("--cpu-optimizer-threads", fmt::format("{} cores asked; valid: 1 .. {} (the cores of a {} host)",
+                                               j.cpu_optimizer_threads, in.hw.host.cores, in.hw.name));
+  in.cpu_optimizer_threads = j.cpu_optimizer_threads;
   const AttentionKernel attention = parse_attention(j.attention);
   in.optimizer_offload = j.optimizer_offload;
   if (j.lora_rank < 0 || j.lora_rank > 65536) bad("--lora-rank", "valid: 0 (full fine-tuning) .. 65536");

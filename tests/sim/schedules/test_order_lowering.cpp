@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <set>
 
 #include "pipesim/sim/job.hpp"
 #include "test_helpers.hpp"
@@ -116,6 +117,41 @@ TEST(OrderLowering, RecomputeHoldsOneLayersActivationsAtATime) {
     if (op.kind == OpKind::kRecompute && op.tags.stage == 0) {
       EXPECT_EQ(op.alloc_bytes, largest);
     }
+}
+
+TEST(OrderLowering, GeforceCollectivesAreStagedThroughHostMemory) {
+  // rtx4090-8x has no peer-to-peer: a TP pair under one switch goes up and down the root complex.
+  JobOptions j = testing::job("llama3-8b", "rtx4090-8x", 4, 2, 1, 8);
+  const auto& s = find_schedule("1f1b");
+  ScheduleInput staged = make_schedule_input(j, s);
+  ASSERT_FALSE(staged.hw.node.pcie.peer_to_peer);
+  ScheduleInput direct = staged;
+  direct.hw.node.pcie.peer_to_peer = true;
+  auto a = testing::simulate("1f1b", staged), b = testing::simulate("1f1b", direct);
+  EXPECT_GT(a.metrics.step_time_s, b.metrics.step_time_s);
+  std::int64_t root_bytes = 0;
+  for (const auto& l : a.timeline.links)
+    if (l.name.find("root") != std::string::npos) root_bytes += static_cast<std::int64_t>(l.carried_bytes);
+  EXPECT_GT(root_bytes, 0);
+}
+
+TEST(OrderLowering, CpuOptimizerThreadsAreAJobSetting) {
+  JobOptions j = testing::job("llama2-7b", "h100-sxm-8x", 4, 1, 1, 8);
+  j.optimizer_offload = true;
+  auto threads_of = [&](const Plan& p) {
+    std::set<std::int32_t> t;
+    for (const Op& op : p.ops)
+      if (const auto* w = std::get_if<CpuWork>(&op.payload)) t.insert(w->threads);
+    return t;
+  };
+  // Default: the job's 4 GPUs on the node share its cores equally.
+  const Plan share = testing::plan_of("1f1b", j);
+  const auto cores = load_hardware_profile("h100-sxm-8x").host.cores;
+  EXPECT_EQ(threads_of(share), (std::set<std::int32_t>{cores / 4}));
+  j.cpu_optimizer_threads = 3;
+  EXPECT_EQ(threads_of(testing::plan_of("1f1b", j)), (std::set<std::int32_t>{3}));
+  j.cpu_optimizer_threads = cores + 1;
+  EXPECT_EQ(testing::error_of([&] { testing::plan_of("1f1b", j); }).rfind("--cpu-optimizer-threads:", 0), 0u);
 }
 
 TEST(OrderLowering, ResidentMemoryIsTheStagesParameterBytes) {

@@ -42,6 +42,9 @@ struct PcieSpec {
   double root_complex_GBps = 0;  ///< per direction, all host<->GPU traffic of the node; 0: not a bottleneck
   Duration latency = 0;          ///< `latency_us` in the file
   std::vector<std::vector<int>> switches;  ///< GPU indices under each switch uplink
+  /// False where the driver disables peer-to-peer copies (GeForce): GPU-to-GPU traffic that NVLink does not
+  /// carry is staged through host memory, crossing the root complex both ways.
+  bool peer_to_peer = true;
   /// Achieved pinned copy bandwidth against transfer size (x = bytes, y = GB/s), when calibrated.
   std::vector<CurvePoint> h2d_GBps_by_size;
   std::vector<CurvePoint> d2h_GBps_by_size;

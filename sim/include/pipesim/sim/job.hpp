@@ -36,8 +36,9 @@ struct JobOptions {
   std::string attention = "flash";  ///< flash (scores on chip; what current frameworks run) or unfused
   bool sequence_parallel = true;
   bool dropout = false;
-  std::string grad_sync =
-      "overlap";  ///< DP gradient all-reduce: overlap (buckets during the backward) or after-backward
+  /// DP gradient all-reduce: overlap (buckets during the backward) or after-backward.
+  std::string grad_sync = "overlap";
+  std::int32_t cpu_optimizer_threads = 0;  ///< 0: what the schedule's system uses
   std::int64_t lora_rank = 0;
   /// Schedule parameters as given: flag (e.g. "--spipe-stages") -> its text ("true" for a flag). Each
   /// schedule takes the flags its descriptor declares and ignores the others.

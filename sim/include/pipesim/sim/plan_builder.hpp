@@ -47,6 +47,12 @@ struct ScheduleInput {
   /// DP gradient all-reduce: true, in buckets as the last backward produces them (PyTorch DDP, Megatron's
   /// --overlap-grad-reduce); false, all of it after the backward, as Megatron-LM's local DDP did (2021).
   bool overlap_grad_sync = true;
+  /// Cores one CPU optimizer step uses (0: what the schedule's system uses: an equal share of the node's
+  /// cores per GPU for ZeRO-Offload and SPipe's per-stage steps, all of them for Mobius and RoundPipe).
+  std::int32_t cpu_optimizer_threads = 0;
+  std::int32_t optimizer_threads(std::int32_t system_default) const {
+    return cpu_optimizer_threads > 0 ? cpu_optimizer_threads : system_default;
+  }
   std::int64_t dp_grad_bytes_per_param = 2;
   std::int64_t optimizer_bytes_per_param = 28;  ///< HBM traffic of one fused Adam step per parameter
 };

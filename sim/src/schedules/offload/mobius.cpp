@@ -138,7 +138,7 @@ Plan build_mobius(const ScheduleInput& in) {
     for (std::int32_t n = 0; n < nodes; ++n)
       previous_optimizer[static_cast<std::size_t>(n)] = op.cpu_adam(
           op.cpu_stream(n, 0), OpTags{-1, -1, -1, -1, -1, it}, node_trainable[static_cast<std::size_t>(n)],
-          in.hw.host.cores, downloads[static_cast<std::size_t>(n)]);
+          in.optimizer_threads(in.hw.host.cores), downloads[static_cast<std::size_t>(n)]);
   }
   return op.finish(part, in.parameters.flag("cross_mapping") ? "cross mapping of stages to GPUs" : "");
 }

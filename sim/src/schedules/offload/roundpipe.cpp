@@ -163,7 +163,7 @@ Plan RoundPipeBuilder::build() {
       for (std::int32_t b = 0; b < nb_; ++b) emit_backward_job(b);  // FB, then B1..B(nb-1)
     }
     adam_.push_back(op_.cpu_adam(op_.cpu_stream(0, 0), OpTags{-1, -1, -1, -1, -1, it_}, whole_.trainable,
-                                 in_.hw.host.cores, grad_downloads_));
+                                 in_.optimizer_threads(in_.hw.host.cores), grad_downloads_));
   }
   std::vector<std::int32_t> counts;
   for (auto [b, e] : part_.forward) counts.push_back(e - b);

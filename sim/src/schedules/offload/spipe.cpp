@@ -120,7 +120,7 @@ SpipeBuilder::SpipeBuilder(const ScheduleInput& in) : in_(in), op_(in, "spipe", 
     op_.hold_model_on_host(n, node_params[static_cast<std::size_t>(n)],
                            node_trainable[static_cast<std::size_t>(n)]);
   node_trainable_ = node_trainable;
-  threads_ = std::max(1, in.hw.host.cores / std::min(P_, gpn));
+  threads_ = in.optimizer_threads(std::max(1, in.hw.host.cores / std::min(P_, gpn)));
   prev_adam_.assign(static_cast<std::size_t>(NB_), kNoOp);
 }
 
@@ -246,7 +246,7 @@ void SpipeBuilder::end_iteration(std::int32_t it) {
     for (std::int32_t n = 0; n < nodes; ++n)
       rollbacks.push_back(
           op_.cpu_adam(op_.cpu_stream(n, std::min(P_, in_.hw.node.gpus)), OpTags{-1, -1, -1, -1, -1, it},
-                       node_trainable_[static_cast<std::size_t>(n)], in_.hw.host.cores, adam_));
+                       node_trainable_[static_cast<std::size_t>(n)], in_.optimizer_threads(in_.hw.host.cores), adam_));
     prev_rollback_ = rollbacks.front();
     for (std::size_t n = 1; n < rollbacks.size(); ++n) op_.add_dep(prev_rollback_, rollbacks[n]);
   }
