@@ -334,7 +334,12 @@ class BadInput(unittest.TestCase):
                           "--microbatches: spipe needs at least pp = 4 microbatches")
         self.expect_error(["simulate", "--schedule", "roundpipe", "--tp", "2"], "--tp: roundpipe runs one pipeline over the GPUs")
         self.expect_error(["simulate", "--schedule", "spipe", "--dp", "2"], "--dp: spipe runs one pipeline over the GPUs")
-        self.expect_error(["simulate", "--schedule", "roundpipe", "--partition", "4,4"], "roundpipe partitions automatically")
+        self.expect_error(["simulate", "--schedule", "roundpipe", "--partition", "4,4"],
+                          "--partition: roundpipe takes forward and backward layer counts")
+        self.expect_error(["simulate", "--schedule", "roundpipe", "--partition", "4,4/2,3"],
+                          "--partition: the forward stages hold 8 layers")
+        self.expect_error(["simulate", "--schedule", "1f1b", "--partition", "4,4/2,3"],
+                          "--partition: forward/backward lists are for schedules with separate")
         self.expect_error(["simulate", "--overflow-prob", "2"], "--overflow-prob")
         self.expect_error(["simulate", "--overflow-prob", "0.5x"], "--overflow-prob: '0.5x' is not a number")
         self.expect_error(["simulate", "--attention", "fused"], "--attention")

@@ -159,7 +159,16 @@ ScheduleInput make_schedule_input(const JobOptions& j, const ScheduleDescriptor&
   in.parameters = resolve_parameters(j, schedule);
   if (j.lora_rank > 0 && !j.workload.empty())
     bad("--lora-rank", "applies to --model; a profiled workload has its own times");
-  if (!j.partition.empty()) in.partition = parse_partition(j.partition);
+  if (const auto slash = j.partition.find('/'); slash != std::string::npos) {
+    if (schedule.partitioner.rule != PartitionRule::kSeparateForwardBackward)
+      bad("--partition", fmt::format("forward/backward lists are for schedules with separate forward and "
+                                     "backward partitions; {} takes blocks per stage, e.g. 8,8,8,8",
+                                     schedule.name));
+    in.partition = parse_partition(j.partition.substr(0, slash));
+    in.partition_backward = parse_partition(j.partition.substr(slash + 1));
+  } else if (!j.partition.empty()) {
+    in.partition = parse_partition(j.partition);
+  }
 
   Batch batch = derive_batch(
       j, std::int64_t{schedule.default_microbatches_per_gpu} * in.pp + schedule.default_microbatches_extra);

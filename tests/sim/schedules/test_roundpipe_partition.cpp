@@ -2,7 +2,11 @@
 // packed from the end, forward stages from the back, backward stages from the front.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include "pipesim/sim/cost_model.hpp"
+#include "pipesim/sim/job.hpp"
 #include "pipesim/sim/model.hpp"
 #include "schedules/offload/roundpipe_partition.hpp"
 #include "test_helpers.hpp"
@@ -77,6 +81,41 @@ TEST(RoundPipePartition, TheFusedHeadBoundsTheStageTime) {
   EXPECT_EQ(p.forward, (std::vector<std::pair<std::int32_t, std::int32_t>>{{0, 2}, {2, 8}}));
   EXPECT_EQ(p.backward,
             (std::vector<std::pair<std::int32_t, std::int32_t>>{{8, 9}, {6, 8}, {4, 6}, {2, 4}, {0, 2}}));
+}
+
+}  // namespace
+}  // namespace pipesim::sim
+
+namespace pipesim::sim {
+namespace {
+
+TEST(RoundPipePartition, AGivenPartitionIsTheSameJobAsTheAutomaticOne) {
+  JobOptions j = testing::job("qwen3-1.7b", "rtx4090-8x", 8, 1, 1, 9);
+  j.seq = 1024;
+  const auto& s = find_schedule("roundpipe");
+  ScheduleInput in = make_schedule_input(j, s);
+  const RoundPipePartition automatic = roundpipe_partition(in.costs.front(), in.hw, in.dtype, 9);
+  std::vector<std::int32_t> fwd_counts, bwd_counts;
+  for (auto [b, e] : automatic.forward) fwd_counts.push_back(e - b);
+  for (auto [b, e] : automatic.backward) bwd_counts.push_back(e - b);
+  const std::string fwd = fmt::format("{}", fmt::join(fwd_counts, ","));
+  const std::string bwd = fmt::format("{}", fmt::join(bwd_counts, ","));
+  const RoundPipePartition given = given_roundpipe_partition(in.costs.front(), in.hw, in.dtype,
+                                                             parse_partition(fwd), parse_partition(bwd));
+  EXPECT_EQ(given.forward, automatic.forward);
+  EXPECT_EQ(given.backward, automatic.backward);
+  EXPECT_EQ(given.stage_time_ns, automatic.stage_time_ns);
+  // Through the job: the same plan.
+  const Plan a = testing::plan_of("roundpipe", j);
+  j.partition = fmt::format("{}/{}", fwd, bwd);
+  const Plan b = testing::plan_of("roundpipe", j);
+  ASSERT_EQ(a.ops.size(), b.ops.size());
+  for (std::size_t i = 0; i < a.ops.size(); ++i) EXPECT_EQ(a.ops[i].deps, b.ops[i].deps);
+  // Counts that do not tile the layers name the flag.
+  EXPECT_EQ(testing::error_of([&] {
+              given_roundpipe_partition(in.costs.front(), in.hw, in.dtype, {1, 2}, {1, 2});
+            }).rfind("--partition:", 0),
+            0u);
 }
 
 }  // namespace

@@ -33,6 +33,9 @@ struct ScheduleInput {
   std::vector<std::int32_t> cost_of_microbatch;
   std::vector<std::int32_t>
       partition;  ///< transformer blocks per model chunk (pp*v entries); empty: balanced
+  /// Schedules with separate forward and backward partitions: `partition` holds the forward stages' layer
+  /// counts and this the backward stages' (`--partition F1,F2/B1,B2`).
+  std::vector<std::int32_t> partition_backward;
   Recompute recompute = Recompute::kNone;
   std::int64_t lora_rank = 0;  ///< recorded in the plan metadata; the costs above already reflect it
   Duration p2p_fixed_ns = -1;  ///< >= 0: every pipeline hop takes this long (compute-only models)

@@ -82,10 +82,15 @@ RoundPipeBuilder::RoundPipeBuilder(const ScheduleInput& in) : in_(in), op_(in, "
   G_ = in.pp;
   M_ = in.microbatches;
   sync_optimizer_ = in.parameters.flag("sync_optimizer");
-  if (!in.partition.empty())
-    throw InputError("--partition", "", "roundpipe partitions automatically (its own algorithm)");
   const auto& layers = in.costs.front();
-  part_ = roundpipe_partition(layers, in.hw, in.dtype, M_);
+  if (!in.partition.empty() && in.partition_backward.empty())
+    throw InputError(
+        "--partition", "",
+        "roundpipe takes forward and backward layer counts, F1,F2,.../B1,B2,... (the fused stage "
+        "first), or partitions automatically when --partition is not given");
+  part_ = in.partition.empty()
+              ? roundpipe_partition(layers, in.hw, in.dtype, M_)
+              : given_roundpipe_partition(layers, in.hw, in.dtype, in.partition, in.partition_backward);
   nf_ = static_cast<std::int32_t>(part_.forward.size());
   nb_ = static_cast<std::int32_t>(part_.backward.size());  // backward[0] is the fused stage
   whole_ = range_cost(layers, 0, static_cast<std::int32_t>(layers.size()));

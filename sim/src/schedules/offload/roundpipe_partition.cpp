@@ -142,4 +142,62 @@ RoundPipePartition roundpipe_partition(const std::vector<LayerCost>& layers, con
   return best;
 }
 
+RoundPipePartition given_roundpipe_partition(const std::vector<LayerCost>& layers, const HardwareProfile& hw,
+                                             const std::string& dtype,
+                                             const std::vector<std::int32_t>& forward,
+                                             const std::vector<std::int32_t>& backward) {
+  const auto n = static_cast<std::int32_t>(layers.size());
+  auto bad = [&](const std::string& why) {
+    throw InputError(
+        "--partition", "",
+        fmt::format("{}; roundpipe takes layer counts F1,F2,.../B1,B2,... (the fused stage first) "
+                    "covering the model's {} layers (embedding and head included)",
+                    why, n));
+  };
+  auto sum = [](const std::vector<std::int32_t>& v, std::size_t from) {
+    std::int64_t t = 0;
+    for (std::size_t i = from; i < v.size(); ++i) t += v[i];
+    return t;
+  };
+  if (forward.empty() || backward.empty()) bad("needs a forward and a backward list");
+  for (auto c : forward)
+    if (c < 1) bad("every stage needs at least one layer");
+  for (auto c : backward)
+    if (c < 1) bad("every stage needs at least one layer");
+  const std::int64_t below_fused = n - std::int64_t{backward.front()};
+  if (below_fused < 1)
+    bad(fmt::format("the fused stage's {} layers leave none for the others", backward.front()));
+  if (sum(forward, 0) != below_fused)
+    bad(fmt::format("the forward stages hold {} layers; the fused stage leaves {}", sum(forward, 0),
+                    below_fused));
+  if (sum(backward, 1) != below_fused)
+    bad(fmt::format("the backward stages after the fused one hold {} layers; {} are left", sum(backward, 1),
+                    below_fused));
+  const LayerTimes lt = layer_times(layers, hw, dtype);
+  RoundPipePartition p;
+  auto longest = [&](const std::vector<std::int64_t>& t, std::int32_t b, std::int32_t e) {
+    std::int64_t total = 0;
+    for (std::int32_t l = b; l < e; ++l) total += t[static_cast<std::size_t>(l)];
+    p.stage_time_ns = std::max(p.stage_time_ns, total);
+  };
+  for (std::int32_t at = 0; auto c : forward) {
+    p.forward.push_back({at, at + c});
+    longest(lt.fwd, at, at + c);
+    at += c;
+  }
+  const auto fb = static_cast<std::int32_t>(below_fused);
+  p.backward.push_back({fb, n});
+  longest(lt.fused, fb, n);
+  for (std::int32_t top = fb, k = 1; k < static_cast<std::int32_t>(backward.size()); ++k) {
+    const std::int32_t c = backward[static_cast<std::size_t>(k)];
+    p.backward.push_back({top - c, top});
+    longest(lt.bwd, top - c, top);
+    top -= c;
+  }
+  p.cost_ns = static_cast<double>(std::max<std::size_t>(p.forward.size() + p.backward.size(),
+                                                        static_cast<std::size_t>(hw.node.gpus))) *
+              static_cast<double>(p.stage_time_ns);
+  return p;
+}
+
 }  // namespace pipesim::sim

@@ -27,4 +27,13 @@ struct RoundPipePartition {
 RoundPipePartition roundpipe_partition(const std::vector<LayerCost>& layers, const HardwareProfile& hw,
                                        const std::string& dtype, std::int32_t microbatches);
 
+/// A partition the user gives as layer counts (embedding and head count as layers): forward stages from the
+/// first layer up; backward stages in the order they run, the fused stage (the last layers) first, then each
+/// next one below. Its stage time is the longest stage's. Throws InputError naming --partition when the
+/// counts do not tile the layers.
+RoundPipePartition given_roundpipe_partition(const std::vector<LayerCost>& layers, const HardwareProfile& hw,
+                                             const std::string& dtype,
+                                             const std::vector<std::int32_t>& forward,
+                                             const std::vector<std::int32_t>& backward);
+
 }  // namespace pipesim::sim

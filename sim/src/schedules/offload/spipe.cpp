@@ -244,9 +244,9 @@ void SpipeBuilder::end_iteration(std::int32_t it) {
     const auto nodes = static_cast<std::int32_t>(node_trainable_.size());
     std::vector<OpId> rollbacks;
     for (std::int32_t n = 0; n < nodes; ++n)
-      rollbacks.push_back(
-          op_.cpu_adam(op_.cpu_stream(n, std::min(P_, in_.hw.node.gpus)), OpTags{-1, -1, -1, -1, -1, it},
-                       node_trainable_[static_cast<std::size_t>(n)], in_.optimizer_threads(in_.hw.host.cores), adam_));
+      rollbacks.push_back(op_.cpu_adam(
+          op_.cpu_stream(n, std::min(P_, in_.hw.node.gpus)), OpTags{-1, -1, -1, -1, -1, it},
+          node_trainable_[static_cast<std::size_t>(n)], in_.optimizer_threads(in_.hw.host.cores), adam_));
     prev_rollback_ = rollbacks.front();
     for (std::size_t n = 1; n < rollbacks.size(); ++n) op_.add_dep(prev_rollback_, rollbacks[n]);
   }
