@@ -90,7 +90,7 @@ void add_job_options(CLI::App* sim, pipesim::sim::JobOptions& j) {
   sim->add_option("--recompute", j.recompute, "activation recompute: none|selective|full")
       ->capture_default_str();
   sim->add_option("--dtype", j.dtype,
-                  "math dtype: bf16|fp16|fp32 (default: bf16 where the GPU has it, else fp16)");
+                  "math dtype: bf16|fp16|fp16_acc16|fp32 (default: bf16 where the GPU has it, else fp16)");
   sim->add_option("--p2p-time-ms", j.p2p_time_ms, "fixed time per pipeline hop instead of bytes/bandwidth")
       ->check(CLI::Range(0.0, 1e6));
   sim->add_flag(
@@ -231,7 +231,7 @@ void add_plan(CLI::App& app, Commands& c) {
       ->check(CLI::Range(1, 1024));
   plan->add_option("--lora-rank", ps.base.lora_rank, "LoRA fine-tuning rank (0: full fine-tuning)")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{65536}));
-  plan->add_option("--dtype", ps.base.dtype, "math dtype: bf16|fp16|fp32");
+  plan->add_option("--dtype", ps.base.dtype, "math dtype: bf16|fp16|fp16_acc16|fp32");
   add_kernel_options(plan, ps.base);
   plan->add_option("--out", pl.out, "write the winner as an executable pipesim-plan JSON");
   plan->add_option("--format", pl.format, "table or json")

@@ -126,7 +126,7 @@ HardwareProfile parse_hardware_profile(const std::string& text, const std::strin
     JsonObject g = r.object("gpu");
     hw.gpu.model = g.string("model");
     JsonObject pk = g.object("peak_tflops");
-    for (const char* dt : {"bf16", "fp16", "fp32"}) {
+    for (const char* dt : {"bf16", "fp16", "fp16_acc16", "fp32"}) {
       if (pk.has(dt)) hw.gpu.peak_tflops[dt] = pk.number(dt, 1e-3, 1e6);
     }
     pk.finish();

@@ -146,9 +146,11 @@ void Builder::validate_and_layout() {
     bad("--tp", fmt::format("tp {} must divide the {} GPUs of a node (TP stays inside a node)", in_.tp,
                             hw.node.gpus));
   if (in_.microbatches < 1) bad("--microbatches", "must be >= 1");
-  if (!hw.gpu.peak_tflops.count(in_.dtype))
-    bad("--dtype", fmt::format("{} has no {} peak; valid: {}", hw.name, in_.dtype,
-                               hw.gpu.peak_tflops.count("bf16") ? "bf16, fp16" : "fp16"));
+  if (!hw.gpu.peak_tflops.count(in_.dtype)) {
+    std::string valid;
+    for (const auto& [dtype, tflops] : hw.gpu.peak_tflops) valid += (valid.empty() ? "" : ", ") + dtype;
+    bad("--dtype", fmt::format("{} has no {} peak; valid: {}", hw.name, in_.dtype, valid));
+  }
   if (in_.accum_steps < 1) bad("--accum-steps", "must be >= 1");
   if (in_.virtual_stages < 1) bad("--virtual-stages", "must be >= 1");
   if (!sched_.multi_chunk && in_.virtual_stages != 1)

@@ -137,8 +137,11 @@ ScheduleInput make_schedule_input(const JobOptions& j, const ScheduleDescriptor&
   in.accum_steps = j.accum_steps;
   in.iterations = j.iterations > 0 ? j.iterations : schedule.default_iterations;
   in.dtype = !j.dtype.empty() ? j.dtype : (in.hw.gpu.peak_tflops.count("bf16") ? "bf16" : "fp16");
-  if (in.dtype != "bf16" && in.dtype != "fp16" && in.dtype != "fp32")
-    bad("--dtype", fmt::format("unknown dtype '{}'; valid: bf16, fp16, fp32", in.dtype));
+  if (in.dtype != "bf16" && in.dtype != "fp16" && in.dtype != "fp16_acc16" && in.dtype != "fp32")
+    bad("--dtype",
+        fmt::format("unknown dtype '{}'; valid: bf16, fp16, fp16_acc16 (fp16 GEMMs accumulating in "
+                    "fp16), fp32",
+                    in.dtype));
   in.recompute = parse_recompute(j.recompute);
   if (j.p2p_time_ms >= 0) {
     if (!std::isfinite(j.p2p_time_ms) || j.p2p_time_ms > 1e6) bad("--p2p-time-ms", "valid: 0 .. 1e6");

@@ -216,3 +216,24 @@ TEST(Job, OffloadWithReplicasOnOneNodeIsSimulatedExplicitly) {
 
 }  // namespace
 }  // namespace pipesim::sim
+
+namespace pipesim::sim {
+namespace {
+
+TEST(Job, GeforceFp16AccumulateIsADtypeTheJobChooses) {
+  JobOptions j = testing::job("qwen3-1.7b", "rtx4090-8x", 4, 1, 1, 8);
+  j.dtype = "fp16";
+  auto fp32_acc = testing::simulate("1f1b", make_schedule_input(j, find_schedule("1f1b")));
+  j.dtype = "fp16_acc16";
+  auto fp16_acc = testing::simulate("1f1b", make_schedule_input(j, find_schedule("1f1b")));
+  EXPECT_LT(fp16_acc.metrics.step_time_s, fp32_acc.metrics.step_time_s);  // twice the tensor-core peak
+  EXPECT_LE(fp16_acc.metrics.hfu, 1.0);
+  // A data-centre profile names no such peak.
+  j.hw = "h100-sxm-8x";
+  const std::string err = testing::error_of(
+      [&] { build_plan(find_schedule("1f1b"), make_schedule_input(j, find_schedule("1f1b"))); });
+  EXPECT_EQ(err.rfind("--dtype: h100-sxm-8x has no fp16_acc16 peak; valid: bf16, fp16, fp32", 0), 0u) << err;
+}
+
+}  // namespace
+}  // namespace pipesim::sim
