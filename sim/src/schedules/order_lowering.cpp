@@ -239,7 +239,6 @@ void Builder::size_plan() {
             "about {} ops to simulate; valid: at most {} (use fewer microbatches or accumulation steps{})",
             estimate, kMaxOps, explicit_ ? ", or --replicas symmetric" : ""));
   total_mb_ = static_cast<std::int32_t>(rounds);
-  plan_.ops.reserve(static_cast<std::size_t>(estimate));
   for (std::int32_t k = 1; k < in_.dp; ++k) {
     if (global_rank(k, 0, 0) / in_.hw.node.gpus != 0) {
       dp_ring_offset_ = k;
