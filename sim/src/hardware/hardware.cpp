@@ -48,6 +48,15 @@ std::int64_t HardwareProfile::compute_ns(double flops, double gemm_gflop, std::i
   return duration_for_work(flops, peak_flops(dtype) * std::max(eff, 1e-6)) + gpu.launch_overhead * kernels;
 }
 
+std::int64_t HardwareProfile::op_ns(double flops, double gemm_gflop, std::int32_t kernels,
+                                    const std::string& dtype, std::int64_t mem_bytes, double expert_flops,
+                                    double expert_gemm_gflop, std::int64_t expert_weight_bytes) const {
+  std::int64_t ns = compute_ns(flops - expert_flops, gemm_gflop, kernels, dtype) + memory_ns(mem_bytes);
+  if (expert_flops > 0)
+    ns += std::max(compute_ns(expert_flops, expert_gemm_gflop, 0, dtype), memory_ns(expert_weight_bytes));
+  return ns;
+}
+
 std::int64_t HardwareProfile::memory_ns(std::int64_t bytes) const {
   return duration_for_work(static_cast<double>(bytes), gpu.hbm_GBps * 1e9 * gpu.hbm_efficiency);
 }

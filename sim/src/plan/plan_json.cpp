@@ -119,6 +119,11 @@ std::string plan_to_json(const Plan& plan) {
     if (const auto* c = std::get_if<ComputeWork>(&op.payload)) {
       j["compute"] = {{"flops", c->flops}, {"gemm_gflop", c->gemm_gflop}, {"kernels", c->kernels}};
       if (c->mem_bytes) j["compute"]["mem_bytes"] = c->mem_bytes;
+      if (c->expert_flops > 0) {
+        j["compute"]["expert_flops"] = c->expert_flops;
+        j["compute"]["expert_gemm_gflop"] = c->expert_gemm_gflop;
+        j["compute"]["expert_weight_bytes"] = c->expert_weight_bytes;
+      }
     } else if (const auto* x = std::get_if<TransferWork>(&op.payload)) {
       j["transfer"] = {{"src", x->src},     {"dst", x->dst},
                        {"bytes", x->bytes}, {"latency_steps", x->latency_steps},
@@ -195,9 +200,15 @@ Plan plan_from_json(const std::string& text, const std::string& file) {
     int payloads = 0;
     if (o.has("compute")) {
       JsonObject c = o.object("compute");
-      op.payload = ComputeWork{c.number("flops", 0, 1e30), c.number("gemm_gflop", 0, 1e30),
+      op.payload = ComputeWork{c.number("flops", 0, 1e30),
+                               c.number("gemm_gflop", 0, 1e30),
                                static_cast<std::int32_t>(c.integer("kernels", 0, kI32)),
-                               c.integer_or("mem_bytes", 0, 0, kI64)};
+                               c.integer_or("mem_bytes", 0, 0, kI64),
+                               c.number_or("expert_flops", 0, 0, 1e30),
+                               c.number_or("expert_gemm_gflop", 0, 0, 1e30),
+                               c.integer_or("expert_weight_bytes", 0, 0, kI64)};
+      auto& work = std::get<ComputeWork>(op.payload);
+      if (work.expert_flops > work.flops) c.fail("expert_flops", "exceeds flops; valid: 0 .. flops");
       c.finish();
       ++payloads;
     }

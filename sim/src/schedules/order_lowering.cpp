@@ -363,7 +363,9 @@ void Builder::emit_task(GpuRank& g, const Task& task, std::int32_t iter, std::in
   Slot& sl = slot(static_cast<std::int32_t>(g.replica), chunk, mb);
   auto fixed = [&](Duration ns) { return cc.profiled ? ns : Duration{-1}; };
   if (task.kind == TaskKind::kForward) {
-    OpId f = add_op(compute, OpKind::kForward, tags, ComputeWork{cc.fwd, cc.gemm, cc.kernels, cc.fwd_mem},
+    OpId f = add_op(compute, OpKind::kForward, tags,
+                    ComputeWork{cc.fwd, cc.gemm, cc.kernels, cc.fwd_mem, cc.expert_fwd, cc.expert_gemm,
+                                cc.expert_weight_bytes},
                     fixed(cc.fwd_ns));
     plan_.ops[static_cast<std::size_t>(f)].alloc_bytes = cc.stored;
     sl.fwd_first = sl.fwd_done = f;
@@ -374,9 +376,10 @@ void Builder::emit_task(GpuRank& g, const Task& task, std::int32_t iter, std::in
   OpId first = kNone;
   if (task.kind == TaskKind::kBackward || task.kind == TaskKind::kBackwardInput) {
     if (cc.recompute > 0 || cc.recompute_ns > 0) {
-      first =
-          add_op(compute, OpKind::kRecompute, tags,
-                 ComputeWork{cc.recompute, cc.gemm, cc.kernels, cc.recompute_mem}, fixed(cc.recompute_ns));
+      first = add_op(compute, OpKind::kRecompute, tags,
+                     ComputeWork{cc.recompute, cc.gemm, cc.kernels, cc.recompute_mem, cc.expert_recompute,
+                                 cc.expert_gemm, cc.expert_weight_bytes},
+                     fixed(cc.recompute_ns));
       plan_.ops[static_cast<std::size_t>(first)].alloc_bytes = cc.extra;
       if (tp_comm && in_.recompute == Recompute::kFull && cc.tp_bus > 0)
         emit_tp_collective(compute, g.self, g.d, g.stage, g.t, cc, tags, 1, 1);
@@ -406,7 +409,11 @@ std::pair<OpId, OpId> Builder::emit_backward(const GpuRank& g, const Task& task,
   const double flops = whole ? cc.bwd_in + cc.bwd_w : weight_only ? cc.bwd_w : cc.bwd_in;
   const Duration ns = whole ? cc.bwd_in_ns + cc.bwd_w_ns : weight_only ? cc.bwd_w_ns : cc.bwd_in_ns;
   OpId b = add_op(g.stream(kComputeSlot), backward_kind(task.kind), tags,
-                  ComputeWork{flops, cc.gemm, cc.kernels * 2, weight_only ? 0 : cc.bwd_mem},
+                  ComputeWork{flops, cc.gemm, cc.kernels * 2, weight_only ? 0 : cc.bwd_mem,
+                              whole         ? cc.expert_bwd_in + cc.expert_bwd_w
+                              : weight_only ? cc.expert_bwd_w
+                                            : cc.expert_bwd_in,
+                              cc.expert_gemm, (whole ? 2 : 1) * cc.expert_weight_bytes},
                   cc.profiled ? ns : Duration{-1});
   return {b, b};
 }
@@ -427,6 +434,8 @@ std::pair<OpId, OpId> Builder::emit_gradient_buckets(GpuRank& g, const Task& tas
     double flops = 0;
     Duration ns = 0;
     std::int64_t mem = 0;
+    double expert = 0;
+    std::int64_t expert_bytes = 0;
     while (lo > cc.begin && (bparams < in_.dp_bucket_params || lo == hi)) {
       const LayerCost& l = table[static_cast<std::size_t>(--lo)];
       bparams += (l.trainable_params + in_.tp - 1) / in_.tp;
@@ -437,16 +446,21 @@ std::pair<OpId, OpId> Builder::emit_gradient_buckets(GpuRank& g, const Task& tas
                static_cast<double>(in_.tp);
       ns += whole ? l.bwd_input_ns + l.bwd_weight_ns : weight_only ? l.bwd_weight_ns : l.bwd_input_ns;
       mem += weight_only ? 0 : l.bwd_mem_bytes;
+      expert += (whole         ? l.expert_bwd_input_flops + l.expert_bwd_weight_flops
+                 : weight_only ? l.expert_bwd_weight_flops
+                               : l.expert_bwd_input_flops) /
+                static_cast<double>(in_.tp);
+      expert_bytes += (whole ? 2 : 1) * l.expert_weight_bytes;
     }
     // Profiled layers give bytes on the GPU, not parameter counts.
     if (bparams == 0 && bparam_bytes > 0) bparams = bparam_bytes / kGpuTrainingBytesPerParam;
     OpTags bt = tags;
     bt.layer_begin = lo;
     bt.layer_end = hi;
-    OpId b =
-        add_op(g.stream(kComputeSlot), backward_kind(task.kind), bt,
-               ComputeWork{flops, cc.gemm, cc.kernels * 2 * (hi - lo) / std::max(1, cc.end - cc.begin), mem},
-               cc.profiled ? ns : Duration{-1});
+    OpId b = add_op(g.stream(kComputeSlot), backward_kind(task.kind), bt,
+                    ComputeWork{flops, cc.gemm, cc.kernels * 2 * (hi - lo) / std::max(1, cc.end - cc.begin),
+                                mem, expert, cc.expert_gemm, expert_bytes},
+                    cc.profiled ? ns : Duration{-1});
     if (first == kNone) first = b;
     last = b;
     emit_dp_allreduce(g, bt, task.chunk, bucket, bparams, b);

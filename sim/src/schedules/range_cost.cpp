@@ -10,7 +10,7 @@ RangeCost range_cost(const std::vector<LayerCost>& layers, std::int32_t begin, s
   r.begin = begin;
   r.end = end;
   const auto t = static_cast<double>(tp);
-  double weighted = 0;
+  double weighted = 0, expert_weighted = 0;
   for (std::int32_t i = begin; i < end; ++i) {
     const LayerCost& l = layers[static_cast<std::size_t>(i)];
     r.fwd += l.fwd_flops / t;
@@ -18,6 +18,13 @@ RangeCost range_cost(const std::vector<LayerCost>& layers, std::int32_t begin, s
     r.bwd_w += l.bwd_weight_flops / t;
     r.bwd += (l.bwd_input_flops + l.bwd_weight_flops) / t;
     r.recompute += l.recompute_flops / t;
+    r.expert_fwd += l.expert_fwd_flops / t;
+    r.expert_bwd_in += l.expert_bwd_input_flops / t;
+    r.expert_bwd_w += l.expert_bwd_weight_flops / t;
+    r.expert_bwd += (l.expert_bwd_input_flops + l.expert_bwd_weight_flops) / t;
+    r.expert_recompute += l.expert_recompute_flops / t;
+    expert_weighted += l.expert_fwd_flops * l.expert_gemm_gflop;
+    r.expert_weight_bytes += l.expert_weight_bytes;
     r.fwd_mem += l.fwd_mem_bytes;
     r.bwd_mem += l.bwd_mem_bytes;
     r.recompute_mem += l.recompute_mem_bytes;
@@ -33,6 +40,7 @@ RangeCost range_cost(const std::vector<LayerCost>& layers, std::int32_t begin, s
     }
     if (l.role == LayerRole::kBlock) {
       r.checkpoint_recompute += l.fwd_flops / t;
+      r.expert_checkpoint_recompute += l.expert_fwd_flops / t;
       r.checkpoint_recompute_mem += l.fwd_mem_bytes;
       r.checkpoint_recompute_ns += std::max<Duration>(0, l.fwd_ns);
     }
@@ -47,6 +55,7 @@ RangeCost range_cost(const std::vector<LayerCost>& layers, std::int32_t begin, s
     r.trainable += (l.trainable_params + tp - 1) / tp;
   }
   r.gemm = r.fwd > 0 ? weighted / (r.fwd * t) : 0;
+  r.expert_gemm = r.expert_fwd > 0 ? expert_weighted / (r.expert_fwd * t) : 0;
   r.input_bytes = begin > 0 ? layers[static_cast<std::size_t>(begin - 1)].output_bytes : 0;
   r.output_bytes = end > begin ? layers[static_cast<std::size_t>(end - 1)].output_bytes : 0;
   return r;

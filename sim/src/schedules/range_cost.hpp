@@ -29,10 +29,14 @@ struct RangeCost {
   /// HBM traffic of the memory-bound kernels of each pass (the backward's all in the input-gradient pass).
   std::int64_t fwd_mem = 0, bwd_mem = 0, recompute_mem = 0, checkpoint_recompute_mem = 0;
   double gemm = 0;  ///< FLOP-weighted typical GEMM size, GFLOP per TP rank
+  /// MoE experts' share of each pass (per TP rank) and their FLOP-weighted GEMM size.
+  double expert_fwd = 0, expert_bwd_in = 0, expert_bwd_w = 0, expert_bwd = 0, expert_recompute = 0,
+         expert_checkpoint_recompute = 0, expert_gemm = 0;
+  std::int64_t expert_weight_bytes = 0;  ///< streamed by each expert pass (forward, dX, dW, recompute)
   std::int32_t kernels = 0;
   bool profiled = false;  ///< measured times below replace the FLOP-based ones
   Duration fwd_ns = 0, bwd_in_ns = 0, bwd_w_ns = 0, bwd_ns = 0, recompute_ns = 0, checkpoint_recompute_ns = 0;
-  std::int64_t stored = 0;             ///< activations kept from forward to backward
+  std::int64_t stored = 0;  ///< activations kept from forward to backward
   /// Re-materialized while the backward runs: recompute re-runs one layer at a time from its checkpoint, so
   /// the largest layer's, not the sum.
   std::int64_t extra = 0;

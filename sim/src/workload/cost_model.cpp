@@ -207,6 +207,18 @@ std::vector<LayerCost> model_layer_costs(const ModelSpec& m, const CostOptions& 
     c.bwd_input_flops = gemm + 2 * attn;  // dX of every GEMM; attention core backward is twice its forward
     c.bwd_weight_flops = gemm;            // dW of every GEMM
     c.gemm_gflop = gemm / gemms / static_cast<double>(t) / 1e9;
+    if (m.is_moe()) {
+      // The routed experts' gate, up and down projections run as three grouped GEMMs; every expert that
+      // receives tokens streams its weights (bf16) in each pass. The dense part (attention projections and
+      // the router) keeps its own GEMM size.
+      const double expert = 2.0 * tokens * static_cast<double>(m.experts_per_token) * 3.0 *
+                            static_cast<double>(h) * static_cast<double>(m.moe_ffn_hidden);
+      const std::int64_t active_experts = std::min<std::int64_t>(m.num_experts, b * s * m.experts_per_token);
+      c.expert_fwd_flops = c.expert_bwd_input_flops = c.expert_bwd_weight_flops = expert;
+      c.expert_gemm_gflop = expert / 3 / static_cast<double>(t) / 1e9;
+      c.expert_weight_bytes = ceil_div(active_experts * 3 * h * m.moe_ffn_hidden * 2, t);
+      c.gemm_gflop = (gemm - expert) / 4 / static_cast<double>(t) / 1e9;  // q, k, v and o projections
+    }
     c.kernels = 24;
     c.params = bp;
     c.trainable_params = lora ? lora_params : bp;
@@ -217,6 +229,7 @@ std::vector<LayerCost> model_layer_costs(const ModelSpec& m, const CostOptions& 
       c.fwd_flops += adapter;
       c.bwd_input_flops += adapter;
       c.bwd_weight_flops = adapter;
+      c.expert_bwd_weight_flops = 0;  // frozen experts get no weight gradient
     }
     const BlockTraffic traffic = block_traffic(m, o);
     c.fwd_mem_bytes = traffic.forward;
@@ -243,6 +256,7 @@ std::vector<LayerCost> model_layer_costs(const ModelSpec& m, const CostOptions& 
       case Recompute::kFull:  // only the layer input kept; the whole forward re-runs in the backward
         c.stored_activation_bytes = boundary;
         c.recompute_flops = c.fwd_flops;
+        c.expert_recompute_flops = c.expert_fwd_flops;
         c.recompute_mem_bytes = c.fwd_mem_bytes;
         c.recompute_extra_bytes = linear_part + score_part - boundary;
         break;

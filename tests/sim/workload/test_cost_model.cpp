@@ -2,6 +2,7 @@
 
 #include "pipesim/sim/cost_model.hpp"
 #include "pipesim/sim/error.hpp"
+#include "pipesim/sim/hardware.hpp"
 #include "pipesim/sim/model.hpp"
 
 namespace pipesim::sim {
@@ -182,6 +183,47 @@ TEST(CostModel, AttentionKernelNamesAreStrict) {
   EXPECT_EQ(parse_attention("flash"), AttentionKernel::kFlash);
   EXPECT_EQ(parse_attention("unfused"), AttentionKernel::kUnfused);
   EXPECT_THROW(parse_attention("fused"), InputError);
+}
+
+}  // namespace
+}  // namespace pipesim::sim
+
+namespace pipesim::sim {
+namespace {
+
+TEST(CostModel, MoeExpertsAreGroupedGemmsThatStreamTheirWeights) {
+  // Qwen3-235B-A22B, 2048 tokens, tp 4: 8 of 128 experts per token, expert width 1536, hidden 4096.
+  const ModelSpec q = load_model("qwen3-235b-a22b");
+  const auto layers = model_layer_costs(q, CostOptions{1, 2048, 4, Recompute::kFull});
+  const LayerCost& blk = layers[1];
+  const double expert = 2.0 * 2048 * 8 * 3 * 4096 * 1536;  // gate, up and down of the 8 routed experts
+  EXPECT_DOUBLE_EQ(blk.expert_fwd_flops, expert);
+  EXPECT_DOUBLE_EQ(blk.expert_bwd_input_flops, expert);
+  EXPECT_DOUBLE_EQ(blk.expert_bwd_weight_flops, expert);
+  EXPECT_DOUBLE_EQ(blk.expert_recompute_flops, expert);
+  EXPECT_DOUBLE_EQ(blk.expert_gemm_gflop, expert / 3 / 4 / 1e9);  // one of three grouped GEMMs per rank
+  // All 128 experts receive tokens (2048 x 8 routings): each pass streams their bf16 weights, split by tp.
+  EXPECT_EQ(blk.expert_weight_bytes, std::int64_t{128} * 3 * 4096 * 1536 * 2 / 4);
+  // With 4 tokens only 32 experts can be active.
+  EXPECT_EQ(model_layer_costs(q, CostOptions{1, 4, 4, Recompute::kNone})[1].expert_weight_bytes,
+            std::int64_t{32} * 3 * 4096 * 1536 * 2 / 4);
+  // A dense model has no expert share.
+  EXPECT_EQ(model_layer_costs(load_model("llama3-8b"), CostOptions{1, 2048, 1, Recompute::kNone})[1]
+                .expert_fwd_flops,
+            0);
+}
+
+TEST(CostModel, ExpertGemmsTakeTheLongerOfTheirFlopsAndTheirWeightBytes) {
+  const HardwareProfile hw = load_hardware_profile("h100-sxm-8x");
+  const double flops = 1e12, expert = 4e11;
+  const std::int64_t dense = hw.compute_ns(flops - expert, 100, 10, "bf16") + hw.memory_ns(1'000'000);
+  // Few bytes: the grouped GEMM's FLOPs decide.
+  EXPECT_EQ(hw.op_ns(flops, 100, 10, "bf16", 1'000'000, expert, 50, 1'000),
+            dense + hw.compute_ns(expert, 50, 0, "bf16"));
+  // Many bytes (few tokens per expert): streaming the weights decides.
+  const std::int64_t weights = 20'000'000'000;
+  ASSERT_GT(hw.memory_ns(weights), hw.compute_ns(expert, 50, 0, "bf16"));
+  EXPECT_EQ(hw.op_ns(flops, 100, 10, "bf16", 1'000'000, expert, 50, weights), dense + hw.memory_ns(weights));
 }
 
 }  // namespace

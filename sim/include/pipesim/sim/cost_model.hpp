@@ -46,6 +46,13 @@ struct LayerCost {
   std::int64_t output_bytes = 0;             ///< boundary activation sent to the next stage, per TP rank
   std::int64_t tp_bus_bytes = 0;    ///< TP collective bus bytes per GPU per forward (same in backward)
   std::int32_t tp_collectives = 0;  ///< TP collectives per forward
+  // MoE experts run as grouped GEMMs over the tokens routed to each: their share of each pass's FLOPs (before
+  // the TP split), the size of one grouped GEMM per TP rank, and the expert weights (or weight gradients) a
+  // pass streams per TP rank. With few tokens per expert the pass is bound by those bytes, not the FLOPs.
+  double expert_fwd_flops = 0, expert_bwd_input_flops = 0, expert_bwd_weight_flops = 0;
+  double expert_recompute_flops = 0;
+  double expert_gemm_gflop = 0;
+  std::int64_t expert_weight_bytes = 0;
   // HBM traffic of the memory-bound kernels per TP rank (norms, activation functions, dropout, residual adds,
   // softmax over materialized scores, the loss), priced at the GPU's streaming bandwidth. The backward's
   // belongs to the input-gradient pass; the weight-gradient pass is GEMMs only.

@@ -103,6 +103,12 @@ struct HardwareProfile {
   std::int64_t compute_ns(double flops, double gemm_gflop, std::int32_t kernels,
                           const std::string& dtype) const;
   double adam_params_per_s(int threads) const;
+  /// GPU time of a compute op: its dense GEMMs at `gemm_gflop`'s efficiency, the MoE expert share at its
+  /// grouped GEMM's efficiency or by the expert weight bytes it streams (whichever is longer), the kernel
+  /// launches and the memory-bound bytes.
+  std::int64_t op_ns(double flops, double gemm_gflop, std::int32_t kernels, const std::string& dtype,
+                     std::int64_t mem_bytes, double expert_flops = 0, double expert_gemm_gflop = 0,
+                     std::int64_t expert_weight_bytes = 0) const;
   /// GPU time of a memory-bound kernel moving `bytes` to and from HBM (ns, rounded up).
   std::int64_t memory_ns(std::int64_t bytes) const;
 };

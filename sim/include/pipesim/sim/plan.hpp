@@ -61,6 +61,10 @@ struct ComputeWork {
   /// HBM traffic of the op's memory-bound kernels (norms, activations, softmax, residual adds, the loss),
   /// timed at the GPU's streaming bandwidth on top of the GEMM time.
   std::int64_t mem_bytes = 0;
+  /// Of `flops`, the MoE expert GEMMs, timed at the efficiency of their own (small) size.
+  double expert_flops = 0;
+  double expert_gemm_gflop = 0;
+  std::int64_t expert_weight_bytes = 0;  ///< expert weights the op streams: a floor on the experts' time
 };
 
 /// Bytes moved from src to dst over the links between them (shared by max-min fairness).

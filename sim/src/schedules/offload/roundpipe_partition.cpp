@@ -20,13 +20,15 @@ LayerTimes layer_times(const std::vector<LayerCost>& layers, const HardwareProfi
   LayerTimes t;
   for (const LayerCost& l : layers) {
     const bool profiled = l.fwd_ns >= 0;
-    const std::int64_t f =
-        profiled ? l.fwd_ns
-                 : hw.compute_ns(l.fwd_flops, l.gemm_gflop, l.kernels, dtype) + hw.memory_ns(l.fwd_mem_bytes);
+    const std::int64_t f = profiled
+                               ? l.fwd_ns
+                               : hw.op_ns(l.fwd_flops, l.gemm_gflop, l.kernels, dtype, l.fwd_mem_bytes,
+                                          l.expert_fwd_flops, l.expert_gemm_gflop, l.expert_weight_bytes);
     const std::int64_t b =
         profiled ? l.bwd_input_ns + l.bwd_weight_ns
-                 : hw.compute_ns(l.bwd_input_flops + l.bwd_weight_flops, l.gemm_gflop, 2 * l.kernels, dtype) +
-                       hw.memory_ns(l.bwd_mem_bytes);
+                 : hw.op_ns(l.bwd_input_flops + l.bwd_weight_flops, l.gemm_gflop, 2 * l.kernels, dtype,
+                            l.bwd_mem_bytes, l.expert_bwd_input_flops + l.expert_bwd_weight_flops,
+                            l.expert_gemm_gflop, 2 * l.expert_weight_bytes);
     const std::int64_t rc = l.role == LayerRole::kBlock ? f : 0;  // backward stages recompute blocks
     t.fwd.push_back(f);
     t.bwd.push_back(rc + b);
