@@ -293,9 +293,8 @@ void measure_launch(CudaCalibration& c, const CudaOptions& o) {
 
 }  // namespace
 
-bool cuda_compiled() { return true; }
-
-CudaCalibration run_cuda_calibration(const CudaOptions& o, const std::function<void(const std::string&)>& progress) {
+namespace {
+CudaCalibration run_on_device(const CudaOptions& o, const std::function<void(const std::string&)>& progress) {
   CudaCalibration c;
   c.samples = o.samples;
   int count = 0;
@@ -331,4 +330,13 @@ CudaCalibration run_cuda_calibration(const CudaOptions& o, const std::function<v
   return c;
 }
 
+}  // namespace
+
 }  // namespace pipesim::calibrate
+
+// The entry point the calibrate library finds with dlsym: the simulator never loads CUDA itself.
+extern "C" void pipesim_cuda_calibration_entry(const pipesim::calibrate::CudaOptions* options,
+                                               const std::function<void(const std::string&)>* progress,
+                                               pipesim::calibrate::CudaCalibration* out) {
+  *out = pipesim::calibrate::run_on_device(*options, *progress);
+}

@@ -1,0 +1,36 @@
+// Loads the CUDA benchmarks (a separate module linked against the CUDA runtime and cuBLAS) only when a
+// calibration asks for them, so that pipesim itself never loads CUDA libraries.
+#include <dlfcn.h>
+
+#include <string>
+
+#include "pipesim/calibrate/cuda_calibration.hpp"
+
+namespace pipesim::calibrate {
+
+bool cuda_compiled() {
+  return true;
+}
+
+CudaCalibration run_cuda_calibration(const CudaOptions& options,
+                                     const std::function<void(const std::string&)>& progress) {
+  CudaCalibration c;
+  void* module = dlopen(PIPESIM_CUDA_MODULE_PATH, RTLD_NOW | RTLD_LOCAL);
+  if (!module) {
+    const char* why = dlerror();
+    c.why_not = std::string("cannot load the CUDA benchmarks (" PIPESIM_CUDA_MODULE_PATH "): ") +
+                (why ? why : "unknown error");
+    return c;
+  }
+  using Entry =
+      void (*)(const CudaOptions*, const std::function<void(const std::string&)>*, CudaCalibration*);
+  auto entry = reinterpret_cast<Entry>(dlsym(module, "pipesim_cuda_calibration_entry"));
+  if (!entry) {
+    c.why_not = "the CUDA benchmark module has no entry point pipesim_cuda_calibration_entry";
+    return c;
+  }
+  entry(&options, &progress, &c);
+  return c;  // the module stays loaded: the process is about to write the profile and exit
+}
+
+}  // namespace pipesim::calibrate
