@@ -26,7 +26,8 @@ int list_schedules() {
                              pipesim::sim::to_string(s.kind));
     for (const auto& c : s.constraints) std::cout << fmt::format("{:<18}   needs: {}\n", "", c);
     for (const auto& p : s.parameters)
-      std::cout << fmt::format("{:<18}   {} {}: {} (default {})\n", "", p.flag, p.metavar, p.description,
+      std::cout << fmt::format("{:<18}   {}{}: {} (default {})\n", "", p.flag,
+                               p.metavar.empty() ? "" : " " + p.metavar, p.description,
                                pipesim::sim::to_string(p.default_value));
   }
   return 0;

@@ -36,7 +36,7 @@ ScheduleDescriptor describe_zb_h1() {
   ScheduleDescriptor d = classic_descriptor(
       "zb-h1", "Zero Bubble PP, ZB-H1 (Qi et al. 2024)",
       "backward split into B (input grad) and W (weight grad); W deferred into the cool-down bubbles");
-  d.constraints.push_back("closed-form bubble for m >= p");
+  d.constraints.push_back("m >= 1 (the closed-form bubble holds for m >= p)");
   d.order = zb_h1_order;
   d.splits_backward = true;
   return d;

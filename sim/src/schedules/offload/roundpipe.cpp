@@ -196,7 +196,9 @@ ScheduleDescriptor describe_roundpipe() {
       "one step stale");
   d.parameters = {{"sync_optimizer", "--roundpipe-sync", ParameterType::kFlag,
                    "wait for the optimizer (no stale weights)", false, 0, 0, ""}};
-  d.constraints.push_back("microbatches default to G + 1; partitions automatically (RoundPipe's algorithm)");
+  d.constraints.push_back(
+      "microbatches default to G + 1; partitions automatically (RoundPipe's algorithm) unless --partition "
+      "gives forward/backward layer counts");
   d.default_iterations = 4;
   d.default_microbatches_per_gpu = 1;
   d.default_microbatches_extra = 1;

@@ -294,10 +294,10 @@ ScheduleDescriptor describe_spipe() {
       "and B backward stages per GPU, checkpoints GPU to GPU, asynchronous per-stage CPU optimizer");
   d.parameters = {
       {"stages", "--spipe-stages", ParameterType::kIntegerPair,
-       "forward and backward stages per GPU, F,B (blocks divisible by P F and P B)",
+       "forward and backward stages per GPU (blocks divisible by P x F and P x B)",
        std::vector<std::int64_t>{2, 6}, 1, 1 << 20, "F,B"},
       {"sync_checkpoints", "--spipe-sync-checkpoints", ParameterType::kFlag,
-       "send checkpoints only when their backward is next (default: as soon as produced)", false, 0, 0, ""},
+       "send checkpoints only when their backward is next, not as soon as produced", false, 0, 0, ""},
       {"overflow_prob", "--overflow-prob", ParameterType::kReal,
        "share of steps whose gradients overflow (bypass and rollback)", 0.0, 0, 1, "p"}};
   d.constraints.push_back("microbatches >= pp (default 2 pp)");
