@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "pipesim/sim/schedule.hpp"
+#include "schedules/builtin.hpp"
 
 namespace pipesim::sim::detail {
 
@@ -16,11 +16,8 @@ inline std::string needs_one_chunk(const ScheduleShape& s) {
 /// An order-based descriptor with the classic defaults: M = 4 pp, tried by the planner on any layout with
 /// every recompute policy and optionally the offloaded optimizer, contiguous-stage partitions.
 inline ScheduleDescriptor classic_descriptor(std::string name, std::string source, std::string description) {
-  ScheduleDescriptor d;
-  d.name = std::move(name);
-  d.source = std::move(source);
-  d.description = std::move(description);
-  d.kind = ScheduleKind::kOrderBased;
+  ScheduleDescriptor d =
+      named_descriptor(std::move(name), std::move(source), std::move(description), ScheduleKind::kOrderBased);
   d.check = needs_one_chunk;
   d.constraints = {"one model chunk per rank (--virtual-stages 1)"};
   return d;

@@ -12,6 +12,7 @@
 #include "pipesim/sim/plan.hpp"
 #include "pipesim/sim/plan_builder.hpp"
 #include "pipesim/sim/schedule.hpp"
+#include "schedules/builtin.hpp"
 #include "schedules/layer_ranges.hpp"
 #include "schedules/range_cost.hpp"
 
@@ -91,11 +92,8 @@ class OffloadPlan {
 /// (tp = dp = 1), full recompute from stage-input checkpoints, layers placed by the schedule's own rule, not
 /// tried by the planner for profiled workloads (they build on FLOP costs).
 inline ScheduleDescriptor offload_descriptor(std::string name, std::string source, std::string description) {
-  ScheduleDescriptor d;
-  d.name = std::move(name);
-  d.source = std::move(source);
-  d.description = std::move(description);
-  d.kind = ScheduleKind::kWholePlan;
+  ScheduleDescriptor d =
+      named_descriptor(std::move(name), std::move(source), std::move(description), ScheduleKind::kWholePlan);
   d.check = [](const ScheduleShape&) { return std::string(); };
   d.constraints = {"tp = dp = 1: one pipeline over the GPUs"};
   d.planner.shape = ClusterShape::kOnePipelineNode;
