@@ -52,6 +52,28 @@ int list_models() {
   return 0;
 }
 
+/// Sharded data parallelism and offload: ZeRO stages, FSDP / HSDP, optimizer and parameter offload.
+void add_sharding_options(CLI::App* sim, pipesim::sim::JobOptions& j) {
+  sim->add_option(
+         "--zero", j.zero,
+         "ZeRO stage over the data-parallel group: 0 (all-reduce), 1 (optimizer state sharded), 2 (+ "
+         "gradients), 3 (+ parameters, gathered per layer)")
+      ->check(CLI::Range(0, 3));
+  sim->add_option("--fsdp", j.fsdp,
+                  "PyTorch FSDP: full (ZeRO-3) or hybrid (HSDP: shard in a node, replicate across)")
+      ->check(CLI::IsMember({"full", "hybrid"}));
+  sim->add_option(
+         "--offload", j.offload,
+         "to host memory: optimizer (ZeRO-Offload: CPU Adam), params (ZeRO-Infinity, needs ZeRO-3) or "
+         "both")
+      ->check(CLI::IsMember({"none", "optimizer", "params", "both"}))
+      ->capture_default_str();
+  sim->add_option("--zero-prefetch-layers", j.zero_prefetch_layers,
+                  "ZeRO-3/FSDP: layers whose weights are gathered ahead of the one computing (0: on demand)")
+      ->check(CLI::Range(0, 64))
+      ->capture_default_str();
+}
+
 /// How the training framework runs the model: what its kernels move and when its DP gradients sync.
 void add_kernel_options(CLI::App* sim, pipesim::sim::JobOptions& j) {
   sim->add_option("--attention", j.attention,
@@ -97,6 +119,7 @@ void add_job_options(CLI::App* sim, pipesim::sim::JobOptions& j) {
   sim->add_flag(
       "--optimizer-offload", j.optimizer_offload,
       "ZeRO-Offload style: gradients to host memory, CPU Adam, weights back (uses the profile's Adam curve)");
+  add_sharding_options(sim, j);
   add_kernel_options(sim, j);
   sim->add_option("--cpu-optimizer-threads", j.cpu_optimizer_threads,
                   "cores one CPU optimizer step uses (default: what the schedule's system uses)")

@@ -74,6 +74,9 @@ void print_table(const std::vector<Result>& results, const std::vector<std::stri
       "several iterations\n",
       gib(p.hw.gpu.hbm_bytes), gib(p.hw.host.dram_bytes));
   for (const auto& r : results) {
+    if (r.plan.meta.data_parallel != "ddp")
+      std::cout << fmt::format("  {}: data parallelism {} over dp = {}\n", r.metrics.schedule,
+                               r.plan.meta.data_parallel, r.plan.meta.dp);
     if (r.metrics.oom)
       std::cout << fmt::format("  {}: OOM first on {} at {:.4f} s, worst excess {} GiB\n", r.metrics.schedule,
                                r.metrics.oom_device, r.metrics.oom_time_s, gib(r.metrics.oom_bytes_over));

@@ -50,6 +50,7 @@ json meta_json(const PlanMeta& m) {
           {"recompute", m.recompute},
           {"lora_rank", m.lora_rank},
           {"replicas", m.replicas},
+          {"data_parallel", m.data_parallel},
           {"simulated_gpus", m.simulated_gpus},
           {"model_flops_per_step", m.model_flops_per_step},
           {"hardware_flops_per_step", m.hardware_flops_per_step},
@@ -74,6 +75,7 @@ PlanMeta meta_from(JsonObject o) {
   m.recompute = o.string("recompute");
   m.lora_rank = o.integer_or("lora_rank", 0, 0, 65536);
   m.replicas = o.string("replicas");
+  m.data_parallel = o.string_or("data_parallel", "ddp");
   m.simulated_gpus = static_cast<std::int32_t>(o.integer("simulated_gpus", 0, kI32));
   m.model_flops_per_step = o.number("model_flops_per_step", 0, 1e30);
   m.hardware_flops_per_step = o.number("hardware_flops_per_step", 0, 1e30);

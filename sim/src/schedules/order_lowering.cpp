@@ -1,6 +1,8 @@
 #include "schedules/order_lowering.hpp"
 
 #include <algorithm>
+#include <array>
+#include <map>
 #include <numeric>
 
 #include <fmt/format.h>
@@ -18,17 +20,15 @@ namespace {
 constexpr std::int32_t kNone = -1;
 constexpr std::int64_t kMaxGpus = std::int64_t{1} << 20;
 constexpr std::int64_t kMaxOps = std::int64_t{1} << 26;
-// Optimizer offload: the GPU keeps bf16 weights and bf16 gradients of the trained parameters; the host keeps
-// fp32 master weights and Adam moments plus bf16 gradient and weight staging; 2 B/param cross PCIe each way.
-constexpr std::int64_t kOffloadHostBytesPerParam =
-    kAdamStateBytesPerParam + kGradBytesPerParam + kWeightBytesPerParam;
 
-/// The streams of one simulated GPU: collective only with dp > 1; d2h, h2d and the host CPU's optimizer
-/// queue only with the optimizer offloaded.
+/// The streams of one simulated GPU: collective only with dp > 1; allgather (parameter gathers ahead of the
+/// compute, as FSDP runs them beside its reduce-scatters) only with sharded parameters; d2h, h2d and the host
+/// CPU's optimizer queue only with something offloaded.
 enum StreamSlot : std::size_t {
   kComputeSlot,
   kP2PSendSlot,
   kCollectiveSlot,
+  kGatherSlot,
   kD2HSlot,
   kH2DSlot,
   kCpuSlot,
@@ -39,6 +39,30 @@ OpKind backward_kind(TaskKind k) {
   return k == TaskKind::kBackward         ? OpKind::kBackward
          : k == TaskKind::kBackwardWeight ? OpKind::kBackwardWeight
                                           : OpKind::kBackwardInput;
+}
+
+/// The GPU work of a backward-kind pass over `part` (a chunk, a gradient bucket or one layer).
+ComputeWork backward_work(TaskKind kind, const RangeCost& part, double gemm, std::int32_t kernels) {
+  const bool whole = kind == TaskKind::kBackward, weight_only = kind == TaskKind::kBackwardWeight;
+  return ComputeWork{whole         ? part.bwd_in + part.bwd_w
+                     : weight_only ? part.bwd_w
+                                   : part.bwd_in,
+                     gemm,
+                     kernels,
+                     weight_only ? 0 : part.bwd_mem,
+                     whole         ? part.expert_bwd_in + part.expert_bwd_w
+                     : weight_only ? part.expert_bwd_w
+                                   : part.expert_bwd_in,
+                     part.expert_gemm,
+                     (whole ? 2 : 1) * part.expert_weight_bytes};
+}
+
+/// A profiled pass's measured time, or -1 to time it from its work.
+Duration backward_fixed(TaskKind kind, const RangeCost& part) {
+  if (!part.profiled) return -1;
+  return kind == TaskKind::kBackward         ? part.bwd_in_ns + part.bwd_w_ns
+         : kind == TaskKind::kBackwardWeight ? part.bwd_w_ns
+                                             : part.bwd_in_ns;
 }
 
 struct Slot {  // ops of one (replica, chunk, microbatch)
@@ -86,9 +110,37 @@ class Builder {
     const std::vector<StreamId>& streams;
     std::vector<OpId>& dp_ops;  // this iteration's gradient all-reduce buckets
     DeviceId self = kNone;
-    std::int64_t trainable = 0;  // parameters its optimizer updates
+    std::int64_t trainable = 0;      // parameters its optimizer updates
+    std::int64_t dp_sequence = 0;    // data-parallel collectives emitted so far: their group key
+    std::vector<OpId> weight_users;  // ZeRO-3: compute ops that used gathered weights, in order
     StreamId stream(StreamSlot s) const { return streams[s]; }
   };
+  // Sharded data parallelism.
+  bool shards_params() const { return in_.sharding.stage == ZeroStage::k3; }
+  std::int32_t shard_ranks() const { return std::max(1, in_.sharding.shard_group); }
+  bool offloads() const { return in_.sharding.offload_optimizer || in_.sharding.offload_params; }
+  /// A data-parallel collective of a `buffer_bytes` buffer over this GPU's shard group (or, for HSDP's
+  /// all-reduce between nodes, over its replicas), on `slot` after `after`; kNone when the group is one GPU.
+  OpId emit_dp_collective(GpuRank& g, OpKind kind, StreamSlot slot, const OpTags& tags,
+                          std::int64_t buffer_bytes, bool across_replicas, OpId after);
+  /// Layers [lo, hi) of a chunk in gradient buckets of about dp_bucket_params, last layer first.
+  struct Bucket {
+    std::int32_t lo, hi;
+    std::int64_t params;
+  };
+  std::vector<Bucket> gradient_buckets(const RangeCost& cc) const;
+  /// ZeRO-1/2: after the optimizer updated this GPU's shard, every bucket's weights are gathered back.
+  OpId emit_param_allgather(GpuRank& g, std::int32_t iter, OpId after);
+  // ZeRO-3: each layer is its own op, its weights gathered (fetched from the host when offloaded) just before
+  // it runs, its gradients reduce-scattered right after.
+  void emit_layerwise_task(GpuRank& g, const Task& task, std::int32_t iter, std::int32_t round);
+  OpId gather_layer(GpuRank& g, const RangeCost& layer, const OpTags& tags);
+  void use_gathered(GpuRank& g, OpId user, OpId gather, const RangeCost& layer);
+  void reduce_layer_gradients(GpuRank& g, const RangeCost& layer, const OpTags& tags, OpId after,
+                              bool last_round);
+  std::int64_t layer_weight_params(const RangeCost& layer) const {
+    return in_.lora_rank > 0 ? layer.params + layer.trainable : layer.params;
+  }
   // Emission phases of one GPU: its resident weights, each task of its order, and each iteration's optimizer.
   void emit_gpu(std::size_t replica, std::int32_t stage);
   std::int64_t place_weights(const GpuRank& g);
@@ -99,13 +151,12 @@ class Builder {
                                       const OpTags& tags);
   std::pair<OpId, OpId> emit_gradient_buckets(GpuRank& g, const Task& task, const RangeCost& cc,
                                               const OpTags& tags);
-  /// One DP gradient all-reduce of `params` after op `after`, on the collective stream.
-  void emit_dp_allreduce(GpuRank& g, const OpTags& tags, std::int32_t chunk, std::int32_t bucket,
-                         std::int64_t params, OpId after);
+  /// One bucket's gradient reduction of `params` after op `after`, on the collective stream.
+  void emit_gradient_reduction(GpuRank& g, const OpTags& tags, std::int64_t params, OpId after);
   void emit_grad_sync_after_backward(GpuRank& g, std::int32_t iter);
   /// The optimizer step after the iteration's last gradients; returns the op that brings the updated weights
   /// back when the optimizer is offloaded.
-  OpId emit_optimizer(const GpuRank& g, std::int32_t iter);
+  OpId emit_optimizer(GpuRank& g, std::int32_t iter);
   void emit_p2p(std::size_t replica, std::int32_t stage);
 
   const ScheduleDescriptor& sched_;
@@ -114,7 +165,10 @@ class Builder {
   bool explicit_ = false;
   std::int32_t chunks_ = 0, total_mb_ = 0, gpus_total_ = 0, max_chunk_layers_ = 1;
   std::int32_t dp_ring_offset_ = 1;  // DP ring neighbour distance: crosses nodes whenever the group does
-  std::vector<std::vector<RangeCost>> chunk_costs_;              // [cost table][chunk]
+  std::vector<std::vector<RangeCost>> chunk_costs_;                // [cost table][chunk]
+  std::vector<std::vector<RangeCost>> layer_costs_;                // ZeRO-3: [cost table][layer]
+  std::map<std::array<std::int64_t, 5>, std::int32_t> dp_groups_;  // explicit replicas: collective ids
+  std::int32_t dp_group_base_ = 0;
   std::vector<std::pair<std::int32_t, std::int32_t>> replicas_;  // (dp index, tp rank)
   std::vector<DeviceId> device_of_rank_;
   std::vector<std::vector<StreamId>> streams_;  // [replica*pp + stage] -> compute, p2p_send, collective
@@ -221,6 +275,12 @@ void Builder::layout_chunks(const BlockSpan& span) {
       row.push_back(range_cost(table, b, e, in_.tp));
     }
     chunk_costs_.push_back(std::move(row));
+    if (shards_params()) {
+      std::vector<RangeCost> layers;
+      for (std::int32_t i = 0; i < static_cast<std::int32_t>(table.size()); ++i)
+        layers.push_back(range_cost(table, i, i + 1, in_.tp));
+      layer_costs_.push_back(std::move(layers));
+    }
   }
   size_plan();
 }
@@ -231,14 +291,19 @@ void Builder::size_plan() {
   if (in_.iterations < 1 || in_.iterations > 10000) bad("--iterations", "valid: 1 .. 10000");
   const std::int64_t rounds = std::int64_t{in_.microbatches} * in_.accum_steps * in_.iterations;
   const std::int64_t instantiated = explicit_ ? gpus : in_.pp;
-  // About six ops per (GPU, chunk, microbatch): refuse plans that would not fit in memory rather than thrash.
-  const std::int64_t estimate = instantiated * in_.virtual_stages * rounds * 6;
+  // About six ops per (GPU, chunk, microbatch), four per layer with sharded parameters: refuse plans that
+  // would not fit in memory rather than thrash.
+  const std::int64_t estimate =
+      instantiated * in_.virtual_stages * rounds * (shards_params() ? 4 * max_chunk_layers_ + 2 : 6);
   if (rounds > kMaxOps || estimate > kMaxOps)
     bad(explicit_ ? "--replicas" : "--microbatches",
         fmt::format(
             "about {} ops to simulate; valid: at most {} (use fewer microbatches or accumulation steps{})",
             estimate, kMaxOps, explicit_ ? ", or --replicas symmetric" : ""));
   total_mb_ = static_cast<std::int32_t>(rounds);
+  // Data-parallel collective ids follow the TP ones (one per replica, stage, chunk, microbatch and phase).
+  dp_group_base_ = static_cast<std::int32_t>(std::min<std::int64_t>(
+      std::int64_t{in_.dp} * in_.pp * in_.virtual_stages * total_mb_ * 4, kMaxOps * 4));
   for (std::int32_t k = 1; k < in_.dp; ++k) {
     if (global_rank(k, 0, 0) / in_.hw.node.gpus != 0) {
       dp_ring_offset_ = k;
@@ -291,7 +356,7 @@ OpId Builder::emit_tp_collective(StreamId stream, DeviceId self, std::int32_t d,
 void Builder::emit_gpu(std::size_t replica, std::int32_t stage) {
   const auto [d, t] = replicas_[replica];
   const std::size_t index = replica * static_cast<std::size_t>(in_.pp) + static_cast<std::size_t>(stage);
-  GpuRank g{replica, stage, d, t, streams_[index], dp_ops_[index]};
+  GpuRank g{replica, stage, d, t, streams_[index], dp_ops_[index], kNone, 0, 0, {}};
   g.self = plan_.streams[static_cast<std::size_t>(g.stream(kComputeSlot))].device;
   g.trainable = place_weights(g);
   const auto& order = orders_[static_cast<std::size_t>(stage)];
@@ -309,10 +374,20 @@ void Builder::emit_gpu(std::size_t replica, std::int32_t stage) {
     const std::size_t iteration_begin = plan_.ops.size();
     for (std::int32_t round = 0; round < in_.accum_steps; ++round) {
       for (std::size_t k = 0; k < order.size(); ++k) {
-        const bool carries_dp =
-            in_.dp > 1 && in_.overlap_grad_sync &&
-            round == in_.accum_steps - 1 &&  // the last flush of each iteration
-            static_cast<std::int64_t>(k) == last_grad_task[static_cast<std::size_t>(order[k].chunk)];
+        if (shards_params()) {
+          emit_layerwise_task(g, order[k], iter, round);
+          continue;
+        }
+        // ZeRO-2 keeps only its shard of the gradients, so every microbatch's gradients are reduce-scattered
+        // as its backward produces them; otherwise the last flush's last backward of each chunk carries them.
+        const bool grad_task =
+            order[k].kind == TaskKind::kBackward || order[k].kind == TaskKind::kBackwardWeight;
+        const bool carries_dp = in_.dp > 1 && in_.overlap_grad_sync &&
+                                (in_.sharding.stage == ZeroStage::k2
+                                     ? grad_task
+                                     : round == in_.accum_steps - 1 &&
+                                           static_cast<std::int64_t>(k) ==
+                                               last_grad_task[static_cast<std::size_t>(order[k].chunk)]);
         emit_task(g, order[k], iter, round, carries_dp);
       }
     }
@@ -334,18 +409,19 @@ void Builder::emit_gpu(std::size_t replica, std::int32_t stage) {
 }
 
 std::int64_t Builder::place_weights(const GpuRank& g) {
-  std::int64_t trainable = 0, params = 0, resident = 0;
+  std::int64_t trainable = 0, weights = 0, resident = 0;
   for (std::int32_t v = 0; v < in_.virtual_stages; ++v) {
     const RangeCost& cc = chunk_costs_[0][static_cast<std::size_t>(v * in_.pp + g.stage)];
     trainable += cc.trainable;
-    params += cc.params;
+    weights += layer_weight_params(cc);
     resident += cc.param_bytes;
   }
-  if (in_.optimizer_offload) {
-    // The GPU keeps 16-bit weights and gradients; master weights, Adam moments and staging live on the host.
-    resident = params * kWeightBytesPerParam + trainable * kGradBytesPerParam;
-    plan_.devices[static_cast<std::size_t>(host_of(g.self))].resident_bytes +=
-        trainable * kOffloadHostBytesPerParam;
+  if (in_.sharding.stage != ZeroStage::k0 || offloads()) {
+    // Sharded over the data-parallel group and/or offloaded: weights, gradients and Adam state by the ZeRO
+    // paper's formulas; what is offloaded sits in the node's host memory.
+    const ShardedStateBytes state = sharded_state_bytes(weights, trainable, in_.sharding);
+    resident = state.gpu();
+    if (state.host > 0) plan_.devices[static_cast<std::size_t>(host_of(g.self))].resident_bytes += state.host;
   }
   plan_.devices[static_cast<std::size_t>(g.self)].resident_bytes = resident;
   return trainable;
@@ -405,16 +481,8 @@ void Builder::emit_task(GpuRank& g, const Task& task, std::int32_t iter, std::in
 
 std::pair<OpId, OpId> Builder::emit_backward(const GpuRank& g, const Task& task, const RangeCost& cc,
                                              const OpTags& tags) {
-  const bool whole = task.kind == TaskKind::kBackward, weight_only = task.kind == TaskKind::kBackwardWeight;
-  const double flops = whole ? cc.bwd_in + cc.bwd_w : weight_only ? cc.bwd_w : cc.bwd_in;
-  const Duration ns = whole ? cc.bwd_in_ns + cc.bwd_w_ns : weight_only ? cc.bwd_w_ns : cc.bwd_in_ns;
   OpId b = add_op(g.stream(kComputeSlot), backward_kind(task.kind), tags,
-                  ComputeWork{flops, cc.gemm, cc.kernels * 2, weight_only ? 0 : cc.bwd_mem,
-                              whole         ? cc.expert_bwd_in + cc.expert_bwd_w
-                              : weight_only ? cc.expert_bwd_w
-                                            : cc.expert_bwd_in,
-                              cc.expert_gemm, (whole ? 2 : 1) * cc.expert_weight_bytes},
-                  cc.profiled ? ns : Duration{-1});
+                  backward_work(task.kind, cc, cc.gemm, cc.kernels * 2), backward_fixed(task.kind, cc));
   return {b, b};
 }
 
@@ -422,126 +490,273 @@ std::pair<OpId, OpId> Builder::emit_gradient_buckets(GpuRank& g, const Task& tas
                                                      const OpTags& tags) {
   // Split the chunk's last gradient pass into buckets (layers in reverse order) so each bucket's all-reduce
   // overlaps the rest of the backward.
-  const bool whole = task.kind == TaskKind::kBackward, weight_only = task.kind == TaskKind::kBackwardWeight;
   const auto& table =
       in_.costs[static_cast<std::size_t>(in_.cost_of_microbatch[static_cast<std::size_t>(task.microbatch)])];
   OpId first = kNone, last = kNone;
-  std::int32_t hi = cc.end;
-  std::int32_t bucket = 0;
-  while (hi > cc.begin) {
-    std::int32_t lo = hi;
-    std::int64_t bparams = 0, bparam_bytes = 0;
-    double flops = 0;
-    Duration ns = 0;
-    std::int64_t mem = 0;
-    double expert = 0;
-    std::int64_t expert_bytes = 0;
-    while (lo > cc.begin && (bparams < in_.dp_bucket_params || lo == hi)) {
-      const LayerCost& l = table[static_cast<std::size_t>(--lo)];
-      bparams += (l.trainable_params + in_.tp - 1) / in_.tp;
-      bparam_bytes += l.param_bytes;
-      flops += (whole         ? l.bwd_input_flops + l.bwd_weight_flops
-                : weight_only ? l.bwd_weight_flops
-                              : l.bwd_input_flops) /
-               static_cast<double>(in_.tp);
-      ns += whole ? l.bwd_input_ns + l.bwd_weight_ns : weight_only ? l.bwd_weight_ns : l.bwd_input_ns;
-      mem += weight_only ? 0 : l.bwd_mem_bytes;
-      expert += (whole         ? l.expert_bwd_input_flops + l.expert_bwd_weight_flops
-                 : weight_only ? l.expert_bwd_weight_flops
-                               : l.expert_bwd_input_flops) /
-                static_cast<double>(in_.tp);
-      expert_bytes += (whole ? 2 : 1) * l.expert_weight_bytes;
-    }
-    // Profiled layers give bytes on the GPU, not parameter counts.
-    if (bparams == 0 && bparam_bytes > 0) bparams = bparam_bytes / kGpuTrainingBytesPerParam;
+  for (const Bucket& bucket : gradient_buckets(cc)) {
+    const RangeCost part = range_cost(table, bucket.lo, bucket.hi, in_.tp);
     OpTags bt = tags;
-    bt.layer_begin = lo;
-    bt.layer_end = hi;
+    bt.layer_begin = bucket.lo;
+    bt.layer_end = bucket.hi;
+    const std::int32_t kernels = cc.kernels * 2 * (bucket.hi - bucket.lo) / std::max(1, cc.end - cc.begin);
     OpId b = add_op(g.stream(kComputeSlot), backward_kind(task.kind), bt,
-                    ComputeWork{flops, cc.gemm, cc.kernels * 2 * (hi - lo) / std::max(1, cc.end - cc.begin),
-                                mem, expert, cc.expert_gemm, expert_bytes},
-                    cc.profiled ? ns : Duration{-1});
+                    backward_work(task.kind, part, cc.gemm, kernels), backward_fixed(task.kind, part));
     if (first == kNone) first = b;
     last = b;
-    emit_dp_allreduce(g, bt, task.chunk, bucket, bparams, b);
-    hi = lo;
-    ++bucket;
+    emit_gradient_reduction(g, bt, bucket.params, b);
   }
   return {first, last};
 }
 
-void Builder::emit_dp_allreduce(GpuRank& g, const OpTags& tags, std::int32_t chunk, std::int32_t bucket,
-                                std::int64_t params, OpId after) {
+OpId Builder::gather_layer(GpuRank& g, const RangeCost& layer, const OpTags& tags) {
+  const std::int64_t full = kShardWeightBytes * layer_weight_params(layer);
+  const std::int32_t n = shard_ranks();
+  if (full == 0 || (n < 2 && !in_.sharding.offload_params)) return kNone;  // the whole layer is resident
+  // Gathers run ahead of the compute by `prefetch_layers` layers: this one may start once the layer that many
+  // places before the previous user has finished with its gathered weights (FSDP's limit on in-flight
+  // all-gathers; DeepSpeed's prefetch bucket).
+  const auto users = static_cast<std::int64_t>(g.weight_users.size());
+  const std::int64_t gate = users - 1 - in_.sharding.prefetch_layers;
+  const OpId released = gate >= 0 ? g.weight_users[static_cast<std::size_t>(gate)] : kNone;
+  OpId first = kNone, gathered = kNone;
+  if (in_.sharding.offload_params) {
+    // ZeRO-Infinity: this rank's shard of the layer comes up from host memory first.
+    TransferWork up;
+    up.src = host_of(g.self);
+    up.dst = g.self;
+    up.bytes = (full + n - 1) / n;
+    first = gathered = add_op(g.stream(kH2DSlot), OpKind::kH2D, tags, up, -1);
+    if (released != kNone) plan_.ops[static_cast<std::size_t>(first)].deps.push_back(released);
+  }
+  OpId ag = emit_dp_collective(g, OpKind::kAllGather, kGatherSlot, tags, full, false,
+                               first != kNone ? first : released);
+  if (ag != kNone) {
+    gathered = ag;
+    if (first == kNone) first = ag;
+  }
+  plan_.ops[static_cast<std::size_t>(first)].alloc_bytes += full;  // the unsharded weights' buffer
+  return gathered;
+}
+
+void Builder::use_gathered(GpuRank& g, OpId user, OpId gather, const RangeCost& layer) {
+  g.weight_users.push_back(user);
+  if (gather == kNone) return;
+  Op& op = plan_.ops[static_cast<std::size_t>(user)];
+  op.deps.push_back(gather);
+  op.free_bytes += kShardWeightBytes * layer_weight_params(layer);  // resharded once the layer is done
+}
+
+void Builder::reduce_layer_gradients(GpuRank& g, const RangeCost& layer, const OpTags& tags, OpId after,
+                                     bool last_round) {
+  // The layer's full gradients exist from its backward until their reduce-scatter leaves this rank's shard.
+  const std::int64_t grads = kShardGradBytes * layer.trainable;
+  if (grads == 0) return;
+  plan_.ops[static_cast<std::size_t>(after)].alloc_bytes += grads;
+  OpId rs = emit_dp_collective(g, OpKind::kReduceScatter, kCollectiveSlot, tags, grads, false, after);
+  const OpId freed = rs != kNone ? rs : after;
+  plan_.ops[static_cast<std::size_t>(freed)].free_bytes += grads;
+  if (rs != kNone) g.dp_ops.push_back(rs);
+  if (in_.sharding.hybrid && last_round) {
+    // HSDP: the reduced shards of the replicas on other nodes are averaged once per optimizer step.
+    const std::int32_t n = shard_ranks();
+    OpId ar =
+        emit_dp_collective(g, OpKind::kAllReduce, kCollectiveSlot, tags, (grads + n - 1) / n, true, freed);
+    if (ar != kNone) g.dp_ops.push_back(ar);
+  }
+}
+
+void Builder::emit_layerwise_task(GpuRank& g, const Task& task, std::int32_t iter, std::int32_t round) {
+  const StreamId compute = g.stream(kComputeSlot);
+  const std::int32_t mb = (iter * in_.accum_steps + round) * in_.microbatches + task.microbatch;
+  const std::int32_t chunk = task.chunk * in_.pp + g.stage;
+  const auto table =
+      static_cast<std::size_t>(in_.cost_of_microbatch[static_cast<std::size_t>(task.microbatch)]);
+  const RangeCost& cc = chunk_costs_[table][static_cast<std::size_t>(chunk)];
+  const auto& layers = layer_costs_[table];
+  Slot& sl = slot(static_cast<std::int32_t>(g.replica), chunk, mb);
+  const bool tp_comm = in_.tp > 1;
+  const bool last_round = round == in_.accum_steps - 1;
+  auto layer_tags = [&](std::int32_t i) { return OpTags{g.stage, task.chunk, mb, i, i + 1, iter}; };
+  // The chunk's TP collectives follow its last layer: on the compute stream they take the same time there,
+  // and keep one collective id per (chunk, microbatch, phase).
+  auto emit_tp = [&](std::int32_t phase) {
+    return emit_tp_collective(compute, g.self, g.d, g.stage, g.t, cc,
+                              OpTags{g.stage, task.chunk, mb, cc.begin, cc.end, iter}, phase, 1);
+  };
+  if (task.kind == TaskKind::kForward) {
+    for (std::int32_t i = cc.begin; i < cc.end; ++i) {
+      const RangeCost& lc = layers[static_cast<std::size_t>(i)];
+      const OpTags tags = layer_tags(i);
+      const OpId gathered = gather_layer(g, lc, tags);
+      OpId f = add_op(compute, OpKind::kForward, tags,
+                      ComputeWork{lc.fwd, lc.gemm, lc.kernels, lc.fwd_mem, lc.expert_fwd, lc.expert_gemm,
+                                  lc.expert_weight_bytes},
+                      lc.profiled ? lc.fwd_ns : Duration{-1});
+      plan_.ops[static_cast<std::size_t>(f)].alloc_bytes += lc.stored;
+      use_gathered(g, f, gathered, lc);
+      if (sl.fwd_first == kNone) sl.fwd_first = f;
+      sl.fwd_done = f;
+    }
+    if (tp_comm && cc.tp_bus > 0) sl.fwd_done = emit_tp(0);
+    return;
+  }
+  const bool whole = task.kind == TaskKind::kBackward, weight_only = task.kind == TaskKind::kBackwardWeight;
+  for (std::int32_t i = cc.end - 1; i >= cc.begin; --i) {
+    const RangeCost& lc = layers[static_cast<std::size_t>(i)];
+    const OpTags tags = layer_tags(i);
+    OpId first = kNone;
+    // The input-gradient pass (and the recompute before it) needs the weights again; the weight-gradient pass
+    // only activations and output gradients.
+    const OpId gathered = weight_only ? kNone : gather_layer(g, lc, tags);
+    if (!weight_only && (lc.recompute > 0 || lc.recompute_ns > 0)) {
+      first = add_op(compute, OpKind::kRecompute, tags,
+                     ComputeWork{lc.recompute, lc.gemm, lc.kernels, lc.recompute_mem, lc.expert_recompute,
+                                 lc.expert_gemm, lc.expert_weight_bytes},
+                     lc.profiled ? lc.recompute_ns : Duration{-1});
+      plan_.ops[static_cast<std::size_t>(first)].alloc_bytes += lc.extra;
+      if (gathered != kNone) plan_.ops[static_cast<std::size_t>(first)].deps.push_back(gathered);
+    }
+    OpId b = add_op(compute, backward_kind(task.kind), tags,
+                    backward_work(task.kind, lc, lc.gemm, lc.kernels * 2), backward_fixed(task.kind, lc));
+    plan_.ops[static_cast<std::size_t>(b)].free_bytes += whole ? lc.stored + lc.extra
+                                                         : weight_only
+                                                             ? lc.weight_grad_share
+                                                             : lc.stored - lc.weight_grad_share + lc.extra;
+    if (!weight_only) use_gathered(g, b, gathered, lc);
+    if (first == kNone) first = b;
+    if (!weight_only) {
+      if (sl.bwd_first == kNone) sl.bwd_first = first;
+      sl.bwd_done = b;
+    }
+    if (task.kind != TaskKind::kBackwardInput) reduce_layer_gradients(g, lc, tags, b, last_round);
+  }
+  if (weight_only || !tp_comm || cc.tp_bus == 0) return;
+  if (in_.recompute == Recompute::kFull && (cc.recompute > 0 || cc.recompute_ns > 0)) emit_tp(1);
+  sl.bwd_done = emit_tp(2);
+}
+
+OpId Builder::emit_dp_collective(GpuRank& g, OpKind kind, StreamSlot slot, const OpTags& tags,
+                                 std::int64_t buffer_bytes, bool across_replicas, OpId after) {
+  const std::int32_t shard = shard_ranks();
+  // Ring members and this GPU's neighbour: the shard group (the whole DP group unless HSDP), or one rank of
+  // every shard group for HSDP's all-reduce between nodes.
+  const std::int32_t n = across_replicas ? in_.dp / shard : shard;
+  const std::int64_t sequence = g.dp_sequence++;
+  if (n < 2 || buffer_bytes <= 0) return kNone;
+  std::int32_t peer;
+  if (across_replicas)
+    peer = (g.d + shard) % in_.dp;
+  else if (shard == in_.dp)
+    peer = (g.d + dp_ring_offset_) % in_.dp;  // crosses nodes whenever the group does
+  else
+    peer = g.d / shard * shard + (g.d % shard + 1) % shard;
   TransferWork w;
   w.src = g.self;
-  w.dst = device_of_rank(global_rank((g.d + dp_ring_offset_) % in_.dp, g.stage, g.t));
-  w.bytes = 2 * (in_.dp - 1) * params * in_.dp_grad_bytes_per_param / in_.dp;
-  w.latency_steps = 2 * (in_.dp - 1);
-  w.message_bytes = params * in_.dp_grad_bytes_per_param;
+  w.dst = device_of_rank(global_rank(peer, g.stage, g.t));
+  // A ring all-reduce moves 2(n-1)/n of the buffer per GPU in 2(n-1) steps; all-gather and reduce-scatter
+  // half of that.
+  const std::int32_t factor = kind == OpKind::kAllReduce ? 2 : 1;
+  w.bytes = factor * (n - 1) * buffer_bytes / n;
+  w.latency_steps = factor * (n - 1);
+  w.message_bytes = buffer_bytes;
   if (explicit_) {
-    // DP group ids follow the TP ones: one per (stage, tp rank, chunk, bucket), shared by the dp replicas.
-    std::int64_t tp_space = static_cast<std::int64_t>(in_.dp) * in_.pp * in_.virtual_stages * total_mb_ * 4;
-    std::int64_t id = (((static_cast<std::int64_t>(tags.iteration) * in_.pp + g.stage) * in_.tp + g.t) *
-                           in_.virtual_stages +
-                       chunk) *
-                          max_chunk_layers_ +
-                      bucket;
-    w.group = static_cast<std::int32_t>(tp_space + id);
-    w.group_size = in_.dp;
+    // The members of one group emit their collectives in the same order: (stage, tp rank, group, sequence)
+    // names the collective they share.
+    const std::int32_t group_index = across_replicas ? g.d % shard : g.d / shard;
+    const std::array<std::int64_t, 5> key{g.stage, g.t, across_replicas ? 1 : 0, group_index, sequence};
+    auto [it, fresh] = dp_groups_.emplace(key, dp_group_base_ + static_cast<std::int32_t>(dp_groups_.size()));
+    w.group = it->second;
+    w.group_size = n;
   }
-  OpId ar = add_op(g.stream(kCollectiveSlot), OpKind::kAllReduce, tags, w, -1);
-  plan_.ops[static_cast<std::size_t>(ar)].deps.push_back(after);
-  g.dp_ops.push_back(ar);
+  OpId op = add_op(g.stream(slot), kind, tags, w, -1);
+  if (after != kNone) plan_.ops[static_cast<std::size_t>(op)].deps.push_back(after);
+  return op;
+}
+
+void Builder::emit_gradient_reduction(GpuRank& g, const OpTags& tags, std::int64_t params, OpId after) {
+  // Plain data parallelism all-reduces the gradients; ZeRO-1 and 2 reduce-scatter them, each rank keeping
+  // the reduced shard its optimizer updates.
+  const bool sharded = in_.sharding.stage != ZeroStage::k0;
+  OpId op = emit_dp_collective(g, sharded ? OpKind::kReduceScatter : OpKind::kAllReduce, kCollectiveSlot,
+                               tags, params * in_.dp_grad_bytes_per_param, false, after);
+  if (op != kNone) g.dp_ops.push_back(op);
+}
+
+std::vector<Builder::Bucket> Builder::gradient_buckets(const RangeCost& cc) const {
+  const auto& table = in_.costs.front();
+  std::vector<Bucket> out;
+  for (std::int32_t hi = cc.end; hi > cc.begin;) {
+    std::int32_t lo = hi;
+    std::int64_t params = 0, param_bytes = 0;
+    while (lo > cc.begin && (params < in_.dp_bucket_params || lo == hi)) {
+      const LayerCost& l = table[static_cast<std::size_t>(--lo)];
+      params += (l.trainable_params + in_.tp - 1) / in_.tp;
+      param_bytes += l.param_bytes;
+    }
+    // Profiled layers give bytes on the GPU, not parameter counts.
+    if (params == 0 && param_bytes > 0) params = param_bytes / kGpuTrainingBytesPerParam;
+    out.push_back({lo, hi, params});
+    hi = lo;
+  }
+  return out;
 }
 
 void Builder::emit_grad_sync_after_backward(GpuRank& g, std::int32_t iter) {
   // Megatron-LM's local DDP: every chunk's gradients, bucket by bucket, once the GPU's backward is done.
-  const auto& table = in_.costs.front();
   for (std::int32_t v = 0; v < in_.virtual_stages; ++v) {
     const RangeCost& cc = chunk_costs_[0][static_cast<std::size_t>(v * in_.pp + g.stage)];
-    std::int32_t bucket = 0;
-    for (std::int32_t hi = cc.end; hi > cc.begin; ++bucket) {
-      std::int32_t lo = hi;
-      std::int64_t params = 0, param_bytes = 0;
-      while (lo > cc.begin && (params < in_.dp_bucket_params || lo == hi)) {
-        const LayerCost& l = table[static_cast<std::size_t>(--lo)];
-        params += (l.trainable_params + in_.tp - 1) / in_.tp;
-        param_bytes += l.param_bytes;
-      }
-      if (params == 0 && param_bytes > 0) params = param_bytes / kGpuTrainingBytesPerParam;
-      emit_dp_allreduce(g, OpTags{g.stage, v, -1, lo, hi, iter}, v, bucket, params, last_compute_op_);
-      hi = lo;
-    }
+    for (const Bucket& b : gradient_buckets(cc))
+      emit_gradient_reduction(g, OpTags{g.stage, v, -1, b.lo, b.hi, iter}, b.params, last_compute_op_);
   }
 }
 
-OpId Builder::emit_optimizer(const GpuRank& g, std::int32_t iter) {
-  const OpTags opt_tags{g.stage, -1, -1, -1, -1, iter};
-  if (!in_.optimizer_offload) {
-    OpId opt = add_op(g.stream(kComputeSlot), OpKind::kOptimizer, opt_tags,
-                      MemoryWork{g.trainable * in_.optimizer_bytes_per_param}, -1);
-    plan_.ops[static_cast<std::size_t>(opt)].deps = g.dp_ops;
-    return kNone;
+OpId Builder::emit_param_allgather(GpuRank& g, std::int32_t iter, OpId after) {
+  OpId last = after;
+  for (std::int32_t v = 0; v < in_.virtual_stages; ++v) {
+    const RangeCost& cc = chunk_costs_[0][static_cast<std::size_t>(v * in_.pp + g.stage)];
+    for (const Bucket& b : gradient_buckets(cc)) {
+      OpId ag =
+          emit_dp_collective(g, OpKind::kAllGather, kCollectiveSlot, OpTags{g.stage, v, -1, b.lo, b.hi, iter},
+                             b.params * kShardWeightBytes, false, after);
+      if (ag != kNone) last = ag;
+    }
   }
-  // Offloaded: gradients down, CPU Adam on this GPU's share of the host cores, weights back up.
+  return last;
+}
+
+OpId Builder::emit_optimizer(GpuRank& g, std::int32_t iter) {
+  const OpTags opt_tags{g.stage, -1, -1, -1, -1, iter};
+  // ZeRO-1 and up: each rank updates its shard of the parameters only.
+  const std::int64_t updated =
+      in_.sharding.stage == ZeroStage::k0 ? g.trainable : (g.trainable + shard_ranks() - 1) / shard_ranks();
+  const bool gather_after = in_.sharding.stage == ZeroStage::k1 || in_.sharding.stage == ZeroStage::k2;
+  if (!in_.sharding.offload_optimizer) {
+    OpId opt = add_op(g.stream(kComputeSlot), OpKind::kOptimizer, opt_tags,
+                      MemoryWork{updated * in_.optimizer_bytes_per_param}, -1);
+    plan_.ops[static_cast<std::size_t>(opt)].deps = g.dp_ops;
+    return gather_after ? emit_param_allgather(g, iter, opt) : kNone;
+  }
+  // Offloaded: gradients down, CPU Adam on this GPU's share of the host cores, weights back up (parameters
+  // offloaded with the optimizer stay on the host, where the next gathers fetch them).
   const DeviceId host = host_of(g.self);
   TransferWork down;
   down.src = g.self;
   down.dst = host;
-  down.bytes = g.trainable * kGradBytesPerParam;
+  down.bytes = updated * kGradBytesPerParam;
   OpId d2h = add_op(g.stream(kD2HSlot), OpKind::kD2H, opt_tags, down, -1);
   plan_.ops[static_cast<std::size_t>(d2h)].deps = g.dp_ops;
   plan_.ops[static_cast<std::size_t>(d2h)].deps.push_back(last_compute_op_);
-  OpId adam = add_op(g.stream(kCpuSlot), OpKind::kOptimizer, opt_tags,
-                     CpuWork{g.trainable, cpu_threads_per_gpu_}, -1);
+  OpId adam =
+      add_op(g.stream(kCpuSlot), OpKind::kOptimizer, opt_tags, CpuWork{updated, cpu_threads_per_gpu_}, -1);
   plan_.ops[static_cast<std::size_t>(adam)].deps.push_back(d2h);
+  if (in_.sharding.offload_params) return adam;
   TransferWork up;
   up.src = host;
   up.dst = g.self;
-  up.bytes = g.trainable * kGradBytesPerParam;
+  up.bytes = updated * kWeightBytesPerParam;
   OpId h2d = add_op(g.stream(kH2DSlot), OpKind::kH2D, opt_tags, up, -1);
   plan_.ops[static_cast<std::size_t>(h2d)].deps.push_back(adam);
-  return h2d;
+  return gather_after ? emit_param_allgather(g, iter, h2d) : h2d;
 }
 
 void Builder::emit_p2p(std::size_t replica, std::int32_t stage) {
@@ -619,7 +834,8 @@ Plan Builder::build(bool explicit_replicas) {
       add_stream(kComputeSlot, dev, StreamKind::kCompute, "compute");
       add_stream(kP2PSendSlot, dev, StreamKind::kP2PSend, "p2p_send");
       if (in_.dp > 1) add_stream(kCollectiveSlot, dev, StreamKind::kCollective, "collective");
-      if (in_.optimizer_offload) {
+      if (in_.dp > 1 && shards_params()) add_stream(kGatherSlot, dev, StreamKind::kCollective, "allgather");
+      if (offloads()) {
         add_stream(kD2HSlot, dev, StreamKind::kD2H, "d2h");
         add_stream(kH2DSlot, dev, StreamKind::kH2D, "h2d");
         add_stream(kCpuSlot, host_of(dev), StreamKind::kCpu,
@@ -640,6 +856,7 @@ Plan Builder::build(bool explicit_replicas) {
   m.dp = in_.dp;
   m.recompute = to_string(in_.recompute);
   m.replicas = explicit_ ? "explicit" : "symmetric";
+  m.data_parallel = describe(in_.sharding);
   m.simulated_gpus = static_cast<std::int32_t>(replicas_.size()) * in_.pp;
   fill_job_metadata(m, in_, [](const LayerCost& l) { return l.recompute_flops; });
   return std::move(plan_);
@@ -689,7 +906,8 @@ Plan lower_order_based(const ScheduleDescriptor& schedule, const ScheduleInput& 
     // Identical replicas would contend on shared PCIe uplinks: simulating one would hide that contention.
     plan = Builder(schedule, input).build(true);
     plan.meta.note = "replicas share PCIe switch uplinks; simulated explicitly instead of symmetric";
-  } else if (input.optimizer_offload && shares_host_with_replicas(plan, input)) {
+  } else if ((input.sharding.offload_optimizer || input.sharding.offload_params) &&
+             shares_host_with_replicas(plan, input)) {
     // Replicas on the same node share its CPU cores and host memory for the offloaded optimizer.
     plan = Builder(schedule, input).build(true);
     plan.meta.note = "replicas share host CPUs and memory for the offloaded optimizer; simulated explicitly";

@@ -84,6 +84,55 @@ ScheduleParameters resolve_parameters(const JobOptions& j, const ScheduleDescrip
   return out;
 }
 
+// --zero / --fsdp / --offload into what the data-parallel group shards and offloads.
+DataParallelSharding resolve_sharding(const JobOptions& j, const ScheduleInput& in,
+                                      const ScheduleDescriptor& schedule) {
+  DataParallelSharding s;
+  if (j.zero < -1 || j.zero > 3) bad("--zero", fmt::format("stage {}; valid: 0, 1, 2, 3", j.zero));
+  if (!j.fsdp.empty()) {
+    if (j.fsdp != "full" && j.fsdp != "hybrid")
+      bad("--fsdp", fmt::format("unknown sharding '{}'; valid: full (ZeRO-3), hybrid (HSDP)", j.fsdp));
+    if (j.zero >= 0 && j.zero != 3)
+      bad("--fsdp", fmt::format("FSDP shards parameters (ZeRO-3); --zero {} contradicts it", j.zero));
+  }
+  s.stage = !j.fsdp.empty() ? ZeroStage::k3 : static_cast<ZeroStage>(std::max(0, j.zero));
+  s.hybrid = j.fsdp == "hybrid";
+  if (j.offload != "none" && j.offload != "optimizer" && j.offload != "params" && j.offload != "both")
+    bad("--offload", fmt::format("unknown offload '{}'; valid: none, optimizer, params, both", j.offload));
+  s.offload_optimizer = j.optimizer_offload || j.offload == "optimizer" || j.offload == "both";
+  s.offload_params = j.offload == "params" || j.offload == "both";
+  if (s.offload_params && s.stage != ZeroStage::k3)
+    bad("--offload", "parameters are offloaded per layer only when they are sharded; add --zero 3 or --fsdp");
+  if (j.zero_prefetch_layers < 0 || j.zero_prefetch_layers > 64)
+    bad("--zero-prefetch-layers", fmt::format("{}; valid: 0 .. 64", j.zero_prefetch_layers));
+  s.prefetch_layers = j.zero_prefetch_layers;
+  if (s.stage >= ZeroStage::k2 && j.grad_sync == "after-backward")
+    bad("--grad-sync",
+        "ZeRO-2 and 3 keep only a shard of the gradients, so they reduce-scatter each bucket as "
+        "the backward produces it; valid: overlap");
+  const bool sharded = s.stage != ZeroStage::k0;
+  if ((sharded || s.offload_params) && schedule.kind != ScheduleKind::kOrderBased)
+    bad(!j.fsdp.empty() ? "--fsdp"
+        : sharded       ? "--zero"
+                        : "--offload",
+        fmt::format("{} places weights and optimizer state its own way; sharded data parallelism runs with "
+                    "the order-based schedules (see pipesim schedules)",
+                    schedule.name));
+  s.shard_group = in.dp;
+  if (s.hybrid) {
+    // HSDP shards over the data-parallel ranks of one node and replicates across nodes.
+    const std::int32_t per_node = in.hw.node.gpus / std::min(in.hw.node.gpus, in.tp * in.pp);
+    if (in.tp * in.pp > in.hw.node.gpus || in.dp % per_node != 0 || per_node < 2 || in.dp == per_node)
+      bad("--fsdp",
+          fmt::format("hybrid shards over the data-parallel ranks of a node and replicates across "
+                      "nodes; with tp x pp = {} on {}-GPU nodes and dp = {} that is not two or more "
+                      "groups of two or more ranks; valid: --fsdp full",
+                      in.tp * in.pp, in.hw.node.gpus, in.dp));
+    s.shard_group = per_node;
+  }
+  return s;
+}
+
 }  // namespace
 
 void check_schedule_flags(const JobOptions& j) {
@@ -156,7 +205,7 @@ ScheduleInput make_schedule_input(const JobOptions& j, const ScheduleDescriptor&
                                                j.cpu_optimizer_threads, in.hw.host.cores, in.hw.name));
   in.cpu_optimizer_threads = j.cpu_optimizer_threads;
   const AttentionKernel attention = parse_attention(j.attention);
-  in.optimizer_offload = j.optimizer_offload;
+  in.sharding = resolve_sharding(j, in, schedule);
   if (j.lora_rank < 0 || j.lora_rank > 65536) bad("--lora-rank", "valid: 0 (full fine-tuning) .. 65536");
   in.lora_rank = j.lora_rank;
   in.parameters = resolve_parameters(j, schedule);

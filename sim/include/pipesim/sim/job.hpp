@@ -32,7 +32,12 @@ struct JobOptions {
   std::string dtype;        ///< empty: bf16 where the GPU has it, else fp16
   double p2p_time_ms = -1;  ///< >= 0: fixed time per pipeline hop
   bool explicit_replicas = false;
-  bool optimizer_offload = false;
+  bool optimizer_offload = false;  ///< the same as offload = "optimizer"
+  /// Sharded data parallelism: ZeRO stage 0-3 (-1: not given), or fsdp "full" (ZeRO-3) / "hybrid" (HSDP).
+  std::int32_t zero = -1;
+  std::string fsdp;
+  std::string offload = "none";  ///< none | optimizer | params | both
+  std::int32_t zero_prefetch_layers = 1;
   std::string attention = "flash";  ///< flash (scores on chip; what current frameworks run) or unfused
   bool sequence_parallel = true;
   bool dropout = false;

@@ -127,6 +127,7 @@ struct PlanMeta {
   std::string recompute = "none";
   std::int64_t lora_rank = 0;  ///< 0: full fine-tuning
   std::string replicas = "symmetric";
+  std::string data_parallel = "ddp";  ///< ddp, zero-1/2/3 or fsdp-hybrid, with any offload (see sharding.hpp)
   std::int32_t simulated_gpus = 0;     ///< GPUs instantiated; the others are identical replicas
   double model_flops_per_step = 0;     ///< whole job, no recompute (for MFU)
   double hardware_flops_per_step = 0;  ///< whole job, with recompute (for HFU)

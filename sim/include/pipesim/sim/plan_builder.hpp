@@ -12,6 +12,7 @@
 #include "pipesim/sim/hardware.hpp"
 #include "pipesim/sim/plan.hpp"
 #include "pipesim/sim/schedule.hpp"
+#include "pipesim/sim/sharding.hpp"
 
 namespace pipesim::sim {
 
@@ -40,10 +41,10 @@ struct ScheduleInput {
   std::int64_t lora_rank = 0;  ///< recorded in the plan metadata; the costs above already reflect it
   Duration p2p_fixed_ns = -1;  ///< >= 0: every pipeline hop takes this long (compute-only models)
   bool explicit_replicas = false;
-  /// ZeRO-Offload style: fp32 master weights and Adam state live in host memory; after the backward each GPU
-  /// copies its gradients to the host, the CPU runs Adam on a share of the node's cores, and the updated
-  /// 16-bit weights are copied back.
-  bool optimizer_offload = false;
+  /// What the data-parallel group shards (ZeRO 0-3, FSDP, HSDP) and what is offloaded to the host. With the
+  /// optimizer offloaded (ZeRO-Offload) each GPU copies its gradients to the host after the backward, the CPU
+  /// runs Adam on a share of the node's cores, and the updated 16-bit weights are copied back.
+  DataParallelSharding sharding;
   /// The schedule's own parameters (its descriptor's defaults with the given flags applied).
   ScheduleParameters parameters;
   std::int64_t dp_bucket_params = 40'000'000;  ///< gradient all-reduce bucket (Megatron DDP default)
