@@ -241,6 +241,12 @@ void add_plan(CLI::App& app, Commands& c) {
       ->delimiter(',');
   plan->add_option("--schedules", pl.schedules,
                    "comma-separated schedules to consider (default: all that apply)");
+  plan->add_option(
+          "--data-parallel", ps.data_parallel,
+          "data-parallel modes to try where dp > 1: ddp, zero-1, zero-2, zero-3, fsdp-hybrid (default: "
+          "ddp and ZeRO 1-3)")
+      ->check(CLI::IsMember({"ddp", "zero-1", "zero-2", "zero-3", "fsdp-hybrid"}))
+      ->delimiter(',');
   plan->add_option("--objective", ps.objective, "throughput or cost")
       ->check(CLI::IsMember({"throughput", "cost"}))
       ->capture_default_str();

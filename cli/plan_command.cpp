@@ -30,6 +30,8 @@ nlohmann::ordered_json config_json(const planner::Candidate& c) {
           {"virtual_stages", std::max(1, c.job.virtual_stages)},
           {"recompute", c.job.recompute},
           {"optimizer_offload", c.job.optimizer_offload},
+          {"zero", std::max(0, c.job.zero)},
+          {"fsdp", c.job.fsdp},
           {"partition", c.job.partition},
           {"lower_bound_s", static_cast<double>(c.lower_bound_ns) / 1e9},
           {"usd_per_million_tokens", c.usd_per_million_tokens}};
@@ -80,18 +82,19 @@ int run_plan(const PlanOptions& o) {
       r.enumerated, r.pruned_memory, r.failed, r.pruned_bound, r.simulated, r.oom);
   if (r.failed > 0) std::cerr << fmt::format("plan: the first invalid configuration: {}\n", r.first_invalid);
   std::cout << fmt::format(
-      "{:>4} {:<17} {:>10} {:>3} {:>5} {:>2} {:>9} {:>4} {:>9} {:>10} {:>6} {:>8} {:>8}\n", "rank",
-      "schedule", "pp/tp/dp", "b", "M", "v", "recompute", "offl", "step (s)", "tokens/s", "MFU %", "GPU GiB",
-      "$/Mtok");
+      "{:>4} {:<17} {:>10} {:>3} {:>5} {:>2} {:>9} {:<15} {:>9} {:>10} {:>6} {:>8} {:>8}\n", "rank",
+      "schedule", "pp/tp/dp", "b", "M", "v", "recompute", "data parallel", "step (s)", "tokens/s", "MFU %",
+      "GPU GiB", "$/Mtok");
   for (std::size_t i = 0; i < r.ranked.size(); ++i) {
     const auto& c = r.ranked[i];
     const auto& m = c.metrics;
     std::cout << fmt::format(
-        "{:>4} {:<17} {:>10} {:>3} {:>5} {:>2} {:>9} {:>4} {:>9.4f} {:>10.0f} {:>6.1f} {:>8} {:>8.3f}\n",
+        "{:>4} {:<17} {:>10} {:>3} {:>5} {:>2} {:>9} {:<15} {:>9.4f} {:>10.0f} {:>6.1f} {:>8} {:>8.3f}\n",
         i + 1, c.schedule, fmt::format("{}/{}/{}", c.job.pp, c.job.tp, c.job.dp),
         static_cast<std::int64_t>(c.job.microbatch_size), c.job.microbatches,
-        std::max(1, c.job.virtual_stages), c.job.recompute, c.job.optimizer_offload ? "yes" : "no",
-        m.step_time_s, m.tokens_per_s, 100 * m.mfu, gib(m.peak_gpu_mem_bytes), c.usd_per_million_tokens);
+        std::max(1, c.job.virtual_stages), c.job.recompute,
+        planner::data_parallel_mode(c.job) + (c.job.optimizer_offload ? "+offload" : ""), m.step_time_s,
+        m.tokens_per_s, 100 * m.mfu, gib(m.peak_gpu_mem_bytes), c.usd_per_million_tokens);
   }
   // Why the winner wins: its slowest stage, its bubble, and its memory headroom.
   std::size_t slowest = 0;
@@ -110,6 +113,7 @@ int run_plan(const PlanOptions& o) {
       gib(static_cast<std::int64_t>(s.max_mem_fraction * static_cast<double>(best_plan_capacity)) -
           m0.peak_gpu_mem_bytes),
       100 * s.max_mem_fraction);
+  if (!r.why_sharded.empty()) std::cout << "why sharded: " << r.why_sharded << "\n";
   if (r.ranked.size() > 1)
     std::cout << fmt::format("runner-up is {:.1f}% slower: {}\n",
                              100 * (r.ranked[1].metrics.step_time_s / m0.step_time_s - 1), r.ranked[1].key());

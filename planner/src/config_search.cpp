@@ -6,6 +6,7 @@
 #include <cmath>
 #include <exception>
 #include <limits>
+#include <memory>
 #include <thread>
 
 #include <fmt/format.h>
@@ -18,11 +19,32 @@
 
 namespace pipesim::planner {
 
+std::string data_parallel_mode(const sim::JobOptions& job) {
+  if (job.fsdp == "hybrid") return "fsdp-hybrid";
+  if (job.fsdp == "full") return "zero-3";
+  return job.zero > 0 ? fmt::format("zero-{}", job.zero) : "ddp";
+}
+
 std::string Candidate::key() const {
-  return fmt::format("{} pp{} tp{} dp{} b{} m{} v{} {}{}{}", schedule, job.pp, job.tp, job.dp,
+  return fmt::format("{} pp{} tp{} dp{} b{} m{} v{} {}{}{}{}", schedule, job.pp, job.tp, job.dp,
                      job.microbatch_size, job.microbatches, std::max(1, job.virtual_stages), job.recompute,
+                     data_parallel_mode(job) == "ddp" ? "" : " " + data_parallel_mode(job),
                      job.optimizer_offload ? " offload" : "",
                      job.partition.empty() ? "" : " partition " + job.partition);
+}
+
+void apply_data_parallel_mode(const std::string& mode, sim::JobOptions& job) {
+  job.zero = -1;
+  job.fsdp.clear();
+  if (mode == "fsdp-hybrid") {
+    job.fsdp = "hybrid";
+  } else if (mode.size() == 6 && mode.rfind("zero-", 0) == 0 && mode[5] >= '1' && mode[5] <= '3') {
+    job.zero = mode[5] - '0';
+  } else if (mode != "ddp") {
+    throw sim::InputError(
+        "--data-parallel", "",
+        fmt::format("unknown mode '{}'; valid: ddp, zero-1, zero-2, zero-3, fsdp-hybrid", mode));
+  }
 }
 
 double Candidate::objective(const std::string& o) const {
@@ -104,6 +126,12 @@ std::vector<Candidate> enumerate(const SearchOptions& o, const sim::HardwareProf
   std::vector<std::int32_t> gpu_counts = {o.gpus};
   if (o.objective == "cost")
     for (std::int32_t n = o.gpus / 2; n >= 1; n /= 2) gpu_counts.push_back(n);
+  std::vector<std::string> modes = o.data_parallel;
+  if (modes.empty()) modes = {"ddp", "zero-1", "zero-2", "zero-3"};
+  for (const auto& mode : modes) {
+    sim::JobOptions probe;
+    apply_data_parallel_mode(mode, probe);
+  }
   std::vector<Candidate> out;
   for (std::int32_t n : gpu_counts) {
     for (std::int32_t tp : divisors(std::min(n, hw.node.gpus))) {
@@ -133,57 +161,63 @@ std::vector<Candidate> enumerate(const SearchOptions& o, const sim::HardwareProf
                 if (!o.recomputes.empty() && std::find(o.recomputes.begin(), o.recomputes.end(),
                                                        sim::to_string(rc)) == o.recomputes.end())
                   continue;
-                for (bool offload : {false, true}) {
-                  if (offload && !h.with_optimizer_offload) continue;
-                  Candidate c;
-                  c.schedule = s.name;
-                  c.job = o.base;
-                  c.job.pp = pp;
-                  c.job.tp = tp;
-                  c.job.dp = dp;
-                  c.job.microbatch_size = static_cast<double>(b);
-                  c.job.microbatches = m;
-                  c.job.global_batch = 0;
-                  c.job.virtual_stages = v;
-                  c.job.recompute = sim::to_string(rc);
-                  c.job.optimizer_offload = offload;
-                  c.job.nodes = 0;
-                  ++stats.enumerated;
-                  try {
-                    sim::ScheduleInput in = sim::make_schedule_input(c.job, s);
-                    if (s.partitioner.rule != sim::PartitionRule::kContiguousStages) {
-                      c.lower_bound_ns = 0;  // no stage times before the schedule builds its plan
-                    } else {
-                      PartitionProblem prob = make_partition_problem(in, s, o.max_mem_fraction);
-                      if (offload) {  // optimizer state leaves the GPU: 4 of 16 bytes per parameter stay
-                        for (auto& r : prob.resident_bytes) r /= 4;
+                for (const std::string& mode : modes) {
+                  if (mode != "ddp" && (dp == 1 || !order_based)) continue;  // nothing to shard
+                  for (bool offload : {false, true}) {
+                    if (offload && !h.with_optimizer_offload) continue;
+                    Candidate c;
+                    c.schedule = s.name;
+                    c.job = o.base;
+                    c.job.pp = pp;
+                    c.job.tp = tp;
+                    c.job.dp = dp;
+                    c.job.microbatch_size = static_cast<double>(b);
+                    c.job.microbatches = m;
+                    c.job.global_batch = 0;
+                    c.job.virtual_stages = v;
+                    c.job.recompute = sim::to_string(rc);
+                    c.job.optimizer_offload = offload;
+                    apply_data_parallel_mode(mode, c.job);
+                    c.job.nodes = 0;
+                    ++stats.enumerated;
+                    try {
+                      sim::ScheduleInput in = sim::make_schedule_input(c.job, s);
+                      if (s.partitioner.rule != sim::PartitionRule::kContiguousStages) {
+                        c.lower_bound_ns = 0;  // no stage times before the schedule builds its plan
+                      } else {
+                        PartitionProblem prob = make_partition_problem(in, s, o.max_mem_fraction);
+                        // Sharded or offloaded state: each layer's 16 bytes per parameter shrink to what the
+                        // GPU keeps of them.
+                        if (offload || in.sharding.stage != sim::ZeroStage::k0)
+                          for (auto& r : prob.resident_bytes)
+                            r = sim::sharded_state_bytes(r / 16, r / 16, in.sharding).gpu();
+                        PartitionResult part = optimal_partition(prob);
+                        if (!part.feasible) {
+                          ++stats.pruned_memory;
+                          continue;
+                        }
+                        c.job.partition = fmt::format("{}", fmt::join(part.blocks, ","));
+                        // Lower bound from compute alone (p2p may overlap): a GPU computes all M microbatches
+                        // of its chunks; in a plain pipeline stage k also waits for the first microbatch to
+                        // get through the stages before it and for the last gradient to go back through them.
+                        PartitionProblem compute_only = prob;
+                        std::fill(compute_only.boundary_ns.begin(), compute_only.boundary_ns.end(), 0);
+                        const PartitionResult work = evaluate_partition(compute_only, part.blocks);
+                        std::vector<std::int64_t> per_gpu(static_cast<std::size_t>(pp), 0);
+                        std::int64_t before = 0, bound = 0;
+                        for (std::size_t k = 0; k < work.stage_ns.size(); ++k) {
+                          per_gpu[k % static_cast<std::size_t>(pp)] += work.stage_ns[k];
+                          if (v == 1) bound = std::max(bound, m * work.stage_ns[k] + before);
+                          before += work.stage_ns[k];
+                        }
+                        for (auto g : per_gpu) bound = std::max(bound, m * g);
+                        c.lower_bound_ns = bound;
                       }
-                      PartitionResult part = optimal_partition(prob);
-                      if (!part.feasible) {
-                        ++stats.pruned_memory;
-                        continue;
-                      }
-                      c.job.partition = fmt::format("{}", fmt::join(part.blocks, ","));
-                      // Lower bound from compute alone (p2p may overlap): a GPU computes all M microbatches
-                      // of its chunks; in a plain pipeline stage k also waits for the first microbatch to get
-                      // through the stages before it and for the last gradient to go back through them.
-                      PartitionProblem compute_only = prob;
-                      std::fill(compute_only.boundary_ns.begin(), compute_only.boundary_ns.end(), 0);
-                      const PartitionResult work = evaluate_partition(compute_only, part.blocks);
-                      std::vector<std::int64_t> per_gpu(static_cast<std::size_t>(pp), 0);
-                      std::int64_t before = 0, bound = 0;
-                      for (std::size_t k = 0; k < work.stage_ns.size(); ++k) {
-                        per_gpu[k % static_cast<std::size_t>(pp)] += work.stage_ns[k];
-                        if (v == 1) bound = std::max(bound, m * work.stage_ns[k] + before);
-                        before += work.stage_ns[k];
-                      }
-                      for (auto g : per_gpu) bound = std::max(bound, m * g);
-                      c.lower_bound_ns = bound;
+                      out.push_back(std::move(c));
+                    } catch (const sim::InputError& e) {
+                      // Not a valid configuration (e.g. the schedule cannot run this shape).
+                      if (stats.failed++ == 0) stats.first_invalid = fmt::format("{}: {}", c.key(), e.what());
                     }
-                    out.push_back(std::move(c));
-                  } catch (const sim::InputError& e) {
-                    // Not a valid configuration (e.g. the schedule cannot run this shape).
-                    if (stats.failed++ == 0) stats.first_invalid = fmt::format("{}: {}", c.key(), e.what());
                   }
                 }
               }
@@ -197,6 +231,38 @@ std::vector<Candidate> enumerate(const SearchOptions& o, const sim::HardwareProf
     return a.lower_bound_ns != b.lower_bound_ns ? a.lower_bound_ns < b.lower_bound_ns : a.key() < b.key();
   });
   return out;
+}
+
+std::string gib(std::int64_t bytes) {
+  return fmt::format("{:.1f} GiB", static_cast<double>(bytes) / (1024.0 * 1024 * 1024));
+}
+
+/// Why the winner shards its data-parallel state, against plain data parallelism on the same search.
+std::string why_sharded(const std::vector<Candidate>& ranked, const Candidate* leanest_ddp_oom,
+                        const sim::HardwareProfile& hw) {
+  const Candidate& best = ranked.front();
+  if (data_parallel_mode(best.job) == "ddp") return "";
+  const std::string mode =
+      data_parallel_mode(best.job) + (best.job.optimizer_offload ? " with optimizer offload" : "");
+  const auto ddp = std::find_if(ranked.begin(), ranked.end(), [](const Candidate& c) {
+    return data_parallel_mode(c.job) == "ddp" && c.job.dp > 1;
+  });
+  if (ddp != ranked.end())
+    return fmt::format(
+        "{} is {:.1f}% faster than the best plain data-parallel configuration ({}, {:.4f} s, "
+        "{} per GPU); it holds {} per GPU",
+        mode, 100 * (ddp->metrics.step_time_s / best.metrics.step_time_s - 1), ddp->key(),
+        ddp->metrics.step_time_s, gib(ddp->metrics.peak_gpu_mem_bytes), gib(best.metrics.peak_gpu_mem_bytes));
+  if (leanest_ddp_oom)
+    return fmt::format(
+        "plain data parallelism does not fit: its leanest configuration ({}) needs {} per GPU "
+        "of {}; {} holds {}",
+        leanest_ddp_oom->key(), gib(leanest_ddp_oom->metrics.peak_gpu_mem_bytes), gib(hw.gpu.hbm_bytes), mode,
+        gib(best.metrics.peak_gpu_mem_bytes));
+  return fmt::format(
+      "no plain data-parallel configuration fits {} of GPU memory (none got past the partition "
+      "memory check); {} holds {}",
+      gib(hw.gpu.hbm_bytes), mode, gib(best.metrics.peak_gpu_mem_bytes));
 }
 
 }  // namespace
@@ -224,6 +290,7 @@ SearchResult search(const SearchOptions& o, std::ostream* progress) {
 
   SearchResult result;
   std::vector<Candidate> queue = enumerate(o, hw, result);
+  std::unique_ptr<Candidate> leanest_ddp_oom;  // the plain data-parallel run closest to fitting
   const unsigned threads =
       o.threads > 0 ? static_cast<unsigned>(o.threads) : std::max(1u, std::thread::hardware_concurrency());
   // A fixed batch size: where the search stops (and so its result) must not depend on the thread count.
@@ -295,6 +362,10 @@ SearchResult search(const SearchOptions& o, std::ostream* progress) {
       if (c.metrics.oom || static_cast<double>(c.metrics.peak_gpu_mem_bytes) >
                                o.max_mem_fraction * static_cast<double>(hw.gpu.hbm_bytes)) {
         ++result.oom;
+        if (data_parallel_mode(c.job) == "ddp" && c.job.dp > 1 &&
+            (leanest_ddp_oom == nullptr ||
+             c.metrics.peak_gpu_mem_bytes < leanest_ddp_oom->metrics.peak_gpu_mem_bytes))
+          leanest_ddp_oom = std::make_unique<Candidate>(c);
         continue;
       }
       const double gpus = static_cast<double>(c.metrics.num_gpus);
@@ -319,6 +390,7 @@ SearchResult search(const SearchOptions& o, std::ostream* progress) {
   if (bar) *progress << "\n";
   std::sort(done.begin(), done.end(),
             [&](const Candidate& a, const Candidate& b) { return a.ranks_before(b, o.objective); });
+  if (!done.empty()) result.why_sharded = why_sharded(done, leanest_ddp_oom.get(), hw);
   if (static_cast<std::int32_t>(done.size()) > o.top) done.resize(static_cast<std::size_t>(o.top));
   result.ranked = std::move(done);
   return result;

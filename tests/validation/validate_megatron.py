@@ -69,7 +69,8 @@ def plan(pipesim, tmp, r):
     """The planner's best configuration within the row's tp and pp (and microbatch size where given)."""
     cmd = [pipesim, "plan", "--model", model_file(tmp, r), "--hw", "a100-80g-sxm-8x", "--gpus", str(r["gpus"]),
            "--global-batch", str(r["batch"]), "--seq", str(SEQ), "--tp", str(r["tp"]), "--pp", str(r["pp"]),
-           "--recompute", "full", "--schedules", "1f1b,interleaved-1f1b", "--top", "1", "--format", "json"]
+           "--recompute", "full", "--schedules", "1f1b,interleaved-1f1b", "--data-parallel", "ddp", "--top", "1",
+           "--format", "json"]
     if "microbatch" in r:
         cmd += ["--microbatch-size", str(r["microbatch"])]
     out = subprocess.run(cmd + FRAMEWORK, capture_output=True, text=True)

@@ -1,8 +1,8 @@
 // Configuration search: for a model on N GPUs, enumerate pp x tp x dp (tp inside a node), microbatch size and
-// count, schedule, virtual stages, recompute and optimizer offload; give each candidate its optimal
-// partition; prune by memory and by a cheap lower bound (M x bottleneck stage time); simulate the rest in
-// parallel threads and rank them. Deterministic: candidates are visited in a fixed order and ties break on
-// the configuration.
+// count, schedule, virtual stages, recompute, data-parallel sharding (ZeRO 1-3, FSDP) and optimizer offload;
+// give each candidate its optimal partition; prune by memory and by a cheap lower bound (M x bottleneck stage
+// time); simulate the rest in parallel threads and rank them. Deterministic: candidates are visited in a
+// fixed order and ties break on the configuration.
 #pragma once
 
 #include <cstdint>
@@ -30,7 +30,16 @@ struct SearchOptions {
   std::int32_t tp = 0, pp = 0;
   std::int64_t microbatch_size = 0;  ///< one of 1, 2, 4, 8
   std::vector<std::string> recomputes;
+  /// Data-parallel modes to try where dp > 1 with an order-based schedule: ddp, zero-1, zero-2, zero-3,
+  /// fsdp-hybrid (empty: ddp and ZeRO 1-3).
+  std::vector<std::string> data_parallel;
 };
+
+/// Applies a data-parallel mode name (ddp, zero-1..3, fsdp-hybrid) to a job; throws InputError naming
+/// --data-parallel for an unknown one.
+void apply_data_parallel_mode(const std::string& mode, sim::JobOptions& job);
+/// The data-parallel mode a job asks for, in the same vocabulary.
+std::string data_parallel_mode(const sim::JobOptions& job);
 
 struct Candidate {
   sim::JobOptions job;  ///< a complete simulate configuration
@@ -54,6 +63,9 @@ struct SearchResult {
   std::int64_t oom = 0;       ///< simulated, but ran out of GPU or host memory
   std::int64_t failed = 0;    ///< not a valid configuration for the schedule
   std::string first_invalid;  ///< the first of those, with why
+  /// When the winner shards its data-parallel state: why, against the best plain data-parallel run (faster
+  /// by how much, or: plain data parallelism does not fit memory).
+  std::string why_sharded;
 };
 
 /// Runs the search; progress (a bar on long searches) goes to `progress` when not null.
