@@ -310,6 +310,41 @@ class BadInput(unittest.TestCase):
         for f in fragments:
             self.assertIn(f, lines[0])
 
+    def test_sharded_data_parallelism(self):
+        base = ["simulate", "--model", "llama3-8b", "--hw", "h100-sxm-8x", "--pp", "1", "--dp", "8",
+                "--global-batch", "16", "--microbatch-size", "1", "--schedule", "1f1b", "--format", "json"]
+        peaks = {}
+        for z in ["0", "1", "2", "3"]:
+            rc, out, err = run(*base, "--zero", z)
+            self.assertEqual(rc, 0, err)
+            r = json.loads(out)
+            self.assertEqual(r["data_parallel"], "ddp" if z == "0" else "zero-" + z)
+            peaks[z] = r["peak_gpu_mem_bytes"]
+        self.assertGreater(peaks["0"], peaks["1"])
+        self.assertGreater(peaks["1"], peaks["2"])
+        self.assertGreater(peaks["2"], peaks["3"])
+        # The trace shows each layer's gather and reduce-scatter.
+        with tempfile.TemporaryDirectory() as tmp:
+            trace = os.path.join(tmp, "t.json")
+            rc, out, err = run(*base, "--fsdp", "full", "--trace", trace)
+            self.assertEqual(rc, 0, err)
+            names = [e.get("name", "") for e in json.load(open(trace))["traceEvents"]]
+            self.assertTrue(any(n.startswith("allgather") for n in names))
+            self.assertTrue(any(n.startswith("reducescatter") for n in names))
+        rc, out, err = run(*base, "--zero", "3", "--offload", "both")
+        self.assertEqual(rc, 0, err)
+        self.assertGreater(json.loads(out)["peak_host_mem_bytes"], 0)
+        self.expect_error(base + ["--zero", "5"], "--zero")
+        self.expect_error(base + ["--offload", "params"], "--offload: parameters are offloaded per layer only when")
+        self.expect_error(base + ["--fsdp", "hybrid"], "--fsdp: hybrid shards over the data-parallel ranks of a node")
+        self.expect_error(["simulate", "--schedule", "mobius", "--pp", "4", "--dp", "2", "--zero", "1"],
+                          "--zero: mobius places weights and optimizer state its own way")
+        rc, out, err = run("plan", "--model", "llama3-8b", "--hw", "rtx4090-8x", "--gpus", "8", "--global-batch", "16",
+                           "--pp", "1", "--schedules", "1f1b", "--top", "3")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("why sharded:", out)
+        self.expect_error(["plan", "--gpus", "8", "--global-batch", "8", "--data-parallel", "zero-9"], "--data-parallel")
+
     def test_cli_flags(self):
         self.expect_error(["simulate", "--schedule", "2f2b"], "unknown schedule '2f2b'; valid: gpipe, 1f1b")
         self.expect_error(["simulate", "--pp", "0"], "--pp")

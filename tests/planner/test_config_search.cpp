@@ -95,6 +95,27 @@ TEST(ConfigSearch, CostObjectiveTriesFewerGpus) {
   EXPECT_NO_THROW(search(o, nullptr));  // the profile has a price
 }
 
+TEST(ConfigSearch, PicksShardedDataParallelismWhereMemoryIsShort) {
+  // Llama-3-8B on eight 24 GB GPUs without pipeline stages: plain data parallelism needs 16 B per parameter
+  // (128 GB) on every GPU; only sharded configurations fit, and the planner says so.
+  SearchOptions o = small_search();
+  o.base.model = "llama3-8b";
+  o.base.hw = "rtx4090-8x";
+  o.pp = 1;
+  o.schedules = {"1f1b"};
+  SearchResult r = search(o, nullptr);
+  ASSERT_FALSE(r.ranked.empty());
+  const Candidate& best = r.ranked.front();
+  EXPECT_NE(data_parallel_mode(best.job), "ddp");
+  EXPECT_NE(r.why_sharded.find(data_parallel_mode(best.job)), std::string::npos) << r.why_sharded;
+  for (const auto& c : r.ranked) EXPECT_FALSE(c.metrics.oom);
+  // Restricted to plain data parallelism, nothing without optimizer offload fits.
+  o.data_parallel = {"ddp"};
+  SearchResult plain = search(o, nullptr);
+  for (const auto& c : plain.ranked) EXPECT_TRUE(c.job.optimizer_offload) << c.key();
+  EXPECT_TRUE(plain.why_sharded.empty());
+}
+
 TEST(ConfigSearch, BadOptions) {
   SearchOptions o = small_search();
   o.global_batch = 0;
