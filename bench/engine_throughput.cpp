@@ -1,5 +1,6 @@
 // Engine throughput: simulated ops per second. Two plans: a compute-bound 1F1B pipeline with fixed-time hops
-// (the event core alone) and a llama2-7b pp x tp x dp job whose p2p and collectives are max-min flows.
+// (the event core alone), a llama2-7b pp x tp x dp job whose p2p and collectives are max-min flows, and a
+// ZeRO-3 job with per-layer gathers and reduce-scatters.
 #include <benchmark/benchmark.h>
 
 #include "pipesim/sim/engine.hpp"
@@ -64,6 +65,33 @@ void BM_FlowHeavyLlama7b(benchmark::State& state) {
   run(state, plan);
 }
 BENCHMARK(BM_FlowHeavyLlama7b)->Unit(benchmark::kMillisecond);
+
+void BM_Fsdp70bOn1024(benchmark::State& state) {
+  // Llama-3-70B with ZeRO-3 over dp = 128 (pp 1, tp 8, 1,024 GPUs): one op per layer and pass, each with its
+  // gather or reduce-scatter flow; building the plan is timed too (it is most of what plan does per
+  // candidate).
+  JobOptions j;
+  j.model = "llama3-70b";
+  j.hw = "h100-sxm-8x";
+  j.pp = 1;
+  j.tp = 8;
+  j.dp = 128;
+  j.microbatches = 8;
+  j.seq = 4096;
+  j.recompute = "full";
+  j.zero = 3;
+  const auto& s = find_schedule("1f1b");
+  std::size_t ops = 0;
+  Engine engine;
+  for (auto _ : state) {
+    const Plan plan = build_plan(s, make_schedule_input(j, s));
+    Timeline t = engine.run(plan);
+    ops = plan.ops.size();
+    benchmark::DoNotOptimize(t.end.data());
+  }
+  state.counters["ops"] = static_cast<double>(ops);
+}
+BENCHMARK(BM_Fsdp70bOn1024)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 
