@@ -113,6 +113,7 @@ class Builder {
     std::int64_t trainable = 0;      // parameters its optimizer updates
     std::int64_t dp_sequence = 0;    // data-parallel collectives emitted so far: their group key
     std::vector<OpId> weight_users;  // ZeRO-3: compute ops that used gathered weights, in order
+    OpId weights_updated = kNone;    // the op that last updated this GPU's weights (its optimizer step)
     StreamId stream(StreamSlot s) const { return streams[s]; }
   };
   // Sharded data parallelism.
@@ -154,8 +155,8 @@ class Builder {
   /// One bucket's gradient reduction of `params` after op `after`, on the collective stream.
   void emit_gradient_reduction(GpuRank& g, const OpTags& tags, std::int64_t params, OpId after);
   void emit_grad_sync_after_backward(GpuRank& g, std::int32_t iter);
-  /// The optimizer step after the iteration's last gradients; returns the op that brings the updated weights
-  /// back when the optimizer is offloaded.
+  /// The optimizer step after the iteration's last gradients; returns the op after which this GPU's weights
+  /// are updated (the step itself, the copy back from an offloaded optimizer, or the gathers of ZeRO-1/2).
   OpId emit_optimizer(GpuRank& g, std::int32_t iter);
   void emit_p2p(std::size_t replica, std::int32_t stage);
 
@@ -356,7 +357,7 @@ OpId Builder::emit_tp_collective(StreamId stream, DeviceId self, std::int32_t d,
 void Builder::emit_gpu(std::size_t replica, std::int32_t stage) {
   const auto [d, t] = replicas_[replica];
   const std::size_t index = replica * static_cast<std::size_t>(in_.pp) + static_cast<std::size_t>(stage);
-  GpuRank g{replica, stage, d, t, streams_[index], dp_ops_[index], kNone, 0, 0, {}};
+  GpuRank g{replica, stage, d, t, streams_[index], dp_ops_[index], kNone, 0, 0, {}, kNone};
   g.self = plan_.streams[static_cast<std::size_t>(g.stream(kComputeSlot))].device;
   g.trainable = place_weights(g);
   const auto& order = orders_[static_cast<std::size_t>(stage)];
@@ -404,7 +405,7 @@ void Builder::emit_gpu(std::size_t replica, std::int32_t stage) {
         break;
       }
     if (in_.dp > 1 && !in_.overlap_grad_sync) emit_grad_sync_after_backward(g, iter);
-    previous_update = emit_optimizer(g, iter);
+    previous_update = g.weights_updated = emit_optimizer(g, iter);
   }
 }
 
@@ -519,6 +520,10 @@ OpId Builder::gather_layer(GpuRank& g, const RangeCost& layer, const OpTags& tag
   const std::int64_t gate = users - 1 - in_.sharding.prefetch_layers;
   const OpId released = gate >= 0 ? g.weight_users[static_cast<std::size_t>(gate)] : kNone;
   OpId first = kNone, gathered = kNone;
+  // The next step's gathers read the shards the optimizer has just updated.
+  auto after_update = [&](OpId op) {
+    if (g.weights_updated != kNone) plan_.ops[static_cast<std::size_t>(op)].deps.push_back(g.weights_updated);
+  };
   if (in_.sharding.offload_params) {
     // ZeRO-Infinity: this rank's shard of the layer comes up from host memory first.
     TransferWork up;
@@ -527,12 +532,16 @@ OpId Builder::gather_layer(GpuRank& g, const RangeCost& layer, const OpTags& tag
     up.bytes = (full + n - 1) / n;
     first = gathered = add_op(g.stream(kH2DSlot), OpKind::kH2D, tags, up, -1);
     if (released != kNone) plan_.ops[static_cast<std::size_t>(first)].deps.push_back(released);
+    after_update(first);
   }
   OpId ag = emit_dp_collective(g, OpKind::kAllGather, kGatherSlot, tags, full, false,
                                first != kNone ? first : released);
   if (ag != kNone) {
     gathered = ag;
-    if (first == kNone) first = ag;
+    if (first == kNone) {
+      first = ag;
+      after_update(ag);
+    }
   }
   plan_.ops[static_cast<std::size_t>(first)].alloc_bytes += full;  // the unsharded weights' buffer
   return gathered;
@@ -734,7 +743,7 @@ OpId Builder::emit_optimizer(GpuRank& g, std::int32_t iter) {
     OpId opt = add_op(g.stream(kComputeSlot), OpKind::kOptimizer, opt_tags,
                       MemoryWork{updated * in_.optimizer_bytes_per_param}, -1);
     plan_.ops[static_cast<std::size_t>(opt)].deps = g.dp_ops;
-    return gather_after ? emit_param_allgather(g, iter, opt) : kNone;
+    return gather_after ? emit_param_allgather(g, iter, opt) : opt;
   }
   // Offloaded: gradients down, CPU Adam on this GPU's share of the host cores, weights back up (parameters
   // offloaded with the optimizer stay on the host, where the next gathers fetch them).

@@ -154,6 +154,25 @@ TEST(Sharding, Zero3ExposedCommunicationOfOneLayer) {
   EXPECT_EQ(testing::step_ns(r), gather + 2'000'000 + 4'000'000 + scatter + optimizer);
 }
 
+TEST(Sharding, NextStepGathersTheUpdatedShards) {
+  // Two optimizer steps: no gather of the second step starts before the first step's optimizer is done.
+  ScheduleInput in = sharded_input(3, 4, 4, 10'000'000, 2);
+  in.iterations = 2;
+  const auto r = testing::simulate("1f1b", in);
+  TimePoint updated = 0;
+  for (std::size_t i = 0; i < r.plan.ops.size(); ++i)
+    if (r.plan.ops[i].kind == OpKind::kOptimizer && r.plan.ops[i].tags.iteration == 0)
+      updated = r.timeline.end[i];
+  ASSERT_GT(updated, 0);
+  int second_step_gathers = 0;
+  for (std::size_t i = 0; i < r.plan.ops.size(); ++i)
+    if (r.plan.ops[i].kind == OpKind::kAllGather && r.plan.ops[i].tags.iteration == 1) {
+      ++second_step_gathers;
+      EXPECT_GE(r.timeline.start[i], updated);
+    }
+  EXPECT_EQ(second_step_gathers, 4 * 2 * 2);
+}
+
 TEST(Sharding, Zero2ReduceScattersEveryMicrobatch) {
   ScheduleInput in = sharded_input(2, 4, 4, 10'000'000, 3);
   in.dp_bucket_params = 20'000'000;  // two layers per bucket
