@@ -68,6 +68,11 @@ void add_sharding_options(CLI::App* sim, pipesim::sim::JobOptions& j) {
          "both")
       ->check(CLI::IsMember({"none", "optimizer", "params", "both"}))
       ->capture_default_str();
+  sim->add_option("--offload-device", j.offload_device,
+                  "where --offload puts the state: cpu (host memory) or nvme (the profile's NVMe volume, "
+                  "ZeRO-Infinity)")
+      ->check(CLI::IsMember({"cpu", "nvme"}))
+      ->capture_default_str();
   sim->add_option("--zero-prefetch-layers", j.zero_prefetch_layers,
                   "ZeRO-3/FSDP: layers whose weights are gathered ahead of the one computing (0: on demand)")
       ->check(CLI::Range(0, 64))

@@ -118,7 +118,7 @@ class Run {
   Duration compute_duration(const Op& op, DeviceId device) const;
   Endpoint endpoint(DeviceId d) const {
     const auto& dev = plan_.devices[static_cast<std::size_t>(d)];
-    return {dev.node, dev.kind == DeviceKind::kGpu ? dev.local_index : -1};
+    return endpoint_of(dev);
   }
   [[noreturn]] void report_deadlock() const;
 
@@ -210,7 +210,9 @@ void Run::setup() {
   cpu_waiting_.resize(nd);
   for (std::size_t d = 0; d < nd; ++d) {
     const auto& dev = plan_.devices[d];
-    tl_.capacity_bytes[d] = dev.kind == DeviceKind::kGpu ? plan_.hw.gpu.hbm_bytes : plan_.hw.host.dram_bytes;
+    tl_.capacity_bytes[d] = dev.kind == DeviceKind::kGpu    ? plan_.hw.gpu.hbm_bytes
+                            : dev.kind == DeviceKind::kHost ? plan_.hw.host.dram_bytes
+                                                            : plan_.hw.host.nvme.bytes;
     cores_free_[d] = dev.kind == DeviceKind::kHost ? plan_.hw.host.cores : 0;
     adjust_memory(static_cast<DeviceId>(d), dev.resident_bytes);
   }

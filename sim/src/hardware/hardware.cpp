@@ -227,6 +227,15 @@ HardwareProfile parse_hardware_profile(const std::string& text, const std::strin
     hw.host.dram_GBps = h.number("dram_GBps", 1e-3, 1e6);
     hw.host.adam_params_per_s_by_threads =
         read_curve(h, "adam_params_per_s_by_threads", "threads", "params_per_s", 1e13, true);
+    if (h.has("nvme")) {
+      JsonObject nv = h.object("nvme");
+      hw.host.nvme.bytes = nv.integer("bytes", 1, std::int64_t{1} << 60);
+      hw.host.nvme.read_GBps = nv.number("read_GBps", 1e-3, 1e4);
+      hw.host.nvme.write_GBps = nv.number("write_GBps", 1e-3, 1e4);
+      hw.host.nvme.latency = duration_from_us(nv.number("latency_us", 0, 1e5));
+      hw.host.nvme.sources = read_sources(nv, {"bytes", "read_GBps", "write_GBps", "latency_us"});
+      nv.finish();
+    }
     hw.host.sources =
         read_sources(h, {"cpu_model", "cores", "dram_bytes", "dram_GBps", "adam_params_per_s_by_threads"});
     h.finish();
@@ -285,6 +294,14 @@ std::string hardware_profile_to_json(const HardwareProfile& hw) {
             {"dram_GBps", hw.host.dram_GBps},
             {"adam_params_per_s_by_threads",
              curve_json(hw.host.adam_params_per_s_by_threads, "threads", "params_per_s")}};
+  if (hw.host.nvme.bytes > 0) {
+    json volume = {{"bytes", hw.host.nvme.bytes},
+                   {"read_GBps", hw.host.nvme.read_GBps},
+                   {"write_GBps", hw.host.nvme.write_GBps},
+                   {"latency_us", to_us(hw.host.nvme.latency)}};
+    write_sources(volume, hw.host.nvme.sources);
+    h["nvme"] = volume;
+  }
   write_sources(h, hw.host.sources);
   json w = {{"nic_GBps", hw.network.nic_GBps}, {"latency_us", to_us(hw.network.latency)}};
   write_sources(w, hw.network.sources);

@@ -19,7 +19,7 @@ Topology::Topology(const HardwareProfile& hw, std::int32_t nodes)
     : hw_(&hw), nodes_(nodes), gpus_(hw.node.gpus) {
   const auto& pcie = hw.node.pcie;
   std::int32_t switches = static_cast<std::int32_t>(pcie.switches.size());
-  per_node_ = gpus_ * kGpuLinks + 2 * switches + 2;  // + the root complex, up and down
+  per_node_ = gpus_ * kGpuLinks + 2 * switches + 4;  // + the root complex and the NVMe volume, each 2 ways
   switch_of_gpu_.assign(static_cast<std::size_t>(gpus_), 0);
   for (std::int32_t s = 0; s < switches; ++s)
     for (int g : pcie.switches[static_cast<std::size_t>(s)]) switch_of_gpu_[static_cast<std::size_t>(g)] = s;
@@ -42,7 +42,17 @@ Topology::Topology(const HardwareProfile& hw, std::int32_t nodes)
     double root = pcie.root_complex_GBps > 0 ? pcie.root_complex_GBps : pcie.uplink_GBps * switches;
     links_.push_back({root, true});
     links_.push_back({root, true});
+    // NVMe read (volume -> host memory) and write; a profile without NVMe never routes over them.
+    const auto& nvme = hw.host.nvme;
+    links_.push_back({nvme.bytes > 0 ? nvme.read_GBps : 1.0, true});
+    links_.push_back({nvme.bytes > 0 ? nvme.write_GBps : 1.0, true});
   }
+}
+
+Endpoint endpoint_of(const Device& device) {
+  return {device.node, device.kind == DeviceKind::kGpu    ? device.local_index
+                       : device.kind == DeviceKind::kNvme ? Endpoint::kNvme
+                                                          : Endpoint::kHostMemory};
 }
 
 LinkId Topology::gpu_link(std::int32_t node, std::int32_t gpu, std::int32_t which) const {
@@ -54,13 +64,19 @@ LinkId Topology::switch_link(std::int32_t node, std::int32_t sw, std::int32_t wh
 }
 
 LinkId Topology::root_link(std::int32_t node, std::int32_t which) const {
+  return node * per_node_ + per_node_ - 4 + which;
+}
+
+LinkId Topology::nvme_link(std::int32_t node, std::int32_t which) const {
   return node * per_node_ + per_node_ - 2 + which;
 }
 
 std::string Topology::link_name(LinkId id) const {
   std::int32_t node = id / per_node_, rest = id % per_node_;
   if (rest >= per_node_ - 2)
-    return fmt::format("node{}.pcie_root.{}", node, rest == per_node_ - 2 ? "up" : "down");
+    return fmt::format("node{}.nvme.{}", node, rest == per_node_ - 2 ? "read" : "write");
+  if (rest >= per_node_ - 4)
+    return fmt::format("node{}.pcie_root.{}", node, rest == per_node_ - 4 ? "up" : "down");
   if (rest < gpus_ * kGpuLinks)
     return fmt::format("node{}.gpu{}.{}", node, rest / kGpuLinks, kGpuLinkNames[rest % kGpuLinks]);
   rest -= gpus_ * kGpuLinks;
@@ -76,6 +92,13 @@ Path Topology::path(Endpoint src, Endpoint dst, std::int64_t bytes) const {
   Path p;
   const auto& pcie = hw_->node.pcie;
   auto sw = [&](std::int32_t g) { return switch_of_gpu_[static_cast<std::size_t>(g)]; };
+  if (src.gpu == Endpoint::kNvme || dst.gpu == Endpoint::kNvme) {
+    // Between a node's NVMe volume and its host memory (ZeRO-Infinity stages through pinned host buffers).
+    const bool read = src.gpu == Endpoint::kNvme;
+    p.links = {nvme_link(read ? src.node : dst.node, read ? 0 : 1)};
+    p.latency = hw_->host.nvme.latency;
+    return p;
+  }
   if (src.gpu < 0 && dst.gpu < 0) return p;  // host to host on one node: memory copy, not modelled as a link
   if (src.gpu < 0 || dst.gpu < 0) {
     // Host <-> GPU over PCIe: root complex, switch uplink and lane; the calibrated copy curve caps the rate

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "pipesim/sim/hardware.hpp"
+#include "pipesim/sim/plan.hpp"
 #include "pipesim/sim/time.hpp"
 
 namespace pipesim::sim {
@@ -20,10 +21,11 @@ struct Link {
   bool shared = false;      ///< used by more than one GPU (a switch uplink)
 };
 
-/// Endpoint of a transfer: a GPU (node, index) or a node's host memory.
+/// Endpoint of a transfer: a GPU (node, index), a node's host memory or its NVMe volume.
 struct Endpoint {
+  static constexpr std::int32_t kHostMemory = -1, kNvme = -2;
   std::int32_t node = 0;
-  std::int32_t gpu = -1;  ///< -1: host memory of the node
+  std::int32_t gpu = kHostMemory;  ///< GPU index, or kHostMemory / kNvme
 };
 
 struct Path {
@@ -32,6 +34,9 @@ struct Path {
   double max_bytes_per_ns =
       0;  ///< per-flow cap: calibrated copy rate by size, or measured NCCL bus bandwidth; 0: none
 };
+
+/// Where a plan's device sits in the topology.
+Endpoint endpoint_of(const Device& device);
 
 class Topology {
  public:
@@ -54,6 +59,7 @@ class Topology {
   LinkId gpu_link(std::int32_t node, std::int32_t gpu, std::int32_t which) const;
   LinkId switch_link(std::int32_t node, std::int32_t sw, std::int32_t which) const;
   LinkId root_link(std::int32_t node, std::int32_t which) const;
+  LinkId nvme_link(std::int32_t node, std::int32_t which) const;
 
   const HardwareProfile* hw_;
   std::int32_t nodes_;

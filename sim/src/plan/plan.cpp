@@ -32,6 +32,10 @@ const char* to_string(OpKind k) {
       return "fill";
     case OpKind::kContextSwitch:
       return "context_switch";
+    case OpKind::kNvmeRead:
+      return "nvme_read";
+    case OpKind::kNvmeWrite:
+      return "nvme_write";
   }
   return "?";
 }
@@ -52,6 +56,8 @@ const char* to_string(StreamKind k) {
       return "collective";
     case StreamKind::kCpu:
       return "cpu";
+    case StreamKind::kNvme:
+      return "nvme";
     case StreamKind::kFill:
       return "fill";
   }
@@ -59,7 +65,7 @@ const char* to_string(StreamKind k) {
 }
 
 const char* to_string(DeviceKind k) {
-  return k == DeviceKind::kGpu ? "gpu" : "host";
+  return k == DeviceKind::kGpu ? "gpu" : k == DeviceKind::kHost ? "host" : "nvme";
 }
 
 }  // namespace pipesim::sim

@@ -121,8 +121,7 @@ CriticalPath critical_path(const Plan& plan, const Timeline& tl) {
     if (const auto* t = std::get_if<TransferWork>(&op.payload)) {
       const auto& a = plan.devices[static_cast<std::size_t>(t->src)];
       const auto& b = plan.devices[static_cast<std::size_t>(t->dst)];
-      Endpoint ea{a.node, a.kind == DeviceKind::kGpu ? a.local_index : -1};
-      Endpoint eb{b.node, b.kind == DeviceKind::kGpu ? b.local_index : -1};
+      const Endpoint ea = endpoint_of(a), eb = endpoint_of(b);
       Path p = sim::is_collective(op.kind) ? topo.ring_path(ea, eb, t->bytes, t->message_bytes)
                                            : topo.path(ea, eb, t->bytes);
       // Name the narrowest link of the path: the one to widen first.

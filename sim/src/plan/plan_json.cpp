@@ -23,14 +23,14 @@ E enum_from(JsonObject& o, const std::string& key, const E (&values)[N]) {
 }
 
 constexpr OpKind kOpKinds[] = {
-    OpKind::kForward,   OpKind::kBackward,     OpKind::kBackwardInput, OpKind::kBackwardWeight,
-    OpKind::kRecompute, OpKind::kH2D,          OpKind::kD2H,           OpKind::kP2P,
-    OpKind::kAllReduce, OpKind::kAllGather,    OpKind::kReduceScatter, OpKind::kOptimizer,
-    OpKind::kFill,      OpKind::kContextSwitch};
+    OpKind::kForward,   OpKind::kBackward,      OpKind::kBackwardInput, OpKind::kBackwardWeight,
+    OpKind::kRecompute, OpKind::kH2D,           OpKind::kD2H,           OpKind::kP2P,
+    OpKind::kAllReduce, OpKind::kAllGather,     OpKind::kReduceScatter, OpKind::kOptimizer,
+    OpKind::kFill,      OpKind::kContextSwitch, OpKind::kNvmeRead,      OpKind::kNvmeWrite};
 constexpr StreamKind kStreamKinds[] = {StreamKind::kCompute, StreamKind::kH2D,     StreamKind::kD2H,
                                        StreamKind::kP2PSend, StreamKind::kP2PRecv, StreamKind::kCollective,
-                                       StreamKind::kCpu,     StreamKind::kFill};
-constexpr DeviceKind kDeviceKinds[] = {DeviceKind::kGpu, DeviceKind::kHost};
+                                       StreamKind::kCpu,     StreamKind::kFill,    StreamKind::kNvme};
+constexpr DeviceKind kDeviceKinds[] = {DeviceKind::kGpu, DeviceKind::kHost, DeviceKind::kNvme};
 
 constexpr std::int64_t kI32 = 2147483647;
 constexpr std::int64_t kI64 = std::numeric_limits<std::int64_t>::max();

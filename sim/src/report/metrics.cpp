@@ -89,6 +89,8 @@ Metrics compute_metrics(const Plan& plan, const Timeline& tl) {
   for (std::size_t d = 0; d < nd; ++d)
     if (plan.devices[d].kind == DeviceKind::kHost)
       m.peak_host_mem_bytes = std::max(m.peak_host_mem_bytes, tl.peak_bytes[d]);
+    else if (plan.devices[d].kind == DeviceKind::kNvme)
+      m.peak_nvme_bytes = std::max(m.peak_nvme_bytes, tl.peak_bytes[d]);
   // CPU optimizer: its busy time and the part of it no GPU computes under (exposed), per iteration.
   std::vector<std::pair<TimePoint, TimePoint>> cpu, gpu;
   for (std::size_t i = 0; i < plan.ops.size(); ++i) {
@@ -167,6 +169,7 @@ std::string metrics_to_json(const Plan& plan, const Metrics& m, double sim_wall_
   j["peak_gpu_mem_bytes"] = m.peak_gpu_mem_bytes;
   j["gpu_mem_capacity_bytes"] = plan.hw.gpu.hbm_bytes;
   j["peak_host_mem_bytes"] = m.peak_host_mem_bytes;
+  if (m.peak_nvme_bytes > 0) j["peak_nvme_bytes"] = m.peak_nvme_bytes;
   j["host_mem_capacity_bytes"] = plan.hw.host.dram_bytes;
   j["cpu_optimizer_busy_s"] = m.cpu_optimizer_busy_s;
   j["cpu_optimizer_exposed_s"] = m.cpu_optimizer_exposed_s;

@@ -32,6 +32,7 @@ enum StreamSlot : std::size_t {
   kD2HSlot,
   kH2DSlot,
   kCpuSlot,
+  kNvmeSlot,
   kStreamSlots
 };
 
@@ -158,6 +159,10 @@ class Builder {
   /// The optimizer step after the iteration's last gradients; returns the op after which this GPU's weights
   /// are updated (the step itself, the copy back from an offloaded optimizer, or the gathers of ZeRO-1/2).
   OpId emit_optimizer(GpuRank& g, std::int32_t iter);
+  OpId emit_transfer(StreamId stream, OpKind kind, const OpTags& tags, DeviceId src, DeviceId dst,
+                     std::int64_t bytes, std::vector<OpId> deps);
+  /// A read from (or write to) the node's NVMe volume into (from) host memory, on the GPU's NVMe queue.
+  OpId emit_nvme(const GpuRank& g, bool read, const OpTags& tags, std::int64_t bytes, std::vector<OpId> deps);
   void emit_p2p(std::size_t replica, std::int32_t stage);
 
   const ScheduleDescriptor& sched_;
@@ -177,6 +182,7 @@ class Builder {
   std::vector<Slot> slots_;
   std::vector<std::vector<OpId>> dp_ops_;  // [replica*pp + stage]
   std::vector<DeviceId> host_of_node_;     // host device per node, created on demand
+  std::vector<DeviceId> nvme_of_node_;     // NVMe volume per node, created on demand
   OpId last_compute_op_ = kNone;
   std::int32_t cpu_threads_per_gpu_ = 1;
 
@@ -188,6 +194,16 @@ class Builder {
       host_of_node_[node] = static_cast<DeviceId>(plan_.devices.size() - 1);
     }
     return host_of_node_[node];
+  }
+  DeviceId host_of_if(DeviceId gpu, bool needed) { return needed ? host_of(gpu) : kNone; }
+  DeviceId nvme_of(DeviceId gpu) {
+    const auto node = static_cast<std::size_t>(plan_.devices[static_cast<std::size_t>(gpu)].node);
+    if (nvme_of_node_[node] == kNone) {
+      plan_.devices.push_back(
+          {fmt::format("nvme{}", node), DeviceKind::kNvme, static_cast<std::int32_t>(node), 0, 0});
+      nvme_of_node_[node] = static_cast<DeviceId>(plan_.devices.size() - 1);
+    }
+    return nvme_of_node_[node];
   }
 };
 
@@ -423,6 +439,7 @@ std::int64_t Builder::place_weights(const GpuRank& g) {
     const ShardedStateBytes state = sharded_state_bytes(weights, trainable, in_.sharding);
     resident = state.gpu();
     if (state.host > 0) plan_.devices[static_cast<std::size_t>(host_of(g.self))].resident_bytes += state.host;
+    if (state.nvme > 0) plan_.devices[static_cast<std::size_t>(nvme_of(g.self))].resident_bytes += state.nvme;
   }
   plan_.devices[static_cast<std::size_t>(g.self)].resident_bytes = resident;
   return trainable;
@@ -525,14 +542,13 @@ OpId Builder::gather_layer(GpuRank& g, const RangeCost& layer, const OpTags& tag
     if (g.weights_updated != kNone) plan_.ops[static_cast<std::size_t>(op)].deps.push_back(g.weights_updated);
   };
   if (in_.sharding.offload_params) {
-    // ZeRO-Infinity: this rank's shard of the layer comes up from host memory first.
-    TransferWork up;
-    up.src = host_of(g.self);
-    up.dst = g.self;
-    up.bytes = (full + n - 1) / n;
-    first = gathered = add_op(g.stream(kH2DSlot), OpKind::kH2D, tags, up, -1);
-    if (released != kNone) plan_.ops[static_cast<std::size_t>(first)].deps.push_back(released);
-    after_update(first);
+    // ZeRO-Infinity: this rank's shard of the layer comes up from host memory (read from NVMe first when
+    // it lives there).
+    const std::int64_t shard = (full + n - 1) / n;
+    const OpId read =
+        in_.sharding.offload_to_nvme ? emit_nvme(g, true, tags, shard, {released, g.weights_updated}) : kNone;
+    first = gathered = emit_transfer(g.stream(kH2DSlot), OpKind::kH2D, tags, host_of(g.self), g.self, shard,
+                                     {released, g.weights_updated, read});
   }
   OpId ag = emit_dp_collective(g, OpKind::kAllGather, kGatherSlot, tags, full, false,
                                first != kNone ? first : released);
@@ -733,38 +749,65 @@ OpId Builder::emit_param_allgather(GpuRank& g, std::int32_t iter, OpId after) {
   return last;
 }
 
+OpId Builder::emit_transfer(StreamId stream, OpKind kind, const OpTags& tags, DeviceId src, DeviceId dst,
+                            std::int64_t bytes, std::vector<OpId> deps) {
+  TransferWork w;
+  w.src = src;
+  w.dst = dst;
+  w.bytes = bytes;
+  OpId op = add_op(stream, kind, tags, w, -1);
+  deps.erase(std::remove(deps.begin(), deps.end(), kNone), deps.end());
+  plan_.ops[static_cast<std::size_t>(op)].deps = std::move(deps);
+  return op;
+}
+
+OpId Builder::emit_nvme(const GpuRank& g, bool read, const OpTags& tags, std::int64_t bytes,
+                        std::vector<OpId> deps) {
+  const DeviceId host = host_of(g.self), nvme = nvme_of(g.self);
+  return emit_transfer(g.stream(kNvmeSlot), read ? OpKind::kNvmeRead : OpKind::kNvmeWrite, tags,
+                       read ? nvme : host, read ? host : nvme, bytes, std::move(deps));
+}
+
 OpId Builder::emit_optimizer(GpuRank& g, std::int32_t iter) {
   const OpTags opt_tags{g.stage, -1, -1, -1, -1, iter};
   // ZeRO-1 and up: each rank updates its shard of the parameters only.
   const std::int64_t updated =
       in_.sharding.stage == ZeroStage::k0 ? g.trainable : (g.trainable + shard_ranks() - 1) / shard_ranks();
   const bool gather_after = in_.sharding.stage == ZeroStage::k1 || in_.sharding.stage == ZeroStage::k2;
+  const bool nvme = in_.sharding.offload_to_nvme, params_away = in_.sharding.offload_params;
+  const DeviceId host = host_of_if(g.self, offloads());
   if (!in_.sharding.offload_optimizer) {
     OpId opt = add_op(g.stream(kComputeSlot), OpKind::kOptimizer, opt_tags,
                       MemoryWork{updated * in_.optimizer_bytes_per_param}, -1);
     plan_.ops[static_cast<std::size_t>(opt)].deps = g.dp_ops;
-    return gather_after ? emit_param_allgather(g, iter, opt) : opt;
+    if (gather_after) return emit_param_allgather(g, iter, opt);
+    if (!params_away) return opt;
+    // ZeRO-Infinity with the optimizer on the GPU: the updated 16-bit shard goes back where parameters live.
+    OpId down = emit_transfer(g.stream(kD2HSlot), OpKind::kD2H, opt_tags, g.self, host,
+                              updated * kWeightBytesPerParam, {opt});
+    return nvme ? emit_nvme(g, false, opt_tags, updated * kWeightBytesPerParam, {down}) : down;
   }
   // Offloaded: gradients down, CPU Adam on this GPU's share of the host cores, weights back up (parameters
-  // offloaded with the optimizer stay on the host, where the next gathers fetch them).
-  const DeviceId host = host_of(g.self);
-  TransferWork down;
-  down.src = g.self;
-  down.dst = host;
-  down.bytes = updated * kGradBytesPerParam;
-  OpId d2h = add_op(g.stream(kD2HSlot), OpKind::kD2H, opt_tags, down, -1);
-  plan_.ops[static_cast<std::size_t>(d2h)].deps = g.dp_ops;
-  plan_.ops[static_cast<std::size_t>(d2h)].deps.push_back(last_compute_op_);
+  // offloaded with the optimizer stay off the GPU, where the next gathers fetch them). On NVMe, the Adam
+  // state is read into host memory for the step and written back after it (DeepSpeed's default, without
+  // pipelining the reads and writes).
+  std::vector<OpId> grads_ready = g.dp_ops;
+  grads_ready.push_back(last_compute_op_);
+  OpId d2h = emit_transfer(g.stream(kD2HSlot), OpKind::kD2H, opt_tags, g.self, host,
+                           updated * kGradBytesPerParam, grads_ready);
+  const OpId state_in =
+      nvme ? emit_nvme(g, true, opt_tags, updated * kShardOptimizerBytes, grads_ready) : kNone;
   OpId adam =
       add_op(g.stream(kCpuSlot), OpKind::kOptimizer, opt_tags, CpuWork{updated, cpu_threads_per_gpu_}, -1);
   plan_.ops[static_cast<std::size_t>(adam)].deps.push_back(d2h);
-  if (in_.sharding.offload_params) return adam;
-  TransferWork up;
-  up.src = host;
-  up.dst = g.self;
-  up.bytes = updated * kWeightBytesPerParam;
-  OpId h2d = add_op(g.stream(kH2DSlot), OpKind::kH2D, opt_tags, up, -1);
-  plan_.ops[static_cast<std::size_t>(h2d)].deps.push_back(adam);
+  if (state_in != kNone) plan_.ops[static_cast<std::size_t>(adam)].deps.push_back(state_in);
+  const OpId state_out =
+      nvme ? emit_nvme(g, false, opt_tags,
+                       updated * (kShardOptimizerBytes + (params_away ? kShardWeightBytes : 0)), {adam})
+           : kNone;
+  if (params_away) return nvme ? state_out : adam;
+  OpId h2d = emit_transfer(g.stream(kH2DSlot), OpKind::kH2D, opt_tags, host, g.self,
+                           updated * kWeightBytesPerParam, {adam});
   return gather_after ? emit_param_allgather(g, iter, h2d) : h2d;
 }
 
@@ -824,6 +867,7 @@ Plan Builder::build(bool explicit_replicas) {
     replicas_.push_back({0, 0});
   }
   host_of_node_.assign(static_cast<std::size_t>(plan_.nodes), kNone);
+  nvme_of_node_.assign(static_cast<std::size_t>(plan_.nodes), kNone);
   {
     // The node's cores are shared by the job's GPUs on it, each optimizer step getting an equal share.
     const std::int32_t on_node = std::min(gpus_total_, in_.hw.node.gpus);
@@ -849,6 +893,7 @@ Plan Builder::build(bool explicit_replicas) {
         add_stream(kH2DSlot, dev, StreamKind::kH2D, "h2d");
         add_stream(kCpuSlot, host_of(dev), StreamKind::kCpu,
                    plan_.devices[static_cast<std::size_t>(dev)].name + ".adam");
+        if (in_.sharding.offload_to_nvme) add_stream(kNvmeSlot, dev, StreamKind::kNvme, "nvme");
       }
       streams_.push_back(std::move(ids));
     }
@@ -919,7 +964,7 @@ Plan lower_order_based(const ScheduleDescriptor& schedule, const ScheduleInput& 
              shares_host_with_replicas(plan, input)) {
     // Replicas on the same node share its CPU cores and host memory for the offloaded optimizer.
     plan = Builder(schedule, input).build(true);
-    plan.meta.note = "replicas share host CPUs and memory for the offloaded optimizer; simulated explicitly";
+    plan.meta.note = "replicas share host CPUs, memory and drives for the offloaded state; simulated explicitly";
   }
   return plan;
 }

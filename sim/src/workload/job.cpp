@@ -101,6 +101,15 @@ DataParallelSharding resolve_sharding(const JobOptions& j, const ScheduleInput& 
     bad("--offload", fmt::format("unknown offload '{}'; valid: none, optimizer, params, both", j.offload));
   s.offload_optimizer = j.optimizer_offload || j.offload == "optimizer" || j.offload == "both";
   s.offload_params = j.offload == "params" || j.offload == "both";
+  if (j.offload_device != "cpu" && j.offload_device != "nvme")
+    bad("--offload-device", fmt::format("unknown device '{}'; valid: cpu, nvme", j.offload_device));
+  s.offload_to_nvme = j.offload_device == "nvme";
+  if (s.offload_to_nvme && !s.offload_optimizer && !s.offload_params)
+    bad("--offload-device",
+        "nvme holds what --offload moves off the GPU; give --offload optimizer, params or both");
+  if (s.offload_to_nvme && in.hw.host.nvme.bytes == 0)
+    bad("--offload-device",
+        fmt::format("{} has no NVMe volume (host.nvme in the profile); valid: cpu", in.hw.name));
   if (s.offload_params && s.stage != ZeroStage::k3)
     bad("--offload", "parameters are offloaded per layer only when they are sharded; add --zero 3 or --fsdp");
   if (j.zero_prefetch_layers < 0 || j.zero_prefetch_layers > 64)

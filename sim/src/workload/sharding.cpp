@@ -1,6 +1,7 @@
 #include "pipesim/sim/sharding.hpp"
 
 #include <algorithm>
+#include <utility>
 
 namespace pipesim::sim {
 
@@ -32,6 +33,7 @@ ShardedStateBytes sharded_state_bytes(std::int64_t weights, std::int64_t trainab
     b.host += b.weights;
     b.weights = 0;
   }
+  if (s.offload_to_nvme) std::swap(b.host, b.nvme);  // host memory keeps only transfer buffers
   return b;
 }
 
@@ -45,6 +47,7 @@ std::string describe(const DataParallelSharding& s) {
     out += "+offload-optimizer";
   else if (s.offload_params)
     out += "+offload-params";
+  if (s.offload_to_nvme) out += "@nvme";
   return out;
 }
 

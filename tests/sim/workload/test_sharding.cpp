@@ -1,5 +1,7 @@
 // Sharded data parallelism: ZeRO memory formulas, the per-layer gathers and reduce-scatters of ZeRO-3, and
 // the checks on --zero / --fsdp / --offload.
+#include <cmath>
+
 #include <gtest/gtest.h>
 
 #include "pipesim/sim/sharding.hpp"
@@ -192,6 +194,39 @@ TEST(Sharding, Zero2ReduceScattersEveryMicrobatch) {
   EXPECT_EQ(z1, 2);
 }
 
+TEST(Sharding, NvmeTierHoldsTheOffloadedStateAndMovesItAtItsBandwidth) {
+  // ZeRO-Infinity on one GPU: optimizer state and parameters on the NVMe volume; each read or write of it is
+  // a flow over the volume's own link, latency plus bytes over its bandwidth.
+  ScheduleInput in = sharded_input(3, 1, 2, 10'000'000, 1);
+  in.hw.host.nvme = {std::int64_t{1} << 40, 10.0, 5.0, 100'000, {}};  // 10 and 5 bytes per ns
+  in.sharding.offload_optimizer = in.sharding.offload_params = in.sharding.offload_to_nvme = true;
+  const auto r = testing::simulate("1f1b", in);
+  std::int64_t reads = 0, writes = 0;
+  for (std::size_t i = 0; i < r.plan.ops.size(); ++i) {
+    const Op& op = r.plan.ops[i];
+    if (op.kind != OpKind::kNvmeRead && op.kind != OpKind::kNvmeWrite) continue;
+    const auto bytes = std::get<TransferWork>(op.payload).bytes;
+    const double rate = op.kind == OpKind::kNvmeRead ? 10.0 : 5.0;
+    EXPECT_EQ(r.timeline.end[i] - r.timeline.start[i],
+              100'000 + static_cast<Duration>(std::ceil(static_cast<double>(bytes) / rate)));
+    (op.kind == OpKind::kNvmeRead ? reads : writes) += bytes;
+  }
+  // Reads: each layer's 16-bit weights before its forward and its backward, and the Adam state for the step;
+  // writes: the Adam state and the updated weights after it.
+  const std::int64_t params = 2 * 10'000'000;
+  EXPECT_EQ(reads, 2 * 2 * params + 12 * params);
+  EXPECT_EQ(writes, (12 + 2) * params);
+  // The volume holds all of it; host memory none.
+  EXPECT_EQ(r.metrics.peak_nvme_bytes, 16 * params);
+  EXPECT_EQ(r.metrics.peak_host_mem_bytes, 0);
+  EXPECT_FALSE(r.metrics.oom);
+  // A volume too small for it is out of memory, named.
+  in.hw.host.nvme.bytes = 16 * params - 1;
+  const auto small = testing::simulate("1f1b", in);
+  EXPECT_TRUE(small.metrics.oom);
+  EXPECT_EQ(small.metrics.oom_device, "nvme0");
+}
+
 TEST(Sharding, RejectsWhatCannotRun) {
   JobOptions j = testing::job("llama3-8b", "h100-sxm-8x", 1, 1, 8, 2);
   j.offload = "params";
@@ -210,6 +245,19 @@ TEST(Sharding, RejectsWhatCannotRun) {
   EXPECT_NE(testing::error_of([&] { testing::plan_of("1f1b", j); }).find("valid: overlap"),
             std::string::npos);
   j.grad_sync = "overlap";
+  j.zero = 3;
+  j.offload_device = "nvme";  // nothing offloaded
+  EXPECT_NE(testing::error_of([&] {
+              testing::plan_of("1f1b", j);
+            }).find("give --offload optimizer, params or both"),
+            std::string::npos);
+  j.offload = "both";
+  j.hw = "l40s-8x";  // no NVMe volume in the profile
+  EXPECT_NE(testing::error_of([&] { testing::plan_of("1f1b", j); }).find("has no NVMe volume"),
+            std::string::npos);
+  j.hw = "h100-sxm-8x";
+  j.offload = "none";
+  j.offload_device = "cpu";
   j.zero = 4;
   EXPECT_NE(testing::error_of([&] { testing::plan_of("1f1b", j); }).find("valid: 0, 1, 2, 3"),
             std::string::npos);

@@ -69,12 +69,21 @@ struct NodeSpec {
   NvlinkSpec nvlink;
 };
 
+/// The node's NVMe drives (RAID-0 as one volume): the tier ZeRO-Infinity offloads to. Absent: bytes == 0.
+struct NvmeSpec {
+  std::int64_t bytes = 0;
+  double read_GBps = 0, write_GBps = 0;  ///< sequential, the whole volume
+  Duration latency = 0;                  ///< `latency_us` in the file
+  std::map<std::string, std::string> sources;
+};
+
 struct HostSpec {
   std::string cpu_model;
   int cores = 0;
   std::int64_t dram_bytes = 0;
   double dram_GBps = 0;
   std::vector<CurvePoint> adam_params_per_s_by_threads;  ///< x = threads, y = params/s
+  NvmeSpec nvme;
   std::map<std::string, std::string> sources;
 };
 

@@ -36,7 +36,8 @@ struct JobOptions {
   /// Sharded data parallelism: ZeRO stage 0-3 (-1: not given), or fsdp "full" (ZeRO-3) / "hybrid" (HSDP).
   std::int32_t zero = -1;
   std::string fsdp;
-  std::string offload = "none";  ///< none | optimizer | params | both
+  std::string offload = "none";        ///< none | optimizer | params | both
+  std::string offload_device = "cpu";  ///< cpu (host memory) | nvme (the profile's NVMe volume)
   std::int32_t zero_prefetch_layers = 1;
   std::string attention = "flash";  ///< flash (scores on chip; what current frameworks run) or unfused
   bool sequence_parallel = true;

@@ -51,6 +51,7 @@ struct Metrics {
   double hfu = 0;
   std::int64_t peak_gpu_mem_bytes = 0;
   std::int64_t peak_host_mem_bytes = 0;
+  std::int64_t peak_nvme_bytes = 0;  ///< ZeRO-Infinity's offloaded state on a node's NVMe volume
   bool oom = false;
   std::string oom_device;
   double oom_time_s = 0;

@@ -17,7 +17,9 @@ using OpId = std::int32_t;
 using StreamId = std::int32_t;
 using DeviceId = std::int32_t;
 
-enum class DeviceKind : std::uint8_t { kGpu, kHost };
+/// A node's NVMe volume is a device of its own: what ZeRO-Infinity offloads there is its resident memory,
+/// checked against the profile's capacity, and it moves over the volume's read and write bandwidth.
+enum class DeviceKind : std::uint8_t { kGpu, kHost, kNvme };
 
 struct Device {
   std::string name;
@@ -27,7 +29,17 @@ struct Device {
   std::int64_t resident_bytes = 0;  ///< allocated for the whole run (weights, grads, optimizer state)
 };
 
-enum class StreamKind : std::uint8_t { kCompute, kH2D, kD2H, kP2PSend, kP2PRecv, kCollective, kCpu, kFill };
+enum class StreamKind : std::uint8_t {
+  kCompute,
+  kH2D,
+  kD2H,
+  kP2PSend,
+  kP2PRecv,
+  kCollective,
+  kCpu,
+  kFill,
+  kNvme,  ///< a GPU's queue of NVMe reads and writes (ZeRO-Infinity's asynchronous I/O)
+};
 
 /// A serial FIFO queue on a device: an op starts when it is at the head and all its deps have finished.
 struct Stream {
@@ -51,6 +63,8 @@ enum class OpKind : std::uint8_t {
   kOptimizer,
   kFill,
   kContextSwitch,
+  kNvmeRead,   ///< NVMe volume -> host memory
+  kNvmeWrite,  ///< host memory -> NVMe volume
 };
 
 /// GPU math: time = flops / (peak(dtype) x efficiency(gemm_gflop)) + kernels x launch overhead.
@@ -128,8 +142,8 @@ struct PlanMeta {
   std::int64_t lora_rank = 0;  ///< 0: full fine-tuning
   std::string replicas = "symmetric";
   std::string data_parallel = "ddp";  ///< ddp, zero-1/2/3 or fsdp-hybrid, with any offload (see sharding.hpp)
-  std::int32_t simulated_gpus = 0;     ///< GPUs instantiated; the others are identical replicas
-  double model_flops_per_step = 0;     ///< whole job, no recompute (for MFU)
+  std::int32_t simulated_gpus = 0;    ///< GPUs instantiated; the others are identical replicas
+  double model_flops_per_step = 0;    ///< whole job, no recompute (for MFU)
   double hardware_flops_per_step = 0;  ///< whole job, with recompute (for HFU)
   std::string dtype = "bf16";
   std::vector<std::int32_t> partition;  ///< transformer blocks per stage (per virtual stage when v > 1)

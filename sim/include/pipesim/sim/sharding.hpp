@@ -20,6 +20,7 @@ struct DataParallelSharding {
   bool hybrid = false;  ///< HSDP: shards replicated across nodes, gradients all-reduced between them
   bool offload_optimizer = false;    ///< fp32 master weights and Adam moments on the host, CPU Adam
   bool offload_params = false;       ///< 16-bit parameter shards on the host, fetched before each gather
+  bool offload_to_nvme = false;      ///< the offloaded state lives on the node's NVMe volume (ZeRO-Infinity)
   std::int32_t prefetch_layers = 1;  ///< ZeRO-3: layers gathered ahead of the one computing
 };
 
@@ -32,13 +33,14 @@ inline constexpr std::int64_t kShardWeightBytes = 2, kShardGradBytes = 2, kShard
 struct ShardedStateBytes {
   std::int64_t weights = 0, grads = 0, optimizer = 0;  ///< on the GPU
   std::int64_t host = 0;                               ///< offloaded to host memory
+  std::int64_t nvme = 0;                               ///< offloaded to the NVMe volume instead
   std::int64_t gpu() const { return weights + grads + optimizer; }
 };
 ShardedStateBytes sharded_state_bytes(std::int64_t weights, std::int64_t trainable,
                                       const DataParallelSharding& s);
 
 /// "ddp", "zero-1", "zero-2", "zero-3" or "fsdp-hybrid", with "+offload-optimizer", "+offload-params" or
-/// "+offload-both": how plans and reports name the data-parallel mode.
+/// "+offload-both", and "@nvme" when offloaded there: how plans and reports name the data-parallel mode.
 std::string describe(const DataParallelSharding& s);
 
 }  // namespace pipesim::sim
