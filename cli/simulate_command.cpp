@@ -1,5 +1,6 @@
 #include "simulate_command.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -57,31 +58,29 @@ std::string gib(std::int64_t bytes) {
 void print_table(const std::vector<Result>& results, const std::vector<std::string>& skipped) {
   const auto& p = results.front().plan;
   std::cout << fmt::format("{} on {} ({} GPUs), seq {}\n", p.meta.model, p.hw.name, p.num_gpus(), p.meta.seq);
-  std::cout << fmt::format("{:<17} {:>9} {:>5} {:>9} {:>10} {:>9} {:>6} {:>8} {:>9} {:>9} {:>4}\n",
+  std::cout << fmt::format("{:<24} {:>9} {:>5} {:>9} {:>10} {:>9} {:>6} {:>8} {:>9} {:>9} {:>4}\n",
                            "schedule", "pp/tp/dp", "batch", "recompute", "step (s)", "tokens/s", "MFU %",
                            "bubble %", "GPU GiB", "host GiB", "OOM");
   for (const auto& r : results) {
     const auto& m = r.metrics;
     const auto& meta = r.plan.meta;
     std::cout << fmt::format(
-        "{:<17} {:>9} {:>5} {:>9} {:>10.4f} {:>9.0f} {:>6.1f} {:>8.1f} {:>9} {:>9} {:>4}\n", m.schedule,
-        fmt::format("{}/{}/{}", meta.pp, meta.tp, meta.dp), meta.global_batch, meta.recompute, m.step_time_s,
-        m.tokens_per_s, 100 * m.mfu, 100 * m.bubble_fraction, gib(m.peak_gpu_mem_bytes),
-        gib(m.peak_host_mem_bytes), m.oom ? "yes" : "no");
+        "{:<24} {:>9} {:>5} {:>9} {:>10.4f} {:>9.0f} {:>6.1f} {:>8.1f} {:>9} {:>9} {:>4}\n",
+        sim::schedule_label(meta), fmt::format("{}/{}/{}", meta.pp, meta.tp, meta.dp), meta.global_batch,
+        meta.recompute, m.step_time_s, m.tokens_per_s, 100 * m.mfu, 100 * m.bubble_fraction,
+        gib(m.peak_gpu_mem_bytes), gib(m.peak_host_mem_bytes), m.oom ? "yes" : "no");
   }
   std::cout << fmt::format(
       "capacity: GPU {} GiB, host {} GiB; asynchronous schedules report the steady state of "
       "several iterations\n",
       gib(p.hw.gpu.hbm_bytes), gib(p.hw.host.dram_bytes));
   for (const auto& r : results) {
-    if (r.plan.meta.data_parallel != "ddp")
-      std::cout << fmt::format("  {}: data parallelism {} over dp = {}\n", r.metrics.schedule,
-                               r.plan.meta.data_parallel, r.plan.meta.dp);
     if (r.metrics.oom)
-      std::cout << fmt::format("  {}: OOM first on {} at {:.4f} s, worst excess {} GiB\n", r.metrics.schedule,
-                               r.metrics.oom_device, r.metrics.oom_time_s, gib(r.metrics.oom_bytes_over));
+      std::cout << fmt::format("  {}: OOM first on {} at {:.4f} s, worst excess {} GiB\n",
+                               sim::schedule_label(r.plan.meta), r.metrics.oom_device, r.metrics.oom_time_s,
+                               gib(r.metrics.oom_bytes_over));
     if (!r.plan.meta.note.empty())
-      std::cout << fmt::format("  {}: {}\n", r.metrics.schedule, r.plan.meta.note);
+      std::cout << fmt::format("  {}: {}\n", sim::schedule_label(r.plan.meta), r.plan.meta.note);
   }
   for (const auto& s : skipped) std::cout << "  skipped " << s << "\n";
 }
@@ -111,7 +110,8 @@ int run_simulate(const SimulateOptions& o) {
   }
   const bool several = results.size() > 1;
   for (const auto& r : results) {
-    const std::string& name = r.metrics.schedule;
+    std::string name = sim::schedule_label(r.plan.meta);
+    std::replace(name.begin(), name.end(), ' ', '.');
     if (!o.trace_file.empty() || !o.trace_dir.empty()) {
       std::string path = o.trace_file.empty()
                              ? (std::filesystem::path(o.trace_dir) / (name + ".trace.json")).string()

@@ -24,7 +24,10 @@ class Simulate(unittest.TestCase):
                            "--dp", "2", "--microbatches", "8", "--format", "json")
         self.assertEqual(rc, 0, err)
         rows = json.loads(out)
-        self.assertEqual([r["schedule"] for r in rows], ["gpipe", "1f1b", "interleaved-1f1b", "zb-h1"])
+        # With dp > 1 every order-based schedule also runs with ZeRO 1-3.
+        self.assertEqual([(r["schedule"], r["data_parallel"]) for r in rows],
+                         [(s, z) for s in ["gpipe", "1f1b", "interleaved-1f1b", "zb-h1"]
+                          for z in ["ddp", "zero-1", "zero-2", "zero-3"]])
         for r in rows:
             for k in ["schedule", "num_gpus", "step_time_s", "bubble_fraction", "tokens_per_s", "tflops_per_gpu",
                       "mfu", "peak_gpu_mem_bytes", "oom", "ops", "sim_wall_s"]:
@@ -328,9 +331,18 @@ class BadInput(unittest.TestCase):
             trace = os.path.join(tmp, "t.json")
             rc, out, err = run(*base, "--fsdp", "full", "--trace", trace)
             self.assertEqual(rc, 0, err)
-            names = [e.get("name", "") for e in json.load(open(trace))["traceEvents"]]
+            with open(trace) as f:
+                names = [e.get("name", "") for e in json.load(f)["traceEvents"]]
             self.assertTrue(any(n.startswith("allgather") for n in names))
             self.assertTrue(any(n.startswith("reducescatter") for n in names))
+        # --schedule all (the default) with dp > 1 adds the ZeRO variants, each with its own trace.
+        with tempfile.TemporaryDirectory() as tmp:
+            rc, out, err = run("simulate", "--model", "llama3-8b", "--hw", "h100-sxm-8x", "--pp", "2", "--dp", "4",
+                               "--global-batch", "16", "--trace-dir", tmp)
+            self.assertEqual(rc, 0, err)
+            self.assertIn("1f1b zero-3", out)
+            self.assertTrue(os.path.exists(os.path.join(tmp, "1f1b.zero-3.trace.json")))
+            self.assertTrue(os.path.exists(os.path.join(tmp, "1f1b.trace.json")))
         rc, out, err = run(*base, "--zero", "3", "--offload", "both")
         self.assertEqual(rc, 0, err)
         self.assertGreater(json.loads(out)["peak_host_mem_bytes"], 0)

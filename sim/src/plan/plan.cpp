@@ -40,6 +40,10 @@ const char* to_string(OpKind k) {
   return "?";
 }
 
+std::string schedule_label(const PlanMeta& meta) {
+  return meta.data_parallel == "ddp" ? meta.schedule : meta.schedule + " " + meta.data_parallel;
+}
+
 const char* to_string(StreamKind k) {
   switch (k) {
     case StreamKind::kCompute:

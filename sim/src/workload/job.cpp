@@ -158,12 +158,20 @@ void check_schedule_flags(const JobOptions& j) {
 AllSchedulePlans plans_of_all_schedules(const JobOptions& job) {
   AllSchedulePlans out;
   std::optional<InputError> first_error;
+  // With data parallelism and no sharding asked for, the sharded variants of the order-based schedules run
+  // beside them (ZeRO 1-3), to compare.
+  const bool variants = job.dp > 1 && job.zero < 0 && job.fsdp.empty();
   for (const ScheduleDescriptor& s : schedule_registry()) {
-    try {
-      out.plans.push_back(build_plan(s, make_schedule_input(job, s)));
-    } catch (const InputError& e) {
-      if (!first_error) first_error = e;
-      out.skipped.push_back(fmt::format("{}: {}", s.name, e.what()));
+    for (int zero = 0; zero <= (variants && s.kind == ScheduleKind::kOrderBased ? 3 : 0); ++zero) {
+      JobOptions variant = job;
+      if (zero > 0) variant.zero = zero;
+      try {
+        out.plans.push_back(build_plan(s, make_schedule_input(variant, s)));
+      } catch (const InputError& e) {
+        if (!first_error) first_error = e;
+        out.skipped.push_back(
+            fmt::format("{}{}: {}", s.name, zero > 0 ? fmt::format(" zero-{}", zero) : "", e.what()));
+      }
     }
   }
   if (out.plans.empty() && first_error) throw *first_error;

@@ -58,8 +58,9 @@ ScheduleInput make_schedule_input(const JobOptions& job, const ScheduleDescripto
 /// the schedule; throws InputError naming an unknown or invalid flag.
 void check_schedule_flags(const JobOptions& job);
 
-/// The plans of every registered schedule for the job. A schedule that cannot run the configuration is
-/// listed in `skipped` ("name: why"); when none can, the first error is thrown.
+/// The plans of every registered schedule for the job, and with dp > 1 and no --zero/--fsdp given also the
+/// ZeRO 1-3 variants of the order-based ones. A schedule that cannot run the configuration is listed in
+/// `skipped` ("name: why"); when none can, the first error is thrown.
 struct AllSchedulePlans {
   std::vector<Plan> plans;
   std::vector<std::string> skipped;

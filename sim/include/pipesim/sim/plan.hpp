@@ -165,6 +165,9 @@ inline bool is_collective(OpKind k) {
   return k == OpKind::kAllReduce || k == OpKind::kAllGather || k == OpKind::kReduceScatter;
 }
 
+/// The schedule's name, with its data-parallel mode when that is not plain DDP ("1f1b zero-3").
+std::string schedule_label(const PlanMeta& meta);
+
 const char* to_string(OpKind k);
 const char* to_string(StreamKind k);
 const char* to_string(DeviceKind k);
