@@ -93,8 +93,9 @@ int run_plan(const PlanOptions& o) {
         i + 1, c.schedule, fmt::format("{}/{}/{}", c.job.pp, c.job.tp, c.job.dp),
         static_cast<std::int64_t>(c.job.microbatch_size), c.job.microbatches,
         std::max(1, c.job.virtual_stages), c.job.recompute,
-        planner::data_parallel_mode(c.job) + (c.job.optimizer_offload ? "+offload" : ""), m.step_time_s,
-        m.tokens_per_s, 100 * m.mfu, gib(m.peak_gpu_mem_bytes), c.usd_per_million_tokens);
+        (c.job.dp > 1 ? planner::data_parallel_mode(c.job) : "-") +
+            (c.job.optimizer_offload ? "+offload" : ""),
+        m.step_time_s, m.tokens_per_s, 100 * m.mfu, gib(m.peak_gpu_mem_bytes), c.usd_per_million_tokens);
   }
   // Why the winner wins: its slowest stage, its bubble, and its memory headroom.
   std::size_t slowest = 0;
