@@ -227,6 +227,25 @@ TEST(Sharding, NvmeTierHoldsTheOffloadedStateAndMovesItAtItsBandwidth) {
   EXPECT_EQ(small.metrics.oom_device, "nvme0");
 }
 
+TEST(Sharding, SymmetricAndExplicitReplicasAgree) {
+  // One simulated replica stands for the others exactly, also with sharded collectives and HSDP's two rings.
+  for (const char* mode : {"zero-1", "zero-2", "zero-3", "hybrid"}) {
+    JobOptions j = testing::job("llama3-8b", "h100-sxm-8x", 2, 2, 8, 4);
+    j.microbatch_size = 1;
+    if (std::string(mode) == "hybrid")
+      j.fsdp = "hybrid";
+    else
+      j.zero = mode[5] - '0';
+    const auto symmetric =
+        compute_metrics(testing::plan_of("1f1b", j), Engine{}.run(testing::plan_of("1f1b", j)));
+    j.explicit_replicas = true;
+    const Plan plan = testing::plan_of("1f1b", j);
+    const auto explicit_run = compute_metrics(plan, Engine{}.run(plan));
+    EXPECT_EQ(symmetric.step_span_ns, explicit_run.step_span_ns) << mode;
+    EXPECT_EQ(symmetric.peak_gpu_mem_bytes, explicit_run.peak_gpu_mem_bytes) << mode;
+  }
+}
+
 TEST(Sharding, RejectsWhatCannotRun) {
   JobOptions j = testing::job("llama3-8b", "h100-sxm-8x", 1, 1, 8, 2);
   j.offload = "params";
