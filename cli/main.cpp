@@ -52,8 +52,13 @@ int list_models() {
   return 0;
 }
 
-/// Sharded data parallelism and offload: ZeRO stages, FSDP / HSDP, optimizer and parameter offload.
-void add_sharding_options(CLI::App* sim, pipesim::sim::JobOptions& j) {
+/// Data-parallel layout: MoE expert parallelism, ZeRO stages, FSDP / HSDP, optimizer and parameter offload.
+void add_data_parallel_options(CLI::App* sim, pipesim::sim::JobOptions& j) {
+  sim->add_option("--ep", j.ep, "MoE expert parallelism: experts split over groups of ep data-parallel ranks")
+      ->check(CLI::Range(1, 1 << 20));
+  sim->add_option("--moe-imbalance", j.moe_imbalance,
+                  "MoE: the busiest expert-parallel rank's routed tokens over the average (1: balanced)")
+      ->check(CLI::Range(1.0, 1048576.0));
   sim->add_option(
          "--zero", j.zero,
          "ZeRO stage over the data-parallel group: 0 (all-reduce), 1 (optimizer state sharded), 2 (+ "
@@ -124,7 +129,7 @@ void add_job_options(CLI::App* sim, pipesim::sim::JobOptions& j) {
   sim->add_flag(
       "--optimizer-offload", j.optimizer_offload,
       "ZeRO-Offload style: gradients to host memory, CPU Adam, weights back (uses the profile's Adam curve)");
-  add_sharding_options(sim, j);
+  add_data_parallel_options(sim, j);
   add_kernel_options(sim, j);
   sim->add_option("--cpu-optimizer-threads", j.cpu_optimizer_threads,
                   "cores one CPU optimizer step uses (default: what the schedule's system uses)")

@@ -31,6 +31,7 @@ nlohmann::ordered_json config_json(const planner::Candidate& c) {
           {"recompute", c.job.recompute},
           {"optimizer_offload", c.job.optimizer_offload},
           {"zero", std::max(0, c.job.zero)},
+          {"ep", c.job.ep},
           {"fsdp", c.job.fsdp},
           {"partition", c.job.partition},
           {"lower_bound_s", static_cast<double>(c.lower_bound_ns) / 1e9},
@@ -94,7 +95,8 @@ int run_plan(const PlanOptions& o) {
         static_cast<std::int64_t>(c.job.microbatch_size), c.job.microbatches,
         std::max(1, c.job.virtual_stages), c.job.recompute,
         (c.job.dp > 1 ? planner::data_parallel_mode(c.job) : "-") +
-            (c.job.optimizer_offload ? "+offload" : ""),
+            (c.job.optimizer_offload ? "+offload" : "") +
+            (c.job.ep > 1 ? fmt::format(" ep{}", c.job.ep) : ""),
         m.step_time_s, m.tokens_per_s, 100 * m.mfu, gib(m.peak_gpu_mem_bytes), c.usd_per_million_tokens);
   }
   // Why the winner wins: its slowest stage, its bubble, and its memory headroom.

@@ -26,10 +26,10 @@ std::string data_parallel_mode(const sim::JobOptions& job) {
 }
 
 std::string Candidate::key() const {
-  return fmt::format("{} pp{} tp{} dp{} b{} m{} v{} {}{}{}{}", schedule, job.pp, job.tp, job.dp,
+  return fmt::format("{} pp{} tp{} dp{} b{} m{} v{} {}{}{}{}{}", schedule, job.pp, job.tp, job.dp,
                      job.microbatch_size, job.microbatches, std::max(1, job.virtual_stages), job.recompute,
                      data_parallel_mode(job) == "ddp" ? "" : " " + data_parallel_mode(job),
-                     job.optimizer_offload ? " offload" : "",
+                     job.ep > 1 ? fmt::format(" ep{}", job.ep) : "", job.optimizer_offload ? " offload" : "",
                      job.partition.empty() ? "" : " partition " + job.partition);
 }
 
@@ -93,6 +93,7 @@ std::vector<std::int32_t> divisors(std::int32_t n) {
 struct Model {
   std::int32_t blocks = 0;
   std::int64_t heads = 1;
+  std::int64_t experts = 0;  ///< MoE: experts per layer (0: dense)
 };
 
 Model describe_model(const sim::JobOptions& base) {
@@ -105,6 +106,7 @@ Model describe_model(const sim::JobOptions& base) {
   sim::ModelSpec spec = sim::load_model(base.model);
   m.blocks = static_cast<std::int32_t>(spec.layers);
   m.heads = spec.heads;
+  m.experts = spec.num_experts;
   return m;
 }
 
@@ -163,60 +165,69 @@ std::vector<Candidate> enumerate(const SearchOptions& o, const sim::HardwareProf
                   continue;
                 for (const std::string& mode : modes) {
                   if (mode != "ddp" && (dp == 1 || !order_based)) continue;  // nothing to shard
-                  for (bool offload : {false, true}) {
-                    if (offload && !h.with_optimizer_offload) continue;
-                    Candidate c;
-                    c.schedule = s.name;
-                    c.job = o.base;
-                    c.job.pp = pp;
-                    c.job.tp = tp;
-                    c.job.dp = dp;
-                    c.job.microbatch_size = static_cast<double>(b);
-                    c.job.microbatches = m;
-                    c.job.global_batch = 0;
-                    c.job.virtual_stages = v;
-                    c.job.recompute = sim::to_string(rc);
-                    c.job.optimizer_offload = offload;
-                    apply_data_parallel_mode(mode, c.job);
-                    c.job.nodes = 0;
-                    ++stats.enumerated;
-                    try {
-                      sim::ScheduleInput in = sim::make_schedule_input(c.job, s);
-                      if (s.partitioner.rule != sim::PartitionRule::kContiguousStages) {
-                        c.lower_bound_ns = 0;  // no stage times before the schedule builds its plan
-                      } else {
-                        PartitionProblem prob = make_partition_problem(in, s, o.max_mem_fraction);
-                        // Sharded or offloaded state: each layer's 16 bytes per parameter shrink to what the
-                        // GPU keeps of them.
-                        if (offload || in.sharding.stage != sim::ZeroStage::k0)
-                          for (auto& r : prob.resident_bytes)
-                            r = sim::sharded_state_bytes(r / 16, r / 16, in.sharding).gpu();
-                        PartitionResult part = optimal_partition(prob);
-                        if (!part.feasible) {
-                          ++stats.pruned_memory;
-                          continue;
+                  // MoE: experts split over 1, 2, 4, ... data-parallel ranks (dividing dp and the experts).
+                  for (std::int32_t ep = 1; ep <= dp; ep *= 2) {
+                    if (ep > 1 && (!order_based || model.experts % ep != 0 || dp % ep != 0)) continue;
+                    // Expert parallelism runs beside plain DP or a sharded optimizer (Megatron-LM's pairing).
+                    if (ep > 1 && mode != "ddp" && mode != "zero-1") continue;
+                    for (bool offload : {false, true}) {
+                      if (offload && !h.with_optimizer_offload) continue;
+                      Candidate c;
+                      c.schedule = s.name;
+                      c.job = o.base;
+                      c.job.pp = pp;
+                      c.job.tp = tp;
+                      c.job.dp = dp;
+                      c.job.microbatch_size = static_cast<double>(b);
+                      c.job.microbatches = m;
+                      c.job.global_batch = 0;
+                      c.job.virtual_stages = v;
+                      c.job.recompute = sim::to_string(rc);
+                      c.job.optimizer_offload = offload;
+                      apply_data_parallel_mode(mode, c.job);
+                      c.job.ep = ep;
+                      c.job.nodes = 0;
+                      ++stats.enumerated;
+                      try {
+                        sim::ScheduleInput in = sim::make_schedule_input(c.job, s);
+                        if (s.partitioner.rule != sim::PartitionRule::kContiguousStages) {
+                          c.lower_bound_ns = 0;  // no stage times before the schedule builds its plan
+                        } else {
+                          PartitionProblem prob = make_partition_problem(in, s, o.max_mem_fraction);
+                          // Sharded or offloaded state: each layer's 16 bytes per parameter shrink to what
+                          // the GPU keeps of them.
+                          if (offload || in.sharding.stage != sim::ZeroStage::k0)
+                            for (auto& r : prob.resident_bytes)
+                              r = sim::sharded_state_bytes(r / 16, r / 16, in.sharding).gpu();
+                          PartitionResult part = optimal_partition(prob);
+                          if (!part.feasible) {
+                            ++stats.pruned_memory;
+                            continue;
+                          }
+                          c.job.partition = fmt::format("{}", fmt::join(part.blocks, ","));
+                          // Lower bound from compute alone (p2p may overlap): a GPU computes all M
+                          // microbatches of its chunks; in a plain pipeline stage k also waits for the first
+                          // microbatch to get through the stages before it and for the last gradient to go
+                          // back through them.
+                          PartitionProblem compute_only = prob;
+                          std::fill(compute_only.boundary_ns.begin(), compute_only.boundary_ns.end(), 0);
+                          const PartitionResult work = evaluate_partition(compute_only, part.blocks);
+                          std::vector<std::int64_t> per_gpu(static_cast<std::size_t>(pp), 0);
+                          std::int64_t before = 0, bound = 0;
+                          for (std::size_t k = 0; k < work.stage_ns.size(); ++k) {
+                            per_gpu[k % static_cast<std::size_t>(pp)] += work.stage_ns[k];
+                            if (v == 1) bound = std::max(bound, m * work.stage_ns[k] + before);
+                            before += work.stage_ns[k];
+                          }
+                          for (auto g : per_gpu) bound = std::max(bound, m * g);
+                          c.lower_bound_ns = bound;
                         }
-                        c.job.partition = fmt::format("{}", fmt::join(part.blocks, ","));
-                        // Lower bound from compute alone (p2p may overlap): a GPU computes all M microbatches
-                        // of its chunks; in a plain pipeline stage k also waits for the first microbatch to
-                        // get through the stages before it and for the last gradient to go back through them.
-                        PartitionProblem compute_only = prob;
-                        std::fill(compute_only.boundary_ns.begin(), compute_only.boundary_ns.end(), 0);
-                        const PartitionResult work = evaluate_partition(compute_only, part.blocks);
-                        std::vector<std::int64_t> per_gpu(static_cast<std::size_t>(pp), 0);
-                        std::int64_t before = 0, bound = 0;
-                        for (std::size_t k = 0; k < work.stage_ns.size(); ++k) {
-                          per_gpu[k % static_cast<std::size_t>(pp)] += work.stage_ns[k];
-                          if (v == 1) bound = std::max(bound, m * work.stage_ns[k] + before);
-                          before += work.stage_ns[k];
-                        }
-                        for (auto g : per_gpu) bound = std::max(bound, m * g);
-                        c.lower_bound_ns = bound;
+                        out.push_back(std::move(c));
+                      } catch (const sim::InputError& e) {
+                        // Not a valid configuration (e.g. the schedule cannot run this shape).
+                        if (stats.failed++ == 0)
+                          stats.first_invalid = fmt::format("{}: {}", c.key(), e.what());
                       }
-                      out.push_back(std::move(c));
-                    } catch (const sim::InputError& e) {
-                      // Not a valid configuration (e.g. the schedule cannot run this shape).
-                      if (stats.failed++ == 0) stats.first_invalid = fmt::format("{}: {}", c.key(), e.what());
                     }
                   }
                 }

@@ -36,12 +36,15 @@ const char* to_string(OpKind k) {
       return "nvme_read";
     case OpKind::kNvmeWrite:
       return "nvme_write";
+    case OpKind::kAllToAll:
+      return "alltoall";
   }
   return "?";
 }
 
 std::string schedule_label(const PlanMeta& meta) {
-  return meta.data_parallel == "ddp" ? meta.schedule : meta.schedule + " " + meta.data_parallel;
+  return meta.schedule + (meta.data_parallel == "ddp" ? "" : " " + meta.data_parallel) +
+         (meta.ep > 1 ? " ep" + std::to_string(meta.ep) : "");
 }
 
 const char* to_string(StreamKind k) {

@@ -26,7 +26,8 @@ constexpr OpKind kOpKinds[] = {
     OpKind::kForward,   OpKind::kBackward,      OpKind::kBackwardInput, OpKind::kBackwardWeight,
     OpKind::kRecompute, OpKind::kH2D,           OpKind::kD2H,           OpKind::kP2P,
     OpKind::kAllReduce, OpKind::kAllGather,     OpKind::kReduceScatter, OpKind::kOptimizer,
-    OpKind::kFill,      OpKind::kContextSwitch, OpKind::kNvmeRead,      OpKind::kNvmeWrite};
+    OpKind::kFill,      OpKind::kContextSwitch, OpKind::kNvmeRead,      OpKind::kNvmeWrite,
+    OpKind::kAllToAll};
 constexpr StreamKind kStreamKinds[] = {StreamKind::kCompute, StreamKind::kH2D,     StreamKind::kD2H,
                                        StreamKind::kP2PSend, StreamKind::kP2PRecv, StreamKind::kCollective,
                                        StreamKind::kCpu,     StreamKind::kFill,    StreamKind::kNvme};
@@ -51,6 +52,7 @@ json meta_json(const PlanMeta& m) {
           {"lora_rank", m.lora_rank},
           {"replicas", m.replicas},
           {"data_parallel", m.data_parallel},
+          {"ep", m.ep},
           {"simulated_gpus", m.simulated_gpus},
           {"model_flops_per_step", m.model_flops_per_step},
           {"hardware_flops_per_step", m.hardware_flops_per_step},
@@ -76,6 +78,7 @@ PlanMeta meta_from(JsonObject o) {
   m.lora_rank = o.integer_or("lora_rank", 0, 0, 65536);
   m.replicas = o.string("replicas");
   m.data_parallel = o.string_or("data_parallel", "ddp");
+  m.ep = static_cast<std::int32_t>(o.integer_or("ep", 1, 1, 1 << 20));
   m.simulated_gpus = static_cast<std::int32_t>(o.integer("simulated_gpus", 0, kI32));
   m.model_flops_per_step = o.number("model_flops_per_step", 0, 1e30);
   m.hardware_flops_per_step = o.number("hardware_flops_per_step", 0, 1e30);

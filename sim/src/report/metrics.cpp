@@ -152,6 +152,7 @@ std::string metrics_to_json(const Plan& plan, const Metrics& m, double sim_wall_
   j["lora_rank"] = plan.meta.lora_rank;
   j["replicas"] = plan.meta.replicas;
   j["data_parallel"] = plan.meta.data_parallel;
+  j["ep"] = plan.meta.ep;
   j["partition"] = plan.meta.partition;
   j["iterations"] = m.iterations;
   j["step_time_s"] = m.step_time_s;

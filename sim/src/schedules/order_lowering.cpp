@@ -121,10 +121,16 @@ class Builder {
   bool shards_params() const { return in_.sharding.stage == ZeroStage::k3; }
   std::int32_t shard_ranks() const { return std::max(1, in_.sharding.shard_group); }
   bool offloads() const { return in_.sharding.offload_optimizer || in_.sharding.offload_params; }
-  /// A data-parallel collective of a `buffer_bytes` buffer over this GPU's shard group (or, for HSDP's
-  /// all-reduce between nodes, over its replicas), on `slot` after `after`; kNone when the group is one GPU.
+  /// The data-parallel rings a collective can run over: the shard group (the whole DP group unless HSDP),
+  /// HSDP's replicas of a shard on other nodes, or the expert-parallel group.
+  enum class DpGroup : std::uint8_t { kShard, kReplicas, kExperts };
+  /// `count` collectives of `buffer_bytes` buffers in all over one of this GPU's data-parallel groups, on
+  /// `slot` after `after`; kNone when the group is one GPU.
   OpId emit_dp_collective(GpuRank& g, OpKind kind, StreamSlot slot, const OpTags& tags,
-                          std::int64_t buffer_bytes, bool across_replicas, OpId after);
+                          std::int64_t buffer_bytes, DpGroup group, OpId after, std::int32_t count = 1);
+  /// Expert parallelism: the chunk's token dispatch and combine all-to-alls of one pass, on the compute
+  /// stream after `after` (Megatron-LM runs them between the router and the experts, not overlapped).
+  OpId emit_expert_alltoall(GpuRank& g, const RangeCost& cc, const OpTags& tags, OpId after = kNone);
   /// Layers [lo, hi) of a chunk in gradient buckets of about dp_bucket_params, last layer first.
   struct Bucket {
     std::int32_t lo, hi;
@@ -171,6 +177,7 @@ class Builder {
   bool explicit_ = false;
   std::int32_t chunks_ = 0, total_mb_ = 0, gpus_total_ = 0, max_chunk_layers_ = 1;
   std::int32_t dp_ring_offset_ = 1;  // DP ring neighbour distance: crosses nodes whenever the group does
+  std::int32_t ep_ring_offset_ = 1;  // the same inside an expert-parallel group
   std::vector<std::vector<RangeCost>> chunk_costs_;                // [cost table][chunk]
   std::vector<std::vector<RangeCost>> layer_costs_;                // ZeRO-3: [cost table][layer]
   std::map<std::array<std::int64_t, 5>, std::int32_t> dp_groups_;  // explicit replicas: collective ids
@@ -327,6 +334,12 @@ void Builder::size_plan() {
       break;
     }
   }
+  for (std::int32_t k = 1; k < in_.ep; ++k) {
+    if (global_rank(k, 0, 0) / in_.hw.node.gpus != 0) {
+      ep_ring_offset_ = k;
+      break;
+    }
+  }
   for (std::int32_t s = 0; s < in_.pp; ++s)
     orders_.push_back(sched_.order({in_.pp, in_.microbatches, in_.virtual_stages}, s));
 }
@@ -465,6 +478,7 @@ void Builder::emit_task(GpuRank& g, const Task& task, std::int32_t iter, std::in
     sl.fwd_first = sl.fwd_done = f;
     if (tp_comm && cc.tp_bus > 0)
       sl.fwd_done = emit_tp_collective(compute, g.self, g.d, g.stage, g.t, cc, tags, 0, 1);
+    if (OpId a2a = emit_expert_alltoall(g, cc, tags); a2a != kNone) sl.fwd_done = a2a;
     return;
   }
   OpId first = kNone;
@@ -477,6 +491,7 @@ void Builder::emit_task(GpuRank& g, const Task& task, std::int32_t iter, std::in
       plan_.ops[static_cast<std::size_t>(first)].alloc_bytes = cc.extra;
       if (tp_comm && in_.recompute == Recompute::kFull && cc.tp_bus > 0)
         emit_tp_collective(compute, g.self, g.d, g.stage, g.t, cc, tags, 1, 1);
+      if (in_.recompute == Recompute::kFull) emit_expert_alltoall(g, cc, tags);
     }
   }
   const bool whole = task.kind == TaskKind::kBackward;
@@ -494,6 +509,7 @@ void Builder::emit_task(GpuRank& g, const Task& task, std::int32_t iter, std::in
     sl.bwd_done = last;
     if (tp_comm && cc.tp_bus > 0)
       sl.bwd_done = emit_tp_collective(compute, g.self, g.d, g.stage, g.t, cc, tags, 2, 1);
+    if (OpId a2a = emit_expert_alltoall(g, cc, tags); a2a != kNone) sl.bwd_done = a2a;
   }
 }
 
@@ -550,7 +566,7 @@ OpId Builder::gather_layer(GpuRank& g, const RangeCost& layer, const OpTags& tag
     first = gathered = emit_transfer(g.stream(kH2DSlot), OpKind::kH2D, tags, host_of(g.self), g.self, shard,
                                      {released, g.weights_updated, read});
   }
-  OpId ag = emit_dp_collective(g, OpKind::kAllGather, kGatherSlot, tags, full, false,
+  OpId ag = emit_dp_collective(g, OpKind::kAllGather, kGatherSlot, tags, full, DpGroup::kShard,
                                first != kNone ? first : released);
   if (ag != kNone) {
     gathered = ag;
@@ -577,15 +593,16 @@ void Builder::reduce_layer_gradients(GpuRank& g, const RangeCost& layer, const O
   const std::int64_t grads = kShardGradBytes * layer.trainable;
   if (grads == 0) return;
   plan_.ops[static_cast<std::size_t>(after)].alloc_bytes += grads;
-  OpId rs = emit_dp_collective(g, OpKind::kReduceScatter, kCollectiveSlot, tags, grads, false, after);
+  OpId rs =
+      emit_dp_collective(g, OpKind::kReduceScatter, kCollectiveSlot, tags, grads, DpGroup::kShard, after);
   const OpId freed = rs != kNone ? rs : after;
   plan_.ops[static_cast<std::size_t>(freed)].free_bytes += grads;
   if (rs != kNone) g.dp_ops.push_back(rs);
   if (in_.sharding.hybrid && last_round) {
     // HSDP: the reduced shards of the replicas on other nodes are averaged once per optimizer step.
     const std::int32_t n = shard_ranks();
-    OpId ar =
-        emit_dp_collective(g, OpKind::kAllReduce, kCollectiveSlot, tags, (grads + n - 1) / n, true, freed);
+    OpId ar = emit_dp_collective(g, OpKind::kAllReduce, kCollectiveSlot, tags, (grads + n - 1) / n,
+                                 DpGroup::kReplicas, freed);
     if (ar != kNone) g.dp_ops.push_back(ar);
   }
 }
@@ -604,9 +621,9 @@ void Builder::emit_layerwise_task(GpuRank& g, const Task& task, std::int32_t ite
   auto layer_tags = [&](std::int32_t i) { return OpTags{g.stage, task.chunk, mb, i, i + 1, iter}; };
   // The chunk's TP collectives follow its last layer: on the compute stream they take the same time there,
   // and keep one collective id per (chunk, microbatch, phase).
+  const OpTags chunk_tags{g.stage, task.chunk, mb, cc.begin, cc.end, iter};
   auto emit_tp = [&](std::int32_t phase) {
-    return emit_tp_collective(compute, g.self, g.d, g.stage, g.t, cc,
-                              OpTags{g.stage, task.chunk, mb, cc.begin, cc.end, iter}, phase, 1);
+    return emit_tp_collective(compute, g.self, g.d, g.stage, g.t, cc, chunk_tags, phase, 1);
   };
   if (task.kind == TaskKind::kForward) {
     for (std::int32_t i = cc.begin; i < cc.end; ++i) {
@@ -623,6 +640,7 @@ void Builder::emit_layerwise_task(GpuRank& g, const Task& task, std::int32_t ite
       sl.fwd_done = f;
     }
     if (tp_comm && cc.tp_bus > 0) sl.fwd_done = emit_tp(0);
+    if (OpId a2a = emit_expert_alltoall(g, cc, chunk_tags); a2a != kNone) sl.fwd_done = a2a;
     return;
   }
   const bool whole = task.kind == TaskKind::kBackward, weight_only = task.kind == TaskKind::kBackwardWeight;
@@ -655,40 +673,53 @@ void Builder::emit_layerwise_task(GpuRank& g, const Task& task, std::int32_t ite
     }
     if (task.kind != TaskKind::kBackwardInput) reduce_layer_gradients(g, lc, tags, b, last_round);
   }
-  if (weight_only || !tp_comm || cc.tp_bus == 0) return;
-  if (in_.recompute == Recompute::kFull && (cc.recompute > 0 || cc.recompute_ns > 0)) emit_tp(1);
-  sl.bwd_done = emit_tp(2);
+  if (weight_only) return;
+  const bool recomputed = in_.recompute == Recompute::kFull && (cc.recompute > 0 || cc.recompute_ns > 0);
+  if (tp_comm && cc.tp_bus > 0) {
+    if (recomputed) emit_tp(1);
+    sl.bwd_done = emit_tp(2);
+  }
+  if (recomputed) emit_expert_alltoall(g, cc, chunk_tags);
+  if (OpId a2a = emit_expert_alltoall(g, cc, chunk_tags); a2a != kNone) sl.bwd_done = a2a;
 }
 
 OpId Builder::emit_dp_collective(GpuRank& g, OpKind kind, StreamSlot slot, const OpTags& tags,
-                                 std::int64_t buffer_bytes, bool across_replicas, OpId after) {
+                                 std::int64_t buffer_bytes, DpGroup group, OpId after, std::int32_t count) {
   const std::int32_t shard = shard_ranks();
-  // Ring members and this GPU's neighbour: the shard group (the whole DP group unless HSDP), or one rank of
-  // every shard group for HSDP's all-reduce between nodes.
-  const std::int32_t n = across_replicas ? in_.dp / shard : shard;
+  // Ring members and this GPU's neighbour: the shard group (the whole DP group unless HSDP), one rank of
+  // every shard group for HSDP's all-reduce between nodes, or the expert-parallel group.
+  const std::int32_t n = group == DpGroup::kReplicas  ? in_.dp / shard
+                         : group == DpGroup::kExperts ? in_.ep
+                                                      : shard;
   const std::int64_t sequence = g.dp_sequence++;
   if (n < 2 || buffer_bytes <= 0) return kNone;
-  std::int32_t peer;
-  if (across_replicas)
+  std::int32_t peer, group_index;
+  if (group == DpGroup::kReplicas) {
     peer = (g.d + shard) % in_.dp;
-  else if (shard == in_.dp)
-    peer = (g.d + dp_ring_offset_) % in_.dp;  // crosses nodes whenever the group does
-  else
-    peer = g.d / shard * shard + (g.d % shard + 1) % shard;
+    group_index = g.d % shard;
+  } else if (group == DpGroup::kExperts) {
+    peer = g.d / n * n + (g.d % n + ep_ring_offset_) % n;
+    group_index = g.d / n;
+  } else {
+    // The whole group's ring crosses nodes whenever the group does.
+    peer =
+        shard == in_.dp ? (g.d + dp_ring_offset_) % in_.dp : g.d / shard * shard + (g.d % shard + 1) % shard;
+    group_index = g.d / shard;
+  }
   TransferWork w;
   w.src = g.self;
   w.dst = device_of_rank(global_rank(peer, g.stage, g.t));
   // A ring all-reduce moves 2(n-1)/n of the buffer per GPU in 2(n-1) steps; all-gather and reduce-scatter
-  // half of that.
+  // half of that; an all-to-all sends (n-1)/n of it to the other members at once, one latency each.
   const std::int32_t factor = kind == OpKind::kAllReduce ? 2 : 1;
   w.bytes = factor * (n - 1) * buffer_bytes / n;
-  w.latency_steps = factor * (n - 1);
-  w.message_bytes = buffer_bytes;
+  w.latency_steps = kind == OpKind::kAllToAll ? count : factor * (n - 1) * count;
+  w.message_bytes = buffer_bytes / count;
   if (explicit_) {
     // The members of one group emit their collectives in the same order: (stage, tp rank, group, sequence)
     // names the collective they share.
-    const std::int32_t group_index = across_replicas ? g.d % shard : g.d / shard;
-    const std::array<std::int64_t, 5> key{g.stage, g.t, across_replicas ? 1 : 0, group_index, sequence};
+    const std::array<std::int64_t, 5> key{g.stage, g.t, static_cast<std::int64_t>(group), group_index,
+                                          sequence};
     auto [it, fresh] = dp_groups_.emplace(key, dp_group_base_ + static_cast<std::int32_t>(dp_groups_.size()));
     w.group = it->second;
     w.group_size = n;
@@ -698,12 +729,18 @@ OpId Builder::emit_dp_collective(GpuRank& g, OpKind kind, StreamSlot slot, const
   return op;
 }
 
+OpId Builder::emit_expert_alltoall(GpuRank& g, const RangeCost& cc, const OpTags& tags, OpId after) {
+  if (cc.ep_alltoalls == 0) return kNone;
+  return emit_dp_collective(g, OpKind::kAllToAll, kComputeSlot, tags, cc.ep_alltoall, DpGroup::kExperts,
+                            after, cc.ep_alltoalls);
+}
+
 void Builder::emit_gradient_reduction(GpuRank& g, const OpTags& tags, std::int64_t params, OpId after) {
   // Plain data parallelism all-reduces the gradients; ZeRO-1 and 2 reduce-scatter them, each rank keeping
   // the reduced shard its optimizer updates.
   const bool sharded = in_.sharding.stage != ZeroStage::k0;
   OpId op = emit_dp_collective(g, sharded ? OpKind::kReduceScatter : OpKind::kAllReduce, kCollectiveSlot,
-                               tags, params * in_.dp_grad_bytes_per_param, false, after);
+                               tags, params * in_.dp_grad_bytes_per_param, DpGroup::kShard, after);
   if (op != kNone) g.dp_ops.push_back(op);
 }
 
@@ -742,7 +779,7 @@ OpId Builder::emit_param_allgather(GpuRank& g, std::int32_t iter, OpId after) {
     for (const Bucket& b : gradient_buckets(cc)) {
       OpId ag =
           emit_dp_collective(g, OpKind::kAllGather, kCollectiveSlot, OpTags{g.stage, v, -1, b.lo, b.hi, iter},
-                             b.params * kShardWeightBytes, false, after);
+                             b.params * kShardWeightBytes, DpGroup::kShard, after);
       if (ag != kNone) last = ag;
     }
   }
@@ -911,6 +948,7 @@ Plan Builder::build(bool explicit_replicas) {
   m.recompute = to_string(in_.recompute);
   m.replicas = explicit_ ? "explicit" : "symmetric";
   m.data_parallel = describe(in_.sharding);
+  m.ep = in_.ep;
   m.simulated_gpus = static_cast<std::int32_t>(replicas_.size()) * in_.pp;
   fill_job_metadata(m, in_, [](const LayerCost& l) { return l.recompute_flops; });
   return std::move(plan_);
@@ -964,7 +1002,8 @@ Plan lower_order_based(const ScheduleDescriptor& schedule, const ScheduleInput& 
              shares_host_with_replicas(plan, input)) {
     // Replicas on the same node share its CPU cores and host memory for the offloaded optimizer.
     plan = Builder(schedule, input).build(true);
-    plan.meta.note = "replicas share host CPUs, memory and drives for the offloaded state; simulated explicitly";
+    plan.meta.note =
+        "replicas share host CPUs, memory and drives for the offloaded state; simulated explicitly";
   }
   return plan;
 }

@@ -18,12 +18,19 @@ RangeCost range_cost(const std::vector<LayerCost>& layers, std::int32_t begin, s
     r.bwd_w += l.bwd_weight_flops / t;
     r.bwd += (l.bwd_input_flops + l.bwd_weight_flops) / t;
     r.recompute += l.recompute_flops / t;
-    r.expert_fwd += l.expert_fwd_flops / t;
-    r.expert_bwd_in += l.expert_bwd_input_flops / t;
-    r.expert_bwd_w += l.expert_bwd_weight_flops / t;
-    r.expert_bwd += (l.expert_bwd_input_flops + l.expert_bwd_weight_flops) / t;
-    r.expert_recompute += l.expert_recompute_flops / t;
-    expert_weighted += l.expert_fwd_flops * l.expert_gemm_gflop;
+    // The busiest expert-parallel rank sets the pace: its experts do `expert_imbalance` times the average.
+    const double straggler = l.expert_imbalance - 1;
+    r.fwd += straggler * l.expert_fwd_flops / t;
+    r.bwd_in += straggler * l.expert_bwd_input_flops / t;
+    r.bwd_w += straggler * l.expert_bwd_weight_flops / t;
+    r.bwd += straggler * (l.expert_bwd_input_flops + l.expert_bwd_weight_flops) / t;
+    r.recompute += straggler * l.expert_recompute_flops / t;
+    r.expert_fwd += l.expert_imbalance * l.expert_fwd_flops / t;
+    r.expert_bwd_in += l.expert_imbalance * l.expert_bwd_input_flops / t;
+    r.expert_bwd_w += l.expert_imbalance * l.expert_bwd_weight_flops / t;
+    r.expert_bwd += l.expert_imbalance * (l.expert_bwd_input_flops + l.expert_bwd_weight_flops) / t;
+    r.expert_recompute += l.expert_imbalance * l.expert_recompute_flops / t;
+    expert_weighted += l.expert_imbalance * l.expert_fwd_flops * l.expert_gemm_gflop;
     r.expert_weight_bytes += l.expert_weight_bytes;
     r.fwd_mem += l.fwd_mem_bytes;
     r.bwd_mem += l.bwd_mem_bytes;
@@ -50,6 +57,8 @@ RangeCost range_cost(const std::vector<LayerCost>& layers, std::int32_t begin, s
     r.working_bytes += l.stored_activation_bytes + l.recompute_extra_bytes - l.attention_score_bytes;
     r.tp_bus += l.tp_bus_bytes;
     r.tp_collectives += l.tp_collectives;
+    r.ep_alltoall += l.ep_alltoall_bytes;
+    r.ep_alltoalls += l.ep_alltoalls;
     r.param_bytes += l.param_bytes;
     r.params += (l.params + tp - 1) / tp;
     r.trainable += (l.trainable_params + tp - 1) / tp;

@@ -46,6 +46,8 @@ struct RangeCost {
   std::int64_t working_bytes = 0;
   std::int64_t tp_bus = 0;  ///< TP collective bus bytes per pass
   std::int32_t tp_collectives = 0;
+  std::int64_t ep_alltoall = 0;  ///< expert-parallel all-to-all buffers per pass (dispatch + combine)
+  std::int32_t ep_alltoalls = 0;
   std::int64_t param_bytes = 0;   ///< weights, gradients and optimizer state on the GPU
   std::int64_t params = 0;        ///< all weights
   std::int64_t trainable = 0;     ///< parameters the optimizer updates

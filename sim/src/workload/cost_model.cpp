@@ -213,16 +213,31 @@ std::vector<LayerCost> model_layer_costs(const ModelSpec& m, const CostOptions& 
       // the router) keeps its own GEMM size.
       const double expert = 2.0 * tokens * static_cast<double>(m.experts_per_token) * 3.0 *
                             static_cast<double>(h) * static_cast<double>(m.moe_ffn_hidden);
-      const std::int64_t active_experts = std::min<std::int64_t>(m.num_experts, b * s * m.experts_per_token);
+      // Under expert parallelism a rank holds num_experts / ep of them and receives as many routed tokens as
+      // it sends on average, `moe_imbalance` times that on the busiest rank.
+      const std::int64_t local_experts = m.num_experts / o.ep;
+      const auto routed = static_cast<std::int64_t>(
+          std::ceil(static_cast<double>(b * s * m.experts_per_token) * o.moe_imbalance));
+      const std::int64_t active_experts = std::min<std::int64_t>(local_experts, routed);
       c.expert_fwd_flops = c.expert_bwd_input_flops = c.expert_bwd_weight_flops = expert;
-      c.expert_gemm_gflop = expert / 3 / static_cast<double>(t) / 1e9;
+      c.expert_gemm_gflop = expert * o.moe_imbalance / 3 / static_cast<double>(t) / 1e9;
       c.expert_weight_bytes = ceil_div(active_experts * 3 * h * m.moe_ffn_hidden * 2, t);
+      c.expert_imbalance = o.moe_imbalance;
+      if (o.ep > 1) {
+        // Dispatch before the experts and combine after them: each routed copy of a token's hidden state
+        // (bf16), split over the TP ranks as the sequence is.
+        c.ep_alltoall_bytes = 2 * ceil_div(b * s * m.experts_per_token * h * 2, t);
+        c.ep_alltoalls = 2;
+      }
       c.gemm_gflop = (gemm - expert) / 4 / static_cast<double>(t) / 1e9;  // q, k, v and o projections
     }
     c.kernels = 24;
-    c.params = bp;
-    c.trainable_params = lora ? lora_params : bp;
-    c.param_bytes = resident(bp, c.trainable_params);
+    // Parameters this rank holds: with expert parallelism, its num_experts / ep experts.
+    const std::int64_t expert_params = m.is_moe() ? m.num_experts * 3 * h * m.moe_ffn_hidden : 0;
+    const std::int64_t held = bp - expert_params + expert_params / o.ep;
+    c.params = held;
+    c.trainable_params = lora ? lora_params : held;
+    c.param_bytes = resident(held, c.trainable_params);
     if (lora) {
       // Adapters: x A (r) then B (out) beside each frozen matrix; frozen weights get no weight gradient.
       const double adapter = 2.0 * tokens * static_cast<double>(lora_params);

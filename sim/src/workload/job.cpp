@@ -84,6 +84,25 @@ ScheduleParameters resolve_parameters(const JobOptions& j, const ScheduleDescrip
   return out;
 }
 
+// --ep and --moe-imbalance against the model and the layout.
+void check_expert_parallelism(const JobOptions& j, const ModelSpec& m, const ScheduleDescriptor& schedule) {
+  if (j.ep < 1 || j.ep > (1 << 20)) bad("--ep", fmt::format("{}; valid: 1 .. 1048576", j.ep));
+  if (!(j.moe_imbalance >= 1) || j.moe_imbalance > j.ep)
+    bad("--moe-imbalance",
+        fmt::format("{}; valid: 1 (balanced) .. ep = {} (all tokens on one rank)", j.moe_imbalance, j.ep));
+  if (j.ep == 1) return;
+  if (!m.is_moe()) bad("--ep", fmt::format("{} is a dense model; expert parallelism needs experts", m.name));
+  if (m.num_experts % j.ep != 0)
+    bad("--ep", fmt::format("{} experts are not divisible by ep = {}", m.num_experts, j.ep));
+  if (j.dp % j.ep != 0)
+    bad("--ep",
+        fmt::format("experts are split over data-parallel ranks: ep = {} must divide dp = {}", j.ep, j.dp));
+  if (schedule.kind != ScheduleKind::kOrderBased)
+    bad("--ep", fmt::format("{} runs one pipeline without data parallelism; expert parallelism runs with the "
+                            "order-based schedules",
+                            schedule.name));
+}
+
 // --zero / --fsdp / --offload into what the data-parallel group shards and offloads.
 DataParallelSharding resolve_sharding(const JobOptions& j, const ScheduleInput& in,
                                       const ScheduleDescriptor& schedule) {
@@ -228,6 +247,9 @@ ScheduleInput make_schedule_input(const JobOptions& j, const ScheduleDescriptor&
   in.parameters = resolve_parameters(j, schedule);
   if (j.lora_rank > 0 && !j.workload.empty())
     bad("--lora-rank", "applies to --model; a profiled workload has its own times");
+  if ((j.ep != 1 || j.moe_imbalance != 1.0) && !j.workload.empty())
+    bad(j.ep != 1 ? "--ep" : "--moe-imbalance",
+        "applies to --model (MoE); a profiled workload has its own times");
   if (const auto slash = j.partition.find('/'); slash != std::string::npos) {
     if (schedule.partitioner.rule != PartitionRule::kSeparateForwardBackward)
       bad("--partition", fmt::format("forward/backward lists are for schedules with separate forward and "
@@ -265,6 +287,8 @@ ScheduleInput make_schedule_input(const JobOptions& j, const ScheduleDescriptor&
   if (in.seq > (std::int64_t{1} << 24)) bad("--seq", "valid: 1 .. 16777216");
   if (m.heads % j.tp != 0)
     bad("--tp", fmt::format("{} attention heads are not divisible by tp = {}", m.heads, j.tp));
+  check_expert_parallelism(j, m, schedule);
+  in.ep = j.ep;
   std::map<std::int64_t, std::int32_t> table_of_size;
   for (std::int64_t s : batch.sizes) {
     auto [it, fresh] = table_of_size.emplace(s, static_cast<std::int32_t>(in.costs.size()));
@@ -274,6 +298,8 @@ ScheduleInput make_schedule_input(const JobOptions& j, const ScheduleDescriptor&
       co.sequence_parallel = j.sequence_parallel;
       co.dropout = j.dropout;
       co.lora_rank = j.lora_rank;
+      co.ep = in.ep;
+      co.moe_imbalance = j.moe_imbalance;
       in.costs.push_back(model_layer_costs(m, co));
     }
     in.cost_of_microbatch.push_back(it->second);

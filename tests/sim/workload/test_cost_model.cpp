@@ -213,6 +213,31 @@ TEST(CostModel, MoeExpertsAreGroupedGemmsThatStreamTheirWeights) {
             0);
 }
 
+TEST(CostModel, ExpertParallelismSplitsExpertsAndExchangesTokens) {
+  // Qwen3-235B-A22B, 2048 tokens, tp 4, experts over ep = 8 ranks: 16 of the 128 experts per rank.
+  const ModelSpec q = load_model("qwen3-235b-a22b");
+  CostOptions o{1, 2048, 4, Recompute::kFull};
+  const LayerCost whole = model_layer_costs(q, o)[1];
+  o.ep = 8;
+  const LayerCost blk = model_layer_costs(q, o)[1];
+  const std::int64_t experts = std::int64_t{128} * 3 * 4096 * 1536;
+  EXPECT_EQ(blk.params, whole.params - experts + experts / 8);
+  EXPECT_EQ(blk.param_bytes, (blk.params + 3) / 4 * 16);
+  // The rank's 16 experts all receive tokens: their weights are what a pass streams.
+  EXPECT_EQ(blk.expert_weight_bytes, std::int64_t{16} * 3 * 4096 * 1536 * 2 / 4);
+  // Dispatch and combine: 2048 tokens x 8 routed copies x 4096 x 2 B, split over the 4 TP ranks, each way.
+  EXPECT_EQ(blk.ep_alltoall_bytes, 2 * (std::int64_t{2048} * 8 * 4096 * 2 / 4));
+  EXPECT_EQ(blk.ep_alltoalls, 2);
+  // Routing: the same expert FLOPs per rank on average (as many tokens arrive as leave).
+  EXPECT_DOUBLE_EQ(blk.expert_fwd_flops, whole.expert_fwd_flops);
+  // The busiest rank with 1.5x the average: recorded for the timing, FLOPs (for MFU) unchanged.
+  o.moe_imbalance = 1.5;
+  const LayerCost skewed = model_layer_costs(q, o)[1];
+  EXPECT_DOUBLE_EQ(skewed.expert_imbalance, 1.5);
+  EXPECT_DOUBLE_EQ(skewed.fwd_flops, blk.fwd_flops);
+  EXPECT_DOUBLE_EQ(skewed.expert_gemm_gflop, 1.5 * blk.expert_gemm_gflop);
+}
+
 TEST(CostModel, ExpertGemmsTakeTheLongerOfTheirFlopsAndTheirWeightBytes) {
   const HardwareProfile hw = load_hardware_profile("h100-sxm-8x");
   const double flops = 1e12, expert = 4e11;

@@ -246,6 +246,56 @@ TEST(Sharding, SymmetricAndExplicitReplicasAgree) {
   }
 }
 
+TEST(ExpertParallelism, AllToAllsPerPassAndTheBusiestRankSetsThePace) {
+  // Qwen3-235B-A22B on 64 H100s (tp 4, pp 2, dp 8, ep 8): every chunk's forward and backward ends with its
+  // dispatch + combine all-to-alls (and the recompute's under full recompute).
+  JobOptions j = testing::job("qwen3-235b-a22b", "h100-sxm-8x", 2, 4, 8, 2);
+  j.microbatch_size = 1;
+  j.seq = 1024;
+  j.recompute = "full";
+  j.ep = 8;
+  const Plan plan = testing::plan_of("1f1b", j);
+  std::int64_t alltoalls = 0;
+  for (const Op& op : plan.ops) {
+    if (op.kind != OpKind::kAllToAll) continue;
+    ++alltoalls;
+    // 47 blocks per stage, 2 all-to-alls each of 1024 x 8 x 4096 x 2 B / 4; a rank sends 7/8 of it.
+    const auto& w = std::get<TransferWork>(op.payload);
+    EXPECT_EQ(w.bytes, 7 * (47 * 2 * (std::int64_t{1024} * 8 * 4096 * 2 / 4)) / 8);
+    EXPECT_EQ(w.latency_steps, 47 * 2);
+  }
+  EXPECT_EQ(alltoalls, 2 * 2 * 3);  // 2 stages x 2 microbatches x (forward, recompute, backward)
+  const auto balanced = compute_metrics(plan, Engine{}.run(plan));
+  j.moe_imbalance = 2;
+  const Plan skewed_plan = testing::plan_of("1f1b", j);
+  const auto skewed = compute_metrics(skewed_plan, Engine{}.run(skewed_plan));
+  EXPECT_GT(skewed.step_span_ns, balanced.step_span_ns);
+  EXPECT_LT(skewed.mfu, balanced.mfu);  // the same useful FLOPs in a longer step
+  EXPECT_EQ(skewed_plan.meta.model_flops_per_step, plan.meta.model_flops_per_step);
+  // Symmetric and explicit replicas agree with the expert-parallel rings too.
+  j.explicit_replicas = true;
+  const Plan explicit_plan = testing::plan_of("1f1b", j);
+  EXPECT_EQ(compute_metrics(explicit_plan, Engine{}.run(explicit_plan)).step_span_ns, skewed.step_span_ns);
+}
+
+TEST(ExpertParallelism, RejectsWhatCannotRun) {
+  JobOptions j = testing::job("llama3-8b", "h100-sxm-8x", 1, 1, 8, 2);
+  j.ep = 2;
+  EXPECT_NE(testing::error_of([&] { testing::plan_of("1f1b", j); }).find("is a dense model"),
+            std::string::npos);
+  j.model = "qwen3-235b-a22b";
+  j.ep = 3;
+  EXPECT_NE(testing::error_of([&] { testing::plan_of("1f1b", j); }).find("not divisible by ep = 3"),
+            std::string::npos);
+  j.ep = 16;
+  EXPECT_NE(testing::error_of([&] { testing::plan_of("1f1b", j); }).find("must divide dp = 8"),
+            std::string::npos);
+  j.ep = 2;
+  j.moe_imbalance = 3;
+  EXPECT_NE(testing::error_of([&] { testing::plan_of("1f1b", j); }).find("--moe-imbalance"),
+            std::string::npos);
+}
+
 TEST(Sharding, RejectsWhatCannotRun) {
   JobOptions j = testing::job("llama3-8b", "h100-sxm-8x", 1, 1, 8, 2);
   j.offload = "params";

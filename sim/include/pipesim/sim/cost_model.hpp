@@ -53,6 +53,12 @@ struct LayerCost {
   double expert_recompute_flops = 0;
   double expert_gemm_gflop = 0;
   std::int64_t expert_weight_bytes = 0;
+  /// Expert parallelism: the busiest rank's expert work over the average (load imbalance, >= 1; the
+  /// all-to-all waits for it), and the tokens' dispatch plus combine all-to-all buffers of one pass per TP
+  /// rank (the same again for the gradients in the backward).
+  double expert_imbalance = 1;
+  std::int64_t ep_alltoall_bytes = 0;
+  std::int32_t ep_alltoalls = 0;  ///< all-to-alls per pass
   // HBM traffic of the memory-bound kernels per TP rank (norms, activation functions, dropout, residual adds,
   // softmax over materialized scores, the loss), priced at the GPU's streaming bandwidth. The backward's
   // belongs to the input-gradient pass; the weight-gradient pass is GEMMs only.
@@ -90,6 +96,10 @@ struct CostOptions {
   bool sequence_parallel = true;
   bool dropout =
       false;  ///< dropout on attention probabilities and both residual branches (GPT-style training)
+  /// MoE expert parallelism: experts split over `ep` data-parallel ranks, tokens exchanged by all-to-all;
+  /// `moe_imbalance`: the busiest rank's routed tokens over the average (1: perfectly balanced).
+  std::int32_t ep = 1;
+  double moe_imbalance = 1;
 };
 
 /// Bytes a memory-bound kernel moves per element: 2 B activations (bf16/fp16), read once and written once.

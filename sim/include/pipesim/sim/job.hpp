@@ -20,6 +20,8 @@ struct JobOptions {
   std::int32_t pp = 0;     ///< 0: all GPUs of the cluster not used by tp x dp
   std::int32_t tp = 1;
   std::int32_t dp = 1;
+  std::int32_t ep = 1;              ///< MoE expert parallelism (divides dp)
+  double moe_imbalance = 1.0;       ///< busiest expert-parallel rank's routed tokens over the average
   std::int32_t virtual_stages = 0;  ///< 0: 2 for interleaved schedules, else 1
   std::int64_t microbatches = 0;    ///< 0: derived, or 4 x pp
   double microbatch_size = 0;       ///< 0: derived, or 1

@@ -65,6 +65,7 @@ enum class OpKind : std::uint8_t {
   kContextSwitch,
   kNvmeRead,   ///< NVMe volume -> host memory
   kNvmeWrite,  ///< host memory -> NVMe volume
+  kAllToAll,   ///< MoE token dispatch or combine over the expert-parallel group
 };
 
 /// GPU math: time = flops / (peak(dtype) x efficiency(gemm_gflop)) + kernels x launch overhead.
@@ -141,6 +142,7 @@ struct PlanMeta {
   std::string recompute = "none";
   std::int64_t lora_rank = 0;  ///< 0: full fine-tuning
   std::string replicas = "symmetric";
+  std::int32_t ep = 1;                ///< MoE expert parallelism
   std::string data_parallel = "ddp";  ///< ddp, zero-1/2/3 or fsdp-hybrid, with any offload (see sharding.hpp)
   std::int32_t simulated_gpus = 0;    ///< GPUs instantiated; the others are identical replicas
   double model_flops_per_step = 0;    ///< whole job, no recompute (for MFU)
@@ -162,10 +164,12 @@ struct Plan {
 };
 
 inline bool is_collective(OpKind k) {
-  return k == OpKind::kAllReduce || k == OpKind::kAllGather || k == OpKind::kReduceScatter;
+  return k == OpKind::kAllReduce || k == OpKind::kAllGather || k == OpKind::kReduceScatter ||
+         k == OpKind::kAllToAll;
 }
 
-/// The schedule's name, with its data-parallel mode when that is not plain DDP ("1f1b zero-3").
+/// The schedule's name, with its data-parallel mode when that is not plain DDP and its expert parallelism
+/// ("1f1b zero-3", "1f1b zero-1 ep8").
 std::string schedule_label(const PlanMeta& meta);
 
 const char* to_string(OpKind k);

@@ -22,6 +22,7 @@ struct ScheduleInput {
   std::string dtype = "bf16";  ///< math dtype: picks the peak TFLOP/s of the profile
   std::int32_t nodes = 0;      ///< 0: as many as pp*tp*dp needs
   std::int32_t pp = 1, tp = 1, dp = 1;
+  std::int32_t ep = 1;  ///< MoE expert parallelism: experts split over groups of ep data-parallel ranks
   std::int32_t virtual_stages = 1;
   std::int32_t microbatches = 1;
   std::int32_t accum_steps = 1;
