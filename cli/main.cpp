@@ -93,6 +93,10 @@ void add_kernel_options(CLI::App* sim, pipesim::sim::JobOptions& j) {
   sim->add_flag("!--no-sequence-parallel", j.sequence_parallel,
                 "norms, dropout and residual adds on the whole sequence on every TP rank");
   sim->add_flag("--dropout", j.dropout, "dropout on attention probabilities and residual branches");
+  sim->add_flag(
+      "--blocking-p2p", j.blocking_p2p,
+      "pipeline sends hold the sender's compute until they complete (Megatron-LM's blocking send/recv "
+      "before its overlapped p2p)");
   sim->add_option("--grad-sync", j.grad_sync,
                   "DP gradient all-reduce: overlap (buckets during the backward) or after-backward")
       ->check(CLI::IsMember({"overlap", "after-backward"}))

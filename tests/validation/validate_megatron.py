@@ -9,7 +9,8 @@ state of the model, kept from regressing; the goal is 5 % per row and 3 % on ave
 What the rows leave open, `pipesim plan` chooses within the published tp and pp, as the authors tuned them:
 microbatch size, and 1F1B or interleaved 1F1B (the schedules Megatron-LM had). What the paper's system did is
 given, not chosen: full activation recomputation, dropout, no sequence parallelism (introduced in 2022),
-attention without flash kernels, and data-parallel gradients all-reduced after the backward (local DDP).
+attention without flash kernels, data-parallel gradients all-reduced after the backward (local DDP), and
+blocking pipeline send/recv.
 
 The planner's choices are kept in megatron_choices.json (regenerate them with --replan after a modelling
 change, about five minutes); the check simulates those configurations, which takes seconds.
@@ -20,8 +21,8 @@ import subprocess
 import sys
 import tempfile
 
-ROW_BOUND_PCT = 14.0
-MEAN_BOUND_PCT = 9.0
+ROW_BOUND_PCT = 13.5
+MEAN_BOUND_PCT = 8.5
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SEQ, VOCAB = 2048, 51200
@@ -57,7 +58,7 @@ def model_file(tmp, r):
 
 
 # How Megatron-LM ran in 2021 (see the module docstring); fp16 mixed precision.
-FRAMEWORK = ["--dtype", "fp16", "--dropout", "--no-sequence-parallel", "--grad-sync", "after-backward",
+FRAMEWORK = ["--dtype", "fp16", "--dropout", "--no-sequence-parallel", "--grad-sync", "after-backward", "--blocking-p2p",
              "--attention", "unfused"]
 
 

@@ -190,6 +190,7 @@ class Builder {
   std::vector<std::vector<OpId>> dp_ops_;  // [replica*pp + stage]
   std::vector<DeviceId> host_of_node_;     // host device per node, created on demand
   std::vector<DeviceId> nvme_of_node_;     // NVMe volume per node, created on demand
+  std::vector<OpId> next_on_stream_;       // blocking p2p: each op's successor on its stream
   OpId last_compute_op_ = kNone;
   std::int32_t cpu_threads_per_gpu_ = 1;
 
@@ -887,6 +888,9 @@ void Builder::emit_p2p(std::size_t replica, std::int32_t stage) {
       OpId p = add_op(send, OpKind::kP2P, tags, w, in_.p2p_fixed_ns);
       plan_.ops[static_cast<std::size_t>(p)].deps.push_back(produced);
       plan_.ops[static_cast<std::size_t>(consumer)].deps.push_back(p);
+      // A blocking send holds the sender's compute: its next op waits for the transfer.
+      const OpId next = in_.blocking_p2p ? next_on_stream_[static_cast<std::size_t>(produced)] : kNone;
+      if (next != kNone) plan_.ops[static_cast<std::size_t>(next)].deps.push_back(p);
     }
   }
 }
@@ -937,6 +941,16 @@ Plan Builder::build(bool explicit_replicas) {
   }
   for (std::size_t r = 0; r < replicas_.size(); ++r)
     for (std::int32_t s = 0; s < in_.pp; ++s) emit_gpu(r, s);
+  if (in_.blocking_p2p) {
+    // Each op's successor on its stream, for blocking sends.
+    next_on_stream_.assign(plan_.ops.size(), kNone);
+    std::vector<OpId> last(plan_.streams.size(), kNone);
+    for (std::size_t i = 0; i < plan_.ops.size(); ++i) {
+      OpId& previous = last[static_cast<std::size_t>(plan_.ops[i].stream)];
+      if (previous != kNone) next_on_stream_[static_cast<std::size_t>(previous)] = static_cast<OpId>(i);
+      previous = static_cast<OpId>(i);
+    }
+  }
   for (std::size_t r = 0; r < replicas_.size(); ++r)
     for (std::int32_t s = 0; s < in_.pp; ++s) emit_p2p(r, s);
 

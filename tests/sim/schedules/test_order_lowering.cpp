@@ -190,3 +190,26 @@ TEST(OrderLowering, ReplicasSharingPcieUplinksAreSimulatedExplicitly) {
 
 }  // namespace
 }  // namespace pipesim::sim
+
+namespace pipesim::sim {
+namespace {
+
+TEST(OrderLowering, BlockingSendsHoldTheSendersCompute) {
+  // GPipe, p stages, m microbatches, forward f, backward b, every hop x <= f. Overlapped sends cost only the
+  // fill and drain hops: (m+p-1)(f+b) + 2(p-1)x. Blocking sends (Megatron-LM 2021) cost every stage its own
+  // sends too, so the microbatches follow each other every f+x (and b+x): (m+p-1)(f+b) + 2(m+p-2)x.
+  for (int p : {2, 4}) {
+    for (int m : {1, 3, 8}) {
+      const Duration f = 1000, b = 2000, x = 300;
+      ScheduleInput in = testing::uniform_input(p, m, f, b / 2, b / 2);
+      in.p2p_fixed_ns = x;
+      EXPECT_EQ(testing::step_ns(testing::simulate("gpipe", in)), (m + p - 1) * (f + b) + 2 * (p - 1) * x);
+      in.blocking_p2p = true;
+      EXPECT_EQ(testing::step_ns(testing::simulate("gpipe", in)), (m + p - 1) * (f + b) + 2 * (m + p - 2) * x)
+          << "p " << p << " m " << m;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace pipesim::sim

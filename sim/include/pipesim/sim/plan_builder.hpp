@@ -52,6 +52,9 @@ struct ScheduleInput {
   /// DP gradient all-reduce: true, in buckets as the last backward produces them (PyTorch DDP, Megatron's
   /// --overlap-grad-reduce); false, all of it after the backward, as Megatron-LM's local DDP did (2021).
   bool overlap_grad_sync = true;
+  /// Pipeline sends hold the sender's compute stream until they complete (Megatron-LM 2021's blocking
+  /// send/recv pairs); false: they overlap the next compute (the sender only waits for the receiver).
+  bool blocking_p2p = false;
   /// Cores one CPU optimizer step uses (0: what the schedule's system uses: an equal share of the node's
   /// cores per GPU for ZeRO-Offload and SPipe's per-stage steps, all of them for Mobius and RoundPipe).
   std::int32_t cpu_optimizer_threads = 0;
