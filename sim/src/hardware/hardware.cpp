@@ -50,8 +50,14 @@ std::int64_t HardwareProfile::compute_ns(double flops, double gemm_gflop, std::i
 
 std::int64_t HardwareProfile::op_ns(double flops, double gemm_gflop, std::int32_t kernels,
                                     const std::string& dtype, std::int64_t mem_bytes, double expert_flops,
-                                    double expert_gemm_gflop, std::int64_t expert_weight_bytes) const {
-  std::int64_t ns = compute_ns(flops - expert_flops, gemm_gflop, kernels, dtype) + memory_ns(mem_bytes);
+                                    double expert_gemm_gflop, std::int64_t expert_weight_bytes,
+                                    double attention_flops, std::int64_t attention_bytes) const {
+  // Score GEMMs over materialized scores: the longer of their FLOPs and their score traffic.
+  if (attention_bytes <= 0) attention_flops = 0;
+  std::int64_t ns =
+      compute_ns(flops - expert_flops - attention_flops, gemm_gflop, kernels, dtype) + memory_ns(mem_bytes);
+  if (attention_flops > 0)
+    ns += std::max(compute_ns(attention_flops, gemm_gflop, 0, dtype), memory_ns(attention_bytes));
   if (expert_flops > 0)
     ns += std::max(compute_ns(expert_flops, expert_gemm_gflop, 0, dtype), memory_ns(expert_weight_bytes));
   return ns;

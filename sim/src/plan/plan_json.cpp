@@ -129,6 +129,10 @@ std::string plan_to_json(const Plan& plan) {
         j["compute"]["expert_gemm_gflop"] = c->expert_gemm_gflop;
         j["compute"]["expert_weight_bytes"] = c->expert_weight_bytes;
       }
+      if (c->attention_bytes > 0) {
+        j["compute"]["attention_flops"] = c->attention_flops;
+        j["compute"]["attention_bytes"] = c->attention_bytes;
+      }
     } else if (const auto* x = std::get_if<TransferWork>(&op.payload)) {
       j["transfer"] = {{"src", x->src},     {"dst", x->dst},
                        {"bytes", x->bytes}, {"latency_steps", x->latency_steps},
@@ -211,8 +215,12 @@ Plan plan_from_json(const std::string& text, const std::string& file) {
                                c.integer_or("mem_bytes", 0, 0, kI64),
                                c.number_or("expert_flops", 0, 0, 1e30),
                                c.number_or("expert_gemm_gflop", 0, 0, 1e30),
-                               c.integer_or("expert_weight_bytes", 0, 0, kI64)};
+                               c.integer_or("expert_weight_bytes", 0, 0, kI64),
+                               c.number_or("attention_flops", 0, 0, 1e30),
+                               c.integer_or("attention_bytes", 0, 0, kI64)};
       auto& work = std::get<ComputeWork>(op.payload);
+      if (work.expert_flops + work.attention_flops > work.flops)
+        c.fail("attention_flops", "with expert_flops exceeds flops; valid: 0 .. flops - expert_flops");
       if (work.expert_flops > work.flops) c.fail("expert_flops", "exceeds flops; valid: 0 .. flops");
       c.finish();
       ++payloads;

@@ -57,6 +57,17 @@ RangeCost range_cost(const std::vector<LayerCost>& layers, std::int32_t begin, s
     r.working_bytes += l.stored_activation_bytes + l.recompute_extra_bytes - l.attention_score_bytes;
     r.tp_bus += l.tp_bus_bytes;
     r.tp_collectives += l.tp_collectives;
+    // Unfused attention also computes the masked scores: hardware work beyond the model's FLOPs.
+    r.fwd += l.attention_masked_flops / t;
+    r.bwd_in += 2 * l.attention_masked_flops / t;
+    r.bwd += 2 * l.attention_masked_flops / t;
+    if (l.attention_recompute_flops > 0) r.recompute += l.attention_masked_flops / t;
+    r.attn_fwd += l.attention_fwd_flops / t;
+    r.attn_bwd_in += l.attention_bwd_flops / t;
+    r.attn_recompute += l.attention_recompute_flops / t;
+    r.attn_fwd_bytes += l.attention_fwd_bytes;
+    r.attn_bwd_bytes += l.attention_bwd_bytes;
+    if (l.attention_recompute_flops > 0) r.attn_recompute_bytes += l.attention_fwd_bytes;
     r.ep_alltoall += l.ep_alltoall_bytes;
     r.ep_alltoalls += l.ep_alltoalls;
     r.param_bytes += l.param_bytes;

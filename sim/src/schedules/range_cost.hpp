@@ -33,6 +33,10 @@ struct RangeCost {
   double expert_fwd = 0, expert_bwd_in = 0, expert_bwd_w = 0, expert_bwd = 0, expert_recompute = 0,
          expert_checkpoint_recompute = 0, expert_gemm = 0;
   std::int64_t expert_weight_bytes = 0;  ///< streamed by each expert pass (forward, dX, dW, recompute)
+  /// Unfused attention's score GEMMs per TP rank: FLOPs as performed (all of them inside the pass totals
+  /// above) and the score bytes they move, per pass.
+  double attn_fwd = 0, attn_bwd_in = 0, attn_recompute = 0;
+  std::int64_t attn_fwd_bytes = 0, attn_bwd_bytes = 0, attn_recompute_bytes = 0;
   std::int32_t kernels = 0;
   bool profiled = false;  ///< measured times below replace the FLOP-based ones
   Duration fwd_ns = 0, bwd_in_ns = 0, bwd_w_ns = 0, bwd_ns = 0, recompute_ns = 0, checkpoint_recompute_ns = 0;

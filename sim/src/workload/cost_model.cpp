@@ -246,6 +246,16 @@ std::vector<LayerCost> model_layer_costs(const ModelSpec& m, const CostOptions& 
       c.bwd_weight_flops = adapter;
       c.expert_bwd_weight_flops = 0;  // frozen experts get no weight gradient
     }
+    if (o.attention == AttentionKernel::kUnfused) {
+      const std::int64_t scores = ceil_div(m.heads * s * s * b, t);
+      c.attention_fwd_flops =
+          tokens * 4.0 * static_cast<double>(s) * static_cast<double>(m.heads * m.head_dim);
+      c.attention_masked_flops = c.attention_fwd_flops - attn;
+      c.attention_bwd_flops = 2 * c.attention_fwd_flops;
+      c.attention_recompute_flops = o.recompute == Recompute::kNone ? 0 : c.attention_fwd_flops;
+      c.attention_fwd_bytes = 4 * scores;  // QK^T writes each score, AV reads it: 2 B each
+      c.attention_bwd_bytes = 2 * c.attention_fwd_bytes;         // dP written; P, dS, dS read
+    }
     const BlockTraffic traffic = block_traffic(m, o);
     c.fwd_mem_bytes = traffic.forward;
     c.bwd_mem_bytes = backward_traffic(traffic.forward);

@@ -238,6 +238,44 @@ TEST(CostModel, ExpertParallelismSplitsExpertsAndExchangesTokens) {
   EXPECT_DOUBLE_EQ(skewed.expert_gemm_gflop, 1.5 * blk.expert_gemm_gflop);
 }
 
+TEST(CostModel, UnfusedAttentionComputesEveryScoreAndMovesThemThroughHbm) {
+  // Llama-3-8B block, b 2, s 2048, tp 2: 32 heads of 128. The score GEMMs compute all s^2 scores (the model
+  // FLOPs count the causal half), and QK^T writes / AV reads 2 B per score; the backward moves twice that.
+  const ModelSpec m = load_model("llama3-8b");
+  CostOptions o{2, 2048, 2, Recompute::kSelective};
+  o.attention = AttentionKernel::kUnfused;
+  const LayerCost blk = model_layer_costs(m, o)[1];
+  const double all = 2.0 * 2048 * 4 * 2048 * 32 * 128;  // tokens x 4 x keys x q
+  EXPECT_DOUBLE_EQ(blk.attention_fwd_flops, all);
+  EXPECT_DOUBLE_EQ(blk.attention_masked_flops, all / 2);
+  EXPECT_DOUBLE_EQ(blk.attention_bwd_flops, 2 * all);
+  EXPECT_DOUBLE_EQ(blk.attention_recompute_flops, all);  // selective recompute re-runs the attention core
+  const std::int64_t scores = std::int64_t{32} * 2048 * 2048 * 2 / 2;
+  EXPECT_EQ(blk.attention_fwd_bytes, 4 * scores);
+  EXPECT_EQ(blk.attention_bwd_bytes, 8 * scores);
+  // Flash attention skips the masked blocks and keeps the scores on chip.
+  o.attention = AttentionKernel::kFlash;
+  const LayerCost flash = model_layer_costs(m, o)[1];
+  EXPECT_EQ(flash.attention_fwd_flops, 0);
+  EXPECT_EQ(flash.attention_fwd_bytes, 0);
+}
+
+TEST(CostModel, ScoreGemmsTakeTheLongerOfTheirFlopsAndTheirScoreBytes) {
+  const HardwareProfile hw = load_hardware_profile("a100-80g-sxm-8x");
+  const double flops = 1e12, attention = 3e11;
+  const std::int64_t rest = hw.compute_ns(flops - attention, 500, 10, "fp16") + hw.memory_ns(1'000'000);
+  // Head dim 128: 2 x 128 FLOPs per 2-byte score; at A100's bandwidth the bytes decide.
+  const auto bytes = static_cast<std::int64_t>(attention / 128);
+  ASSERT_GT(hw.memory_ns(bytes), hw.compute_ns(attention, 500, 0, "fp16"));
+  EXPECT_EQ(hw.op_ns(flops, 500, 10, "fp16", 1'000'000, 0, 0, 0, attention, bytes),
+            rest + hw.memory_ns(bytes));
+  // Few bytes: the FLOPs decide; no bytes: the attention FLOPs are ordinary GEMM FLOPs.
+  EXPECT_EQ(hw.op_ns(flops, 500, 10, "fp16", 1'000'000, 0, 0, 0, attention, 1000),
+            rest + hw.compute_ns(attention, 500, 0, "fp16"));
+  EXPECT_EQ(hw.op_ns(flops, 500, 10, "fp16", 1'000'000, 0, 0, 0, attention, 0),
+            hw.compute_ns(flops, 500, 10, "fp16") + hw.memory_ns(1'000'000));
+}
+
 TEST(CostModel, ExpertGemmsTakeTheLongerOfTheirFlopsAndTheirWeightBytes) {
   const HardwareProfile hw = load_hardware_profile("h100-sxm-8x");
   const double flops = 1e12, expert = 4e11;

@@ -57,6 +57,13 @@ struct LayerCost {
   /// all-to-all waits for it), and the tokens' dispatch plus combine all-to-all buffers of one pass per TP
   /// rank (the same again for the gradients in the backward).
   double expert_imbalance = 1;
+  // Unfused attention (scores in HBM): the score GEMMs compute all s x s scores (the causal mask is applied
+  // afterwards), and write or read each score (2 B) once per GEMM: QK^T and AV in the forward, four in the
+  // backward. These FLOPs as performed (before the TP split) and bytes per TP rank; the score GEMMs take the
+  // longer of the two. Zero with flash attention, which skips masked blocks and keeps the scores on chip.
+  double attention_fwd_flops = 0, attention_bwd_flops = 0, attention_recompute_flops = 0;
+  double attention_masked_flops = 0;  ///< of attention_fwd_flops, the masked half not in fwd_flops
+  std::int64_t attention_fwd_bytes = 0, attention_bwd_bytes = 0;
   std::int64_t ep_alltoall_bytes = 0;
   std::int32_t ep_alltoalls = 0;  ///< all-to-alls per pass
   // HBM traffic of the memory-bound kernels per TP rank (norms, activation functions, dropout, residual adds,

@@ -117,7 +117,8 @@ struct HardwareProfile {
   /// launches and the memory-bound bytes.
   std::int64_t op_ns(double flops, double gemm_gflop, std::int32_t kernels, const std::string& dtype,
                      std::int64_t mem_bytes, double expert_flops = 0, double expert_gemm_gflop = 0,
-                     std::int64_t expert_weight_bytes = 0) const;
+                     std::int64_t expert_weight_bytes = 0, double attention_flops = 0,
+                     std::int64_t attention_bytes = 0) const;
   /// GPU time of a memory-bound kernel moving `bytes` to and from HBM (ns, rounded up).
   std::int64_t memory_ns(std::int64_t bytes) const;
 };

@@ -80,6 +80,10 @@ struct ComputeWork {
   double expert_flops = 0;
   double expert_gemm_gflop = 0;
   std::int64_t expert_weight_bytes = 0;  ///< expert weights the op streams: a floor on the experts' time
+  /// Of `flops`, unfused attention's score GEMMs, which take the longer of their FLOPs and the score bytes
+  /// they move through HBM.
+  double attention_flops = 0;
+  std::int64_t attention_bytes = 0;
 };
 
 /// Bytes moved from src to dst over the links between them (shared by max-min fairness).
