@@ -48,16 +48,22 @@ void BM_ComputeBound1f1b(benchmark::State& state) {
 }
 BENCHMARK(BM_ComputeBound1f1b)->Unit(benchmark::kMillisecond);
 
+/// A model on H100 nodes laid out pp x tp x dp with M microbatches of sequences of `seq`.
+JobOptions h100_job(const char* model, int pp, int tp, int dp, int microbatches, int seq) {
+  JobOptions j;
+  j.model = model;
+  j.hw = "h100-sxm-8x";
+  j.pp = pp;
+  j.tp = tp;
+  j.dp = dp;
+  j.microbatches = microbatches;
+  j.seq = seq;
+  return j;
+}
+
 void BM_FlowHeavyLlama7b(benchmark::State& state) {
   static const Plan plan = [] {
-    JobOptions j;
-    j.model = "llama2-7b";
-    j.hw = "h100-sxm-8x";
-    j.pp = 8;
-    j.tp = 8;
-    j.dp = 8;
-    j.microbatches = 64;
-    j.seq = 2048;
+    JobOptions j = h100_job("llama2-7b", 8, 8, 8, 64, 2048);
     j.explicit_replicas = true;
     const auto& s = find_schedule("1f1b");
     return build_plan(s, make_schedule_input(j, s));
@@ -70,14 +76,7 @@ void BM_Fsdp70bOn1024(benchmark::State& state) {
   // Llama-3-70B with ZeRO-3 over dp = 128 (pp 1, tp 8, 1,024 GPUs): one op per layer and pass, each with its
   // gather or reduce-scatter flow; building the plan is timed too (it is most of what plan does per
   // candidate).
-  JobOptions j;
-  j.model = "llama3-70b";
-  j.hw = "h100-sxm-8x";
-  j.pp = 1;
-  j.tp = 8;
-  j.dp = 128;
-  j.microbatches = 8;
-  j.seq = 4096;
+  JobOptions j = h100_job("llama3-70b", 1, 8, 128, 8, 4096);
   j.recompute = "full";
   j.zero = 3;
   const auto& s = find_schedule("1f1b");

@@ -196,25 +196,19 @@ class Builder {
   OpId last_compute_op_ = kNone;
   std::int32_t cpu_threads_per_gpu_ = 1;
 
-  DeviceId host_of(DeviceId gpu) {
+  /// The node-level device (host memory, NVMe volume) of `gpu`'s node, created on first use.
+  DeviceId node_device(std::vector<DeviceId>& per_node, DeviceId gpu, DeviceKind kind) {
     const auto node = static_cast<std::size_t>(plan_.devices[static_cast<std::size_t>(gpu)].node);
-    if (host_of_node_[node] == kNone) {
+    if (per_node[node] == kNone) {
       plan_.devices.push_back(
-          {fmt::format("host{}", node), DeviceKind::kHost, static_cast<std::int32_t>(node), 0, 0});
-      host_of_node_[node] = static_cast<DeviceId>(plan_.devices.size() - 1);
+          {fmt::format("{}{}", to_string(kind), node), kind, static_cast<std::int32_t>(node), 0, 0});
+      per_node[node] = static_cast<DeviceId>(plan_.devices.size() - 1);
     }
-    return host_of_node_[node];
+    return per_node[node];
   }
+  DeviceId host_of(DeviceId gpu) { return node_device(host_of_node_, gpu, DeviceKind::kHost); }
   DeviceId host_of_if(DeviceId gpu, bool needed) { return needed ? host_of(gpu) : kNone; }
-  DeviceId nvme_of(DeviceId gpu) {
-    const auto node = static_cast<std::size_t>(plan_.devices[static_cast<std::size_t>(gpu)].node);
-    if (nvme_of_node_[node] == kNone) {
-      plan_.devices.push_back(
-          {fmt::format("nvme{}", node), DeviceKind::kNvme, static_cast<std::int32_t>(node), 0, 0});
-      nvme_of_node_[node] = static_cast<DeviceId>(plan_.devices.size() - 1);
-    }
-    return nvme_of_node_[node];
-  }
+  DeviceId nvme_of(DeviceId gpu) { return node_device(nvme_of_node_, gpu, DeviceKind::kNvme); }
 };
 
 void Builder::validate_and_layout() {
