@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "pipesim/sim/error.hpp"
+#include "pipesim/sim/output_file.hpp"
 #include "pipesim/sim/plan_json.hpp"
 
 namespace pipesim::cli {
@@ -57,9 +58,7 @@ int run_plan(const PlanOptions& o) {
   if (!o.out.empty()) {
     sim::Plan plan = planner::candidate_plan(best);
     plan.meta.note = "pipesim plan winner: " + best.key();
-    std::ofstream out(o.out, std::ios::binary);
-    if (!out) throw sim::InputError(o.out, "", "cannot write this file");
-    out << sim::plan_to_json(plan);
+    sim::write_output_file(o.out, sim::plan_to_json(plan));
   }
   if (o.format == "json") {
     std::cout << "[";

@@ -11,6 +11,7 @@
 #include "pipesim/sim/engine.hpp"
 #include "pipesim/sim/error.hpp"
 #include "pipesim/sim/metrics.hpp"
+#include "pipesim/sim/output_file.hpp"
 #include "pipesim/sim/plan_builder.hpp"
 #include "pipesim/sim/plan_check.hpp"
 #include "pipesim/sim/plan_json.hpp"
@@ -32,14 +33,6 @@ std::string per_schedule(const std::string& file, const std::string& schedule, b
   if (!several) return file;
   std::filesystem::path p(file);
   return (p.parent_path() / (p.stem().string() + "." + schedule + p.extension().string())).string();
-}
-
-std::ofstream open_out(const std::string& path) {
-  std::filesystem::path p(path);
-  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
-  std::ofstream out(path, std::ios::binary);
-  if (!out) throw sim::InputError(path, "", "cannot write this file");
-  return out;
 }
 
 Result run_plan(sim::Plan plan, bool record_memory) {
@@ -116,16 +109,17 @@ int run_simulate(const SimulateOptions& o) {
       std::string path = o.trace_file.empty()
                              ? (std::filesystem::path(o.trace_dir) / (name + ".trace.json")).string()
                              : per_schedule(o.trace_file, name, several);
-      auto out = open_out(path);
-      sim::write_chrome_trace(out, r.plan, r.timeline);
+      sim::OutputFile out(path);
+      sim::write_chrome_trace(out.stream(), r.plan, r.timeline);
+      out.commit();
     }
     if (!o.timeline_file.empty()) {
-      auto out = open_out(per_schedule(o.timeline_file, name, several));
-      sim::write_timeline(out, r.plan, r.timeline, r.metrics);
+      sim::OutputFile out(per_schedule(o.timeline_file, name, several));
+      sim::write_timeline(out.stream(), r.plan, r.timeline, r.metrics);
+      out.commit();
     }
     if (!o.plan_out.empty()) {
-      auto out = open_out(per_schedule(o.plan_out, name, several));
-      out << sim::plan_to_json(r.plan);
+      sim::write_output_file(per_schedule(o.plan_out, name, several), sim::plan_to_json(r.plan));
     }
   }
   if (o.format == "json") {

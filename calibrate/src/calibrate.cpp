@@ -15,6 +15,7 @@
 #include "pipesim/calibrate/curve_fit.hpp"
 #include "pipesim/calibrate/host_info.hpp"
 #include "pipesim/sim/error.hpp"
+#include "pipesim/sim/output_file.hpp"
 
 namespace pipesim::calibrate {
 
@@ -199,10 +200,7 @@ CalibrateReport run_calibration(const CalibrateOptions& o, std::ostream& progres
     std::error_code ec;
     fs::create_directories(out.parent_path(), ec);
   }
-  {
-    std::ofstream probe(o.out, std::ios::app);
-    if (!probe) throw sim::InputError(o.out, "", "cannot write this file");
-  }
+  { sim::OutputFile probe(o.out); }  // fail before measuring when the profile could not be written
   const std::string stem = (out.parent_path() / out.stem()).string();
   CalibrateReport report;
   report.cpu_raw_path = stem + ".cpu-raw.json";
@@ -224,7 +222,9 @@ CalibrateReport run_calibration(const CalibrateOptions& o, std::ostream& progres
                           fmt::join(cpu.threads, ","))
            << std::flush;
   register_cpu_benchmarks(cpu);
-  std::string out_flag = "--benchmark_out=" + report.cpu_raw_path;
+  // Google Benchmark writes the raw results itself: under a temporary name, renamed once complete.
+  const std::string cpu_raw_tmp = report.cpu_raw_path + ".tmp";
+  std::string out_flag = "--benchmark_out=" + cpu_raw_tmp;
   std::string fmt_flag = "--benchmark_out_format=json";
   std::vector<char*> args = {const_cast<char*>("pipesim-calibrate"), out_flag.data(), fmt_flag.data()};
   int argc = static_cast<int>(args.size());
@@ -232,6 +232,11 @@ CalibrateReport run_calibration(const CalibrateOptions& o, std::ostream& progres
   CaptureReporter capture(progress, static_cast<int>(cpu.threads.size() * 4));
   benchmark::RunSpecifiedBenchmarks(&capture);
   benchmark::Shutdown();
+  {
+    std::error_code ec;
+    fs::rename(cpu_raw_tmp, report.cpu_raw_path, ec);
+    if (ec) throw sim::InputError(report.cpu_raw_path, "", "cannot write this file: " + ec.message());
+  }
 
   json cv = json::object();
   std::vector<std::pair<double, double>> adam;
@@ -274,7 +279,7 @@ CalibrateReport run_calibration(const CalibrateOptions& o, std::ostream& progres
     });
     if (cuda.ran) {
       report.cuda_raw_path = stem + ".cuda-raw.json";
-      std::ofstream(report.cuda_raw_path) << cuda_calibration_to_json(cuda) << "\n";
+      sim::write_output_file(report.cuda_raw_path, cuda_calibration_to_json(cuda) + "\n");
       merge_cuda(cuda, hw, source, cv, notes);
     } else {
       report.skipped.push_back("CUDA benchmarks: " + cuda.why_not);
@@ -311,7 +316,7 @@ CalibrateReport run_calibration(const CalibrateOptions& o, std::ostream& progres
   const std::string text = sim::hardware_profile_to_json(hw);
   // Refuse to write anything the simulator would not read back.
   sim::HardwareProfile check = sim::parse_hardware_profile(text, o.out);
-  std::ofstream(o.out) << text << "\n";
+  sim::write_output_file(o.out, text + "\n");
   report.profile = check;
   for (const auto& s : report.skipped) progress << "calibrate: " << s << "\n";
   progress << fmt::format("calibrate: wrote {} (raw: {}{})\n", o.out, report.cpu_raw_path,
