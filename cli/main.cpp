@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include "bubbles_command.hpp"
 #include "explain_command.hpp"
 #include "partition_command.hpp"
 #include "pipesim/calibrate/calibrate.hpp"
@@ -172,9 +173,11 @@ struct Commands {
   pipesim::calibrate::CalibrateOptions calibrate;
   pipesim::cli::PartitionOptions partition;
   pipesim::cli::PlanOptions plan;
+  pipesim::cli::BubblesOptions bubbles;
+  std::string bubbles_replicas = "symmetric";
   std::string explain_file, explain_format = "table";
   int explain_top = 10;
-  CLI::App *sim = nullptr, *cal = nullptr, *part = nullptr, *pl = nullptr, *explain = nullptr;
+  CLI::App *sim = nullptr, *cal = nullptr, *part = nullptr, *pl = nullptr, *explain = nullptr, *bub = nullptr;
 };
 
 void add_simulate(CLI::App& app, Commands& c) {
@@ -201,6 +204,28 @@ void add_simulate(CLI::App& app, Commands& c) {
       ->check(CLI::IsMember({"table", "json"}))
       ->capture_default_str();
   c.sim = sim;
+}
+
+void add_bubbles(CLI::App& app, Commands& c) {
+  auto& bo = c.bubbles;
+  auto& j = bo.job;
+  auto* bub = app.add_subcommand("bubbles",
+                                 "every GPU's idle intervals in a simulated step: where, how long, how "
+                                 "much memory is free");
+  bub->add_option("--schedule", bo.schedule, "schedule name")->capture_default_str();
+  bub->add_option("--iterations", j.iterations, "optimizer steps to simulate (default: the schedule's)")
+      ->check(CLI::Range(1, 10000));
+  bub->add_option("--partition", j.partition, "transformer blocks per stage, e.g. 5,5,5,3");
+  add_job_options(bub, j);
+  add_schedule_flags(bub, j);
+  bub->add_option("--replicas", c.bubbles_replicas, "symmetric (one replica stands for all) or explicit")
+      ->check(CLI::IsMember({"symmetric", "explicit"}))
+      ->capture_default_str();
+  bub->add_option("--plan", bo.plan_file, "a saved pipesim-plan JSON instead of the job");
+  bub->add_option("--format", bo.format, "table or json")
+      ->check(CLI::IsMember({"table", "json"}))
+      ->capture_default_str();
+  c.bub = bub;
 }
 
 void add_calibrate(CLI::App& app, Commands& c) {
@@ -305,6 +330,11 @@ int dispatch(CLI::App& app, Commands& c, bool no_arguments) {
     if (no_arguments) c.simulate.trace_dir = "out";
     return pipesim::cli::run_simulate(c.simulate);
   }
+  if (c.bub->parsed()) {
+    c.bubbles.job.explicit_replicas = c.bubbles_replicas == "explicit";
+    pipesim::sim::check_schedule_flags(c.bubbles.job);
+    return pipesim::cli::run_bubbles(c.bubbles);
+  }
   if (c.cal->parsed()) {
     pipesim::calibrate::run_calibration(c.calibrate, std::cerr);
     return 0;
@@ -326,6 +356,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "pipesim 0.1.0");
   Commands commands;
   add_simulate(app, commands);
+  add_bubbles(app, commands);
   add_calibrate(app, commands);
   add_partition(app, commands);
   add_plan(app, commands);

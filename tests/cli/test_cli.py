@@ -135,6 +135,28 @@ class Simulate(unittest.TestCase):
         lora = json.loads(out)
         self.assertLess(lora["peak_host_mem_bytes"], full["peak_host_mem_bytes"] / 4)
 
+    def test_bubbles(self):
+        # 1F1B, 4 stages, fixed-time hops: stage s idles s·f before its first forward and s·b after its last
+        # backward; JSON lists every bubble with its kind and free memory.
+        rc, out, err = run("bubbles", "--workload", os.path.join(FIXTURES, "uniform_workload.json"), "--pp", "4",
+                           "--microbatches", "8", "--p2p-time-ms", "0", "--format", "json")
+        self.assertEqual(rc, 0, err)
+        r = json.loads(out)
+        self.assertEqual([g["stage"] for g in r["gpus"]], [0, 1, 2, 3])
+        kinds = {"warmup", "forward-backward", "steady", "cooldown", "optimizer-wait", "tail"}
+        for g in r["gpus"]:
+            self.assertTrue(all(b["kind"] in kinds and b["length_s"] > 0 and b["free_gpu_bytes"] >= 0
+                                for b in g["bubbles"]))
+            self.assertAlmostEqual(sum(b["length_s"] for b in g["bubbles"]), g["idle_s"], places=9)
+        self.assertEqual(r["gpus"][0]["idle_by_kind_s"]["warmup"], 0)
+        self.assertGreater(r["gpus"][3]["idle_by_kind_s"]["warmup"], 0)
+        rc, out, err = run("bubbles", "--model", "llama3-8b", "--hw", "rtx4090-8x", "--schedule", "roundpipe")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("repeating pattern", out)
+        rc, out, err = run("bubbles", "--schedule", "nosuch")
+        self.assertEqual(rc, 2)
+        self.assertIn("unknown schedule", err)
+
     def test_listings(self):
         rc, out, _ = run("schedules")
         self.assertEqual(rc, 0)
