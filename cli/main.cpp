@@ -95,6 +95,9 @@ void add_kernel_options(CLI::App* sim, pipesim::sim::JobOptions& j) {
                 "norms, dropout and residual adds on the whole sequence on every TP rank");
   sim->add_flag("--dropout", j.dropout, "dropout on attention probabilities and residual branches");
   sim->add_flag(
+      "--bubble-markers", j.bubble_markers,
+      "bracket every wait for another pipeline stage with a pair of zero-time bubble ops in the plan");
+  sim->add_flag(
       "--blocking-p2p", j.blocking_p2p,
       "pipeline sends hold the sender's compute until they complete (Megatron-LM's blocking send/recv "
       "before its overlapped p2p)");

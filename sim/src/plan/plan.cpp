@@ -38,6 +38,8 @@ const char* to_string(OpKind k) {
       return "nvme_write";
     case OpKind::kAllToAll:
       return "alltoall";
+    case OpKind::kBubble:
+      return "bubble";
   }
   return "?";
 }

@@ -27,7 +27,7 @@ constexpr OpKind kOpKinds[] = {
     OpKind::kRecompute, OpKind::kH2D,           OpKind::kD2H,           OpKind::kP2P,
     OpKind::kAllReduce, OpKind::kAllGather,     OpKind::kReduceScatter, OpKind::kOptimizer,
     OpKind::kFill,      OpKind::kContextSwitch, OpKind::kNvmeRead,      OpKind::kNvmeWrite,
-    OpKind::kAllToAll};
+    OpKind::kAllToAll,  OpKind::kBubble};
 constexpr StreamKind kStreamKinds[] = {StreamKind::kCompute, StreamKind::kH2D,     StreamKind::kD2H,
                                        StreamKind::kP2PSend, StreamKind::kP2PRecv, StreamKind::kCollective,
                                        StreamKind::kCpu,     StreamKind::kFill,    StreamKind::kNvme};

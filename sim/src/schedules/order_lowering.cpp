@@ -70,6 +70,7 @@ Duration backward_fixed(TaskKind kind, const RangeCost& part) {
 
 struct Slot {  // ops of one (replica, chunk, microbatch)
   OpId fwd_first = kNone, fwd_done = kNone, bwd_first = kNone, bwd_done = kNone;
+  OpId fwd_wait = kNone, bwd_wait = kNone;  // the bubble marker that waits for the other stage's output
 };
 
 class Builder {
@@ -155,6 +156,9 @@ class Builder {
   void emit_gpu(std::size_t replica, std::int32_t stage);
   std::int64_t place_weights(const GpuRank& g);
   void emit_task(GpuRank& g, const Task& task, std::int32_t iter, std::int32_t round, bool carries_dp);
+  /// With bubble markers: the start and end markers before a task whose input comes from another stage;
+  /// returns the end marker (what that input's transfer gates), or kNone.
+  void mark_wait(const GpuRank& g, const Task& task, std::int32_t chunk, const OpTags& tags, Slot& sl);
   /// A backward pass as one op, or split into gradient buckets each followed by its DP all-reduce; returns
   /// the first and last compute op.
   std::pair<OpId, OpId> emit_backward(const GpuRank& g, const Task& task, const RangeCost& cc,
@@ -455,6 +459,16 @@ std::int64_t Builder::place_weights(const GpuRank& g) {
   return trainable;
 }
 
+void Builder::mark_wait(const GpuRank& g, const Task& task, std::int32_t chunk, const OpTags& tags,
+                        Slot& sl) {
+  if (!in_.bubble_markers || in_.pp == 1 || task.kind == TaskKind::kBackwardWeight) return;
+  const bool fwd = task.kind == TaskKind::kForward;
+  if (fwd ? chunk == 0 : chunk == chunks_ - 1) return;  // its input is the data or the loss: no wait
+  const StreamId compute = g.stream(kComputeSlot);
+  add_op(compute, OpKind::kBubble, tags, ComputeWork{}, 0);
+  (fwd ? sl.fwd_wait : sl.bwd_wait) = add_op(compute, OpKind::kBubble, tags, ComputeWork{}, 0);
+}
+
 void Builder::emit_task(GpuRank& g, const Task& task, std::int32_t iter, std::int32_t round,
                         bool carries_dp) {
   const StreamId compute = g.stream(kComputeSlot);
@@ -465,6 +479,7 @@ void Builder::emit_task(GpuRank& g, const Task& task, std::int32_t iter, std::in
       in_.cost_of_microbatch[static_cast<std::size_t>(task.microbatch)])][static_cast<std::size_t>(chunk)];
   OpTags tags{g.stage, task.chunk, mb, cc.begin, cc.end, iter};
   Slot& sl = slot(static_cast<std::int32_t>(g.replica), chunk, mb);
+  mark_wait(g, task, chunk, tags, sl);
   auto fixed = [&](Duration ns) { return cc.profiled ? ns : Duration{-1}; };
   if (task.kind == TaskKind::kForward) {
     OpId f = add_op(compute, OpKind::kForward, tags,
@@ -614,6 +629,7 @@ void Builder::emit_layerwise_task(GpuRank& g, const Task& task, std::int32_t ite
   const RangeCost& cc = chunk_costs_[table][static_cast<std::size_t>(chunk)];
   const auto& layers = layer_costs_[table];
   Slot& sl = slot(static_cast<std::int32_t>(g.replica), chunk, mb);
+  mark_wait(g, task, chunk, OpTags{g.stage, task.chunk, mb, cc.begin, cc.end, iter}, sl);
   const bool tp_comm = in_.tp > 1;
   const bool last_round = round == in_.accum_steps - 1;
   auto layer_tags = [&](std::int32_t i) { return OpTags{g.stage, task.chunk, mb, i, i + 1, iter}; };
@@ -869,7 +885,8 @@ void Builder::emit_p2p(std::size_t replica, std::int32_t stage) {
       Slot& from = slot(r, chunk, mb);
       Slot& to = slot(r, peer, mb);
       OpId produced = fwd ? from.fwd_done : from.bwd_done;
-      OpId consumer = fwd ? to.fwd_first : to.bwd_first;
+      const OpId wait = fwd ? to.fwd_wait : to.bwd_wait;
+      OpId consumer = wait != kNone ? wait : fwd ? to.fwd_first : to.bwd_first;
       DeviceId dst = device_of_chunk(peer);
       if (dst == self) {
         plan_.ops[static_cast<std::size_t>(consumer)].deps.push_back(produced);

@@ -237,6 +237,7 @@ ScheduleInput make_schedule_input(const JobOptions& j, const ScheduleDescriptor&
     bad("--grad-sync", fmt::format("unknown mode '{}'; valid: overlap, after-backward", j.grad_sync));
   in.overlap_grad_sync = j.grad_sync == "overlap";
   in.blocking_p2p = j.blocking_p2p;
+  in.bubble_markers = j.bubble_markers;
   if (j.cpu_optimizer_threads < 0 || j.cpu_optimizer_threads > in.hw.host.cores)
     bad("--cpu-optimizer-threads", fmt::format("{} cores asked; valid: 1 .. {} (the cores of a {} host)",
                                                j.cpu_optimizer_threads, in.hw.host.cores, in.hw.name));

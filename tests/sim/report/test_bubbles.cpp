@@ -64,6 +64,34 @@ TEST(Bubbles, OneFOneBClosedForm) {
     }
 }
 
+TEST(Bubbles, MarkersBracketEveryWaitForAnotherStage) {
+  // With bubble markers the plan itself shows the waits: each pair of `bubble` ops brackets one, and 1F1B's
+  // stage s waits s·f + (p-1-s)·b + (p-1-s)·f in all (everything but its tail); timing is unchanged.
+  const int p = 4, m = 8;
+  const Duration f = 1000, b = 2400;
+  ScheduleInput in = testing::uniform_input(p, m, f, b / 2, b / 2);
+  const Duration plain = testing::step_ns(testing::simulate("1f1b", in));
+  in.bubble_markers = true;
+  const auto r = testing::simulate("1f1b", in);
+  EXPECT_EQ(testing::step_ns(r), plain);
+  std::vector<Duration> waited(p, 0);
+  std::vector<TimePoint> opened(p, -1);
+  for (std::size_t i = 0; i < r.plan.ops.size(); ++i) {
+    const Op& op = r.plan.ops[i];
+    if (op.kind != OpKind::kBubble) continue;
+    auto& open = opened[static_cast<std::size_t>(op.tags.stage)];
+    if (open < 0) {
+      open = r.timeline.end[i];
+    } else {
+      waited[static_cast<std::size_t>(op.tags.stage)] += r.timeline.start[i] - open;
+      open = -1;
+    }
+  }
+  for (int s = 0; s < p; ++s)
+    EXPECT_EQ(waited[static_cast<std::size_t>(s)], s * f + (p - 1 - s) * b + (p - 1 - s) * f)
+        << "stage " << s;
+}
+
 TEST(Bubbles, AddUpToTheBubbleFraction) {
   // Every idle nanosecond of every compute stream is in exactly one bubble.
   for (const char* schedule : {"gpipe", "1f1b", "interleaved-1f1b", "zb-h1"}) {

@@ -32,8 +32,8 @@ struct Bubble {
   Duration length() const { return end - start; }
 };
 
-/// The bubbles of every simulated GPU, in device then time order. `timeline` must come from an engine run with
-/// EngineOptions::record_memory (free memory needs the memory samples); without them free memory is the
+/// The bubbles of every simulated GPU, in device then time order. `timeline` must come from an engine run
+/// with EngineOptions::record_memory (free memory needs the memory samples); without them free memory is the
 /// capacity less the device's peak.
 std::vector<Bubble> find_bubbles(const Plan& plan, const Timeline& timeline);
 

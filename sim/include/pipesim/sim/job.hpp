@@ -44,7 +44,8 @@ struct JobOptions {
   std::string attention = "flash";  ///< flash (scores on chip; what current frameworks run) or unfused
   bool sequence_parallel = true;
   bool dropout = false;
-  bool blocking_p2p = false;  ///< pipeline sends hold the sender's compute until they complete
+  bool blocking_p2p = false;    ///< pipeline sends hold the sender's compute until they complete
+  bool bubble_markers = false;  ///< bracket each wait for another stage with `bubble` ops in the plan
   /// DP gradient all-reduce: overlap (buckets during the backward) or after-backward.
   std::string grad_sync = "overlap";
   std::int32_t cpu_optimizer_threads = 0;  ///< 0: what the schedule's system uses

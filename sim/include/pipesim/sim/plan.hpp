@@ -66,6 +66,10 @@ enum class OpKind : std::uint8_t {
   kNvmeRead,   ///< NVMe volume -> host memory
   kNvmeWrite,  ///< host memory -> NVMe volume
   kAllToAll,   ///< MoE token dispatch or combine over the expert-parallel group
+  /// Zero-time marker on a compute stream: a pair of them brackets where the GPU may wait for another GPU's
+  /// output (the first runs when the stream gets there, the second when the input has arrived), so a fill
+  /// scheduler or a replay engine can see the bubble.
+  kBubble,
 };
 
 /// GPU math: time = flops / (peak(dtype) x efficiency(gemm_gflop)) + kernels x launch overhead.

@@ -55,6 +55,8 @@ struct ScheduleInput {
   /// Pipeline sends hold the sender's compute stream until they complete (Megatron-LM 2021's blocking
   /// send/recv pairs); false: they overlap the next compute (the sender only waits for the receiver).
   bool blocking_p2p = false;
+  /// Order-based schedules bracket every wait for another pipeline stage with a pair of `bubble` ops.
+  bool bubble_markers = false;
   /// Cores one CPU optimizer step uses (0: what the schedule's system uses: an equal share of the node's
   /// cores per GPU for ZeRO-Offload and SPipe's per-stage steps, all of them for Mobius and RoundPipe).
   std::int32_t cpu_optimizer_threads = 0;
