@@ -11,6 +11,7 @@
 #include "partition_command.hpp"
 #include "pipesim/calibrate/calibrate.hpp"
 #include "pipesim/sim/error.hpp"
+#include "pipesim/sim/fill.hpp"
 #include "pipesim/sim/hardware.hpp"
 #include "pipesim/sim/job.hpp"
 #include "pipesim/sim/model.hpp"
@@ -50,6 +51,19 @@ int list_models() {
         m.hidden, m.heads, m.kv_heads, m.ffn_hidden, m.vocab,
         m.is_moe() ? fmt::format(", MoE {} experts top-{}", m.num_experts, m.experts_per_token) : "");
   }
+  return 0;
+}
+
+/// The shipped fill jobs, priced on an H100 for the listing.
+int list_fill_jobs() {
+  const auto hw = pipesim::sim::load_hardware_profile("h100-sxm-8x");
+  for (const auto& name : pipesim::sim::shipped_fill_jobs())
+    for (const auto& job : pipesim::sim::load_fill_jobs(name, hw, "bf16"))
+      std::cout << fmt::format(
+          "{:<24} {} units of {:.3f} ms on h100-sxm-8x, {:.1f} GFLOP each, state {:.2f} GiB{}\n", name,
+          job.units, static_cast<double>(job.unit_ns) / 1e6, job.unit_flops / 1e9,
+          static_cast<double>(job.state_bytes) / (1 << 30),
+          job.writes_back ? " (returned after each chunk)" : "");
   return 0;
 }
 
@@ -197,6 +211,20 @@ void add_simulate(CLI::App& app, Commands& c) {
   add_schedule_flags(sim, j);
   sim->add_option("--replicas", c.replicas, "symmetric (simulate identical replicas once) or explicit")
       ->check(CLI::IsMember({"symmetric", "explicit"}))
+      ->capture_default_str();
+  sim->add_option(
+      "--fill-jobs", so.fill_jobs,
+      "fill the bubbles with these jobs: shipped names (pipesim fill-jobs) or pipesim-fill-job files, "
+      "comma-separated");
+  sim->add_option("--fill-policy", so.fill_policy, "fill queue order: fifo, sjf, max-efficiency, deadline")
+      ->check(CLI::IsMember({"fifo", "sjf", "max-efficiency", "deadline"}))
+      ->capture_default_str();
+  sim->add_option("--fill-max-slowdown", so.fill_max_slowdown,
+                  "largest main-job slowdown the fill may cause (share of the step)")
+      ->check(CLI::Range(0.0, 10.0))
+      ->capture_default_str();
+  sim->add_option("--fill-switch-us", so.fill_switch_us, "fixed cost of each fill context switch (us)")
+      ->check(CLI::Range(0.0, 1e6))
       ->capture_default_str();
   sim->add_option("--plan", so.plan_file, "run a saved pipesim-plan JSON");
   sim->add_option("--trace", so.trace_file, "write a Chrome trace (Perfetto)");
@@ -348,6 +376,7 @@ int dispatch(CLI::App& app, Commands& c, bool no_arguments) {
   if (app.got_subcommand("schedules")) return list_schedules();
   if (app.got_subcommand("hw")) return list_hw();
   if (app.got_subcommand("models")) return list_models();
+  if (app.got_subcommand("fill-jobs")) return list_fill_jobs();
   return 0;
 }
 
@@ -367,6 +396,7 @@ int main(int argc, char** argv) {
   app.add_subcommand("schedules", "list the registered schedules and their parameters");
   app.add_subcommand("hw", "list the shipped hardware profiles");
   app.add_subcommand("models", "list the shipped model presets");
+  app.add_subcommand("fill-jobs", "list the shipped fill jobs (for simulate --fill-jobs)");
 
   try {
     app.parse(argc, argv);

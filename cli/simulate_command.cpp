@@ -5,11 +5,15 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
+
+#include <nlohmann/json.hpp>
 
 #include <fmt/format.h>
 
 #include "pipesim/sim/engine.hpp"
 #include "pipesim/sim/error.hpp"
+#include "pipesim/sim/fill.hpp"
 #include "pipesim/sim/metrics.hpp"
 #include "pipesim/sim/output_file.hpp"
 #include "pipesim/sim/plan_builder.hpp"
@@ -26,7 +30,78 @@ struct Result {
   sim::Timeline timeline;
   sim::Metrics metrics;
   double wall_s = 0;
+  std::optional<sim::FillRun>
+      fill;  ///< with --fill-jobs: the run with fill chunks (plan and timeline moved in)
 };
+
+/// Puts the fill jobs into every result's bubbles; the result then shows the filled run.
+void fill_bubbles(const SimulateOptions& o, std::vector<Result>& results) {
+  if (o.fill_jobs.empty() || results.empty()) return;
+  if (!(o.fill_max_slowdown >= 0 && o.fill_max_slowdown <= 10))
+    throw sim::InputError("--fill-max-slowdown", "", "valid: 0 .. 10 (a share of the step time)");
+  if (!(o.fill_switch_us >= 0 && o.fill_switch_us <= 1e6))
+    throw sim::InputError("--fill-switch-us", "", "valid: 0 .. 1e6");
+  sim::FillOptions fo;
+  fo.policy = sim::parse_fill_policy(o.fill_policy);
+  fo.switch_overhead_ns = sim::duration_from_us(o.fill_switch_us);
+  for (Result& r : results) {
+    const auto jobs = sim::load_fill_jobs(o.fill_jobs, r.plan.hw, r.plan.meta.dtype);
+    sim::FillRun run = sim::simulate_with_fill(r.plan, r.timeline, jobs, fo, o.fill_max_slowdown);
+    r.plan = run.plan;
+    r.timeline = run.timeline;
+    r.metrics = sim::compute_metrics(r.plan, r.timeline);
+    r.fill = std::move(run);
+  }
+}
+
+nlohmann::ordered_json fill_json(const SimulateOptions& o, const sim::FillRun& f) {
+  nlohmann::ordered_json jobs = nlohmann::ordered_json::array();
+  for (std::size_t j = 0; j < f.outcome.jobs.size(); ++j) {
+    const auto& job = f.outcome.jobs[j];
+    jobs.push_back({{"name", job.name},
+                    {"units_done", job.units_done},
+                    {"units", job.units},
+                    {"chunks", job.chunks},
+                    {"fits", job.fits},
+                    {"completed_s", f.completed_s[j]}});
+  }
+  return {{"policy", o.fill_policy},
+          {"bubble_share", f.bubble_share},
+          {"main_slowdown", f.main_slowdown},
+          {"fill_gpu_equivalents", f.fill_gpu_equivalents},
+          {"fill_tflops_per_gpu", f.fill_tflops_per_gpu},
+          {"utilization_without_fill", f.utilization_before},
+          {"utilization_with_fill", f.utilization_after},
+          {"jobs", jobs}};
+}
+
+/// The metrics JSON of a result, with its fill run when there is one.
+std::string result_json(const SimulateOptions& o, const Result& r) {
+  const std::string metrics = sim::metrics_to_json(r.plan, r.metrics, r.wall_s);
+  if (!r.fill) return metrics;
+  auto j = nlohmann::ordered_json::parse(metrics);
+  j["fill"] = fill_json(o, *r.fill);
+  return j.dump(2);
+}
+
+void print_fill(const SimulateOptions& o, const std::string& label, const sim::FillRun& f) {
+  std::cout << fmt::format(
+      "  {}: fill ({}): {:.2f} GPU-equivalents, {:.1f} TFLOP/s per GPU of fill work, main slowdown {:.2f}% "
+      "(limit {:.1f}%{}), compute busy {:.1f}% -> {:.1f}%\n",
+      label, o.fill_policy, f.fill_gpu_equivalents, f.fill_tflops_per_gpu, 100 * f.main_slowdown,
+      100 * o.fill_max_slowdown,
+      f.bubble_share < 1 ? fmt::format(", {:.0f}% of each bubble", 100 * f.bubble_share) : "",
+      100 * f.utilization_before, 100 * f.utilization_after);
+  for (std::size_t j = 0; j < f.outcome.jobs.size(); ++j) {
+    const auto& job = f.outcome.jobs[j];
+    std::cout << fmt::format(
+        "    {}: {} of {} units in {} chunks, {}\n", job.name, job.units_done, job.units, job.chunks,
+        !job.fits               ? "fits no bubble (time or memory)"
+        : f.completed_s[j] >= 0 ? fmt::format("done at {:.4f} s", f.completed_s[j])
+        : job.units_done > 0    ? std::string("unfinished")
+                                : std::string("waiting: the bubbles went to the jobs before it"));
+  }
+}
 
 /// FILE for one schedule, FILE with ".<schedule>" before the extension when several are written.
 std::string per_schedule(const std::string& file, const std::string& schedule, bool several) {
@@ -41,7 +116,7 @@ Result run_plan(sim::Plan plan, bool record_memory) {
   sim::Timeline tl = engine.run(plan);
   sim::Metrics m = sim::compute_metrics(plan, tl);
   double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return {std::move(plan), std::move(tl), std::move(m), wall};
+  return {std::move(plan), std::move(tl), std::move(m), wall, std::nullopt};
 }
 
 std::string gib(std::int64_t bytes) {
@@ -83,7 +158,8 @@ void print_table(const std::vector<Result>& results, const std::vector<std::stri
 int run_simulate(const SimulateOptions& o) {
   if (o.format != "table" && o.format != "json")
     throw sim::InputError("--format", "", fmt::format("unknown format '{}'; valid: table, json", o.format));
-  const bool record_memory = !o.trace_file.empty() || !o.trace_dir.empty();
+  // Traces plot memory; fill jobs need the free memory of each bubble.
+  const bool record_memory = !o.trace_file.empty() || !o.trace_dir.empty() || !o.fill_jobs.empty();
   std::vector<Result> results;
   std::vector<std::string> skipped;
   if (!o.plan_file.empty()) {
@@ -101,6 +177,7 @@ int run_simulate(const SimulateOptions& o) {
       results.push_back(run_plan(sim::build_plan(s, sim::make_schedule_input(o.job, s)), record_memory));
     }
   }
+  fill_bubbles(o, results);
   const bool several = results.size() > 1;
   for (const auto& r : results) {
     std::string name = sim::schedule_label(r.plan.meta);
@@ -126,14 +203,15 @@ int run_simulate(const SimulateOptions& o) {
     if (o.schedule == "all" && o.plan_file.empty()) {
       std::cout << "[";
       for (std::size_t i = 0; i < results.size(); ++i)
-        std::cout << (i ? ",\n" : "\n")
-                  << sim::metrics_to_json(results[i].plan, results[i].metrics, results[i].wall_s);
+        std::cout << (i ? ",\n" : "\n") << result_json(o, results[i]);
       std::cout << "\n]\n";
     } else {
-      std::cout << sim::metrics_to_json(results[0].plan, results[0].metrics, results[0].wall_s) << "\n";
+      std::cout << result_json(o, results[0]) << "\n";
     }
   } else {
     print_table(results, skipped);
+    for (const auto& r : results)
+      if (r.fill) print_fill(o, sim::schedule_label(r.plan.meta), *r.fill);
     if (!o.trace_dir.empty())
       std::cout << fmt::format("Chrome traces written under {}/ (open in ui.perfetto.dev)\n", o.trace_dir);
   }

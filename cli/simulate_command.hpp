@@ -16,6 +16,12 @@ struct SimulateOptions {
   std::string timeline_file;
   std::string plan_out;
   std::string format = "table";
+  /// Fill jobs in the bubbles (PipeFill): shipped names or files, the queue policy, the main job's allowed
+  /// slowdown and the fixed cost of a context switch.
+  std::string fill_jobs;
+  std::string fill_policy = "fifo";
+  double fill_max_slowdown = 0.05;
+  double fill_switch_us = 50;
 };
 
 /// Returns the process exit code; library errors propagate as exceptions to main.

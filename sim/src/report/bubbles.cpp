@@ -87,10 +87,13 @@ std::vector<Bubble> find_bubbles(const Plan& plan, const Timeline& tl) {
     }
     const MemoryUse memory(tl, device);
     const std::int64_t capacity = tl.capacity_bytes[static_cast<std::size_t>(device)];
-    auto add = [&](TimePoint a, TimePoint b, const Op* before, const Op* after) {
+    auto add = [&](TimePoint a, TimePoint b, const Op* before, const Op* after, OpId before_id,
+                   OpId after_id) {
       if (b <= a) return;
       Bubble bubble;
       bubble.device = device;
+      bubble.before = before_id;
+      bubble.after = after_id;
       bubble.start = a;
       bubble.end = b;
       const Op& near = after ? *after : *before;
@@ -124,12 +127,13 @@ std::vector<Bubble> find_bubbles(const Plan& plan, const Timeline& tl) {
     for (std::size_t k = 0; k < ops.size(); ++k) {
       const Op& op = plan.ops[static_cast<std::size_t>(ops[k])];
       const Op* after = next_pass[k] ? next_pass[k] : &op;
-      add(free_from, tl.start[static_cast<std::size_t>(ops[k])], previous ? previous : any_previous, after);
+      add(free_from, tl.start[static_cast<std::size_t>(ops[k])], previous ? previous : any_previous, after,
+          k > 0 ? ops[k - 1] : -1, ops[k]);
       free_from = std::max(free_from, tl.end[static_cast<std::size_t>(ops[k])]);
       if (is_pass(op.kind)) previous = &op;
       any_previous = &op;
     }
-    if (any_previous) add(free_from, run_end, previous ? previous : any_previous, nullptr);
+    if (any_previous) add(free_from, run_end, previous ? previous : any_previous, nullptr, ops.back(), -1);
   }
   return out;
 }

@@ -29,6 +29,7 @@ struct Bubble {
   TimePoint start = 0, end = 0;
   std::int64_t free_bytes = 0;  ///< GPU memory free during all of it (capacity - peak use inside)
   BubbleKind kind = BubbleKind::kSteady;
+  OpId before = -1, after = -1;  ///< the compute-stream ops around it (-1: none)
   Duration length() const { return end - start; }
 };
 

@@ -1,0 +1,79 @@
+#include <algorithm>
+
+#include "pipesim/sim/fill.hpp"
+#include "pipesim/sim/metrics.hpp"
+
+namespace pipesim::sim {
+
+namespace {
+
+/// Compute-stream busy time of the simulated GPUs, and their count.
+std::pair<double, int> main_busy(const Plan& plan, const Timeline& tl) {
+  double busy = 0;
+  for (std::size_t i = 0; i < plan.ops.size(); ++i)
+    if (plan.streams[static_cast<std::size_t>(plan.ops[i].stream)].kind == StreamKind::kCompute)
+      busy += static_cast<double>(tl.end[i] - tl.start[i]);
+  int gpus = 0;
+  for (const Stream& s : plan.streams)
+    if (s.kind == StreamKind::kCompute &&
+        plan.devices[static_cast<std::size_t>(s.device)].kind == DeviceKind::kGpu)
+      ++gpus;
+  return {busy, std::max(1, gpus)};
+}
+
+TimePoint run_end(const Timeline& tl) {
+  TimePoint end = 0;
+  for (TimePoint t : tl.end) end = std::max(end, t);
+  return end;
+}
+
+}  // namespace
+
+FillRun simulate_with_fill(const Plan& plan, const Timeline& timeline, const std::vector<FillJob>& jobs,
+                           FillOptions options, double max_slowdown) {
+  const double base = static_cast<double>(run_end(timeline));
+  const auto [base_busy, gpus] = main_busy(plan, timeline);
+  FillRun run;
+  for (double share = options.bubble_share;; share *= 0.8) {
+    FillRun attempt;
+    attempt.plan = plan;
+    options.bubble_share = share;
+    attempt.outcome = add_fill_jobs(attempt.plan, timeline, jobs, options);
+    attempt.timeline = Engine{}.run(attempt.plan);
+    attempt.bubble_share = share;
+    const double step = static_cast<double>(run_end(attempt.timeline));
+    attempt.main_slowdown = base > 0 ? step / base - 1 : 0;
+    if (attempt.main_slowdown <= max_slowdown || share < 0.05) {
+      if (attempt.main_slowdown > max_slowdown) {  // nothing small enough: run without fill
+        attempt.plan = plan;
+        attempt.timeline = Engine{}.run(plan);
+        attempt.outcome = FillOutcome{};
+        for (const FillJob& j : jobs) attempt.outcome.jobs.push_back({j.name, 0, j.units, 0, false, -1});
+        attempt.main_slowdown = 0;
+        attempt.bubble_share = 0;
+      }
+      run = std::move(attempt);
+      break;
+    }
+  }
+  const double step = static_cast<double>(run_end(run.timeline));
+  for (OpId id : run.outcome.fill_ops)
+    run.fill_busy_s += static_cast<double>(run.timeline.end[static_cast<std::size_t>(id)] -
+                                           run.timeline.start[static_cast<std::size_t>(id)]) /
+                       1e9;
+  // Identical replicas stand for the GPUs not simulated: the whole job recovers as much per GPU.
+  const double scale = static_cast<double>(plan.num_gpus()) / gpus;
+  run.fill_gpu_equivalents = step > 0 ? run.fill_busy_s * 1e9 / step * scale : 0;
+  run.fill_tflops_per_gpu = step > 0 ? run.outcome.fill_flops / (gpus * step / 1e9) / 1e12 : 0;
+  run.utilization_before = base > 0 ? base_busy / (gpus * base) : 0;
+  const double after_busy = main_busy(run.plan, run.timeline).first + run.fill_busy_s * 1e9;
+  run.utilization_after = step > 0 ? after_busy / (gpus * step) : 0;
+  for (const FillJobOutcome& j : run.outcome.jobs)
+    run.completed_s.push_back(
+        j.units_done == j.units && j.last_op >= 0
+            ? static_cast<double>(run.timeline.end[static_cast<std::size_t>(j.last_op)]) / 1e9
+            : -1);
+  return run;
+}
+
+}  // namespace pipesim::sim
