@@ -158,6 +158,10 @@ void print_table(const std::vector<Result>& results, const std::vector<std::stri
 int run_simulate(const SimulateOptions& o) {
   if (o.format != "table" && o.format != "json")
     throw sim::InputError("--format", "", fmt::format("unknown format '{}'; valid: table, json", o.format));
+  // Fill jobs' context switches share each node's PCIe links with the other replicas' switches: with fill
+  // jobs every GPU is simulated.
+  SimulateOptions run = o;
+  if (!o.fill_jobs.empty()) run.job.explicit_replicas = true;
   // Traces plot memory; fill jobs need the free memory of each bubble.
   const bool record_memory = !o.trace_file.empty() || !o.trace_dir.empty() || !o.fill_jobs.empty();
   std::vector<Result> results;
@@ -169,12 +173,12 @@ int run_simulate(const SimulateOptions& o) {
   } else {
     if (o.schedule == "all") {
       // One that cannot run this configuration is reported and skipped.
-      sim::AllSchedulePlans all = sim::plans_of_all_schedules(o.job);
+      sim::AllSchedulePlans all = sim::plans_of_all_schedules(run.job);
       for (auto& plan : all.plans) results.push_back(run_plan(std::move(plan), record_memory));
       skipped = std::move(all.skipped);
     } else {
       const auto& s = sim::find_schedule(o.schedule);
-      results.push_back(run_plan(sim::build_plan(s, sim::make_schedule_input(o.job, s)), record_memory));
+      results.push_back(run_plan(sim::build_plan(s, sim::make_schedule_input(run.job, s)), record_memory));
     }
   }
   fill_bubbles(o, results);

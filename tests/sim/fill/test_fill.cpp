@@ -1,0 +1,170 @@
+// Fill jobs in pipeline bubbles: placement invariants, exact filling, policies, the slowdown guard, loading.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "pipesim/sim/fill.hpp"
+#include "test_helpers.hpp"
+
+namespace pipesim::sim {
+namespace {
+
+FillJob measured(const std::string& name, Duration unit_ns, std::int64_t units, double unit_flops = 1e9) {
+  FillJob j;
+  j.name = name;
+  j.unit_ns = unit_ns;
+  j.units = units;
+  j.unit_flops = unit_flops;
+  return j;
+}
+
+Timeline run_with_memory(const Plan& plan) {
+  return Engine{EngineOptions{true}}.run(plan);
+}
+
+TEST(Fill, FillsEveryUsableNanosecondWhenSwitchesAreFreeAndWorkDivides) {
+  // 1F1B, 4 stages, f = 1000, b = 2400 ns: every bubble is a multiple of 200 ns. A job of 200-ns units with
+  // no state and free switches fills all of them exactly, and the main job does not move.
+  for (const char* schedule : {"gpipe", "1f1b", "zb-h1"}) {
+    const ScheduleInput in = testing::uniform_input(4, 8, 1000, 1200, 1200);
+    const Plan plan = build_plan(find_schedule(schedule), in);
+    const Timeline tl = run_with_memory(plan);
+    Duration idle = 0;
+    for (const Bubble& b : find_bubbles(plan, tl)) idle += b.length();
+    FillOptions o;
+    o.switch_overhead_ns = 0;
+    const FillRun run = simulate_with_fill(plan, tl, {measured("tiny", 200, 1'000'000)}, o, 0.0);
+    EXPECT_EQ(run.main_slowdown, 0) << schedule;
+    Duration filled = 0;
+    for (OpId id : run.outcome.fill_ops)
+      filled +=
+          run.timeline.end[static_cast<std::size_t>(id)] - run.timeline.start[static_cast<std::size_t>(id)];
+    EXPECT_EQ(filled, idle) << schedule;
+    EXPECT_EQ(run.outcome.jobs[0].units_done * 200, idle) << schedule;
+  }
+}
+
+TEST(Fill, NeverRunsBesideMainComputeOnItsGpu) {
+  // Every schedule, model-priced fill jobs with context switches: no fill chunk overlaps a main-job op on the
+  // compute stream of its GPU.
+  JobOptions j = testing::job("qwen3-1.7b", "rtx4090-8x", 4, 1, 2, 8);
+  j.recompute = "full";
+  for (const ScheduleDescriptor& s : schedule_registry()) {
+    JobOptions job = j;
+    if (s.kind == ScheduleKind::kWholePlan) job = testing::job("qwen3-1.7b", "rtx4090-8x", 8, 1, 1, 16);
+    Plan plan;
+    try {
+      plan = build_plan(s, make_schedule_input(job, s));
+    } catch (const InputError&) {
+      continue;  // this schedule cannot run the job
+    }
+    const Timeline tl = run_with_memory(plan);
+    const auto jobs = load_fill_jobs("qwen3-1.7b-inference,qwen3-1.7b-finetune", plan.hw, plan.meta.dtype);
+    const FillRun run = simulate_with_fill(plan, tl, jobs, FillOptions{}, 10.0);
+    ASSERT_FALSE(run.outcome.fill_ops.empty()) << s.name;
+    for (OpId f : run.outcome.fill_ops) {
+      const DeviceId gpu =
+          run.plan.streams[static_cast<std::size_t>(run.plan.ops[static_cast<std::size_t>(f)].stream)].device;
+      const TimePoint a = run.timeline.start[static_cast<std::size_t>(f)],
+                      b = run.timeline.end[static_cast<std::size_t>(f)];
+      for (std::size_t i = 0; i < run.plan.ops.size(); ++i) {
+        const Stream& st = run.plan.streams[static_cast<std::size_t>(run.plan.ops[i].stream)];
+        if (st.device != gpu || st.kind != StreamKind::kCompute) continue;
+        const bool overlap = run.timeline.start[i] < b && a < run.timeline.end[i] &&
+                             run.timeline.end[i] > run.timeline.start[i];
+        EXPECT_FALSE(overlap) << s.name << ": fill op " << f << " overlaps main op " << i;
+      }
+    }
+  }
+}
+
+TEST(Fill, SlowdownStaysUnderTheLimit) {
+  // Training fill jobs move their state over PCIe, which the main job's pipeline traffic also crosses on a
+  // GeForce box: whatever the limit, the kept run is within it.
+  JobOptions j = testing::job("qwen3-1.7b", "rtx4090-8x", 8, 1, 1, 16);
+  const Plan plan = testing::plan_of("1f1b", j);
+  const Timeline tl = run_with_memory(plan);
+  const auto jobs = load_fill_jobs("qwen3-1.7b-finetune", plan.hw, plan.meta.dtype);
+  for (double limit : {0.0, 0.001, 0.01, 0.05}) {
+    const FillRun run = simulate_with_fill(plan, tl, jobs, FillOptions{}, limit);
+    EXPECT_LE(run.main_slowdown, limit);
+    EXPECT_GE(run.main_slowdown, 0);
+  }
+}
+
+TEST(Fill, PoliciesPickTheirJobFirst) {
+  const ScheduleInput in = testing::uniform_input(4, 8, 1'000'000, 1'200'000, 1'200'000);
+  const Plan plan = build_plan(find_schedule("gpipe"), in);
+  const Timeline tl = run_with_memory(plan);
+  FillJob slow_long = measured("long-inefficient", 100'000, 1'000'000, 1e9);
+  FillJob fast_short = measured("short-efficient", 100'000, 10, 5e9);
+  fast_short.deadline_s = 1;
+  auto first_chunk_job = [&](FillPolicy p) {
+    FillOptions o;
+    o.policy = p;
+    Plan copy = plan;
+    const FillOutcome out = add_fill_jobs(copy, tl, {slow_long, fast_short}, o);
+    return copy.ops[static_cast<std::size_t>(out.fill_ops.front())].tags.microbatch;  // the job's index
+  };
+  EXPECT_EQ(first_chunk_job(FillPolicy::kFifo), 0);  // both arrive at 0: list order
+  EXPECT_EQ(first_chunk_job(FillPolicy::kShortestJobFirst), 1);
+  EXPECT_EQ(first_chunk_job(FillPolicy::kMaxEfficiency), 1);
+  EXPECT_EQ(first_chunk_job(FillPolicy::kDeadline), 1);
+}
+
+TEST(Fill, AJobThatFitsNoBubbleIsReportedNotAnError) {
+  const ScheduleInput in = testing::uniform_input(4, 8, 1000, 1200, 1200);
+  const Plan plan = build_plan(find_schedule("1f1b"), in);
+  const Timeline tl = run_with_memory(plan);
+  FillJob huge = measured("huge-state", 100, 10);
+  huge.state_bytes = std::int64_t{1} << 45;  // more than any GPU's memory
+  const FillRun run = simulate_with_fill(plan, tl, {huge}, FillOptions{}, 0.05);
+  EXPECT_FALSE(run.outcome.jobs[0].fits);
+  EXPECT_EQ(run.outcome.jobs[0].units_done, 0);
+}
+
+TEST(Fill, LoaderIsStrict) {
+  const auto hw = load_hardware_profile("h100-sxm-8x");
+  const auto path = (std::filesystem::temp_directory_path() / "pipesim-fill-test.json").string();
+  auto error_for = [&](const std::string& text) {
+    std::ofstream(path) << text;
+    return testing::error_of([&] { load_fill_jobs(path, hw, "bf16"); });
+  };
+  EXPECT_NE(error_for(R"({"name": "x", "unit_ms": 1, "units": 10, "colour": 1})").find("/colour"),
+            std::string::npos);
+  EXPECT_NE(error_for(R"({"name": "x", "unit_ms": 1})").find("/units"), std::string::npos);
+  EXPECT_NE(error_for(R"({"name": "x", "unit_ms": -1, "units": 10})").find("/unit_ms"), std::string::npos);
+  EXPECT_NE(error_for(R"([{"model": "nosuch", "samples": 10}])").find("nosuch"), std::string::npos);
+  EXPECT_NE(error_for(R"({"model": "qwen3-1.7b", "mode": "serving", "samples": 10})").find("/mode"),
+            std::string::npos);
+  std::filesystem::remove(path);
+  EXPECT_NE(testing::error_of([&] { load_fill_jobs("nosuch-job", hw, "bf16"); }).find("nosuch-job"),
+            std::string::npos);
+  // Model-priced: Qwen3-1.7B inference, one block over a batch of 8 x 512 per unit.
+  const auto jobs = load_fill_jobs("qwen3-1.7b-inference", hw, "bf16");
+  ASSERT_EQ(jobs.size(), 1u);
+  EXPECT_EQ(jobs[0].units, 100000 / 8 * 28);
+  EXPECT_GT(jobs[0].unit_ns, 0);
+  EXPECT_FALSE(jobs[0].writes_back);
+}
+
+TEST(Fill, SymmetricAndExplicitReplicasAgree) {
+  // Fill work that moves no state over PCIe: one simulated replica stands for all exactly. (Jobs with state
+  // contend on the node's shared PCIe links with the other replicas' switches, so simulate --fill-jobs runs
+  // every GPU explicitly.)
+  JobOptions j = testing::job("qwen3-1.7b", "h100-sxm-8x", 4, 2, 2, 8);
+  const auto run = [&](bool explicit_replicas) {
+    j.explicit_replicas = explicit_replicas;
+    const Plan plan = testing::plan_of("1f1b", j);
+    const Timeline tl = run_with_memory(plan);
+    return simulate_with_fill(plan, tl, {measured("stateless", 50'000, 100'000)}, FillOptions{}, 0.05);
+  };
+  const FillRun a = run(false), b = run(true);
+  EXPECT_DOUBLE_EQ(a.main_slowdown, b.main_slowdown);
+  EXPECT_NEAR(a.fill_gpu_equivalents, b.fill_gpu_equivalents, 1e-9 * a.fill_gpu_equivalents);
+  EXPECT_DOUBLE_EQ(a.fill_tflops_per_gpu, b.fill_tflops_per_gpu);
+}
+
+}  // namespace
+}  // namespace pipesim::sim
