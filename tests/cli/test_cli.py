@@ -157,6 +157,37 @@ class Simulate(unittest.TestCase):
         self.assertEqual(rc, 2)
         self.assertIn("unknown schedule", err)
 
+    def test_fill_jobs(self):
+        rc, out, err = run("fill-jobs")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("qwen3-1.7b-inference", out)
+        rc, out, err = run("simulate", "--model", "qwen3-1.7b", "--hw", "h100-sxm-8x", "--pp", "4", "--dp", "2",
+                           "--microbatches", "8", "--schedule", "1f1b", "--fill-jobs", "qwen3-1.7b-inference",
+                           "--fill-policy", "sjf", "--fill-max-slowdown", "0.02", "--format", "json")
+        self.assertEqual(rc, 0, err)
+        fill = json.loads(out)["fill"]
+        self.assertLessEqual(fill["main_slowdown"], 0.02)
+        self.assertGreater(fill["fill_gpu_equivalents"], 0)
+        self.assertGreater(fill["utilization_with_fill"], fill["utilization_without_fill"])
+        self.assertEqual(fill["jobs"][0]["name"], "qwen3-1.7b-inference")
+        self.assertGreater(fill["jobs"][0]["units_done"], 0)
+        with tempfile.TemporaryDirectory() as tmp:
+            bad = os.path.join(tmp, "bad.json")
+            with open(bad, "w") as f:
+                f.write('{"name": "x", "unit_ms": 1, "units": 10, "colour": "red"}')
+            rc, out, err = run("simulate", "--schedule", "1f1b", "--fill-jobs", bad)
+            self.assertEqual(rc, 2)
+            self.assertEqual(len(err.strip().splitlines()), 1, err)
+            self.assertIn("/colour", err)
+            trace = os.path.join(tmp, "t.json")
+            rc, out, err = run("simulate", "--model", "qwen3-1.7b", "--hw", "h100-sxm-8x", "--pp", "4",
+                               "--microbatches", "8", "--schedule", "gpipe", "--fill-jobs", "qwen3-1.7b-inference",
+                               "--trace", trace)
+            self.assertEqual(rc, 0, err)
+            with open(trace) as f:
+                names = {e.get("name", "") for e in json.load(f)["traceEvents"]}
+            self.assertTrue(any(n.startswith("fill") for n in names), names)
+
     def test_listings(self):
         rc, out, _ = run("schedules")
         self.assertEqual(rc, 0)
