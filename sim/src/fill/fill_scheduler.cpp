@@ -98,14 +98,9 @@ FillOutcome add_fill_jobs(Plan& plan, const Timeline& tl, const std::vector<Fill
   };
   auto add = [&](StreamId stream, OpKind kind, const OpTags& tags, Payload payload, Duration fixed,
                  OpId dep) {
-    Op& op = plan.ops.emplace_back();
-    op.stream = stream;
-    op.kind = kind;
-    op.tags = tags;
-    op.payload = std::move(payload);
-    op.fixed_duration = fixed;
-    if (dep >= 0) op.deps.push_back(dep);
-    return static_cast<OpId>(plan.ops.size() - 1);
+    const OpId id = append_op(plan, stream, kind, tags, std::move(payload), fixed);
+    if (dep >= 0) plan.ops[static_cast<std::size_t>(id)].deps.push_back(dep);
+    return id;
   };
   // A job fits when some bubble has the memory and the time for one unit with its context switches.
   for (std::size_t j = 0; j < jobs.size(); ++j)

@@ -44,6 +44,17 @@ const char* to_string(OpKind k) {
   return "?";
 }
 
+OpId append_op(Plan& plan, StreamId stream, OpKind kind, const OpTags& tags, Payload payload,
+               Duration fixed) {
+  Op& op = plan.ops.emplace_back();
+  op.stream = stream;
+  op.kind = kind;
+  op.tags = tags;
+  op.payload = std::move(payload);
+  op.fixed_duration = fixed;
+  return static_cast<OpId>(plan.ops.size() - 1);
+}
+
 std::string schedule_label(const PlanMeta& meta) {
   return meta.schedule + (meta.data_parallel == "ddp" ? "" : " " + meta.data_parallel) +
          (meta.ep > 1 ? " ep" + std::to_string(meta.ep) : "");

@@ -86,13 +86,7 @@ class Builder {
   void layout_chunks(const BlockSpan& span);
   void size_plan();
   OpId add_op(StreamId stream, OpKind kind, const OpTags& tags, Payload payload, Duration fixed) {
-    Op& op = plan_.ops.emplace_back();
-    op.stream = stream;
-    op.kind = kind;
-    op.tags = tags;
-    op.payload = std::move(payload);
-    op.fixed_duration = fixed;
-    return static_cast<OpId>(plan_.ops.size() - 1);
+    return append_op(plan_, stream, kind, tags, std::move(payload), fixed);
   }
   DeviceId device_of_rank(std::int32_t rank);
   std::int32_t global_rank(std::int32_t d, std::int32_t stage, std::int32_t t) const {

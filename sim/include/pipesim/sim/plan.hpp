@@ -176,6 +176,9 @@ inline bool is_collective(OpKind k) {
          k == OpKind::kAllToAll;
 }
 
+/// Appends an op to `plan` (after every op already on its stream) and returns its id.
+OpId append_op(Plan& plan, StreamId stream, OpKind kind, const OpTags& tags, Payload payload, Duration fixed);
+
 /// The schedule's name, with its data-parallel mode when that is not plain DDP and its expert parallelism
 /// ("1f1b zero-3", "1f1b zero-1 ep8").
 std::string schedule_label(const PlanMeta& meta);
