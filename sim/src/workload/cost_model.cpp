@@ -73,9 +73,11 @@ double block_gemm_flops_per_token(const ModelSpec& m) {
   return 2.0 * (attn + mlp);
 }
 
-// Average keys a query attends to under causal (optionally sliding-window) attention.
+// Average keys a query attends to: all of them in an encoder, half under causal attention (fewer with a
+// sliding window).
 double attended_keys(const ModelSpec& m, std::int64_t block, std::int64_t seq) {
   const double s = static_cast<double>(seq);
+  if (!m.causal) return s;
   bool sliding = !m.layer_is_sliding.empty() && m.layer_is_sliding[static_cast<std::size_t>(block)];
   if (sliding && m.sliding_window < seq) {
     const double w = static_cast<double>(m.sliding_window);
@@ -253,8 +255,8 @@ std::vector<LayerCost> model_layer_costs(const ModelSpec& m, const CostOptions& 
       c.attention_masked_flops = c.attention_fwd_flops - attn;
       c.attention_bwd_flops = 2 * c.attention_fwd_flops;
       c.attention_recompute_flops = o.recompute == Recompute::kNone ? 0 : c.attention_fwd_flops;
-      c.attention_fwd_bytes = 4 * scores;  // QK^T writes each score, AV reads it: 2 B each
-      c.attention_bwd_bytes = 2 * c.attention_fwd_bytes;         // dP written; P, dS, dS read
+      c.attention_fwd_bytes = 4 * scores;                 // QK^T writes each score, AV reads it: 2 B each
+      c.attention_bwd_bytes = 2 * c.attention_fwd_bytes;  // dP written; P, dS, dS read
     }
     const BlockTraffic traffic = block_traffic(m, o);
     c.fwd_mem_bytes = traffic.forward;

@@ -50,6 +50,11 @@ ModelSpec parse_preset(JsonObject& r) {
   m.experts_per_token = r.integer_or("experts_per_token", 0, 0, 1 << 16);
   m.moe_ffn_hidden = r.integer_or("moe_ffn_hidden_size", m.num_experts > 0 ? m.ffn_hidden : 0, 0, kMaxDim);
   m.sliding_window = r.integer_or("sliding_window", 0, 0, kMaxDim);
+  const std::string attention = r.string_or("attention", "causal");
+  if (attention != "causal" && attention != "bidirectional")
+    r.fail("attention",
+           fmt::format("unknown attention '{}'; valid: causal, bidirectional (encoders)", attention));
+  m.causal = attention == "causal";
   if (const json* types = r.raw_optional("layer_types")) {
     // As in HuggingFace configs: one "sliding_attention" or "full_attention" per layer.
     if (!types->is_array() || static_cast<std::int64_t>(types->size()) != m.layers)
@@ -92,11 +97,15 @@ ModelSpec parse_hf(const json& j, const std::string& file) {
   m.kv_heads = hf_int(j, file, {"num_key_value_heads", "multi_query_group_num"}, 1, kMaxDim, m.heads);
   m.head_dim = hf_int(j, file, {"head_dim"}, 1, kMaxDim, 0);
   m.vocab = hf_int(j, file, {"vocab_size", "padded_vocab_size"}, 1, kMaxDim * 8);
-  bool gpt_style = type == "gpt2" || type == "gpt_neox" || type == "gptj" || type == "gpt_bigcode";
+  // Encoders attend in both directions; they, like the GPT family, use a GELU MLP.
+  const bool encoder = type == "bert" || type == "roberta" || type == "xlm-roberta" || type == "camembert" ||
+                       type == "electra";
+  m.causal = !encoder;
+  bool gpt_style = encoder || type == "gpt2" || type == "gpt_neox" || type == "gptj" || type == "gpt_bigcode";
   m.mlp = gpt_style ? MlpKind::kGelu : MlpKind::kSwiGlu;
   m.ffn_hidden = hf_int(j, file, {"intermediate_size", "n_inner", "ffn_hidden_size"}, 1, kMaxDim,
                         gpt_style ? 4 * m.hidden : -1);
-  m.tie_embeddings = j.value("tie_word_embeddings", type == "gpt2");
+  m.tie_embeddings = j.value("tie_word_embeddings", type == "gpt2" || encoder);
   m.num_experts = hf_int(j, file, {"num_experts", "num_local_experts", "n_routed_experts"}, 0, 1 << 16, 0);
   if (m.num_experts > 0) {
     m.experts_per_token = hf_int(j, file, {"num_experts_per_tok", "experts_per_token"}, 1, m.num_experts);

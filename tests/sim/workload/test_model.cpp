@@ -4,6 +4,7 @@
 
 #include <filesystem>
 
+#include "pipesim/sim/cost_model.hpp"
 #include "pipesim/sim/error.hpp"
 #include "pipesim/sim/model.hpp"
 
@@ -18,6 +19,25 @@ TEST(Model, EveryPresetLoads) {
                            "qwen3-8b", "qwen3-32b", "qwen3-235b-a22b", "gpt3-175b", "gpt-40b"})
     EXPECT_NE(std::find(names.begin(), names.end(), want), names.end()) << want;
   for (const auto& n : names) EXPECT_NO_THROW(load_model(n)) << n;
+}
+
+TEST(Model, EncodersAttendInBothDirections) {
+  // A BERT config.json reads as a bidirectional GELU encoder and agrees with the bert-large preset.
+  const ModelSpec hf = load_model(kHf + "bert-large-style.json");
+  const ModelSpec preset = load_model("bert-large");
+  EXPECT_FALSE(hf.causal);
+  EXPECT_FALSE(preset.causal);
+  EXPECT_EQ(hf.mlp, MlpKind::kGelu);
+  EXPECT_EQ(hf.hidden, preset.hidden);
+  EXPECT_EQ(hf.layers, preset.layers);
+  EXPECT_EQ(hf.heads, preset.heads);
+  EXPECT_EQ(hf.ffn_hidden, preset.ffn_hidden);
+  EXPECT_EQ(hf.vocab, preset.vocab);
+  EXPECT_TRUE(load_model("llama3-8b").causal);
+  // A query attends to all s keys: 4·s·h attention FLOPs per token, twice a causal decoder's 2·s·h.
+  const auto blk = model_layer_costs(preset, CostOptions{1, 512, 1, Recompute::kNone})[1];
+  const double gemm = 2.0 * 512 * (4.0 * 1024 * 1024 + 2.0 * 1024 * 4096);
+  EXPECT_DOUBLE_EQ(blk.fwd_flops, gemm + 512.0 * 4 * 512 * 1024);
 }
 
 TEST(Model, PresetsAgreeWithGenuineHfConfigs) {
@@ -76,7 +96,7 @@ TEST(Model, BadInputNamesFileAndPath) {
       R"("num_heads":4,"ffn_hidden_size":128,"vocab_size":100)";
   EXPECT_EQ(msg("{" + base + "}"), "no error");
   EXPECT_EQ(msg("{" + base + R"(,"hiden":3})"),
-            "m.json: /hiden: unknown key; valid keys here: experts_per_token, ffn_hidden_size, format, "
+            "m.json: /hiden: unknown key; valid keys here: attention, experts_per_token, ffn_hidden_size, format, "
             "head_dim, hidden_size, layer_types, mlp, moe_ffn_hidden_size, name, num_experts, num_heads, "
             "num_kv_heads, "
             "num_layers, sliding_window, source, tie_embeddings, version, vocab_size");

@@ -1,6 +1,6 @@
 // Transformer model description: the architecture numbers the cost model needs.
 // Read from pipesim presets (models/NAME.json, strict) or from HuggingFace config.json files directly
-// (Llama, Qwen2/3, Mistral/Mixtral, GPT-2, GPT-NeoX, gpt-oss, Qwen3-MoE).
+// (Llama, Qwen2/3, Mistral/Mixtral, GPT-2, GPT-NeoX, gpt-oss, Qwen3-MoE; BERT, RoBERTa and XLM-R encoders).
 #pragma once
 
 #include <cstdint>
@@ -27,6 +27,9 @@ struct ModelSpec {
   std::int64_t moe_ffn_hidden = 0;
   std::int64_t sliding_window = 0;     ///< 0: none
   std::vector<bool> layer_is_sliding;  ///< per block, empty when no layer uses the window
+  /// Causal (decoder) attention: a query attends to the keys before it; false for encoders (BERT, RoBERTa,
+  /// XLM-R), whose queries attend to the whole sequence.
+  bool causal = true;
 
   bool is_moe() const { return num_experts > 0; }
 };
