@@ -62,6 +62,7 @@ nlohmann::ordered_json fill_json(const SimulateOptions& o, const sim::FillRun& f
                     {"units_done", job.units_done},
                     {"units", job.units},
                     {"chunks", job.chunks},
+                    {"smaller_batch_chunks", job.smaller_batch_chunks},
                     {"fits", job.fits},
                     {"completed_s", f.completed_s[j]}});
   }
@@ -95,7 +96,8 @@ void print_fill(const SimulateOptions& o, const std::string& label, const sim::F
   for (std::size_t j = 0; j < f.outcome.jobs.size(); ++j) {
     const auto& job = f.outcome.jobs[j];
     std::cout << fmt::format(
-        "    {}: {} of {} units in {} chunks, {}\n", job.name, job.units_done, job.units, job.chunks,
+        "    {}: {} of {} units in {} chunks{}, {}\n", job.name, job.units_done, job.units, job.chunks,
+        job.smaller_batch_chunks > 0 ? fmt::format(" ({} at smaller batches)", job.smaller_batch_chunks) : "",
         !job.fits               ? "fits no bubble (time or memory)"
         : f.completed_s[j] >= 0 ? fmt::format("done at {:.4f} s", f.completed_s[j])
         : job.units_done > 0    ? std::string("unfinished")

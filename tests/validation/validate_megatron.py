@@ -21,8 +21,8 @@ import subprocess
 import sys
 import tempfile
 
-ROW_BOUND_PCT = 12.5
-MEAN_BOUND_PCT = 6.5
+ROW_BOUND_PCT = 11.5
+MEAN_BOUND_PCT = 5.75
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SEQ, VOCAB = 2048, 51200

@@ -18,21 +18,13 @@ namespace {
 
 constexpr std::int64_t kMaxBytes = std::int64_t{1} << 50, kMaxUnits = std::int64_t{1} << 40;
 
-/// A fill job that runs a model: one unit is one transformer block over one batch (forward for inference,
-/// forward and backward for training), priced by the cost model on this GPU with flash attention.
-FillJob model_job(JsonObject& o, const HardwareProfile& hw, const std::string& dtype) {
-  FillJob job;
-  const ModelSpec m = load_model(o.string("model"));
-  const std::string mode = o.string_or("mode", "inference");
-  if (mode != "inference" && mode != "training") o.fail("mode", "unknown mode; valid: inference, training");
-  const bool training = mode == "training";
-  const std::int64_t batch = o.integer_or("batch", 8, 1, 1 << 20);
-  const std::int64_t seq = o.integer_or("seq", 512, 1, 1 << 20);
-  const std::int64_t samples = o.integer("samples", 1, kMaxUnits);
+/// One unit (one transformer block over one batch: forward for inference, forward and backward for
+/// training) priced by the cost model on this GPU with flash attention; `block` gets the block's costs.
+FillShape model_unit(const ModelSpec& m, std::int64_t batch, std::int64_t seq, bool training,
+                     const HardwareProfile& hw, const std::string& dtype, LayerCost* block_out = nullptr) {
   CostOptions co{batch, seq, 1, Recompute::kNone};
   co.attention = AttentionKernel::kFlash;
-  const std::vector<LayerCost> layers = model_layer_costs(m, co);
-  const LayerCost& block = layers[1];
+  const LayerCost block = model_layer_costs(m, co)[1];
   Duration ns = hw.op_ns(block.fwd_flops, block.gemm_gflop, block.kernels, dtype, block.fwd_mem_bytes,
                          block.expert_fwd_flops, block.expert_gemm_gflop, block.expert_weight_bytes);
   double flops = block.fwd_flops;
@@ -42,19 +34,42 @@ FillJob model_job(JsonObject& o, const HardwareProfile& hw, const std::string& d
                    block.expert_gemm_gflop, 2 * block.expert_weight_bytes);
     flops += block.bwd_input_flops + block.bwd_weight_flops;
   }
+  if (block_out) *block_out = block;
+  return {batch, std::max<Duration>(1, ns), flops,
+          training ? block.stored_activation_bytes + block.output_bytes : 2 * block.output_bytes};
+}
+
+/// A fill job that runs a model: its unit at its batch, and at halved batches down to `min_batch` for
+/// bubbles the full unit does not fit (PipeFill sizes fill work to the bubble).
+FillJob model_job(JsonObject& o, const HardwareProfile& hw, const std::string& dtype) {
+  FillJob job;
+  const ModelSpec m = load_model(o.string("model"));
+  const std::string mode = o.string_or("mode", "inference");
+  if (mode != "inference" && mode != "training") o.fail("mode", "unknown mode; valid: inference, training");
+  const bool training = mode == "training";
+  const std::int64_t batch = o.integer_or("batch", 8, 1, 1 << 20);
+  const std::int64_t seq = o.integer_or("seq", 512, 1, 1 << 20);
+  const std::int64_t samples = o.integer("samples", 1, kMaxUnits);
+  const std::int64_t min_batch = o.integer_or("min_batch", 1, 1, 1 << 20);
+  if (min_batch > batch)
+    o.fail("min_batch", fmt::format("{} is above the batch; valid: 1 .. {}", min_batch, batch));
+  LayerCost block;
+  const FillShape unit = model_unit(m, batch, seq, training, hw, dtype, &block);
   job.name = o.string_or("name", fmt::format("{}-{}", m.name, mode));
-  job.unit_ns = std::max<Duration>(1, ns);
-  job.unit_flops = flops;
+  job.unit_ns = unit.unit_ns;
+  job.unit_flops = unit.unit_flops;
+  job.unit_memory_bytes = unit.unit_memory_bytes;
+  job.batch = batch;
+  for (std::int64_t b = batch / 2; b >= min_batch; b /= 2)
+    job.smaller.push_back(model_unit(m, b, seq, training, hw, dtype));
   const std::int64_t batches = (samples + batch - 1) / batch;
-  if (batches > kMaxUnits / std::max<std::int64_t>(1, m.layers))
+  if (batches > kMaxUnits / std::max<std::int64_t>(1, m.layers) / batch)
     o.fail("samples", "too many; valid: fewer samples");
   job.units = batches * m.layers;
   // A chunk brings one block's state: 16-bit weights for inference, weights with gradients and Adam state
   // (16 B per parameter) for training, which go back to host memory after it.
   job.state_bytes = block.params * (training ? 16 : 2);
   job.writes_back = training;
-  job.unit_memory_bytes =
-      training ? block.stored_activation_bytes + block.output_bytes : 2 * block.output_bytes;
   return job;
 }
 

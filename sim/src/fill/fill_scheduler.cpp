@@ -57,6 +57,13 @@ std::vector<std::size_t> queue_order(const std::vector<FillJob>& jobs, const std
   return q;
 }
 
+/// A job's unit at its own batch, then at each smaller batch: largest first.
+std::vector<FillShape> shapes_of(const FillJob& job) {
+  std::vector<FillShape> shapes{{job.batch, job.unit_ns, job.unit_flops, job.unit_memory_bytes}};
+  shapes.insert(shapes.end(), job.smaller.begin(), job.smaller.end());
+  return shapes;
+}
+
 }  // namespace
 
 FillOutcome add_fill_jobs(Plan& plan, const Timeline& tl, const std::vector<FillJob>& jobs,
@@ -67,8 +74,13 @@ FillOutcome add_fill_jobs(Plan& plan, const Timeline& tl, const std::vector<Fill
   std::stable_sort(bubbles.begin(), bubbles.end(), [](const Bubble& a, const Bubble& b) {
     return a.start != b.start ? a.start < b.start : a.device < b.device;
   });
+  // Work left per job in samples x blocks (a unit of batch b does b of it).
   std::vector<std::int64_t> left;
-  for (const FillJob& j : jobs) left.push_back(j.units);
+  std::vector<std::vector<FillShape>> shapes;
+  for (const FillJob& j : jobs) {
+    left.push_back(j.units * j.batch);
+    shapes.push_back(shapes_of(j));
+  }
   // Planning estimate of a context switch: the state over the GPU's PCIe lane, plus the fixed overhead. The
   // re-simulation times the real transfer, contending with the main job's traffic.
   const auto& pcie = plan.hw.node.pcie;
@@ -102,23 +114,42 @@ FillOutcome add_fill_jobs(Plan& plan, const Timeline& tl, const std::vector<Fill
     if (dep >= 0) plan.ops[static_cast<std::size_t>(id)].deps.push_back(dep);
     return id;
   };
-  // A job fits when some bubble has the memory and the time for one unit with its context switches.
+  // A job fits when some bubble has the memory and the time for one unit (at some batch) with its context
+  // switches.
   for (std::size_t j = 0; j < jobs.size(); ++j)
-    for (const Bubble& b : bubbles)
-      if (jobs[j].state_bytes + jobs[j].unit_memory_bytes <= b.free_bytes &&
-          static_cast<Duration>(static_cast<double>(b.length()) * o.bubble_share) >=
-              switch_ns(jobs[j].state_bytes) * (jobs[j].writes_back ? 2 : 1) + jobs[j].unit_ns) {
-        out.jobs[j].fits = true;
-        break;
-      }
+    for (const Bubble& b : bubbles) {
+      const Duration usable = static_cast<Duration>(static_cast<double>(b.length()) * o.bubble_share) -
+                              switch_ns(jobs[j].state_bytes) * (jobs[j].writes_back ? 2 : 1);
+      for (const FillShape& shape : shapes[j])
+        if (jobs[j].state_bytes + shape.unit_memory_bytes <= b.free_bytes && usable >= shape.unit_ns)
+          out.jobs[j].fits = true;
+      if (out.jobs[j].fits) break;
+    }
   for (const Bubble& b : bubbles) {
     Duration usable = static_cast<Duration>(static_cast<double>(b.length()) * o.bubble_share);
     OpId chain = b.before;  // chunks in one bubble follow each other
     for (std::size_t j : queue_order(jobs, left, b.start, o.policy)) {
       const FillJob& job = jobs[j];
-      if (job.state_bytes + job.unit_memory_bytes > b.free_bytes) continue;  // no room in this bubble
       const Duration in = switch_ns(job.state_bytes), back = job.writes_back ? switch_ns(job.state_bytes) : 0;
-      const std::int64_t units = std::min(left[j], std::max<Duration>(0, usable - in - back) / job.unit_ns);
+      // The chunk runs as many units as fit at the largest batch that fits, then fills what remains of the
+      // bubble with smaller batches (no further switch: the job's state is already on the GPU).
+      Duration room = std::max<Duration>(0, usable - in - back), busy = 0;
+      std::int64_t units = 0, unit_memory = 0;
+      bool smaller = false;
+      double flops = 0;
+      for (std::size_t k = 0; k < shapes[j].size() && left[j] > 0; ++k) {
+        const FillShape& shape = shapes[j][k];
+        if (job.state_bytes + shape.unit_memory_bytes > b.free_bytes) continue;  // no room in this bubble
+        const std::int64_t n = std::min((left[j] + shape.batch - 1) / shape.batch, room / shape.unit_ns);
+        if (n <= 0) continue;
+        units += n;
+        busy += n * shape.unit_ns;
+        room -= n * shape.unit_ns;
+        flops += static_cast<double>(n) * shape.unit_flops;
+        left[j] = std::max<std::int64_t>(0, left[j] - n * shape.batch);
+        unit_memory = std::max(unit_memory, shape.unit_memory_bytes);
+        smaller = smaller || k > 0;
+      }
       if (units <= 0) continue;
       const StreamId stream = stream_of(b.device);
       const OpTags tags{b.stage, -1, static_cast<std::int32_t>(j), -1, -1, b.iteration};
@@ -131,10 +162,10 @@ FillOutcome add_fill_jobs(Plan& plan, const Timeline& tl, const std::vector<Fill
         first = add(stream, OpKind::kContextSwitch, tags, w, -1, chain);
       }
       // The chunk: its units plus the fixed switch overheads; it holds the job's state and working memory.
-      const Duration work = units * job.unit_ns + o.switch_overhead_ns * (job.writes_back ? 2 : 1);
+      const Duration work = busy + o.switch_overhead_ns * (job.writes_back ? 2 : 1);
       OpId chunk = add(stream, OpKind::kFill, tags, ComputeWork{}, work, first >= 0 ? first : chain);
       Op& c = plan.ops[static_cast<std::size_t>(chunk)];
-      c.alloc_bytes = job.unit_memory_bytes + (first >= 0 ? 0 : job.state_bytes);
+      c.alloc_bytes = unit_memory + (first >= 0 ? 0 : job.state_bytes);
       if (first >= 0) plan.ops[static_cast<std::size_t>(first)].alloc_bytes = job.state_bytes;
       OpId last = chunk;
       if (job.writes_back && job.state_bytes > 0) {
@@ -143,19 +174,19 @@ FillOutcome add_fill_jobs(Plan& plan, const Timeline& tl, const std::vector<Fill
         w.dst = host(b.device);
         w.bytes = job.state_bytes;
         last = add(stream, OpKind::kContextSwitch, tags, w, -1, chunk);
-        c.free_bytes = job.unit_memory_bytes;
+        c.free_bytes = unit_memory;
         plan.ops[static_cast<std::size_t>(last)].free_bytes = job.state_bytes;
       } else {
-        c.free_bytes = job.unit_memory_bytes + job.state_bytes;
+        c.free_bytes = unit_memory + job.state_bytes;
       }
       if (b.after >= 0) plan.ops[static_cast<std::size_t>(b.after)].deps.push_back(last);
       chain = last;
-      usable -= in + back + units * job.unit_ns;
-      left[j] -= units;
-      out.jobs[j].units_done += units;
+      usable -= in + back + busy;
+      out.jobs[j].units_done = (job.units * job.batch - left[j]) / job.batch;
       ++out.jobs[j].chunks;
+      if (smaller) ++out.jobs[j].smaller_batch_chunks;
       out.fill_ops.push_back(chunk);
-      out.fill_flops += static_cast<double>(units) * job.unit_flops;
+      out.fill_flops += flops;
       out.jobs[j].last_op = last;
     }
   }

@@ -34,14 +34,21 @@ bool is_backward(OpKind k) {
          k == OpKind::kRecompute;
 }
 
+using MemoryTrace = std::vector<std::pair<TimePoint, std::int64_t>>;  // (time, bytes in use), in time order
+
+/// The engine's memory samples split by device in one pass (8K GPUs: one scan, not one per GPU).
+std::vector<MemoryTrace> memory_by_device(const Timeline& tl, std::size_t devices) {
+  std::vector<MemoryTrace> out(devices);
+  for (const MemorySample& s : tl.memory)
+    if (static_cast<std::size_t>(s.device) < devices) out[static_cast<std::size_t>(s.device)].push_back({s.time, s.bytes});
+  return out;
+}
+
 /// A device's memory in use over time, from the engine's samples: the highest use within an interval.
 class MemoryUse {
  public:
-  MemoryUse(const Timeline& tl, DeviceId device) {
-    for (const MemorySample& s : tl.memory)
-      if (s.device == device) samples_.push_back({s.time, s.bytes});
-    peak_ = tl.peak_bytes[static_cast<std::size_t>(device)];
-  }
+  MemoryUse(const Timeline& tl, DeviceId device, const MemoryTrace& samples)
+      : samples_(samples), peak_(tl.peak_bytes[static_cast<std::size_t>(device)]) {}
   std::int64_t highest(TimePoint a, TimePoint b) const {
     if (samples_.empty()) return peak_;
     // The level in force at `a` (the last sample at or before it), then every change up to `b`.
@@ -53,7 +60,7 @@ class MemoryUse {
   }
 
  private:
-  std::vector<std::pair<TimePoint, std::int64_t>> samples_;  // in time order, as recorded
+  const MemoryTrace& samples_;
   std::int64_t peak_ = 0;
 };
 
@@ -71,6 +78,7 @@ std::vector<Bubble> find_bubbles(const Plan& plan, const Timeline& tl) {
       ops_of[s.device].push_back(static_cast<OpId>(i));
   }
   std::vector<Bubble> out;
+  const std::vector<MemoryTrace> memory_of = memory_by_device(tl, plan.devices.size());
   for (auto& [device, ops] : ops_of) {
     std::sort(ops.begin(), ops.end(), [&](OpId a, OpId b) {
       return tl.start[static_cast<std::size_t>(a)] != tl.start[static_cast<std::size_t>(b)]
@@ -85,7 +93,7 @@ std::vector<Bubble> find_bubbles(const Plan& plan, const Timeline& tl) {
         last_forward[op.tags.iteration] =
             std::max(last_forward[op.tags.iteration], tl.start[static_cast<std::size_t>(id)]);
     }
-    const MemoryUse memory(tl, device);
+    const MemoryUse memory(tl, device, memory_of[static_cast<std::size_t>(device)]);
     const std::int64_t capacity = tl.capacity_bytes[static_cast<std::size_t>(device)];
     auto add = [&](TimePoint a, TimePoint b, const Op* before, const Op* after, OpId before_id,
                    OpId after_id) {

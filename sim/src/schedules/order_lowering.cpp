@@ -101,6 +101,9 @@ class Builder {
   OpId emit_tp_collective(StreamId stream, DeviceId self, std::int32_t replica_d, std::int32_t stage,
                           std::int32_t t, const RangeCost& cc, OpTags tags, std::int32_t phase,
                           std::int32_t multiplier);
+  /// The TP ring of (replica, stage) as an engine group: one per chunk, microbatch and `phase`.
+  void set_tp_group(TransferWork& w, std::int32_t d, std::int32_t stage, const OpTags& tags,
+                    std::int32_t phase) const;
   /// The GPU of (replica, stage) whose ops are being emitted.
   struct GpuRank {
     std::size_t replica;
@@ -114,6 +117,10 @@ class Builder {
     OpId weights_updated = kNone;    // the op that last updated this GPU's weights (its optimizer step)
     StreamId stream(StreamSlot s) const { return streams[s]; }
   };
+  /// Scatter/gather pipeline boundaries: a chunk whose input (forward) or output gradient (backward)
+  /// arrived from another stage split over the TP ranks re-gathers it over NVLink before it runs.
+  void emit_boundary_regather(GpuRank& g, const Task& task, std::int32_t chunk, const RangeCost& cc,
+                              const OpTags& tags, Slot& sl);
   // Sharded data parallelism.
   bool shards_params() const { return in_.sharding.stage == ZeroStage::k3; }
   std::int32_t shard_ranks() const { return std::max(1, in_.sharding.shard_group); }
@@ -182,6 +189,8 @@ class Builder {
   std::vector<std::vector<RangeCost>> layer_costs_;                // ZeRO-3: [cost table][layer]
   std::map<std::array<std::int64_t, 5>, std::int32_t> dp_groups_;  // explicit replicas: collective ids
   std::int32_t dp_group_base_ = 0;
+  /// TP collectives per chunk and microbatch: forward, recompute, backward, forward and backward re-gathers.
+  static constexpr std::int64_t kTpPhases = 5;
   std::vector<std::pair<std::int32_t, std::int32_t>> replicas_;  // (dp index, tp rank)
   std::vector<DeviceId> device_of_rank_;
   std::vector<std::vector<StreamId>> streams_;  // [replica*pp + stage] -> compute, p2p_send, collective
@@ -322,7 +331,7 @@ void Builder::size_plan() {
   total_mb_ = static_cast<std::int32_t>(rounds);
   // Data-parallel collective ids follow the TP ones (one per replica, stage, chunk, microbatch and phase).
   dp_group_base_ = static_cast<std::int32_t>(std::min<std::int64_t>(
-      std::int64_t{in_.dp} * in_.pp * in_.virtual_stages * total_mb_ * 4, kMaxOps * 4));
+      std::int64_t{in_.dp} * in_.pp * in_.virtual_stages * total_mb_ * kTpPhases, kMaxOps * kTpPhases));
   for (std::int32_t k = 1; k < in_.dp; ++k) {
     if (global_rank(k, 0, 0) / in_.hw.node.gpus != 0) {
       dp_ring_offset_ = k;
@@ -364,18 +373,45 @@ OpId Builder::emit_tp_collective(StreamId stream, DeviceId self, std::int32_t d,
   // One collective's buffer: the bus bytes are 2(t-1)/t of it per collective.
   if (cc.tp_collectives > 0)
     w.message_bytes = cc.tp_bus * in_.tp / (2 * (in_.tp - 1) * std::int64_t{cc.tp_collectives});
-  if (explicit_) {
-    // One collective per (replica, stage, chunk, microbatch, phase), shared by the tp ranks.
-    std::int64_t id =
-        (((static_cast<std::int64_t>(d) * in_.pp + stage) * in_.virtual_stages + tags.virtual_stage) *
-             total_mb_ +
-         tags.microbatch) *
-            4 +
-        phase;
-    w.group = static_cast<std::int32_t>(id);
-    w.group_size = in_.tp;
-  }
+  set_tp_group(w, d, stage, tags, phase);
   return add_op(stream, OpKind::kAllReduce, tags, w, -1);
+}
+
+void Builder::set_tp_group(TransferWork& w, std::int32_t d, std::int32_t stage, const OpTags& tags,
+                           std::int32_t phase) const {
+  if (!explicit_) return;
+  // One collective per (replica, stage, chunk, microbatch, phase), shared by the tp ranks.
+  const std::int64_t id =
+      (((static_cast<std::int64_t>(d) * in_.pp + stage) * in_.virtual_stages + tags.virtual_stage) *
+           total_mb_ +
+       tags.microbatch) *
+          kTpPhases +
+      phase;
+  w.group = static_cast<std::int32_t>(id);
+  w.group_size = in_.tp;
+}
+
+void Builder::emit_boundary_regather(GpuRank& g, const Task& task, std::int32_t chunk, const RangeCost& cc,
+                                     const OpTags& tags, Slot& sl) {
+  if (!in_.regather_boundaries || in_.tp == 1 || in_.pp == 1 || task.kind == TaskKind::kBackwardWeight)
+    return;
+  const bool fwd = task.kind == TaskKind::kForward;
+  if (fwd ? chunk == 0 : chunk == chunks_ - 1) return;  // its input is the data or the loss
+  // Each TP rank holds 1/t of the boundary (the p2p carried that piece); the all-gather brings the rest.
+  const std::int64_t piece = fwd ? cc.input_bytes : cc.output_bytes;
+  if (piece <= 0) return;
+  TransferWork w;
+  w.src = g.self;
+  w.dst = device_of_rank(global_rank(g.d, g.stage, (g.t + 1) % in_.tp));
+  w.bytes = (in_.tp - 1) * piece;
+  w.latency_steps = in_.tp - 1;
+  w.message_bytes = in_.tp * piece;
+  set_tp_group(w, g.d, g.stage, tags, fwd ? 3 : 4);
+  OpId gather = add_op(g.stream(kComputeSlot), OpKind::kAllGather, tags, w, -1);
+  // The pipeline receive lands before the gather: unless a bubble marker already waits for it, the gather
+  // is the op the p2p transfer feeds.
+  OpId& wait = fwd ? sl.fwd_wait : sl.bwd_wait;
+  if (wait == kNone) wait = gather;
 }
 
 void Builder::emit_gpu(std::size_t replica, std::int32_t stage) {
@@ -474,6 +510,7 @@ void Builder::emit_task(GpuRank& g, const Task& task, std::int32_t iter, std::in
   OpTags tags{g.stage, task.chunk, mb, cc.begin, cc.end, iter};
   Slot& sl = slot(static_cast<std::int32_t>(g.replica), chunk, mb);
   mark_wait(g, task, chunk, tags, sl);
+  emit_boundary_regather(g, task, chunk, cc, tags, sl);
   auto fixed = [&](Duration ns) { return cc.profiled ? ns : Duration{-1}; };
   if (task.kind == TaskKind::kForward) {
     OpId f = add_op(compute, OpKind::kForward, tags,

@@ -147,6 +147,13 @@ double block_forward_flops_per_token(const ModelSpec& m, std::int64_t block, std
   return block_gemm_flops_per_token(m) + attention_flops_per_token(m, block, seq);
 }
 
+std::int64_t optimizer_step_bytes_per_param(const std::string& dtype) {
+  if (dtype == "fp32") return 4 + 28 + 4;
+  constexpr std::int64_t kCopyGrad = 2 + 4, kNorm = 4, kAdam = 16 + 12, kCopyParam = 4 + 2, kZeroGrad = 2;
+  const std::int64_t unscale = dtype == "bf16" ? 0 : 4 + 4;  // fp16 loss scaling
+  return kCopyGrad + unscale + kNorm + kAdam + kCopyParam + kZeroGrad;
+}
+
 std::vector<LayerCost> model_layer_costs(const ModelSpec& m, const CostOptions& o) {
   const std::int64_t t = o.tp, b = o.microbatch_size, s = o.seq, h = m.hidden;
   // Byte counts are int64: refuse shapes whose attention scores or logits would not fit (about 1 EB).

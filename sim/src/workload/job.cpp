@@ -228,6 +228,7 @@ ScheduleInput make_schedule_input(const JobOptions& j, const ScheduleDescriptor&
                     "fp16), fp32",
                     in.dtype));
   in.recompute = parse_recompute(j.recompute);
+  in.optimizer_bytes_per_param = optimizer_step_bytes_per_param(in.dtype);
   if (j.p2p_time_ms >= 0) {
     if (!std::isfinite(j.p2p_time_ms) || j.p2p_time_ms > 1e6) bad("--p2p-time-ms", "valid: 0 .. 1e6");
     in.p2p_fixed_ns = duration_from_ms(j.p2p_time_ms);
@@ -237,6 +238,7 @@ ScheduleInput make_schedule_input(const JobOptions& j, const ScheduleDescriptor&
     bad("--grad-sync", fmt::format("unknown mode '{}'; valid: overlap, after-backward", j.grad_sync));
   in.overlap_grad_sync = j.grad_sync == "overlap";
   in.blocking_p2p = j.blocking_p2p;
+  in.regather_boundaries = j.tp > 1 && !j.sequence_parallel && j.workload.empty();
   in.bubble_markers = j.bubble_markers;
   if (j.cpu_optimizer_threads < 0 || j.cpu_optimizer_threads > in.hw.host.cores)
     bad("--cpu-optimizer-threads", fmt::format("{} cores asked; valid: 1 .. {} (the cores of a {} host)",

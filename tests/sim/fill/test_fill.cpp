@@ -93,6 +93,35 @@ TEST(Fill, SlowdownStaysUnderTheLimit) {
   }
 }
 
+TEST(Fill, SmallerBatchesFillWhatTheJobsOwnUnitDoesNot) {
+  // The job's own unit (batch 8) is longer than every bubble; at batch 1 a unit takes 200 ns, which divides
+  // every bubble: with free switches the smaller batch fills all the idle time, 1/8 of a unit per 200 ns.
+  const ScheduleInput in = testing::uniform_input(4, 8, 1000, 1200, 1200);
+  const Plan plan = build_plan(find_schedule("1f1b"), in);
+  const Timeline tl = run_with_memory(plan);
+  Duration idle = 0;
+  for (const Bubble& b : find_bubbles(plan, tl)) idle += b.length();
+  FillJob job = measured("batched", 1'000'000'000, 1'000'000, 8e9);
+  job.batch = 8;
+  FillOptions o;
+  o.switch_overhead_ns = 0;
+  EXPECT_FALSE(simulate_with_fill(plan, tl, {job}, o, 0.0).outcome.jobs[0].fits);
+  job.smaller = {{4, 1'000'000'000, 4e9, 0}, {1, 200, 1e9, 0}};
+  const FillRun run = simulate_with_fill(plan, tl, {job}, o, 0.0);
+  const FillJobOutcome& done = run.outcome.jobs[0];
+  EXPECT_TRUE(done.fits);
+  EXPECT_EQ(done.smaller_batch_chunks, done.chunks);
+  EXPECT_EQ(done.units_done, idle / 200 / 8);
+  EXPECT_DOUBLE_EQ(run.outcome.fill_flops, static_cast<double>(idle / 200) * 1e9);
+  EXPECT_EQ(run.main_slowdown, 0);
+  // A bubble without memory for the own unit takes the smaller one that fits.
+  FillJob heavy = measured("heavy", 200, 1'000'000, 8e9);
+  heavy.batch = 8;
+  heavy.unit_memory_bytes = std::int64_t{1} << 45;
+  heavy.smaller = {{1, 200, 1e9, 0}};
+  EXPECT_EQ(simulate_with_fill(plan, tl, {heavy}, o, 0.0).outcome.jobs[0].units_done, idle / 200 / 8);
+}
+
 TEST(Fill, PoliciesPickTheirJobFirst) {
   const ScheduleInput in = testing::uniform_input(4, 8, 1'000'000, 1'200'000, 1'200'000);
   const Plan plan = build_plan(find_schedule("gpipe"), in);
@@ -138,6 +167,8 @@ TEST(Fill, LoaderIsStrict) {
   EXPECT_NE(error_for(R"([{"model": "nosuch", "samples": 10}])").find("nosuch"), std::string::npos);
   EXPECT_NE(error_for(R"({"model": "qwen3-1.7b", "mode": "serving", "samples": 10})").find("/mode"),
             std::string::npos);
+  EXPECT_NE(error_for(R"({"model": "qwen3-1.7b", "batch": 4, "min_batch": 8, "samples": 10})").find("/min_batch"),
+            std::string::npos);
   std::filesystem::remove(path);
   EXPECT_NE(testing::error_of([&] { load_fill_jobs("nosuch-job", hw, "bf16"); }).find("nosuch-job"),
             std::string::npos);
@@ -145,6 +176,16 @@ TEST(Fill, LoaderIsStrict) {
   const auto jobs = load_fill_jobs("qwen3-1.7b-inference", hw, "bf16");
   ASSERT_EQ(jobs.size(), 1u);
   EXPECT_EQ(jobs[0].units, 100000 / 8 * 28);
+  EXPECT_EQ(jobs[0].batch, 8);
+  ASSERT_EQ(jobs[0].smaller.size(), 3u);  // batches 4, 2, 1: shorter units, less working memory
+  for (std::size_t k = 0; k < 3; ++k) {
+    const FillShape& bigger = k == 0 ? FillShape{8, jobs[0].unit_ns, jobs[0].unit_flops, jobs[0].unit_memory_bytes}
+                                     : jobs[0].smaller[k - 1];
+    EXPECT_EQ(jobs[0].smaller[k].batch, bigger.batch / 2);
+    EXPECT_LT(jobs[0].smaller[k].unit_ns, bigger.unit_ns);
+    EXPECT_DOUBLE_EQ(jobs[0].smaller[k].unit_flops * 2, bigger.unit_flops);
+    EXPECT_EQ(jobs[0].smaller[k].unit_memory_bytes * 2, bigger.unit_memory_bytes);
+  }
   EXPECT_GT(jobs[0].unit_ns, 0);
   EXPECT_FALSE(jobs[0].writes_back);
 }

@@ -46,6 +46,30 @@ TEST(OrderLowering, HybridJobOpCounts) {
   EXPECT_EQ(count_on(all, StreamKind::kCompute)[OpKind::kForward], 4 * pp * m);
 }
 
+TEST(OrderLowering, ScatteredBoundariesAreRegatheredWithoutSequenceParallelism) {
+  const std::int64_t pp = 2, tp = 2, m = 4, seq = 1024, hidden = 4096;  // llama2-7b, microbatch size 1
+  JobOptions j = testing::job("llama2-7b", "h100-sxm-8x", pp, tp, 2, m);
+  j.seq = seq;
+  EXPECT_EQ(count_on(testing::plan_of("1f1b", j), StreamKind::kCompute)[OpKind::kAllGather], 0)
+      << "sequence parallelism keeps the boundary split: nothing to re-gather";
+  j.sequence_parallel = false;
+  Plan plan = testing::plan_of("1f1b", j);
+  // Stage 1 re-gathers every forward input, stage 0 every output gradient: (pp-1) x m of each.
+  std::int64_t gathers = 0;
+  for (const Op& op : plan.ops) {
+    if (op.kind != OpKind::kAllGather) continue;
+    ASSERT_EQ(plan.streams[static_cast<std::size_t>(op.stream)].kind, StreamKind::kCompute);
+    ++gathers;
+    // The p2p carried 1/tp of the fp16 boundary; the all-gather brings the other (tp-1)/tp.
+    const auto& w = std::get<TransferWork>(op.payload);
+    EXPECT_EQ(w.bytes, (tp - 1) * 2 * seq * hidden / tp);
+    EXPECT_EQ(w.message_bytes, 2 * seq * hidden);
+    ASSERT_EQ(op.deps.size(), 1u);
+    EXPECT_EQ(plan.ops[static_cast<std::size_t>(op.deps[0])].kind, OpKind::kP2P);
+  }
+  EXPECT_EQ(gathers, 2 * (pp - 1) * m);
+}
+
 TEST(OrderLowering, DpBucketsFollowTheLastBackwardAndGateTheOptimizer) {
   Plan plan = hybrid_plan("none");
   std::map<StreamId, std::vector<OpId>> buckets;  // per collective stream

@@ -19,6 +19,14 @@ TEST(CostModel, Llama2_7bParametersByHand) {
   EXPECT_EQ(total, 6'738'415'616);  // the published 6.74B: 32 blocks + embedding + untied head + final norm
 }
 
+TEST(CostModel, OptimizerStepTrafficByHand) {
+  // grad copy 2+4, [fp16: unscale 4+4], norm 4, Adam 16+12, param copy 4+2, zero grad 2.
+  EXPECT_EQ(optimizer_step_bytes_per_param("fp16"), 6 + 8 + 4 + 28 + 6 + 2);
+  EXPECT_EQ(optimizer_step_bytes_per_param("fp16_acc16"), 54);
+  EXPECT_EQ(optimizer_step_bytes_per_param("bf16"), 6 + 4 + 28 + 6 + 2);
+  EXPECT_EQ(optimizer_step_bytes_per_param("fp32"), 4 + 28 + 4);
+}
+
 TEST(CostModel, BlockFlopsByHand) {
   ModelSpec m = load_model("llama2-7b");
   const std::int64_t s = 4096, b = 2, h = 4096;

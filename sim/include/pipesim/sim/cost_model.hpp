@@ -112,6 +112,13 @@ struct CostOptions {
 /// Bytes a memory-bound kernel moves per element: 2 B activations (bf16/fp16), read once and written once.
 inline constexpr std::int64_t kReadWriteBytes = 4;
 
+/// HBM bytes one GPU optimizer step moves per parameter it updates, step by step as Megatron-LM's
+/// mixed-precision optimizer runs them with 16-bit gradients: copy the gradient into the fp32 main gradient
+/// (2 + 4), with fp16 unscale it and check for inf/NaN (4 + 4), read it for the clipping norm (4), Adam
+/// (read param, grad, m, v: 16; write param, m, v: 12), copy the fp32 param to the 16-bit model (4 + 2),
+/// zero the 16-bit gradient (2). fp16: 54, bf16: 46; fp32 training has no copies: 4 + 28 + 4 = 36.
+std::int64_t optimizer_step_bytes_per_param(const std::string& dtype);
+
 /// Per-layer costs of a transformer: [embedding, block 0 .. block L-1, head].
 std::vector<LayerCost> model_layer_costs(const ModelSpec& model, const CostOptions& options);
 

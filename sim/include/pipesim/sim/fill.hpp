@@ -16,12 +16,24 @@
 
 namespace pipesim::sim {
 
+/// A fill job's unit at a smaller batch: the same work in pieces that fit shorter or fuller bubbles.
+struct FillShape {
+  std::int64_t batch = 1;
+  Duration unit_ns = 0;
+  double unit_flops = 0;
+  std::int64_t unit_memory_bytes = 0;
+};
+
 struct FillJob {
   std::string name;
   Duration unit_ns = 0;                ///< one unit of work on this GPU
   double unit_flops = 0;               ///< useful FLOPs of a unit
   std::int64_t units = 0;              ///< the whole job
   std::int64_t unit_memory_bytes = 0;  ///< working memory while a unit runs
+  std::int64_t batch = 1;              ///< samples in a unit (model jobs: the batch; measured jobs: 1)
+  /// Model jobs: the unit at halved batches (batch/2, batch/4 .. min_batch), largest first. A bubble too
+  /// short or too full for the job's own unit takes the largest of these that fits.
+  std::vector<FillShape> smaller;
   std::int64_t state_bytes = 0;        ///< brought to the GPU before each chunk
   bool writes_back = false;            ///< training: the state returns to host memory after each chunk
   double arrival_s = 0;                ///< when the job joins the queue
@@ -31,7 +43,7 @@ struct FillJob {
 /// Loads fill jobs: a comma-separated list of shipped names (fill_jobs/) or files, each a pipesim-fill-job
 /// object or an array of them. A job gives either measured units (`unit_ms`, `unit_gflop`, `units`,
 /// `unit_memory_bytes`, `state_bytes`) or a model it runs (`model`: preset or config.json, `mode`: inference
-/// or training, `batch`, `seq`, `samples`), priced by the cost model on `hw`. Throws InputError naming the
+/// or training, `batch`, `seq`, `samples`, `min_batch`), priced by the cost model on `hw`. Throws InputError naming the
 /// file and JSON path.
 std::vector<FillJob> load_fill_jobs(const std::string& spec, const HardwareProfile& hw,
                                     const std::string& dtype);
@@ -50,10 +62,11 @@ struct FillOptions {
 
 struct FillJobOutcome {
   std::string name;
-  std::int64_t units_done = 0, units = 0;
+  std::int64_t units_done = 0, units = 0;  ///< whole units of the job's own batch (smaller batches add up)
   std::int64_t chunks = 0;
   bool fits = false;  ///< false: no bubble had room (time and memory) for even one unit
   OpId last_op = -1;  ///< its last chunk's last op: when the job is done, in the re-simulated timeline
+  std::int64_t smaller_batch_chunks = 0;  ///< chunks that ran some of its units at a smaller batch
 };
 
 struct FillOutcome {

@@ -55,6 +55,10 @@ struct ScheduleInput {
   /// Pipeline sends hold the sender's compute stream until they complete (Megatron-LM 2021's blocking
   /// send/recv pairs); false: they overlap the next compute (the sender only waits for the receiver).
   bool blocking_p2p = false;
+  /// Pipeline boundaries travel split over the TP ranks and are all-gathered over NVLink on arrival
+  /// (Megatron-LM's scatter/gather optimization, Narayanan et al. 2021 section 4.1); with sequence
+  /// parallelism the boundary is already split and nothing is re-gathered.
+  bool regather_boundaries = false;
   /// Order-based schedules bracket every wait for another pipeline stage with a pair of `bubble` ops.
   bool bubble_markers = false;
   /// Cores one CPU optimizer step uses (0: what the schedule's system uses: an equal share of the node's
@@ -64,7 +68,9 @@ struct ScheduleInput {
     return cpu_optimizer_threads > 0 ? cpu_optimizer_threads : system_default;
   }
   std::int64_t dp_grad_bytes_per_param = 2;
-  std::int64_t optimizer_bytes_per_param = 28;  ///< HBM traffic of one fused Adam step per parameter
+  /// HBM traffic of one GPU optimizer step per parameter (the job sets optimizer_step_bytes_per_param of its
+  /// dtype; the default is Adam's own 28 bytes).
+  std::int64_t optimizer_bytes_per_param = 28;
 };
 
 /// Balanced split of `blocks` into `chunks` (the first blocks % chunks chunks get one more).
