@@ -73,7 +73,9 @@ enum EventType : std::int32_t { kOpEnd = 0, kFlowDone = 1 };
 class Run {
  public:
   Run(const Plan& plan, const EngineOptions& options)
-      : plan_(plan), options_(options), topo_(plan.hw, used_nodes(plan)), net_(capacities(topo_)) {}
+      : plan_(plan), options_(options), topo_(plan.hw, used_nodes(plan)), net_(capacities(topo_)) {
+    net_.set_batching(true);
+  }
 
   Timeline execute();
 
@@ -224,6 +226,8 @@ Timeline Run::execute() {
   for (const auto& st : streams_)
     if (st.count > 0) try_start(stream_order_[static_cast<std::size_t>(st.begin)]);
 
+  net_.flush(now_);
+  schedule_flow_events(net_.changed());
   while (!queue_.empty()) {
     Event ev = queue_.pop();
     // Kept on in release builds: a queue that hands out the past means the engine is broken.
@@ -241,6 +245,11 @@ Timeline Run::execute() {
       net_.remove(ev.target, now_);
       schedule_flow_events(net_.changed());
       queue_.push(now_ + op_latency_[static_cast<std::size_t>(op)], 0, kOpEnd, op);
+    }
+    // Flows started or ended at this instant share one rate recomputation, once the instant is over.
+    if (net_.has_pending() && (queue_.empty() || queue_.next_time() > now_)) {
+      net_.flush(now_);
+      schedule_flow_events(net_.changed());
     }
   }
   if (finished_ != plan_.ops.size()) report_deadlock();

@@ -26,6 +26,7 @@ class EventQueue {
     heap_.push(Event{time, priority, next_sequence_++, type, target, version});
   }
   bool empty() const { return heap_.empty(); }
+  TimePoint next_time() const { return heap_.top().time; }  ///< of the next event; the queue is not empty
   Event pop() {
     Event e = heap_.top();
     heap_.pop();

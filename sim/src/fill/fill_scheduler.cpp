@@ -57,6 +57,19 @@ std::vector<std::size_t> queue_order(const std::vector<FillJob>& jobs, const std
   return q;
 }
 
+/// Host <-> GPU bandwidth of one GPU while every GPU of its node copies at once (pipeline stages' bubbles
+/// line up, so their context switches do): its lane, its share of the switch uplink and of the root complex.
+double concurrent_host_copy_GBps(const HardwareProfile& hw) {
+  const auto& pcie = hw.node.pcie;
+  std::size_t per_switch = 1;
+  for (const auto& sw : pcie.switches) per_switch = std::max(per_switch, sw.size());
+  const double root = pcie.root_complex_GBps > 0 ? pcie.root_complex_GBps
+                                                 : pcie.uplink_GBps * static_cast<double>(pcie.switches.size());
+  double bw = std::min(pcie.lane_GBps, pcie.uplink_GBps / static_cast<double>(per_switch));
+  if (hw.node.gpus > 0 && root > 0) bw = std::min(bw, root / hw.node.gpus);
+  return bw;
+}
+
 /// A job's unit at its own batch, then at each smaller batch: largest first.
 std::vector<FillShape> shapes_of(const FillJob& job) {
   std::vector<FillShape> shapes{{job.batch, job.unit_ns, job.unit_flops, job.unit_memory_bytes}};
@@ -81,14 +94,14 @@ FillOutcome add_fill_jobs(Plan& plan, const Timeline& tl, const std::vector<Fill
     left.push_back(j.units * j.batch);
     shapes.push_back(shapes_of(j));
   }
-  // Planning estimate of a context switch: the state over the GPU's PCIe lane, plus the fixed overhead. The
-  // re-simulation times the real transfer, contending with the main job's traffic.
-  const auto& pcie = plan.hw.node.pcie;
+  // Planning estimate of a context switch: the state over the GPU's share of the PCIe tree, plus the fixed
+  // overhead. The re-simulation times the real transfer, contending with the main job's traffic.
+  const double copy_GBps = concurrent_host_copy_GBps(plan.hw);
   auto switch_ns = [&](std::int64_t bytes) {
     return o.switch_overhead_ns +
-           (bytes > 0
-                ? pcie.latency + static_cast<Duration>(std::ceil(static_cast<double>(bytes) / pcie.lane_GBps))
-                : 0);
+           (bytes > 0 ? plan.hw.node.pcie.latency +
+                            static_cast<Duration>(std::ceil(static_cast<double>(bytes) / copy_GBps))
+                      : 0);
   };
   std::map<DeviceId, StreamId> fill_stream;
   std::map<std::int32_t, DeviceId> host_of_node;

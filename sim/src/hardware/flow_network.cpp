@@ -10,6 +10,7 @@ FlowNetwork::FlowNetwork(std::vector<double> capacity)
     : capacity_(std::move(capacity)),
       carried_(capacity_.size(), 0.0),
       on_link_(capacity_.size()),
+      flush_mark_(capacity_.size(), -1),
       link_mark_(capacity_.size(), -1) {}
 
 void FlowNetwork::advance(Flow& f, TimePoint now) {
@@ -42,7 +43,7 @@ FlowId FlowNetwork::add(const std::vector<std::int32_t>& links, double bytes, do
   f.live = true;
   ++active_;
   for (auto l : links) on_link_[static_cast<std::size_t>(l)].push_back(id);
-  recompute(links, now);
+  touched(links, now);
   return id;
 }
 
@@ -58,7 +59,33 @@ void FlowNetwork::remove(FlowId id, TimePoint now) {
   std::vector<std::int32_t> seed = std::move(f.links);
   f.links.clear();
   free_ids_.push_back(id);
-  recompute(seed, now);
+  touched(seed, now);
+}
+
+void FlowNetwork::touched(const std::vector<std::int32_t>& links, TimePoint now) {
+  if (!batching_) {
+    recompute(links, now);
+    return;
+  }
+  pending_links_.insert(pending_links_.end(), links.begin(), links.end());
+  changed_.clear();
+}
+
+void FlowNetwork::flush(TimePoint now) {
+  std::vector<std::int32_t> seeds;
+  seeds.swap(pending_links_);
+  // One recomputation per connected group: progressive filling over a merged group would cost the product of
+  // their sizes.
+  ++flush_epoch_;
+  std::vector<FlowId> all;
+  for (std::int32_t l : seeds) {
+    if (flush_mark_[static_cast<std::size_t>(l)] == flush_epoch_) continue;
+    recompute({l}, now);
+    for (std::int32_t g : scratch_links_) flush_mark_[static_cast<std::size_t>(g)] = flush_epoch_;
+    all.insert(all.end(), changed_.begin(), changed_.end());
+  }
+  std::sort(all.begin(), all.end());
+  changed_.swap(all);
 }
 
 TimePoint FlowNetwork::finish_time(FlowId id) const {

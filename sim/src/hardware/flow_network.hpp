@@ -25,7 +25,15 @@ class FlowNetwork {
   /// Removes a flow (finished); rates of the flows that shared links with it change.
   void remove(FlowId f, TimePoint now);
 
-  /// Flows whose rate was recomputed by the last add/remove, ascending ids.
+  /// Batching: while on, add/remove only note the links they touch and rates are left as they were; flush()
+  /// recomputes once for all of them. Max-min rates depend only on the set of flows, so starting and ending
+  /// several flows at one instant gives the same rates either way, with one recomputation instead of many.
+  void set_batching(bool on) { batching_ = on; }
+  bool has_pending() const { return !pending_links_.empty(); }
+  /// Recomputes the rates around every link touched since the last flush; changed() lists those flows.
+  void flush(TimePoint now);
+
+  /// Flows whose rate was recomputed by the last add/remove (or flush), ascending ids.
   const std::vector<FlowId>& changed() const { return changed_; }
   double rate(FlowId f) const { return flows_[static_cast<std::size_t>(f)].rate; }
   double remaining(FlowId f) const { return flows_[static_cast<std::size_t>(f)].remaining; }
@@ -55,6 +63,11 @@ class FlowNetwork {
   std::vector<FlowId> free_ids_;
   std::vector<FlowId> changed_;
   std::size_t active_ = 0;
+  bool batching_ = false;
+  std::vector<std::int32_t> pending_links_;  // touched while batching, not yet recomputed
+  std::vector<std::int32_t> flush_mark_;     // links already recomputed by the current flush
+  std::int32_t flush_epoch_ = 0;
+  void touched(const std::vector<std::int32_t>& links, TimePoint now);
   // Scratch buffers reused across recomputations.
   std::vector<std::int32_t> link_mark_, flow_mark_;
   std::vector<std::int32_t> scratch_links_, scratch_stack_, scratch_count_;
