@@ -32,6 +32,34 @@ TEST(FlowNetwork, MaxMinFairnessWorkedExample) {
   EXPECT_DOUBLE_EQ(net.rate(c), 8);
 }
 
+TEST(FlowNetwork, BatchedChangesGiveTheSameRatesWithOneRecomputationPerGroup) {
+  // The worked example's flows started at one instant, plus an independent group on links 3 and 4.
+  FlowNetwork net({10, 4, 10, 6, 6});
+  net.set_batching(true);
+  FlowId a = net.add({0, 1}, 1e6, 0, 0), b = net.add({1}, 1e6, 0, 0), c = net.add({0, 2}, 1e6, 0, 0),
+         d = net.add({2}, 1e6, 0, 0), e = net.add({3, 4}, 1e6, 0, 0), f = net.add({4}, 1e6, 0, 0);
+  EXPECT_TRUE(net.changed().empty());  // nothing recomputed yet
+  EXPECT_DOUBLE_EQ(net.rate(a), 0);
+  net.flush(0);
+  EXPECT_EQ(net.changed(), (std::vector<FlowId>{a, b, c, d, e, f}));
+  EXPECT_DOUBLE_EQ(net.rate(a), 2);
+  EXPECT_DOUBLE_EQ(net.rate(b), 2);
+  EXPECT_DOUBLE_EQ(net.rate(c), 5);
+  EXPECT_DOUBLE_EQ(net.rate(d), 5);
+  EXPECT_DOUBLE_EQ(net.rate(e), 3);
+  EXPECT_DOUBLE_EQ(net.rate(f), 3);
+  // D and F end at the same instant: each group is recomputed once, as if they had ended one by one.
+  net.remove(d, 100);
+  net.remove(f, 100);
+  EXPECT_TRUE(net.has_pending());
+  net.flush(100);
+  EXPECT_EQ(net.changed(), (std::vector<FlowId>{a, b, c, e}));
+  EXPECT_DOUBLE_EQ(net.rate(c), 8);
+  EXPECT_DOUBLE_EQ(net.rate(e), 6);
+  EXPECT_DOUBLE_EQ(net.remaining(c), 1e6 - 500);
+  EXPECT_FALSE(net.has_pending());
+}
+
 TEST(FlowNetwork, BackgroundFlowsUseWhatForegroundLeaves) {
   // One 10 B/ns link: an activation upload (foreground) and a weight chunk (background) at once.
   FlowNetwork net({10, 4});
