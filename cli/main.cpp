@@ -1,5 +1,6 @@
 // pipesim: predict, plan and validate pipeline-parallel LLM training. This file only parses arguments,
 // calls the libraries and maps their typed errors to exit code 2 with one line.
+#include <filesystem>
 #include <iostream>
 #include <map>
 
@@ -10,14 +11,17 @@
 #include "explain_command.hpp"
 #include "partition_command.hpp"
 #include "pipesim/calibrate/calibrate.hpp"
+#include "pipesim/replay/replay.hpp"
 #include "pipesim/sim/error.hpp"
 #include "pipesim/sim/fill.hpp"
 #include "pipesim/sim/hardware.hpp"
 #include "pipesim/sim/job.hpp"
 #include "pipesim/sim/model.hpp"
+#include "pipesim/sim/output_file.hpp"
 #include "pipesim/sim/plan_builder.hpp"
 #include "pipesim/sim/schedule.hpp"
 #include "plan_command.hpp"
+#include "replay_command.hpp"
 #include "simulate_command.hpp"
 
 namespace {
@@ -194,7 +198,12 @@ struct Commands {
   std::string bubbles_replicas = "symmetric";
   std::string explain_file, explain_format = "table";
   int explain_top = 10;
-  CLI::App *sim = nullptr, *cal = nullptr, *part = nullptr, *pl = nullptr, *explain = nullptr, *bub = nullptr;
+  pipesim::cli::ReplayCommandOptions replay;
+  std::string compare_predicted, compare_measured, compare_format = "table";
+  int compare_top = 10;
+  bool calibrate_replay_host = false;
+  CLI::App *sim = nullptr, *cal = nullptr, *part = nullptr, *pl = nullptr, *explain = nullptr, *bub = nullptr,
+           *rep = nullptr, *cmp = nullptr;
 };
 
 void add_simulate(CLI::App& app, Commands& c) {
@@ -268,6 +277,9 @@ void add_calibrate(CLI::App& app, Commands& c) {
   cal->add_flag("--quick", co.quick, "smaller arrays and fewer samples (well under a minute)");
   cal->add_flag("--cpu-only", co.cpu_only, "skip the CUDA benchmarks");
   cal->add_option("--name", co.name, "profile name (default: the file name without extension)");
+  cal->add_flag("--replay-host", c.calibrate_replay_host,
+                "write the profile of the host replay backend instead: one plan stream's thread as a GPU "
+                "(its FMA, memcpy and Adam rates), to predict what replay --backend host measures");
   c.cal = cal;
 }
 
@@ -352,6 +364,33 @@ void add_explain(CLI::App& app, Commands& c) {
   c.explain = explain;
 }
 
+void add_replay(CLI::App& app, Commands& c) {
+  auto& ro = c.replay;
+  auto* rep = app.add_subcommand("replay", "execute a saved plan on this machine and measure it against the prediction");
+  rep->add_option("plan", ro.plan_file, "pipesim-plan JSON (simulate --plan-out)")->required();
+  rep->add_option("--backend", ro.replay.backend, "host (runs everywhere) or cuda (not built yet)")
+      ->capture_default_str();
+  rep->add_option("--iterations", ro.replay.iterations, "measured runs after one warm-up (the median is kept)")
+      ->capture_default_str();
+  rep->add_option("--work-scale", ro.replay.work_scale,
+                  "run this share of every op's work and divide measured times by it (0 < x <= 1)")
+      ->capture_default_str();
+  rep->add_option("--timeout-s", ro.replay.timeout_s, "fail, naming the stuck ops, after this long without progress")
+      ->capture_default_str();
+  rep->add_option("--out", ro.out, "write the measured pipesim-timeline JSON");
+  rep->add_option("--trace", ro.trace, "write a Chrome trace of the measured run");
+  rep->add_option("--format", ro.format, "table or json")->check(CLI::IsMember({"table", "json"}))->capture_default_str();
+  c.rep = rep;
+  auto* cmp = app.add_subcommand("compare", "compare a predicted and a measured timeline of the same plan");
+  cmp->add_option("predicted", c.compare_predicted, "pipesim-timeline JSON (simulate --timeline)")->required();
+  cmp->add_option("measured", c.compare_measured, "pipesim-timeline JSON (replay --out)")->required();
+  cmp->add_option("--top", c.compare_top, "most mismatched ops to list")->check(CLI::Range(0, 1000))->capture_default_str();
+  cmp->add_option("--format", c.compare_format, "table or json")
+      ->check(CLI::IsMember({"table", "json"}))
+      ->capture_default_str();
+  c.cmp = cmp;
+}
+
 /// Runs the parsed subcommand; library errors propagate to main.
 int dispatch(CLI::App& app, Commands& c, bool no_arguments) {
   if (c.sim->parsed()) {
@@ -367,12 +406,24 @@ int dispatch(CLI::App& app, Commands& c, bool no_arguments) {
     return pipesim::cli::run_bubbles(c.bubbles);
   }
   if (c.cal->parsed()) {
+    if (c.calibrate_replay_host) {
+      const std::string name = !c.calibrate.name.empty()
+                                   ? c.calibrate.name
+                                   : std::filesystem::path(c.calibrate.out).stem().string();
+      pipesim::sim::write_output_file(
+          c.calibrate.out, pipesim::sim::hardware_profile_to_json(pipesim::replay::host_backend_profile(name)));
+      std::cerr << "wrote " << c.calibrate.out << " (the host replay backend's profile)\n";
+      return 0;
+    }
     pipesim::calibrate::run_calibration(c.calibrate, std::cerr);
     return 0;
   }
   if (c.part->parsed()) return pipesim::cli::run_partition(c.partition);
   if (c.pl->parsed()) return pipesim::cli::run_plan(c.plan);
   if (c.explain->parsed()) return pipesim::cli::run_explain(c.explain_file, c.explain_format, c.explain_top);
+  if (c.rep->parsed()) return pipesim::cli::run_replay(c.replay);
+  if (c.cmp->parsed())
+    return pipesim::cli::run_compare(c.compare_predicted, c.compare_measured, c.compare_format, c.compare_top);
   if (app.got_subcommand("schedules")) return list_schedules();
   if (app.got_subcommand("hw")) return list_hw();
   if (app.got_subcommand("models")) return list_models();
@@ -393,6 +444,7 @@ int main(int argc, char** argv) {
   add_partition(app, commands);
   add_plan(app, commands);
   add_explain(app, commands);
+  add_replay(app, commands);
   app.add_subcommand("schedules", "list the registered schedules and their parameters");
   app.add_subcommand("hw", "list the shipped hardware profiles");
   app.add_subcommand("models", "list the shipped model presets");

@@ -1,0 +1,80 @@
+#include "replay_command.hpp"
+
+#include <iostream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "pipesim/replay/compare.hpp"
+#include "pipesim/sim/metrics.hpp"
+#include "pipesim/sim/output_file.hpp"
+#include "pipesim/sim/plan_json.hpp"
+#include "pipesim/sim/trace.hpp"
+
+namespace pipesim::cli {
+
+namespace {
+
+/// The measured timeline in the simulator's format, with where it ran beside the metrics.
+std::string measured_timeline_json(const sim::Plan& plan, const replay::ReplayResult& r, const sim::Metrics& m) {
+  std::ostringstream text;
+  sim::write_timeline(text, plan, r.timeline, m);
+  std::string s = text.str();
+  const std::string anchor = ",\n\"metrics\":";
+  const auto at = s.find(anchor);
+  if (at != std::string::npos)
+    s.insert(at, ",\n\"environment\":" + replay::environment_json(r.environment));
+  return s;
+}
+
+}  // namespace
+
+int run_replay(const ReplayCommandOptions& o) {
+  const sim::Plan plan = sim::load_plan(o.plan_file);
+  const replay::ReplayResult r = replay::replay_plan(plan, o.replay);
+  const sim::Metrics measured = sim::compute_metrics(plan, r.timeline);
+  const sim::Metrics predicted = sim::compute_metrics(plan, sim::Engine{}.run(plan));
+  if (!o.out.empty()) sim::write_output_file(o.out, measured_timeline_json(plan, r, measured));
+  if (!o.trace.empty()) {
+    sim::OutputFile out(o.trace);
+    sim::write_chrome_trace(out.stream(), plan, r.timeline);
+    out.commit();
+  }
+  const double error = predicted.step_time_s > 0 ? measured.step_time_s / predicted.step_time_s - 1 : 0;
+  if (o.format == "json") {
+    nlohmann::ordered_json j{{"plan", o.plan_file},
+                             {"environment", nlohmann::ordered_json::parse(replay::environment_json(r.environment))},
+                             {"predicted_step_time_s", predicted.step_time_s},
+                             {"measured_step_time_s", measured.step_time_s},
+                             {"step_time_error", error},
+                             {"predicted_bubble_fraction", predicted.bubble_fraction},
+                             {"measured_bubble_fraction", measured.bubble_fraction}};
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  const auto& e = r.environment;
+  std::cout << fmt::format("{}: {} on {}, {} ops replayed on {} ({}; {} stream threads, {:.1f} GFLOP/s per "
+                           "thread{})\n",
+                           o.plan_file, plan.meta.schedule, plan.hw.name, plan.ops.size(), e.backend, e.host,
+                           e.threads, e.compute_gflops_per_thread,
+                           e.work_scale < 1 ? fmt::format(", work x {:g}, times / {:g}", e.work_scale, e.work_scale)
+                                            : "");
+  std::string runs;
+  for (double s : e.iteration_s) runs += fmt::format("{}{:.6f}", runs.empty() ? "" : ", ", s);
+  std::cout << fmt::format("measured runs (s): {} (the median is kept)\n", runs);
+  std::cout << fmt::format("step time: predicted {:.6f} s, measured {:.6f} s, error {:+.2f}%\n",
+                           predicted.step_time_s, measured.step_time_s, 100 * error);
+  std::cout << fmt::format("bubble fraction: predicted {:.1f}%, measured {:.1f}%\n",
+                           100 * predicted.bubble_fraction, 100 * measured.bubble_fraction);
+  return 0;
+}
+
+int run_compare(const std::string& predicted, const std::string& measured, const std::string& format, int top) {
+  const replay::Comparison c =
+      replay::compare_timelines(replay::load_timeline(predicted), replay::load_timeline(measured), top);
+  std::cout << (format == "json" ? replay::comparison_json(c) : replay::comparison_table(c));
+  return 0;
+}
+
+}  // namespace pipesim::cli
