@@ -8,6 +8,7 @@
 #include <exception>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -42,10 +43,6 @@ class Run {
     for (std::size_t i = 0; i < n; ++i)
       stream_ops_[static_cast<std::size_t>(plan.ops[i].stream)].push_back(static_cast<OpId>(i));
     head_.assign(plan.streams.size(), 0);
-    std::int32_t groups = 0;
-    for (const auto& op : plan.ops)
-      if (const auto* t = std::get_if<sim::TransferWork>(&op.payload)) groups = std::max(groups, t->group + 1);
-    arrived_.assign(static_cast<std::size_t>(groups), 0);
     tl_.start.assign(n, -1);
     tl_.end.assign(n, -1);
     const std::size_t nd = plan.devices.size();
@@ -103,9 +100,9 @@ class Run {
           if (abort_) return;
           // A collective starts on all its members at once, when the last of them is ready.
           if (const auto* t = std::get_if<sim::TransferWork>(&op.payload); t && t->group >= 0 && t->group_size > 1) {
-            const auto g = static_cast<std::size_t>(t->group);
-            if (++arrived_[g] == t->group_size) cv_.notify_all();
-            cv_.wait(lock, [&] { return abort_ || arrived_[g] >= t->group_size; });
+            std::int32_t& arrived = arrived_[t->group];
+            if (++arrived == t->group_size) cv_.notify_all();
+            cv_.wait(lock, [&] { return abort_ || arrived >= t->group_size; });
             if (abort_) return;
           }
           const TimePoint t0 = now_ns(origin_);
@@ -180,7 +177,7 @@ class Run {
   std::vector<char> done_;
   std::vector<std::vector<OpId>> stream_ops_;
   std::vector<std::size_t> head_;
-  std::vector<std::int32_t> arrived_;
+  std::unordered_map<std::int32_t, std::int32_t> arrived_;  // collective group -> members ready
   std::vector<std::int64_t> mem_now_;
   std::size_t finished_ = 0;
   std::size_t running_ = 0;

@@ -506,5 +506,79 @@ class BadInput(unittest.TestCase):
             self.expect_error(["explain", plan], "the plan can never finish")
 
 
+class Replay(unittest.TestCase):
+    TINY = os.path.join(FIXTURES, "tiny_model.json")
+
+    def test_replay_then_compare(self):
+        with tempfile.TemporaryDirectory() as d:
+            plan, pred, meas, trace = (os.path.join(d, f) for f in ("p.json", "pred.json", "meas.json", "t.json"))
+            rc, _, err = run("simulate", "--model", self.TINY, "--hw", "h100-sxm-8x", "--pp", "2", "--microbatches",
+                             "4", "--seq", "128", "--schedule", "1f1b", "--plan-out", plan, "--timeline", pred)
+            self.assertEqual(rc, 0, err)
+            rc, out, err = run("replay", plan, "--work-scale", "0.02", "--iterations", "2", "--out", meas,
+                               "--trace", trace, "--format", "json")
+            self.assertEqual(rc, 0, err)
+            r = json.loads(out)
+            self.assertEqual(r["environment"]["backend"], "host")
+            self.assertEqual(len(r["environment"]["iteration_s"]), 2)
+            self.assertGreater(r["measured_step_time_s"], 0)
+            with open(meas) as f:
+                m = json.load(f)
+            self.assertEqual(m["format"], "pipesim-timeline")
+            self.assertEqual(m["source"], "measured (host)")
+            with open(pred) as f:
+                self.assertEqual(len(m["ops"]), len(json.load(f)["ops"]))
+            self.assertTrue(os.path.getsize(trace) > 0)
+            rc, out, err = run("compare", pred, meas, "--format", "json")
+            self.assertEqual(rc, 0, err)
+            c = json.loads(out)
+            self.assertAlmostEqual(c["step_time_error"],
+                                   c["measured_step_time_s"] / c["predicted_step_time_s"] - 1, places=9)
+            self.assertIn("advice", c)
+
+    def test_compare_synthetic_ten_percent(self):
+        with tempfile.TemporaryDirectory() as d:
+            def timeline(path, factor):
+                ops, t = [], 0
+                for i, kind in enumerate(["forward", "p2p", "backward", "optimizer"]):
+                    dur = 1_000_000 * (i + 1) * factor // 10
+                    ops.append({"op": i, "kind": kind, "stream": i % 2, "start_ns": t, "end_ns": t + dur})
+                    t += dur
+                with open(path, "w") as f:
+                    json.dump({"format": "pipesim-timeline", "version": 1, "source": "synthetic",
+                               "metrics": {"step_time_s": t / 1e9, "bubble_fraction": 0.2}, "ops": ops}, f)
+            a, b = os.path.join(d, "a.json"), os.path.join(d, "b.json")
+            timeline(a, 10)
+            timeline(b, 11)
+            rc, out, err = run("compare", a, b, "--format", "json")
+            self.assertEqual(rc, 0, err)
+            c = json.loads(out)
+            self.assertAlmostEqual(c["step_time_error"], 0.1, places=12)
+            for k in c["op_kinds"]:
+                self.assertAlmostEqual(k["median_error"], 0.1, places=12)
+
+    def test_bad_input(self):
+        rc, _, err = run("replay", "/nonexistent/plan.json")
+        self.assertEqual(rc, 2)
+        self.assertIn("/nonexistent/plan.json", err)
+        with tempfile.TemporaryDirectory() as d:
+            plan = os.path.join(d, "p.json")
+            run("simulate", "--model", self.TINY, "--pp", "2", "--microbatches", "2", "--seq", "64", "--schedule",
+                "gpipe", "--plan-out", plan)
+            for args, needle in [(["--backend", "cuda"], "not built"), (["--backend", "tpu"], "valid: host, cuda"),
+                                 (["--work-scale", "2"], "--work-scale"), (["--iterations", "0"], "--iterations")]:
+                rc, _, err = run("replay", plan, *args)
+                self.assertEqual(rc, 2, args)
+                self.assertIn(needle, err)
+                self.assertEqual(len(err.strip().splitlines()), 1, err)
+            bad = os.path.join(d, "bad.json")
+            with open(bad, "w") as f:
+                f.write('{"format": "pipesim-timeline", "version": 1, "metrics": {"step_time_s": 1, '
+                        '"bubble_fraction": 0}, "ops": [{"op": 0, "kind": "forward", "stream": 0, "start_ns": 0}]}')
+            rc, _, err = run("compare", bad, bad)
+            self.assertEqual(rc, 2)
+            self.assertIn("/ops/0/end_ns", err)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=1)

@@ -77,12 +77,14 @@ inline Plan plan_of(const std::string& schedule, const JobOptions& j) {
   return build_plan(s, make_schedule_input(j, s));
 }
 
-/// The message of the InputError `f` throws, or "no error".
+/// The message of the InputError or DeadlockError `f` throws, or "no error".
 template <typename F>
 std::string error_of(F&& f) {
   try {
     f();
   } catch (const InputError& e) {
+    return e.what();
+  } catch (const DeadlockError& e) {
     return e.what();
   }
   return "no error";
