@@ -202,6 +202,8 @@ struct Commands {
   std::string compare_predicted, compare_measured, compare_format = "table";
   int compare_top = 10;
   bool calibrate_replay_host = false;
+  std::string calibrate_from_replay, calibrate_plan;
+  CLI::Option* calibrate_base = nullptr;
   CLI::App *sim = nullptr, *cal = nullptr, *part = nullptr, *pl = nullptr, *explain = nullptr, *bub = nullptr,
            *rep = nullptr, *cmp = nullptr;
 };
@@ -277,6 +279,10 @@ void add_calibrate(CLI::App& app, Commands& c) {
   cal->add_flag("--quick", co.quick, "smaller arrays and fewer samples (well under a minute)");
   cal->add_flag("--cpu-only", co.cpu_only, "skip the CUDA benchmarks");
   cal->add_option("--name", co.name, "profile name (default: the file name without extension)");
+  c.calibrate_base = cal->get_option("--base");
+  cal->add_option("--from-replay", c.calibrate_from_replay,
+                  "refit the profile from a measured timeline (replay --out) of --plan instead of measuring");
+  cal->add_option("--plan", c.calibrate_plan, "the plan that was replayed (with --from-replay)");
   cal->add_flag("--replay-host", c.calibrate_replay_host,
                 "write the profile of the host replay backend instead: one plan stream's thread as a GPU "
                 "(its FMA, memcpy and Adam rates), to predict what replay --backend host measures");
@@ -406,6 +412,13 @@ int dispatch(CLI::App& app, Commands& c, bool no_arguments) {
     return pipesim::cli::run_bubbles(c.bubbles);
   }
   if (c.cal->parsed()) {
+    if (!c.calibrate_from_replay.empty()) {
+      const std::string name = !c.calibrate.name.empty()
+                                   ? c.calibrate.name
+                                   : std::filesystem::path(c.calibrate.out).stem().string();
+      return pipesim::cli::run_refit(c.calibrate_from_replay, c.calibrate_plan,
+                                     c.calibrate_base->count() > 0 ? c.calibrate.base : "", c.calibrate.out, name);
+    }
     if (c.calibrate_replay_host) {
       const std::string name = !c.calibrate.name.empty()
                                    ? c.calibrate.name

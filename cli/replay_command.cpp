@@ -7,6 +7,9 @@
 #include <nlohmann/json.hpp>
 
 #include "pipesim/replay/compare.hpp"
+#include "pipesim/replay/refit.hpp"
+#include "pipesim/sim/error.hpp"
+#include "pipesim/sim/hardware.hpp"
 #include "pipesim/sim/metrics.hpp"
 #include "pipesim/sim/output_file.hpp"
 #include "pipesim/sim/plan_json.hpp"
@@ -67,6 +70,31 @@ int run_replay(const ReplayCommandOptions& o) {
                            predicted.step_time_s, measured.step_time_s, 100 * error);
   std::cout << fmt::format("bubble fraction: predicted {:.1f}%, measured {:.1f}%\n",
                            100 * predicted.bubble_fraction, 100 * measured.bubble_fraction);
+  return 0;
+}
+
+int run_refit(const std::string& measured, const std::string& plan_file, const std::string& base,
+              const std::string& out, const std::string& name) {
+  if (plan_file.empty()) throw sim::InputError("--plan", "", "required with --from-replay: the plan that was replayed");
+  sim::Plan plan = sim::load_plan(plan_file);
+  const replay::TimelineFile timeline = replay::load_timeline(measured);
+  const sim::HardwareProfile base_hw = base.empty() ? plan.hw : sim::load_hardware_profile(base);
+  const replay::RefitReport r = replay::refit_profile(plan, timeline, base_hw, name);
+  sim::write_output_file(out, sim::hardware_profile_to_json(r.profile));
+  auto step_with = [&](const sim::HardwareProfile& hw) {
+    plan.hw = hw;
+    return sim::compute_metrics(plan, sim::Engine{}.run(plan)).step_time_s;
+  };
+  const double before = step_with(base_hw), after = step_with(r.profile);
+  std::cout << fmt::format("wrote {}: GEMM efficiency from {} compute ops, copy bandwidth from {} copies, Adam rate "
+                           "from {} CPU steps\n",
+                           out, r.compute_ops, r.copy_ops, r.optimizer_ops);
+  for (const auto& note : r.notes) std::cout << "  " << note << "\n";
+  std::cout << fmt::format("step time of the plan: measured {:.6f} s; predicted {:.6f} s with {} ({:+.2f}%), "
+                           "{:.6f} s refit ({:+.2f}%)\n",
+                           timeline.step_time_s, before, base_hw.name,
+                           timeline.step_time_s > 0 ? 100 * (before / timeline.step_time_s - 1) : 0.0, after,
+                           timeline.step_time_s > 0 ? 100 * (after / timeline.step_time_s - 1) : 0.0);
   return 0;
 }
 

@@ -535,6 +535,18 @@ class Replay(unittest.TestCase):
             self.assertAlmostEqual(c["step_time_error"],
                                    c["measured_step_time_s"] / c["predicted_step_time_s"] - 1, places=9)
             self.assertIn("advice", c)
+            refit = os.path.join(d, "refit.json")
+            rc, out, err = run("calibrate", "--from-replay", meas, "--plan", plan, "--out", refit)
+            self.assertEqual(rc, 0, err)
+            self.assertIn("GEMM efficiency from", out)
+            with open(refit) as f:
+                self.assertEqual(json.load(f)["format"], "pipesim-hw")
+            rc, _, err = run("simulate", "--model", self.TINY, "--hw", refit, "--pp", "2", "--microbatches", "4",
+                             "--seq", "128", "--schedule", "1f1b")
+            self.assertEqual(rc, 0, err)
+            rc, _, err = run("calibrate", "--from-replay", meas, "--out", refit)
+            self.assertEqual(rc, 2)
+            self.assertIn("--plan", err)
 
     def test_compare_synthetic_ten_percent(self):
         with tempfile.TemporaryDirectory() as d:

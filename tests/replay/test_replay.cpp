@@ -6,7 +6,9 @@
 #include <fstream>
 
 #include "pipesim/replay/compare.hpp"
+#include "pipesim/replay/refit.hpp"
 #include "pipesim/replay/replay.hpp"
+#include "pipesim/sim/metrics.hpp"
 #include "pipesim/sim/hardware.hpp"
 #include "pipesim/sim/job.hpp"
 #include "test_helpers.hpp"
@@ -169,6 +171,52 @@ TEST(Compare, LoaderIsStrict) {
             std::string::npos);
   EXPECT_NE(error_for(R"({"format": "pipesim-plan", "version": 1})").find("/format"), std::string::npos);
   EXPECT_NE(error_for("{").find(path), std::string::npos);
+}
+
+/// A simulated timeline as the file compare and refit read.
+TimelineFile as_file(const sim::Plan& plan, const sim::Timeline& tl) {
+  TimelineFile f;
+  f.path = "synthetic-measurement";
+  f.step_time_s = sim::compute_metrics(plan, tl).step_time_s;
+  for (std::size_t i = 0; i < plan.ops.size(); ++i)
+    f.ops.push_back({sim::to_string(plan.ops[i].kind), plan.ops[i].stream, tl.start[i], tl.end[i]});
+  return f;
+}
+
+TEST(Refit, RecoversAKnownEfficiencyTableFromSyntheticMeasurements) {
+  // "Measured": the plan simulated on a GPU whose GEMM efficiency is a known table; refit from a base profile
+  // with another table, the efficiency at every GEMM size of the plan comes back, and the plan's step too.
+  const auto& s = sim::find_schedule("1f1b");
+  sim::JobOptions j = sim::testing::job(kTinyModel, "h100-sxm-8x", 2, 1, 1, 4);
+  j.seq = 512;
+  j.attention = "flash";
+  sim::Plan plan = sim::build_plan(s, sim::make_schedule_input(j, s));
+  const sim::HardwareProfile base = plan.hw;
+  sim::HardwareProfile truth = base;
+  truth.gpu.gemm_efficiency = {{0.001, 0.05}, {1.0, 0.35}, {100.0, 0.6}};
+  plan.hw = truth;
+  const TimelineFile measured = as_file(plan, sim::Engine{}.run(plan));
+  const RefitReport r = refit_profile(plan, measured, base, "refit");
+  EXPECT_GT(r.compute_ops, 0);
+  for (const sim::Op& op : plan.ops)
+    if (const auto* c = std::get_if<sim::ComputeWork>(&op.payload); c && c->flops > 0) {
+      const double want = sim::interpolate_log_x(truth.gpu.gemm_efficiency, c->gemm_gflop);
+      EXPECT_NEAR(sim::interpolate_log_x(r.profile.gpu.gemm_efficiency, c->gemm_gflop), want, 1e-4 * want)
+          << c->gemm_gflop;
+    }
+  plan.hw = r.profile;
+  const double refit_step = sim::compute_metrics(plan, sim::Engine{}.run(plan)).step_time_s;
+  plan.hw = base;
+  const double base_step = sim::compute_metrics(plan, sim::Engine{}.run(plan)).step_time_s;
+  EXPECT_NEAR(refit_step, measured.step_time_s, 1e-4 * measured.step_time_s);
+  EXPECT_GT(std::abs(base_step - measured.step_time_s), 100 * std::abs(refit_step - measured.step_time_s));
+  // The refit profile is a valid profile file.
+  EXPECT_NO_THROW(sim::parse_hardware_profile(sim::hardware_profile_to_json(r.profile), "refit"));
+  // A timeline of another plan is refused.
+  TimelineFile other = measured;
+  other.ops.pop_back();
+  EXPECT_NE(sim::testing::error_of([&] { refit_profile(plan, other, base, "x"); }).find("not a replay of this plan"),
+            std::string::npos);
 }
 
 TEST(HostBackendProfile, IsAValidProfileOfThisMachine) {
