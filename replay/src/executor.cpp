@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backend.hpp"
+#include "cuda_backend.hpp"
 #include "pipesim/replay/replay.hpp"
 #include "pipesim/sim/error.hpp"
 #include "pipesim/sim/plan_check.hpp"
@@ -45,17 +46,6 @@ class Run {
     head_.assign(plan.streams.size(), 0);
     tl_.start.assign(n, -1);
     tl_.end.assign(n, -1);
-    const std::size_t nd = plan.devices.size();
-    mem_now_.assign(nd, 0);
-    tl_.peak_bytes.assign(nd, 0);
-    tl_.capacity_bytes.assign(nd, 0);
-    for (std::size_t d = 0; d < nd; ++d) {
-      const auto& dev = plan.devices[d];
-      tl_.capacity_bytes[d] = dev.kind == sim::DeviceKind::kGpu    ? plan.hw.gpu.hbm_bytes
-                              : dev.kind == sim::DeviceKind::kHost ? plan.hw.host.dram_bytes
-                                                                   : plan.hw.host.nvme.bytes;
-      adjust_memory(static_cast<sim::DeviceId>(d), dev.resident_bytes, 0);
-    }
   }
 
   sim::Timeline execute() {
@@ -108,14 +98,12 @@ class Run {
           const TimePoint t0 = now_ns(origin_);
           tl_.start[i] = t0;
           ++running_;  // an op at work always finishes: the watchdog only counts idle time
-          adjust_memory(device_of(op), op.alloc_bytes, t0);
         }
         backend_.execute(plan_, id);
         {
           std::lock_guard lock(mutex_);
           const TimePoint t1 = now_ns(origin_);
           tl_.end[i] = t1;
-          adjust_memory(device_of(op), -op.free_bytes, t1);
           done_[i] = 1;
           --running_;
           ++head_[s];
@@ -134,20 +122,6 @@ class Run {
   bool deps_done(const sim::Op& op) const {
     return std::all_of(op.deps.begin(), op.deps.end(), [&](OpId d) { return done_[static_cast<std::size_t>(d)] != 0; });
   }
-  sim::DeviceId device_of(const sim::Op& op) const { return plan_.streams[static_cast<std::size_t>(op.stream)].device; }
-
-  void adjust_memory(sim::DeviceId d, std::int64_t delta, TimePoint at) {
-    if (delta == 0) return;
-    const auto di = static_cast<std::size_t>(d);
-    mem_now_[di] += delta;
-    tl_.peak_bytes[di] = std::max(tl_.peak_bytes[di], mem_now_[di]);
-    const std::int64_t over = mem_now_[di] - tl_.capacity_bytes[di];
-    if (over > 0) {
-      if (!tl_.oom.oom) tl_.oom = {true, d, at, over};
-      tl_.oom.bytes_over = std::max(tl_.oom.bytes_over, over);
-    }
-  }
-
   /// Each stream's waiting op and what it waits for (caller holds the lock).
   std::string describe_stuck() const {
     std::string out = fmt::format("replay made no progress for {:.0f} s; {} of {} ops never ran; stuck:",
@@ -178,7 +152,6 @@ class Run {
   std::vector<std::vector<OpId>> stream_ops_;
   std::vector<std::size_t> head_;
   std::unordered_map<std::int32_t, std::int32_t> arrived_;  // collective group -> members ready
-  std::vector<std::int64_t> mem_now_;
   std::size_t finished_ = 0;
   std::size_t running_ = 0;
   bool abort_ = false;
@@ -189,6 +162,49 @@ class Run {
 
 }  // namespace
 
+/// The plan's memory effects (resident bytes, allocations at op starts, frees at op ends) in measured time
+/// order, frees first at equal times: peaks and OOM as the simulator reports them.
+void apply_memory(const Plan& plan, sim::Timeline& tl) {
+  const std::size_t nd = plan.devices.size();
+  std::vector<std::int64_t> now(nd, 0);
+  tl.peak_bytes.assign(nd, 0);
+  tl.capacity_bytes.assign(nd, 0);
+  tl.oom = {};
+  auto adjust = [&](std::size_t d, std::int64_t delta, TimePoint at) {
+    now[d] += delta;
+    tl.peak_bytes[d] = std::max(tl.peak_bytes[d], now[d]);
+    const std::int64_t over = now[d] - tl.capacity_bytes[d];
+    if (over > 0) {
+      if (!tl.oom.oom) tl.oom = {true, static_cast<sim::DeviceId>(d), at, over};
+      tl.oom.bytes_over = std::max(tl.oom.bytes_over, over);
+    }
+  };
+  for (std::size_t d = 0; d < nd; ++d) {
+    const auto& dev = plan.devices[d];
+    tl.capacity_bytes[d] = dev.kind == sim::DeviceKind::kGpu    ? plan.hw.gpu.hbm_bytes
+                           : dev.kind == sim::DeviceKind::kHost ? plan.hw.host.dram_bytes
+                                                                : plan.hw.host.nvme.bytes;
+    adjust(d, dev.resident_bytes, 0);
+  }
+  struct Change {
+    TimePoint at;
+    int order;  // 0: a free (op end), 1: an allocation (op start)
+    std::size_t op;
+  };
+  std::vector<Change> changes;
+  for (std::size_t i = 0; i < plan.ops.size(); ++i) {
+    if (plan.ops[i].alloc_bytes != 0) changes.push_back({tl.start[i], 1, i});
+    if (plan.ops[i].free_bytes != 0) changes.push_back({tl.end[i], 0, i});
+  }
+  std::stable_sort(changes.begin(), changes.end(),
+                   [](const Change& a, const Change& b) { return a.at != b.at ? a.at < b.at : a.order < b.order; });
+  for (const Change& c : changes) {
+    const sim::Op& op = plan.ops[c.op];
+    const auto d = static_cast<std::size_t>(plan.streams[static_cast<std::size_t>(op.stream)].device);
+    adjust(d, c.order == 1 ? op.alloc_bytes : -op.free_bytes, c.at);
+  }
+}
+
 ReplayResult replay_plan(const Plan& plan, const ReplayOptions& o) {
   if (o.iterations < 1 || o.iterations > 1000)
     throw sim::InputError("--iterations", "", fmt::format("{} asked; valid: 1 .. 1000", o.iterations));
@@ -196,31 +212,28 @@ ReplayResult replay_plan(const Plan& plan, const ReplayOptions& o) {
     throw sim::InputError("--work-scale", "", "valid: greater than 0, at most 1");
   if (!(o.timeout_s >= 0.1 && o.timeout_s <= 86400))
     throw sim::InputError("--timeout-s", "", "valid: 0.1 .. 86400 seconds");
+  if (o.backend != "host" && o.backend != "cuda")
+    throw sim::InputError("--backend", "", fmt::format("unknown backend '{}'; valid: host, cuda", o.backend));
   sim::validate_plan(plan);
   sim::check_plan_order(plan);  // a cycle never runs: refuse it before starting anything
   if (plan.streams.size() > kMaxStreams)
     throw sim::InputError("plan", "/streams",
                           fmt::format("{} streams; the replay runs one thread per stream, valid: at most {}",
                                       plan.streams.size(), kMaxStreams));
-  std::unique_ptr<Backend> backend;
-  if (o.backend == "host") {
-    backend = make_host_backend(plan, o.work_scale);
-  } else if (o.backend == "cuda") {
-    throw sim::InputError("--backend", "",
-                          "the cuda replay backend is not built yet; valid now: host (see replay/README.md)");
-  } else {
-    throw sim::InputError("--backend", "", fmt::format("unknown backend '{}'; valid: host, cuda", o.backend));
-  }
   ReplayResult result;
-  backend->describe(result.environment);
   result.environment.backend = o.backend;
   result.environment.work_scale = o.work_scale;
   result.environment.threads = static_cast<int>(plan.streams.size());
-  Run(plan, *backend, o.timeout_s).execute();  // warm-up: first touches, thread start-up
   std::vector<sim::Timeline> runs;
-  for (int k = 0; k < o.iterations; ++k) {
-    runs.push_back(Run(plan, *backend, o.timeout_s).execute());
-    const auto& tl = runs.back();
+  if (o.backend == "cuda") {
+    runs = run_cuda_replay(plan, o, result.environment);
+  } else {
+    const std::unique_ptr<Backend> backend = make_host_backend(plan, o.work_scale);
+    backend->describe(result.environment);
+    Run(plan, *backend, o.timeout_s).execute();  // warm-up: first touches, thread start-up
+    for (int k = 0; k < o.iterations; ++k) runs.push_back(Run(plan, *backend, o.timeout_s).execute());
+  }
+  for (const auto& tl : runs) {
     TimePoint end = 0;
     for (TimePoint t : tl.end) end = std::max(end, t);
     result.environment.iteration_s.push_back(static_cast<double>(end) / 1e9 / o.work_scale);
@@ -236,7 +249,7 @@ ReplayResult replay_plan(const Plan& plan, const ReplayOptions& o) {
   auto unscale = [&](TimePoint t) { return static_cast<TimePoint>(static_cast<double>(t) / o.work_scale); };
   for (auto& t : result.timeline.start) t = unscale(t);
   for (auto& t : result.timeline.end) t = unscale(t);
-  result.timeline.oom.time = unscale(result.timeline.oom.time);
+  apply_memory(plan, result.timeline);
   result.timeline.source = "measured (" + o.backend + ")";
   return result;
 }

@@ -577,7 +577,7 @@ class Replay(unittest.TestCase):
             plan = os.path.join(d, "p.json")
             run("simulate", "--model", self.TINY, "--pp", "2", "--microbatches", "2", "--seq", "64", "--schedule",
                 "gpipe", "--plan-out", plan)
-            for args, needle in [(["--backend", "cuda"], "not built"), (["--backend", "tpu"], "valid: host, cuda"),
+            for args, needle in [(["--backend", "cuda"], "did not run"), (["--backend", "tpu"], "valid: host, cuda"),
                                  (["--work-scale", "2"], "--work-scale"), (["--iterations", "0"], "--iterations")]:
                 rc, _, err = run("replay", plan, *args)
                 self.assertEqual(rc, 2, args)

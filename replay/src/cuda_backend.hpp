@@ -1,0 +1,16 @@
+// `replay --backend cuda` (see cuda_backend.cpp): the measured runs, or sim::InputError saying why the CUDA
+// replay did not run (no nvcc at build time, no device, too few GPUs for the plan).
+#pragma once
+
+#include <vector>
+
+#include "pipesim/replay/replay.hpp"
+
+namespace pipesim::replay {
+
+bool cuda_replay_compiled();
+/// Every measured run's op start/end (ns from the run's origin, work as scaled); fills env.host.
+std::vector<sim::Timeline> run_cuda_replay(const sim::Plan& plan, const ReplayOptions& options,
+                                           ReplayEnvironment& env);
+
+}  // namespace pipesim::replay

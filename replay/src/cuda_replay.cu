@@ -1,0 +1,331 @@
+// The CUDA replay backend (a module loaded only for `replay --backend cuda`; never run on a device during
+// development: no GPU was available). One non-blocking CUDA stream per plan stream on its GPU; ops issued in
+// a topological order, each dependency an event wait; compute ops as cuBLAS bf16 GEMMs of the op's GEMM size
+// (square, as many as its FLOPs take) plus device copies for its memory-bound bytes; transfers as device,
+// peer or pinned-host copies; fixed durations as a kernel spinning on the global timer; CPU optimizer steps as
+// host functions running the calibration's Adam. Start and end of every op are timing events read against an
+// origin event recorded on every GPU after all of them were synchronized.
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cuda_replay_abi.hpp"
+
+namespace pipesim::replay::cuda_abi {
+
+namespace {
+
+struct CudaError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw CudaError(std::string(what) + ": " + cudaGetErrorString(e));
+}
+void check(cublasStatus_t s, const char* what) {
+  if (s != CUBLAS_STATUS_SUCCESS) throw CudaError(std::string(what) + ": cuBLAS status " + std::to_string(static_cast<int>(s)));
+}
+
+__global__ void spin_kernel(long long ns) {
+  unsigned long long start, now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  } while (static_cast<long long>(now - start) < ns);
+}
+
+constexpr std::size_t kCopyBytes = std::size_t{64} << 20;  // per GPU; longer copies loop over it
+constexpr int kMaxGemm = 8192;
+
+/// Per GPU: cuBLAS, GEMM operands for the largest square GEMM, copy buffers.
+struct Gpu {
+  int device = 0;
+  cublasHandle_t blas = nullptr;
+  __nv_bfloat16 *a = nullptr, *b = nullptr, *c = nullptr;
+  char *from = nullptr, *to = nullptr;
+  char* pinned = nullptr;  // host staging buffer of this GPU's copies
+};
+
+struct AdamCall {
+  void (*fn)(std::int64_t, int);
+  std::int64_t params;
+  int threads;
+};
+
+void CUDART_CB run_adam(void* p) {
+  const auto* call = static_cast<const AdamCall*>(p);
+  call->fn(call->params, call->threads);
+}
+
+struct HostCopy {
+  std::int64_t bytes;
+  std::vector<char>* from;
+  std::vector<char>* to;
+};
+
+void CUDART_CB run_host_copy(void* p) {
+  const auto* c = static_cast<const HostCopy*>(p);
+  for (std::int64_t left = c->bytes; left > 0;) {
+    const auto n = static_cast<std::size_t>(std::min<std::int64_t>(left, static_cast<std::int64_t>(c->from->size())));
+    std::copy_n(c->from->data(), n, c->to->data());
+    left -= static_cast<std::int64_t>(n);
+  }
+}
+
+/// Square GEMM side whose 2n^3 FLOPs match `gflop` (a multiple of 64, 64 .. kMaxGemm).
+int gemm_side(double gflop) {
+  const double n = std::cbrt(std::max(gflop, 1e-6) * 1e9 / 2);
+  return std::clamp(static_cast<int>(std::lround(n / 64)) * 64, 64, kMaxGemm);
+}
+
+class Replayer {
+ public:
+  explicit Replayer(const Request& r) : r_(r) {
+    int count = 0;
+    check(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
+    if (count < r.gpus)
+      throw CudaError("the plan has " + std::to_string(r.gpus) + " GPUs, this machine shows " + std::to_string(count));
+    gpus_.resize(static_cast<std::size_t>(std::max(1, r.gpus)));
+    for (int g = 0; g < static_cast<int>(gpus_.size()); ++g) {
+      Gpu& d = gpus_[static_cast<std::size_t>(g)];
+      d.device = g;
+      check(cudaSetDevice(g), "cudaSetDevice");
+      check(cublasCreate(&d.blas), "cublasCreate");
+      const std::size_t gemm_bytes = sizeof(__nv_bfloat16) * kMaxGemm * kMaxGemm;
+      check(cudaMalloc(&d.a, gemm_bytes), "cudaMalloc");
+      check(cudaMalloc(&d.b, gemm_bytes), "cudaMalloc");
+      check(cudaMalloc(&d.c, gemm_bytes), "cudaMalloc");
+      check(cudaMemset(d.a, 0, gemm_bytes), "cudaMemset");
+      check(cudaMemset(d.b, 0, gemm_bytes), "cudaMemset");
+      check(cudaMalloc(&d.from, kCopyBytes), "cudaMalloc");
+      check(cudaMalloc(&d.to, kCopyBytes), "cudaMalloc");
+      check(cudaMallocHost(&d.pinned, kCopyBytes), "cudaMallocHost");
+      for (int p = 0; p < static_cast<int>(gpus_.size()); ++p) {
+        int can = 0;
+        if (p != g && cudaDeviceCanAccessPeer(&can, g, p) == cudaSuccess && can) cudaDeviceEnablePeerAccess(p, 0);
+      }
+      cudaGetLastError();  // peer access already enabled is not an error here
+    }
+    streams_.resize(r.streams.size());
+    for (std::size_t s = 0; s < r.streams.size(); ++s) {
+      check(cudaSetDevice(device_of_stream(static_cast<int>(s))), "cudaSetDevice");
+      check(cudaStreamCreateWithFlags(&streams_[s], cudaStreamNonBlocking), "cudaStreamCreate");
+    }
+    start_.resize(r.ops.size());
+    end_.resize(r.ops.size());
+    for (std::size_t i = 0; i < r.ops.size(); ++i) {
+      check(cudaSetDevice(device_of_stream(r.ops[i].stream)), "cudaSetDevice");
+      check(cudaEventCreate(&start_[i]), "cudaEventCreate");
+      check(cudaEventCreate(&end_[i]), "cudaEventCreate");
+    }
+    origin_.resize(gpus_.size());
+    for (std::size_t g = 0; g < gpus_.size(); ++g) {
+      check(cudaSetDevice(static_cast<int>(g)), "cudaSetDevice");
+      check(cudaEventCreate(&origin_[g]), "cudaEventCreate");
+    }
+    host_from_.assign(kCopyBytes, 1);
+    host_to_.assign(kCopyBytes, 0);
+    adam_calls_.resize(r.ops.size());
+    host_copies_.resize(r.ops.size());
+  }
+
+  ~Replayer() {
+    for (auto e : start_) cudaEventDestroy(e);
+    for (auto e : end_) cudaEventDestroy(e);
+    for (auto e : origin_) cudaEventDestroy(e);
+    for (auto s : streams_) cudaStreamDestroy(s);
+    for (auto& d : gpus_) {
+      cudaSetDevice(d.device);
+      if (d.blas) cublasDestroy(d.blas);
+      cudaFree(d.a);
+      cudaFree(d.b);
+      cudaFree(d.c);
+      cudaFree(d.from);
+      cudaFree(d.to);
+      cudaFreeHost(d.pinned);
+    }
+  }
+
+  /// One run of the whole plan; start/end in ns from the origin.
+  void run(std::vector<std::int64_t>& start, std::vector<std::int64_t>& end) {
+    for (std::size_t g = 0; g < gpus_.size(); ++g) {
+      check(cudaSetDevice(static_cast<int>(g)), "cudaSetDevice");
+      check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    }
+    for (std::size_t g = 0; g < gpus_.size(); ++g) {
+      check(cudaSetDevice(static_cast<int>(g)), "cudaSetDevice");
+      check(cudaEventRecord(origin_[g], nullptr), "cudaEventRecord");
+    }
+    for (std::int32_t id : r_.issue_order) issue(id);
+    wait_all();
+    start.assign(r_.ops.size(), 0);
+    end.assign(r_.ops.size(), 0);
+    for (std::size_t i = 0; i < r_.ops.size(); ++i) {
+      const auto g = static_cast<std::size_t>(device_of_stream(r_.ops[i].stream));
+      float a = 0, b = 0;
+      check(cudaEventElapsedTime(&a, origin_[g], start_[i]), "cudaEventElapsedTime");
+      check(cudaEventElapsedTime(&b, origin_[g], end_[i]), "cudaEventElapsedTime");
+      start[i] = static_cast<std::int64_t>(std::llround(static_cast<double>(a) * 1e6));
+      end[i] = std::max(start[i], static_cast<std::int64_t>(std::llround(static_cast<double>(b) * 1e6)));
+    }
+  }
+
+ private:
+  int device_of_stream(int s) const {
+    const int g = r_.streams[static_cast<std::size_t>(s)].gpu;
+    return g >= 0 ? g : 0;  // host streams order their host functions on GPU 0's runtime
+  }
+
+  void issue(std::int32_t id) {
+    const Op& op = r_.ops[static_cast<std::size_t>(id)];
+    const auto s = static_cast<std::size_t>(op.stream);
+    cudaStream_t st = streams_[s];
+    const int dev = device_of_stream(op.stream);
+    check(cudaSetDevice(dev), "cudaSetDevice");
+    for (std::int32_t w : op.waits)
+      if (r_.ops[static_cast<std::size_t>(w)].stream != op.stream)
+        check(cudaStreamWaitEvent(st, end_[static_cast<std::size_t>(w)], 0), "cudaStreamWaitEvent");
+    check(cudaEventRecord(start_[static_cast<std::size_t>(id)], st), "cudaEventRecord");
+    Gpu& gpu = gpus_[static_cast<std::size_t>(dev)];
+    switch (op.work) {
+      case Work::kFixed:
+        spin_kernel<<<1, 1, 0, st>>>(static_cast<long long>(op.fixed_ns));
+        check(cudaGetLastError(), "spin kernel");
+        break;
+      case Work::kCompute: {
+        const int n = gemm_side(op.gemm_gflop);
+        const double per = 2.0 * n * n * static_cast<double>(n);
+        const auto reps = static_cast<long long>(std::llround(op.flops / per));
+        check(cublasSetStream(gpu.blas, st), "cublasSetStream");
+        const float one = 1, zero = 0;
+        for (long long k = 0; k < reps; ++k)
+          check(cublasGemmEx(gpu.blas, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, gpu.a, CUDA_R_16BF, n, gpu.b,
+                             CUDA_R_16BF, n, &zero, gpu.c, CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                "cublasGemmEx");
+        copy_device(gpu, st, op.copy_bytes);
+        break;
+      }
+      case Work::kCopy:
+        copy(op, st);
+        break;
+      case Work::kCpuAdam:
+        adam_calls_[static_cast<std::size_t>(id)] = {r_.cpu_adam, op.params, op.threads};
+        if (r_.cpu_adam) check(cudaLaunchHostFunc(st, run_adam, &adam_calls_[static_cast<std::size_t>(id)]), "cudaLaunchHostFunc");
+        break;
+      case Work::kNone:
+        break;
+    }
+    check(cudaEventRecord(end_[static_cast<std::size_t>(id)], st), "cudaEventRecord");
+  }
+
+  void copy_device(Gpu& gpu, cudaStream_t st, std::int64_t bytes) {
+    for (std::int64_t left = bytes; left > 0;) {
+      const auto n = static_cast<std::size_t>(std::min<std::int64_t>(left, static_cast<std::int64_t>(kCopyBytes)));
+      check(cudaMemcpyAsync(gpu.to, gpu.from, n, cudaMemcpyDeviceToDevice, st), "cudaMemcpyAsync");
+      left -= static_cast<std::int64_t>(n);
+    }
+  }
+
+  void copy(const Op& op, cudaStream_t st) {
+    const bool src_gpu = op.src_gpu >= 0, dst_gpu = op.dst_gpu >= 0;
+    for (std::int64_t left = op.copy_bytes; left > 0;) {
+      const auto n = static_cast<std::size_t>(std::min<std::int64_t>(left, static_cast<std::int64_t>(kCopyBytes)));
+      if (src_gpu && dst_gpu) {
+        Gpu &a = gpus_[static_cast<std::size_t>(op.src_gpu)], &b = gpus_[static_cast<std::size_t>(op.dst_gpu)];
+        if (op.src_gpu == op.dst_gpu)
+          check(cudaMemcpyAsync(b.to, a.from, n, cudaMemcpyDeviceToDevice, st), "cudaMemcpyAsync");
+        else
+          check(cudaMemcpyPeerAsync(b.to, b.device, a.from, a.device, n, st), "cudaMemcpyPeerAsync");
+      } else if (dst_gpu) {
+        Gpu& b = gpus_[static_cast<std::size_t>(op.dst_gpu)];
+        check(cudaMemcpyAsync(b.to, b.pinned, n, cudaMemcpyHostToDevice, st), "cudaMemcpyAsync H2D");
+      } else if (src_gpu) {
+        Gpu& a = gpus_[static_cast<std::size_t>(op.src_gpu)];
+        check(cudaMemcpyAsync(a.pinned, a.from, n, cudaMemcpyDeviceToHost, st), "cudaMemcpyAsync D2H");
+      }
+      left -= static_cast<std::int64_t>(n);
+    }
+    if (!src_gpu && !dst_gpu && op.copy_bytes > 0) {  // host memory <-> NVMe or host: a host copy in order
+      const auto i = static_cast<std::size_t>(&op - r_.ops.data());
+      host_copies_[i] = {op.copy_bytes, &host_from_, &host_to_};
+      check(cudaLaunchHostFunc(st, run_host_copy, &host_copies_[i]), "cudaLaunchHostFunc");
+    }
+  }
+
+  /// Waits for every op's end event, failing after the timeout without progress.
+  void wait_all() {
+    std::size_t done = 0;
+    auto last = std::chrono::steady_clock::now();
+    while (done < end_.size()) {
+      const cudaError_t e = cudaEventQuery(end_[done]);
+      if (e == cudaSuccess) {
+        ++done;
+        last = std::chrono::steady_clock::now();
+        continue;
+      }
+      if (e != cudaErrorNotReady) check(e, "cudaEventQuery");
+      if (std::chrono::duration<double>(std::chrono::steady_clock::now() - last).count() > r_.timeout_s)
+        throw CudaError("op " + std::to_string(done) + " did not finish within " + std::to_string(r_.timeout_s) + " s");
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
+
+  const Request& r_;
+  std::vector<Gpu> gpus_;
+  std::vector<cudaStream_t> streams_;
+  std::vector<cudaEvent_t> start_, end_, origin_;
+  std::vector<AdamCall> adam_calls_;
+  std::vector<HostCopy> host_copies_;
+  std::vector<char> host_from_, host_to_;
+};
+
+std::string describe_devices(int gpus) {
+  std::string out;
+  int driver = 0, runtime = 0;
+  cudaDriverGetVersion(&driver);
+  cudaRuntimeGetVersion(&runtime);
+  for (int g = 0; g < gpus; ++g) {
+    cudaDeviceProp p{};
+    if (cudaGetDeviceProperties(&p, g) == cudaSuccess) out += (g ? ", " : "") + std::string(p.name);
+  }
+  return out + " (driver " + std::to_string(driver) + ", runtime " + std::to_string(runtime) + ")";
+}
+
+}  // namespace
+
+}  // namespace pipesim::replay::cuda_abi
+
+extern "C" void pipesim_cuda_replay_entry(const pipesim::replay::cuda_abi::Request* request,
+                                          pipesim::replay::cuda_abi::Outcome* out) {
+  using namespace pipesim::replay::cuda_abi;
+  try {
+    int count = 0;
+    const cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess || count == 0) {
+      out->why_not = e != cudaSuccess ? std::string("no CUDA device: ") + cudaGetErrorString(e) : "no CUDA device";
+      return;
+    }
+    Replayer replayer(*request);
+    out->device = describe_devices(std::max(1, request->gpus));
+    std::vector<std::int64_t> start, end;
+    replayer.run(start, end);  // warm-up: cuBLAS heuristics, first touches
+    for (int k = 0; k < request->iterations; ++k) {
+      replayer.run(start, end);
+      out->start.push_back(start);
+      out->end.push_back(end);
+    }
+    out->ran = true;
+  } catch (const std::exception& ex) {
+    out->why_not = ex.what();
+    out->start.clear();
+    out->end.clear();
+  }
+}
