@@ -383,6 +383,8 @@ void add_replay(CLI::App& app, Commands& c) {
       ->capture_default_str();
   rep->add_option("--timeout-s", ro.replay.timeout_s, "fail, naming the stuck ops, after this long without progress")
       ->capture_default_str();
+  rep->add_flag("--mpi", ro.replay.mpi,
+                "one process per node of the plan (start with mpirun -np NODES), host backend");
   rep->add_option("--out", ro.out, "write the measured pipesim-timeline JSON");
   rep->add_option("--trace", ro.trace, "write a Chrome trace of the measured run");
   rep->add_option("--format", ro.format, "table or json")->check(CLI::IsMember({"table", "json"}))->capture_default_str();

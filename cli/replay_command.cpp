@@ -36,6 +36,7 @@ std::string measured_timeline_json(const sim::Plan& plan, const replay::ReplayRe
 int run_replay(const ReplayCommandOptions& o) {
   const sim::Plan plan = sim::load_plan(o.plan_file);
   const replay::ReplayResult r = replay::replay_plan(plan, o.replay);
+  if (!r.root) return 0;  // multi-node: rank 0 reports
   const sim::Metrics measured = sim::compute_metrics(plan, r.timeline);
   const sim::Metrics predicted = sim::compute_metrics(plan, sim::Engine{}.run(plan));
   if (!o.out.empty()) sim::write_output_file(o.out, measured_timeline_json(plan, r, measured));

@@ -6,6 +6,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <exception>
+#include <limits>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -15,6 +17,7 @@
 
 #include "backend.hpp"
 #include "cuda_backend.hpp"
+#include "transport.hpp"
 #include "pipesim/replay/replay.hpp"
 #include "pipesim/sim/error.hpp"
 #include "pipesim/sim/plan_check.hpp"
@@ -29,40 +32,91 @@ namespace {
 
 constexpr std::size_t kMaxStreams = 4096;  // one thread each
 
-TimePoint now_ns(std::chrono::steady_clock::time_point origin) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - origin).count();
-}
+/// Which process runs which streams: one process for the whole plan, or (multi-node, over a transport) one
+/// per node, each running the streams of its node's devices and telling the others what they wait for.
+struct Placement {
+  Transport* transport = nullptr;  // null: one process
+  int rank = 0;
+  std::vector<int> rank_of_stream;
+  std::vector<std::vector<int>> remote_dependents;  // per op: other ranks with ops that depend on it
+  std::unordered_map<std::int32_t, std::vector<int>> group_ranks;  // per collective: other ranks with members
+  std::int64_t clock_offset_ns = 0;
+  bool local(std::size_t stream) const { return !transport || rank_of_stream[stream] == rank; }
 
-/// One replay of the whole plan.
+  static Placement of(const Plan& plan, Transport* t) {
+    Placement p;
+    p.transport = t;
+    p.rank = t ? t->rank() : 0;
+    for (const auto& s : plan.streams)
+      p.rank_of_stream.push_back(t ? plan.devices[static_cast<std::size_t>(s.device)].node : 0);
+    p.remote_dependents.resize(plan.ops.size());
+    if (!t) return p;
+    std::unordered_map<std::int32_t, std::vector<int>> members;
+    for (std::size_t i = 0; i < plan.ops.size(); ++i) {
+      const int r = p.rank_of_stream[static_cast<std::size_t>(plan.ops[i].stream)];
+      for (OpId d : plan.ops[i].deps) {
+        const int dr = p.rank_of_stream[static_cast<std::size_t>(plan.ops[static_cast<std::size_t>(d)].stream)];
+        auto& v = p.remote_dependents[static_cast<std::size_t>(d)];
+        if (dr != r && std::find(v.begin(), v.end(), r) == v.end()) v.push_back(r);
+      }
+      if (const auto* w = std::get_if<sim::TransferWork>(&plan.ops[i].payload); w && w->group >= 0 && w->group_size > 1) {
+        auto& v = members[w->group];
+        if (std::find(v.begin(), v.end(), r) == v.end()) v.push_back(r);
+      }
+    }
+    for (auto& [g, ranks] : members)
+      for (int r : ranks)
+        if (r != p.rank) p.group_ranks[g].push_back(r);
+    return p;
+  }
+};
+
+/// One replay of the whole plan (or, multi-node, of this process's part of it).
 class Run {
  public:
-  Run(const Plan& plan, Backend& backend, double timeout_s)
-      : plan_(plan), backend_(backend), timeout_(std::chrono::duration<double>(timeout_s)) {
+  Run(const Plan& plan, Backend& backend, double timeout_s, const Placement& placement)
+      : plan_(plan), backend_(backend), timeout_(std::chrono::duration<double>(timeout_s)), place_(placement) {
     const std::size_t n = plan.ops.size();
     done_ = std::vector<char>(n, 0);
     stream_ops_.resize(plan.streams.size());
-    for (std::size_t i = 0; i < n; ++i)
-      stream_ops_[static_cast<std::size_t>(plan.ops[i].stream)].push_back(static_cast<OpId>(i));
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto s = static_cast<std::size_t>(plan.ops[i].stream);
+      stream_ops_[s].push_back(static_cast<OpId>(i));
+      if (place_.local(s)) ++local_total_;
+    }
     head_.assign(plan.streams.size(), 0);
     tl_.start.assign(n, -1);
     tl_.end.assign(n, -1);
   }
 
+  /// A message from another node: an op there finished, or a member of a collective arrived.
+  void on_message(Transport::Message kind, std::int64_t value) {
+    {
+      std::lock_guard lock(mutex_);
+      if (kind == Transport::Message::kDone && value >= 0 && static_cast<std::size_t>(value) < done_.size())
+        done_[static_cast<std::size_t>(value)] = 1;
+      else if (kind == Transport::Message::kArrive)
+        ++arrived_[static_cast<std::int32_t>(value)];
+      ++heard_;
+    }
+    cv_.notify_all();
+  }
+
+  /// Runs this process's streams; op times are on the common steady clock (ns), unset (-1) for other nodes'.
   sim::Timeline execute() {
-    origin_ = std::chrono::steady_clock::now();
     std::vector<std::thread> threads;
     threads.reserve(plan_.streams.size());
     for (std::size_t s = 0; s < plan_.streams.size(); ++s)
-      if (!stream_ops_[s].empty()) threads.emplace_back([this, s] { run_stream(s); });
-    // Watchdog: progress is a finished op; none for the timeout means the plan is stuck.
+      if (!stream_ops_[s].empty() && place_.local(s)) threads.emplace_back([this, s] { run_stream(s); });
+    // Watchdog: progress is a finished op or a message; none for the timeout means the plan is stuck.
     {
       std::unique_lock lock(mutex_);
-      std::size_t seen = finished_;
+      std::size_t seen = finished_ + heard_;
       auto last = std::chrono::steady_clock::now();
-      while (finished_ < plan_.ops.size() && !abort_) {
+      while (finished_ < local_total_ && !abort_) {
         cv_.wait_for(lock, std::chrono::milliseconds(50));
-        if (finished_ != seen) {
-          seen = finished_;
+        if (finished_ + heard_ != seen) {
+          seen = finished_ + heard_;
           last = std::chrono::steady_clock::now();
         } else if (running_ == 0 && std::chrono::steady_clock::now() - last > timeout_) {
           stuck_ = describe_stuck();
@@ -92,23 +146,26 @@ class Run {
           if (const auto* t = std::get_if<sim::TransferWork>(&op.payload); t && t->group >= 0 && t->group_size > 1) {
             std::int32_t& arrived = arrived_[t->group];
             if (++arrived == t->group_size) cv_.notify_all();
+            if (auto it = place_.group_ranks.find(t->group); it != place_.group_ranks.end())
+              for (int r : it->second) place_.transport->send(r, Transport::Message::kArrive, t->group);
             cv_.wait(lock, [&] { return abort_ || arrived >= t->group_size; });
             if (abort_) return;
           }
-          const TimePoint t0 = now_ns(origin_);
+          const TimePoint t0 = now();
           tl_.start[i] = t0;
           ++running_;  // an op at work always finishes: the watchdog only counts idle time
         }
         backend_.execute(plan_, id);
         {
           std::lock_guard lock(mutex_);
-          const TimePoint t1 = now_ns(origin_);
+          const TimePoint t1 = now();
           tl_.end[i] = t1;
           done_[i] = 1;
           --running_;
           ++head_[s];
           ++finished_;
         }
+        for (int r : place_.remote_dependents[i]) place_.transport->send(r, Transport::Message::kDone, id);
         cv_.notify_all();
       }
     } catch (...) {
@@ -119,16 +176,22 @@ class Run {
     }
   }
 
+  TimePoint now() const {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+               .count() -
+           place_.clock_offset_ns;
+  }
+
   bool deps_done(const sim::Op& op) const {
     return std::all_of(op.deps.begin(), op.deps.end(), [&](OpId d) { return done_[static_cast<std::size_t>(d)] != 0; });
   }
   /// Each stream's waiting op and what it waits for (caller holds the lock).
   std::string describe_stuck() const {
     std::string out = fmt::format("replay made no progress for {:.0f} s; {} of {} ops never ran; stuck:",
-                                  timeout_.count(), plan_.ops.size() - finished_, plan_.ops.size());
+                                  timeout_.count(), local_total_ - finished_, local_total_);
     int listed = 0;
     for (std::size_t s = 0; s < stream_ops_.size() && listed < 8; ++s) {
-      if (head_[s] >= stream_ops_[s].size()) continue;
+      if (head_[s] >= stream_ops_[s].size() || !place_.local(s)) continue;
       const OpId id = stream_ops_[s][head_[s]];
       const sim::Op& op = plan_.ops[static_cast<std::size_t>(id)];
       std::string waits;
@@ -145,7 +208,8 @@ class Run {
   const Plan& plan_;
   Backend& backend_;
   std::chrono::duration<double> timeout_;
-  std::chrono::steady_clock::time_point origin_;
+  const Placement& place_;
+  std::size_t local_total_ = 0, heard_ = 0;
   std::mutex mutex_;
   std::condition_variable cv_;
   std::vector<char> done_;
@@ -226,12 +290,73 @@ ReplayResult replay_plan(const Plan& plan, const ReplayOptions& o) {
   result.environment.threads = static_cast<int>(plan.streams.size());
   std::vector<sim::Timeline> runs;
   if (o.backend == "cuda") {
+    if (o.mpi) throw sim::InputError("--mpi", "", "multi-node replay runs the host backend; valid: --backend host");
     runs = run_cuda_replay(plan, o, result.environment);
   } else {
-    const std::unique_ptr<Backend> backend = make_host_backend(plan, o.work_scale);
+    // Multi-node: the listener hands other nodes' messages to the run in progress (declared before the
+    // transport, whose destructor stops the listener).
+    std::mutex current_mutex;
+    Run* current = nullptr;
+    std::unique_ptr<Transport> transport;
+    if (o.mpi) {
+      transport = make_mpi_transport();
+      int nodes = 1;
+      for (const auto& st : plan.streams)
+        nodes = std::max(nodes, plan.devices[static_cast<std::size_t>(st.device)].node + 1);
+      if (transport->ranks() != nodes)
+        throw sim::InputError("--mpi", "",
+                              fmt::format("{} processes for a plan on {} nodes; valid: mpirun -np {}",
+                                          transport->ranks(), nodes, nodes));
+    }
+    Placement place = Placement::of(plan, transport.get());
+    if (transport) {
+      place.clock_offset_ns = transport->clock_offset_ns();
+      transport->listen([&](Transport::Message kind, std::int64_t value) {
+        std::lock_guard lock(current_mutex);
+        if (current) current->on_message(kind, value);
+      });
+    }
+    const std::unique_ptr<Backend> backend = make_host_backend(plan, o.work_scale, transport.get());
     backend->describe(result.environment);
-    Run(plan, *backend, o.timeout_s).execute();  // warm-up: first touches, thread start-up
-    for (int k = 0; k < o.iterations; ++k) runs.push_back(Run(plan, *backend, o.timeout_s).execute());
+    auto run_once = [&] {
+      Run run(plan, *backend, o.timeout_s, place);
+      {
+        std::lock_guard lock(current_mutex);
+        current = &run;
+      }
+      if (transport) transport->barrier();  // every node has its run before any message of it is sent
+      sim::Timeline tl = run.execute();
+      if (transport) transport->barrier();  // and every message of it was consumed before the next
+      std::lock_guard lock(current_mutex);
+      current = nullptr;
+      return tl;
+    };
+    run_once();  // warm-up: first touches, thread start-up
+    for (int k = 0; k < o.iterations; ++k) runs.push_back(run_once());
+    if (transport) {
+      // Rank 0 collects every node's op times; the others are done.
+      for (auto& tl : runs) {
+        std::vector<std::int64_t> mine, all;
+        for (std::size_t i = 0; i < plan.ops.size(); ++i)
+          if (place.local(static_cast<std::size_t>(plan.ops[i].stream)))
+            mine.insert(mine.end(), {static_cast<std::int64_t>(i), tl.start[i], tl.end[i]});
+        transport->gather(mine, all);
+        for (std::size_t k = 0; k + 2 < all.size(); k += 3) {
+          tl.start[static_cast<std::size_t>(all[k])] = all[k + 1];
+          tl.end[static_cast<std::size_t>(all[k])] = all[k + 2];
+        }
+      }
+      result.environment.backend = fmt::format("host, {} nodes over MPI", transport->ranks());
+      result.root = transport->rank() == 0;
+      if (!result.root) return result;
+    }
+  }
+  // Times from the first op's start.
+  for (auto& tl : runs) {
+    TimePoint origin = std::numeric_limits<TimePoint>::max();
+    for (TimePoint t : tl.start) origin = std::min(origin, t);
+    for (auto& t : tl.start) t -= origin;
+    for (auto& t : tl.end) t -= origin;
   }
   for (const auto& tl : runs) {
     TimePoint end = 0;
@@ -250,7 +375,7 @@ ReplayResult replay_plan(const Plan& plan, const ReplayOptions& o) {
   for (auto& t : result.timeline.start) t = unscale(t);
   for (auto& t : result.timeline.end) t = unscale(t);
   apply_memory(plan, result.timeline);
-  result.timeline.source = "measured (" + o.backend + ")";
+  result.timeline.source = "measured (" + result.environment.backend + ")";
   return result;
 }
 

@@ -11,6 +11,7 @@
 
 #include "backend.hpp"
 #include "host_work.hpp"
+#include "transport.hpp"
 #include "pipesim/calibrate/cpu_adam.hpp"
 #include "pipesim/calibrate/host_info.hpp"
 
@@ -22,9 +23,9 @@ constexpr std::size_t kAdamParams = std::size_t{1} << 20;  // per CPU stream; lo
 
 class HostBackend final : public Backend {
  public:
-  HostBackend(const sim::Plan& plan, double work_scale)
+  HostBackend(const sim::Plan& plan, double work_scale, Transport* transport)
       : scale_(work_scale), flops_per_s_(measure_fma_rate()), copies_(plan.streams.size()),
-        adam_(plan.streams.size()) {}
+        adam_(plan.streams.size()), transport_(transport) {}
 
   void execute(const sim::Plan& plan, sim::OpId id) override {
     const sim::Op& op = plan.ops[static_cast<std::size_t>(id)];
@@ -37,7 +38,11 @@ class HostBackend final : public Backend {
       fma_work(c->flops * scale_);
       copies_[stream].copy(static_cast<double>(c->mem_bytes) / 2 * scale_);  // read once, written once
     } else if (const auto* t = std::get_if<sim::TransferWork>(&op.payload)) {
-      copies_[stream].copy(static_cast<double>(t->bytes) * scale_);
+      const int to = plan.devices[static_cast<std::size_t>(t->dst)].node;
+      if (transport_ && to != transport_->rank())
+        transport_->send_bytes(to, static_cast<std::int64_t>(static_cast<double>(t->bytes) * scale_));
+      else
+        copies_[stream].copy(static_cast<double>(t->bytes) * scale_);
     } else if (const auto* m = std::get_if<sim::MemoryWork>(&op.payload)) {
       copies_[stream].copy(static_cast<double>(m->bytes) / 2 * scale_);
     } else if (const auto* w = std::get_if<sim::CpuWork>(&op.payload)) {
@@ -84,12 +89,13 @@ class HostBackend final : public Backend {
   double flops_per_s_;
   std::vector<CopyBuffers> copies_;  // per stream: only its own thread touches them
   std::vector<AdamState> adam_;      // per stream
+  Transport* transport_;             // multi-node: where other nodes' devices are
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> make_host_backend(const sim::Plan& plan, double work_scale) {
-  return std::make_unique<HostBackend>(plan, work_scale);
+std::unique_ptr<Backend> make_host_backend(const sim::Plan& plan, double work_scale, Transport* transport) {
+  return std::make_unique<HostBackend>(plan, work_scale, transport);
 }
 
 }  // namespace pipesim::replay

@@ -21,6 +21,9 @@ struct ReplayOptions {
   /// it. 1 replays the plan as it is; smaller values replay GPU-sized plans on a host in reasonable time.
   double work_scale = 1;
   double timeout_s = 60;  ///< no op finishing for this long: the plan is stuck
+  /// One process per node of the plan (started with `mpirun -np NODES`), each running its node's streams;
+  /// cross-node transfers and dependencies go over MPI. Host backend only.
+  bool mpi = false;
 };
 
 /// Where and how the replay ran (written beside the measured timeline).
@@ -36,6 +39,7 @@ struct ReplayEnvironment {
 struct ReplayResult {
   sim::Timeline timeline;  ///< the measured run with the median makespan, in the simulator's format
   ReplayEnvironment environment;
+  bool root = true;  ///< multi-node: only rank 0 holds the whole timeline (and writes the outputs)
 };
 
 /// Checks the plan (references, cycles), then replays it. Throws sim::InputError for bad options or an

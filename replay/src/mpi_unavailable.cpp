@@ -1,0 +1,13 @@
+// Built without MPI: multi-node replay says so.
+#include "pipesim/sim/error.hpp"
+#include "transport.hpp"
+
+namespace pipesim::replay {
+
+std::unique_ptr<Transport> make_mpi_transport() {
+  throw sim::InputError("--mpi", "",
+                        "pipesim was built without MPI (install libopenmpi-dev and rebuild); valid here: one node, "
+                        "without --mpi");
+}
+
+}  // namespace pipesim::replay
