@@ -30,7 +30,7 @@ sim::JobOptions tiny_job(const sim::ScheduleDescriptor& s) {
 ReplayOptions quick() {
   ReplayOptions o;
   o.iterations = 1;
-  o.work_scale = 0.02;
+  o.work_scale = 0.005;
   o.timeout_s = 30;
   return o;
 }

@@ -142,7 +142,7 @@ HardwareProfile parse_hardware_profile(const std::string& text, const std::strin
     hw.gpu.model = g.string("model");
     JsonObject pk = g.object("peak_tflops");
     for (const char* dt : {"bf16", "fp16", "fp16_acc16", "fp32"}) {
-      if (pk.has(dt)) hw.gpu.peak_tflops[dt] = pk.number(dt, 1e-3, 1e6);
+      if (pk.has(dt)) hw.gpu.peak_tflops[dt] = pk.number(dt, 1e-6, 1e6);  // down to a CPU thread's MFLOP/s
     }
     pk.finish();
     if (!hw.gpu.peak_tflops.count("bf16") && !hw.gpu.peak_tflops.count("fp16"))
