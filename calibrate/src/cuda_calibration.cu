@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "pipesim/calibrate/cuda_check.hpp"
 #include "pipesim/calibrate/cuda_calibration.hpp"
 #include "pipesim/calibrate/curve_fit.hpp"
 
@@ -21,16 +22,8 @@ namespace pipesim::calibrate {
 
 namespace {
 
-struct CudaError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw CudaError(std::string(what) + ": " + cudaGetErrorString(e));
-}
-void check(cublasStatus_t s, const char* what) {
-  if (s != CUBLAS_STATUS_SUCCESS) throw CudaError(std::string(what) + ": cuBLAS status " + std::to_string(static_cast<int>(s)));
-}
+using cuda_check::check;
+using cuda_check::CudaError;
 
 __global__ void empty_kernel() {}
 

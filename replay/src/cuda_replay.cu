@@ -18,21 +18,14 @@
 #include <vector>
 
 #include "cuda_replay_abi.hpp"
+#include "pipesim/calibrate/cuda_check.hpp"
 
 namespace pipesim::replay::cuda_abi {
 
 namespace {
 
-struct CudaError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw CudaError(std::string(what) + ": " + cudaGetErrorString(e));
-}
-void check(cublasStatus_t s, const char* what) {
-  if (s != CUBLAS_STATUS_SUCCESS) throw CudaError(std::string(what) + ": cuBLAS status " + std::to_string(static_cast<int>(s)));
-}
+using cuda_check::check;
+using cuda_check::CudaError;
 
 __global__ void spin_kernel(long long ns) {
   unsigned long long start, now;
