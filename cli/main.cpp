@@ -372,27 +372,35 @@ void add_explain(CLI::App& app, Commands& c) {
 
 void add_replay(CLI::App& app, Commands& c) {
   auto& ro = c.replay;
-  auto* rep = app.add_subcommand("replay", "execute a saved plan on this machine and measure it against the prediction");
+  auto* rep = app.add_subcommand(
+      "replay", "execute a saved plan on this machine and measure it against the prediction");
   rep->add_option("plan", ro.plan_file, "pipesim-plan JSON (simulate --plan-out)")->required();
   rep->add_option("--backend", ro.replay.backend, "host (runs everywhere) or cuda (not built yet)")
       ->capture_default_str();
-  rep->add_option("--iterations", ro.replay.iterations, "measured runs after one warm-up (the median is kept)")
+  rep->add_option("--iterations", ro.replay.iterations,
+                  "measured runs after one warm-up (the median is kept)")
       ->capture_default_str();
   rep->add_option("--work-scale", ro.replay.work_scale,
                   "run this share of every op's work and divide measured times by it (0 < x <= 1)")
       ->capture_default_str();
-  rep->add_option("--timeout-s", ro.replay.timeout_s, "fail, naming the stuck ops, after this long without progress")
+  rep->add_option("--timeout-s", ro.replay.timeout_s,
+                  "fail, naming the stuck ops, after this long without progress")
       ->capture_default_str();
   rep->add_flag("--mpi", ro.replay.mpi,
                 "one process per node of the plan (start with mpirun -np NODES), host backend");
   rep->add_option("--out", ro.out, "write the measured pipesim-timeline JSON");
   rep->add_option("--trace", ro.trace, "write a Chrome trace of the measured run");
-  rep->add_option("--format", ro.format, "table or json")->check(CLI::IsMember({"table", "json"}))->capture_default_str();
+  rep->add_option("--format", ro.format, "table or json")
+      ->check(CLI::IsMember({"table", "json"}))
+      ->capture_default_str();
   c.rep = rep;
   auto* cmp = app.add_subcommand("compare", "compare a predicted and a measured timeline of the same plan");
-  cmp->add_option("predicted", c.compare_predicted, "pipesim-timeline JSON (simulate --timeline)")->required();
+  cmp->add_option("predicted", c.compare_predicted, "pipesim-timeline JSON (simulate --timeline)")
+      ->required();
   cmp->add_option("measured", c.compare_measured, "pipesim-timeline JSON (replay --out)")->required();
-  cmp->add_option("--top", c.compare_top, "most mismatched ops to list")->check(CLI::Range(0, 1000))->capture_default_str();
+  cmp->add_option("--top", c.compare_top, "most mismatched ops to list")
+      ->check(CLI::Range(0, 1000))
+      ->capture_default_str();
   cmp->add_option("--format", c.compare_format, "table or json")
       ->check(CLI::IsMember({"table", "json"}))
       ->capture_default_str();
@@ -419,14 +427,15 @@ int dispatch(CLI::App& app, Commands& c, bool no_arguments) {
                                    ? c.calibrate.name
                                    : std::filesystem::path(c.calibrate.out).stem().string();
       return pipesim::cli::run_refit(c.calibrate_from_replay, c.calibrate_plan,
-                                     c.calibrate_base->count() > 0 ? c.calibrate.base : "", c.calibrate.out, name);
+                                     c.calibrate_base->count() > 0 ? c.calibrate.base : "", c.calibrate.out,
+                                     name);
     }
     if (c.calibrate_replay_host) {
       const std::string name = !c.calibrate.name.empty()
                                    ? c.calibrate.name
                                    : std::filesystem::path(c.calibrate.out).stem().string();
-      pipesim::sim::write_output_file(
-          c.calibrate.out, pipesim::sim::hardware_profile_to_json(pipesim::replay::host_backend_profile(name)));
+      pipesim::sim::write_output_file(c.calibrate.out, pipesim::sim::hardware_profile_to_json(
+                                                           pipesim::replay::host_backend_profile(name)));
       std::cerr << "wrote " << c.calibrate.out << " (the host replay backend's profile)\n";
       return 0;
     }
@@ -438,7 +447,8 @@ int dispatch(CLI::App& app, Commands& c, bool no_arguments) {
   if (c.explain->parsed()) return pipesim::cli::run_explain(c.explain_file, c.explain_format, c.explain_top);
   if (c.rep->parsed()) return pipesim::cli::run_replay(c.replay);
   if (c.cmp->parsed())
-    return pipesim::cli::run_compare(c.compare_predicted, c.compare_measured, c.compare_format, c.compare_top);
+    return pipesim::cli::run_compare(c.compare_predicted, c.compare_measured, c.compare_format,
+                                     c.compare_top);
   if (app.got_subcommand("schedules")) return list_schedules();
   if (app.got_subcommand("hw")) return list_hw();
   if (app.got_subcommand("models")) return list_models();

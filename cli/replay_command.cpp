@@ -20,14 +20,14 @@ namespace pipesim::cli {
 namespace {
 
 /// The measured timeline in the simulator's format, with where it ran beside the metrics.
-std::string measured_timeline_json(const sim::Plan& plan, const replay::ReplayResult& r, const sim::Metrics& m) {
+std::string measured_timeline_json(const sim::Plan& plan, const replay::ReplayResult& r,
+                                   const sim::Metrics& m) {
   std::ostringstream text;
   sim::write_timeline(text, plan, r.timeline, m);
   std::string s = text.str();
   const std::string anchor = ",\n\"metrics\":";
   const auto at = s.find(anchor);
-  if (at != std::string::npos)
-    s.insert(at, ",\n\"environment\":" + replay::environment_json(r.environment));
+  if (at != std::string::npos) s.insert(at, ",\n\"environment\":" + replay::environment_json(r.environment));
   return s;
 }
 
@@ -47,23 +47,24 @@ int run_replay(const ReplayCommandOptions& o) {
   }
   const double error = predicted.step_time_s > 0 ? measured.step_time_s / predicted.step_time_s - 1 : 0;
   if (o.format == "json") {
-    nlohmann::ordered_json j{{"plan", o.plan_file},
-                             {"environment", nlohmann::ordered_json::parse(replay::environment_json(r.environment))},
-                             {"predicted_step_time_s", predicted.step_time_s},
-                             {"measured_step_time_s", measured.step_time_s},
-                             {"step_time_error", error},
-                             {"predicted_bubble_fraction", predicted.bubble_fraction},
-                             {"measured_bubble_fraction", measured.bubble_fraction}};
+    nlohmann::ordered_json j{
+        {"plan", o.plan_file},
+        {"environment", nlohmann::ordered_json::parse(replay::environment_json(r.environment))},
+        {"predicted_step_time_s", predicted.step_time_s},
+        {"measured_step_time_s", measured.step_time_s},
+        {"step_time_error", error},
+        {"predicted_bubble_fraction", predicted.bubble_fraction},
+        {"measured_bubble_fraction", measured.bubble_fraction}};
     std::cout << j.dump(2) << "\n";
     return 0;
   }
   const auto& e = r.environment;
-  std::cout << fmt::format("{}: {} on {}, {} ops replayed on {} ({}; {} stream threads, {:.1f} GFLOP/s per "
-                           "thread{})\n",
-                           o.plan_file, plan.meta.schedule, plan.hw.name, plan.ops.size(), e.backend, e.host,
-                           e.threads, e.compute_gflops_per_thread,
-                           e.work_scale < 1 ? fmt::format(", work x {:g}, times / {:g}", e.work_scale, e.work_scale)
-                                            : "");
+  std::cout << fmt::format(
+      "{}: {} on {}, {} ops replayed on {} ({}; {} stream threads, {:.1f} GFLOP/s per "
+      "thread{})\n",
+      o.plan_file, plan.meta.schedule, plan.hw.name, plan.ops.size(), e.backend, e.host, e.threads,
+      e.compute_gflops_per_thread,
+      e.work_scale < 1 ? fmt::format(", work x {:g}, times / {:g}", e.work_scale, e.work_scale) : "");
   std::string runs;
   for (double s : e.iteration_s) runs += fmt::format("{}{:.6f}", runs.empty() ? "" : ", ", s);
   std::cout << fmt::format("measured runs (s): {} (the median is kept)\n", runs);
@@ -76,7 +77,8 @@ int run_replay(const ReplayCommandOptions& o) {
 
 int run_refit(const std::string& measured, const std::string& plan_file, const std::string& base,
               const std::string& out, const std::string& name) {
-  if (plan_file.empty()) throw sim::InputError("--plan", "", "required with --from-replay: the plan that was replayed");
+  if (plan_file.empty())
+    throw sim::InputError("--plan", "", "required with --from-replay: the plan that was replayed");
   sim::Plan plan = sim::load_plan(plan_file);
   const replay::TimelineFile timeline = replay::load_timeline(measured);
   const sim::HardwareProfile base_hw = base.empty() ? plan.hw : sim::load_hardware_profile(base);
@@ -87,19 +89,22 @@ int run_refit(const std::string& measured, const std::string& plan_file, const s
     return sim::compute_metrics(plan, sim::Engine{}.run(plan)).step_time_s;
   };
   const double before = step_with(base_hw), after = step_with(r.profile);
-  std::cout << fmt::format("wrote {}: GEMM efficiency from {} compute ops, copy bandwidth from {} copies, Adam rate "
-                           "from {} CPU steps\n",
-                           out, r.compute_ops, r.copy_ops, r.optimizer_ops);
+  std::cout << fmt::format(
+      "wrote {}: GEMM efficiency from {} compute ops, copy bandwidth from {} copies, Adam rate "
+      "from {} CPU steps\n",
+      out, r.compute_ops, r.copy_ops, r.optimizer_ops);
   for (const auto& note : r.notes) std::cout << "  " << note << "\n";
-  std::cout << fmt::format("step time of the plan: measured {:.6f} s; predicted {:.6f} s with {} ({:+.2f}%), "
-                           "{:.6f} s refit ({:+.2f}%)\n",
-                           timeline.step_time_s, before, base_hw.name,
-                           timeline.step_time_s > 0 ? 100 * (before / timeline.step_time_s - 1) : 0.0, after,
-                           timeline.step_time_s > 0 ? 100 * (after / timeline.step_time_s - 1) : 0.0);
+  std::cout << fmt::format(
+      "step time of the plan: measured {:.6f} s; predicted {:.6f} s with {} ({:+.2f}%), "
+      "{:.6f} s refit ({:+.2f}%)\n",
+      timeline.step_time_s, before, base_hw.name,
+      timeline.step_time_s > 0 ? 100 * (before / timeline.step_time_s - 1) : 0.0, after,
+      timeline.step_time_s > 0 ? 100 * (after / timeline.step_time_s - 1) : 0.0);
   return 0;
 }
 
-int run_compare(const std::string& predicted, const std::string& measured, const std::string& format, int top) {
+int run_compare(const std::string& predicted, const std::string& measured, const std::string& format,
+                int top) {
   const replay::Comparison c =
       replay::compare_timelines(replay::load_timeline(predicted), replay::load_timeline(measured), top);
   std::cout << (format == "json" ? replay::comparison_json(c) : replay::comparison_table(c));

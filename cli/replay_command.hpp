@@ -21,6 +21,7 @@ int run_replay(const ReplayCommandOptions& options);
 /// `calibrate --from-replay MEASURED --plan PLAN --out FILE [--base PROFILE]` (base: the plan's own profile).
 int run_refit(const std::string& measured, const std::string& plan_file, const std::string& base,
               const std::string& out, const std::string& name);
-int run_compare(const std::string& predicted, const std::string& measured, const std::string& format, int top);
+int run_compare(const std::string& predicted, const std::string& measured, const std::string& format,
+                int top);
 
 }  // namespace pipesim::cli

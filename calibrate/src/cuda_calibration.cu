@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "pipesim/calibrate/cuda_check.hpp"
 #include "pipesim/calibrate/cuda_calibration.hpp"
+#include "pipesim/calibrate/cuda_check.hpp"
 #include "pipesim/calibrate/curve_fit.hpp"
 
 namespace pipesim::calibrate {
@@ -76,15 +76,18 @@ CopyPoint copy_point(std::int64_t bytes, const std::vector<double>& seconds) {
 
 int iterations_for(std::int64_t bytes) {
   // Enough copies per sample that the loop lasts well beyond the event timer resolution.
-  return static_cast<int>(std::clamp<std::int64_t>((std::int64_t{256} << 20) / std::max<std::int64_t>(bytes, 1), 2, 2000));
+  return static_cast<int>(
+      std::clamp<std::int64_t>((std::int64_t{256} << 20) / std::max<std::int64_t>(bytes, 1), 2, 2000));
 }
 
-void measure_copies(CudaCalibration& c, const CudaOptions& o, const std::function<void(const std::string&)>& progress) {
+void measure_copies(CudaCalibration& c, const CudaOptions& o,
+                    const std::function<void(const std::string&)>& progress) {
   check(cudaSetDevice(0), "cudaSetDevice");
   std::size_t free_b = 0, total_b = 0;
   check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
   std::vector<std::int64_t> sizes;
-  const std::int64_t max_bytes = std::min<std::int64_t>(std::int64_t{1} << 30, static_cast<std::int64_t>(free_b / 4));
+  const std::int64_t max_bytes =
+      std::min<std::int64_t>(std::int64_t{1} << 30, static_cast<std::int64_t>(free_b / 4));
   for (std::int64_t b = 4096; b <= max_bytes; b *= o.quick ? 16 : 4) sizes.push_back(b);
   const std::int64_t big = sizes.back();
   void *dev = nullptr, *dev2 = nullptr, *pinned = nullptr, *pinned2 = nullptr;
@@ -105,10 +108,20 @@ void measure_copies(CudaCalibration& c, const CudaOptions& o, const std::functio
     progress("copies: " + std::to_string(b) + " bytes");
     const int it = iterations_for(b);
     const auto sz = static_cast<std::size_t>(b);
-    c.h2d_pinned.push_back(copy_point(b, time_loop(s1, it, o.samples, [&] { cudaMemcpyAsync(dev, pinned, sz, cudaMemcpyHostToDevice, s1); })));
-    c.d2h_pinned.push_back(copy_point(b, time_loop(s1, it, o.samples, [&] { cudaMemcpyAsync(pinned, dev, sz, cudaMemcpyDeviceToHost, s1); })));
-    c.h2d_pageable.push_back(copy_point(b, time_loop(s1, it, o.samples, [&] { cudaMemcpyAsync(dev, pageable.get(), sz, cudaMemcpyHostToDevice, s1); })));
-    c.d2h_pageable.push_back(copy_point(b, time_loop(s1, it, o.samples, [&] { cudaMemcpyAsync(pageable.get(), dev, sz, cudaMemcpyDeviceToHost, s1); })));
+    c.h2d_pinned.push_back(copy_point(b, time_loop(s1, it, o.samples, [&] {
+                                        cudaMemcpyAsync(dev, pinned, sz, cudaMemcpyHostToDevice, s1);
+                                      })));
+    c.d2h_pinned.push_back(copy_point(b, time_loop(s1, it, o.samples, [&] {
+                                        cudaMemcpyAsync(pinned, dev, sz, cudaMemcpyDeviceToHost, s1);
+                                      })));
+    c.h2d_pageable.push_back(copy_point(b, time_loop(s1, it, o.samples, [&] {
+                                          cudaMemcpyAsync(dev, pageable.get(), sz, cudaMemcpyHostToDevice,
+                                                          s1);
+                                        })));
+    c.d2h_pageable.push_back(copy_point(b, time_loop(s1, it, o.samples, [&] {
+                                          cudaMemcpyAsync(pageable.get(), dev, sz, cudaMemcpyDeviceToHost,
+                                                          s1);
+                                        })));
     // Both directions at once on two streams: each direction timed by its own events.
     std::vector<double> up, down;
     Events e1, e2;
@@ -147,7 +160,8 @@ void measure_all_gpus(CudaCalibration& c, const CudaOptions& o) {
     check(cudaSetDevice(d), "cudaSetDevice");
     check(cudaMalloc(&dev[static_cast<std::size_t>(d)], bytes), "cudaMalloc");
     check(cudaHostAlloc(&host[static_cast<std::size_t>(d)], bytes, cudaHostAllocPortable), "cudaHostAlloc");
-    check(cudaStreamCreateWithFlags(&streams[static_cast<std::size_t>(d)], cudaStreamNonBlocking), "cudaStreamCreate");
+    check(cudaStreamCreateWithFlags(&streams[static_cast<std::size_t>(d)], cudaStreamNonBlocking),
+          "cudaStreamCreate");
     ev.push_back(std::make_unique<Events>());
   }
   std::vector<std::vector<double>> rates(dev.size());
@@ -157,7 +171,8 @@ void measure_all_gpus(CudaCalibration& c, const CudaOptions& o) {
       auto i = static_cast<std::size_t>(d);
       check(cudaSetDevice(d), "cudaSetDevice");
       check(cudaEventRecord(ev[i]->start, streams[i]), "rec");
-      for (int k = 0; k < it; ++k) cudaMemcpyAsync(dev[i], host[i], bytes, cudaMemcpyHostToDevice, streams[i]);
+      for (int k = 0; k < it; ++k)
+        cudaMemcpyAsync(dev[i], host[i], bytes, cudaMemcpyHostToDevice, streams[i]);
       check(cudaEventRecord(ev[i]->stop, streams[i]), "rec");
     }
     for (int d = 0; d < c.device_count; ++d) {
@@ -188,7 +203,8 @@ void measure_p2p(CudaCalibration& c, const CudaOptions& o) {
     check(cudaMalloc(&buf[static_cast<std::size_t>(d)], bytes), "cudaMalloc");
     for (int p = 0; p < c.device_count; ++p) {
       int can = 0;
-      if (p != d && cudaDeviceCanAccessPeer(&can, d, p) == cudaSuccess && can) cudaDeviceEnablePeerAccess(p, 0);
+      if (p != d && cudaDeviceCanAccessPeer(&can, d, p) == cudaSuccess && can)
+        cudaDeviceEnablePeerAccess(p, 0);
     }
   }
   cudaGetLastError();  // peer access already enabled is not an error here
@@ -199,7 +215,8 @@ void measure_p2p(CudaCalibration& c, const CudaOptions& o) {
     for (int dst = 0; dst < c.device_count; ++dst) {
       if (src == dst) continue;
       auto secs = time_loop(s, 4, o.samples, [&] {
-        cudaMemcpyPeerAsync(buf[static_cast<std::size_t>(dst)], dst, buf[static_cast<std::size_t>(src)], src, bytes, s);
+        cudaMemcpyPeerAsync(buf[static_cast<std::size_t>(dst)], dst, buf[static_cast<std::size_t>(src)], src,
+                            bytes, s);
       });
       c.p2p_GBps[static_cast<std::size_t>(src)][static_cast<std::size_t>(dst)] =
           copy_point(static_cast<std::int64_t>(bytes), secs).GBps;
@@ -212,21 +229,28 @@ void measure_p2p(CudaCalibration& c, const CudaOptions& o) {
   }
 }
 
-void measure_gemm(CudaCalibration& c, const CudaOptions& o, const std::function<void(const std::string&)>& progress) {
+void measure_gemm(CudaCalibration& c, const CudaOptions& o,
+                  const std::function<void(const std::string&)>& progress) {
   check(cudaSetDevice(0), "cudaSetDevice");
-  // Shapes of a Llama-3-8B-class block (h 4096, GQA kv 1024, ffn 14336, vocab 128256) at several token counts.
+  // Shapes of a Llama-3-8B-class block (h 4096, GQA kv 1024, ffn 14336, vocab 128256) at several token
+  // counts.
   const std::int64_t h = 4096, kv = 1024, f = 14336, vocab = 128256;
   struct Shape {
     const char* name;
     std::int64_t n, k;
   };
-  const Shape shapes[] = {{"qkv", h + 2 * kv, h}, {"attn_out", h, h}, {"mlp_up", 2 * f, h}, {"mlp_down", h, f}, {"lm_head", vocab, h}};
+  const Shape shapes[] = {{"qkv", h + 2 * kv, h},
+                          {"attn_out", h, h},
+                          {"mlp_up", 2 * f, h},
+                          {"mlp_down", h, f},
+                          {"lm_head", vocab, h}};
   std::vector<std::int64_t> tokens = o.quick ? std::vector<std::int64_t>{64, 1024, 8192}
                                              : std::vector<std::int64_t>{1, 16, 64, 128, 512, 2048, 8192};
   const std::int64_t max_elems = tokens.back() * std::max(vocab, f) + vocab * h + tokens.back() * vocab;
   __nv_bfloat16* mem = nullptr;
   check(cudaMalloc(&mem, static_cast<std::size_t>(max_elems) * 2), "cudaMalloc");
-  fill_bf16<<<static_cast<unsigned>((max_elems + 255) / 256), 256>>>(mem, static_cast<std::size_t>(max_elems), 0.01f);
+  fill_bf16<<<static_cast<unsigned>((max_elems + 255) / 256), 256>>>(mem, static_cast<std::size_t>(max_elems),
+                                                                     0.01f);
   check(cudaGetLastError(), "fill");
   cublasHandle_t handle{};
   check(cublasCreate(&handle), "cublasCreate");
@@ -243,7 +267,8 @@ void measure_gemm(CudaCalibration& c, const CudaOptions& o, const std::function<
         __nv_bfloat16* x = mem;
         __nv_bfloat16* w = mem + m * sh.k;
         __nv_bfloat16* y = w + sh.k * sh.n;
-        const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(sh.n) * static_cast<double>(sh.k);
+        const double flops =
+            2.0 * static_cast<double>(m) * static_cast<double>(sh.n) * static_cast<double>(sh.k);
         const int it = static_cast<int>(std::clamp(2e11 / flops, 2.0, 200.0));
         auto secs = time_loop(s, it, o.samples, [&] {
           check(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(sh.n), static_cast<int>(m),

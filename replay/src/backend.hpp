@@ -22,6 +22,7 @@ class Backend {
 /// The host backend: compute ops as real FMA work at the measured rate of this CPU, transfers as memcpy
 /// between real buffers, optimizer ops as the real CPU Adam kernel, fixed durations as busy waits.
 /// With a transport (multi-node), transfers to another node's device are sent to its process.
-std::unique_ptr<Backend> make_host_backend(const sim::Plan& plan, double work_scale, class Transport* transport);
+std::unique_ptr<Backend> make_host_backend(const sim::Plan& plan, double work_scale,
+                                           class Transport* transport);
 
 }  // namespace pipesim::replay

@@ -66,7 +66,8 @@ TimelineFile load_timeline(const std::string& path) {
   if (ops.size() > (std::size_t{1} << 28)) o.fail("ops", "too many ops; valid: at most 2^28");
   for (std::size_t i = 0; i < ops.size(); ++i) {
     JsonObject op(ops[i], path, fmt::format("/ops/{}", i));
-    if (op.integer("op", 0, kMaxNs) != static_cast<std::int64_t>(i)) op.fail("op", fmt::format("expected {}", i));
+    if (op.integer("op", 0, kMaxNs) != static_cast<std::int64_t>(i))
+      op.fail("op", fmt::format("expected {}", i));
     TimedOp t;
     t.kind = op.string("kind");
     t.stream = static_cast<std::int32_t>(op.integer("stream", 0, 1 << 30));
@@ -100,8 +101,8 @@ Comparison compare_timelines(const TimelineFile& p, const TimelineFile& m, int t
     const TimedOp &a = p.ops[i], &b = m.ops[i];
     if (a.kind != b.kind || a.stream != b.stream)
       throw sim::InputError(m.path, fmt::format("/ops/{}", i),
-                            fmt::format("{} on stream {}, but {} has {} on stream {}: not the same plan", b.kind,
-                                        b.stream, p.path, a.kind, a.stream));
+                            fmt::format("{} on stream {}, but {} has {} on stream {}: not the same plan",
+                                        b.kind, b.stream, p.path, a.kind, a.stream));
     const double dp = static_cast<double>(a.end_ns - a.start_ns) / 1e9;
     const double dm = static_cast<double>(b.end_ns - b.start_ns) / 1e9;
     KindError& k = kinds[a.kind];
@@ -136,11 +137,11 @@ Comparison compare_timelines(const TimelineFile& p, const TimelineFile& m, int t
   c.top = std::move(mismatches);
   if (!c.kinds.empty() && diff(c.kinds.front().predicted_s, c.kinds.front().measured_s) > 0) {
     const KindError& worst = c.kinds.front();
-    c.advice = fmt::format("{} ops account for most of the difference ({:+.1f}% in their summed time); "
-                           "recalibrate {}",
-                           worst.kind,
-                           worst.predicted_s > 0 ? 100 * (worst.measured_s / worst.predicted_s - 1) : 0.0,
-                           figure_for(worst.kind, quantile(predicted_durations[worst.kind], 0.5)));
+    c.advice = fmt::format(
+        "{} ops account for most of the difference ({:+.1f}% in their summed time); "
+        "recalibrate {}",
+        worst.kind, worst.predicted_s > 0 ? 100 * (worst.measured_s / worst.predicted_s - 1) : 0.0,
+        figure_for(worst.kind, quantile(predicted_durations[worst.kind], 0.5)));
   } else {
     c.advice = "the timelines agree op by op";
   }
@@ -151,12 +152,13 @@ std::string comparison_table(const Comparison& c) {
   std::string out = fmt::format(
       "step time: predicted {:.6f} s, measured {:.6f} s, error {:+.2f}%\n"
       "bubble fraction: predicted {:.1f}%, measured {:.1f}%\n\n",
-      c.predicted_step_s, c.measured_step_s, 100 * c.step_error, 100 * c.predicted_bubble, 100 * c.measured_bubble);
-  out += fmt::format("{:<18} {:>7} {:>13} {:>13} {:>11} {:>11}\n", "op kind", "ops", "predicted s", "measured s",
-                     "median err", "p90 err");
+      c.predicted_step_s, c.measured_step_s, 100 * c.step_error, 100 * c.predicted_bubble,
+      100 * c.measured_bubble);
+  out += fmt::format("{:<18} {:>7} {:>13} {:>13} {:>11} {:>11}\n", "op kind", "ops", "predicted s",
+                     "measured s", "median err", "p90 err");
   for (const auto& k : c.kinds)
-    out += fmt::format("{:<18} {:>7} {:>13.6f} {:>13.6f} {:>10.1f}% {:>10.1f}%\n", k.kind, k.ops, k.predicted_s,
-                       k.measured_s, 100 * k.median, 100 * k.p90);
+    out += fmt::format("{:<18} {:>7} {:>13.6f} {:>13.6f} {:>10.1f}% {:>10.1f}%\n", k.kind, k.ops,
+                       k.predicted_s, k.measured_s, 100 * k.median, 100 * k.p90);
   out += fmt::format("\n{:<8} {:>13} {:>13}\n", "stream", "busy pred s", "busy meas s");
   for (const auto& s : c.streams)
     out += fmt::format("{:<8} {:>13.6f} {:>13.6f}\n", s.stream, s.predicted_s, s.measured_s);
@@ -172,12 +174,18 @@ std::string comparison_json(const Comparison& c) {
   nlohmann::ordered_json kinds = nlohmann::ordered_json::array(), streams = nlohmann::ordered_json::array(),
                          top = nlohmann::ordered_json::array();
   for (const auto& k : c.kinds)
-    kinds.push_back({{"kind", k.kind}, {"ops", k.ops}, {"predicted_s", k.predicted_s},
-                     {"measured_s", k.measured_s}, {"median_error", k.median}, {"p90_error", k.p90}});
+    kinds.push_back({{"kind", k.kind},
+                     {"ops", k.ops},
+                     {"predicted_s", k.predicted_s},
+                     {"measured_s", k.measured_s},
+                     {"median_error", k.median},
+                     {"p90_error", k.p90}});
   for (const auto& s : c.streams)
-    streams.push_back({{"stream", s.stream}, {"predicted_busy_s", s.predicted_s}, {"measured_busy_s", s.measured_s}});
+    streams.push_back(
+        {{"stream", s.stream}, {"predicted_busy_s", s.predicted_s}, {"measured_busy_s", s.measured_s}});
   for (const auto& o : c.top)
-    top.push_back({{"op", o.op}, {"kind", o.kind}, {"predicted_s", o.predicted_s}, {"measured_s", o.measured_s}});
+    top.push_back(
+        {{"op", o.op}, {"kind", o.kind}, {"predicted_s", o.predicted_s}, {"measured_s", o.measured_s}});
   nlohmann::ordered_json j{{"predicted_step_time_s", c.predicted_step_s},
                            {"measured_step_time_s", c.measured_step_s},
                            {"step_time_error", c.step_error},

@@ -30,8 +30,8 @@ void cpu_adam(std::int64_t params, int threads) {
   static std::vector<std::uint16_t> grad(kShard, calibrate::float_to_bf16(1e-3f)), weight(kShard, 0);
   for (std::int64_t left = params; left > 0;) {
     const auto n = static_cast<std::size_t>(std::min<std::int64_t>(left, static_cast<std::int64_t>(kShard)));
-    calibrate::AdamBuffers b{master.data(), m.data(), v.data(), grad.data(), weight.data(), n,
-                             calibrate::GradType::kBf16};
+    calibrate::AdamBuffers b{
+        master.data(), m.data(), v.data(), grad.data(), weight.data(), n, calibrate::GradType::kBf16};
     calibrate::adam_step(calibrate::AdamConfig{}, b, calibrate::best_isa(), std::max(1, threads));
     left -= static_cast<std::int64_t>(n);
   }
@@ -85,7 +85,8 @@ cuda_abi::Request flatten(const sim::Plan& plan, double scale) {
     for (OpId a : members)
       for (OpId b : members)
         if (a != b)
-          for (OpId d : plan.ops[static_cast<std::size_t>(b)].deps) r.ops[static_cast<std::size_t>(a)].waits.push_back(d);
+          for (OpId d : plan.ops[static_cast<std::size_t>(b)].deps)
+            r.ops[static_cast<std::size_t>(a)].waits.push_back(d);
   // Kahn's algorithm over the waits and stream order: every event is recorded before anything waits on it.
   const std::size_t n = r.ops.size();
   std::vector<std::vector<std::int32_t>> after(n);
@@ -113,10 +114,11 @@ cuda_abi::Request flatten(const sim::Plan& plan, double scale) {
       if (--pending[static_cast<std::size_t>(j)] == 0) ready.push(j);
   }
   if (r.issue_order.size() != n)
-    throw sim::InputError("plan", "/ops",
-                          fmt::format("{} of {} ops can never be issued (a collective's members wait for each "
-                                      "other's successors)",
-                                      n - r.issue_order.size(), n));
+    throw sim::InputError(
+        "plan", "/ops",
+        fmt::format("{} of {} ops can never be issued (a collective's members wait for each "
+                    "other's successors)",
+                    n - r.issue_order.size(), n));
   r.cpu_adam = cpu_adam;
   return r;
 }
@@ -131,7 +133,8 @@ bool cuda_replay_compiled() {
 #endif
 }
 
-std::vector<sim::Timeline> run_cuda_replay(const sim::Plan& plan, const ReplayOptions& o, ReplayEnvironment& env) {
+std::vector<sim::Timeline> run_cuda_replay(const sim::Plan& plan, const ReplayOptions& o,
+                                           ReplayEnvironment& env) {
   const cuda_abi::Request request = [&] {
     cuda_abi::Request r = flatten(plan, o.work_scale);
     r.iterations = o.iterations;
@@ -154,7 +157,8 @@ std::vector<sim::Timeline> run_cuda_replay(const sim::Plan& plan, const ReplayOp
   out.why_not = "pipesim was built without CUDA (no nvcc found)";
 #endif
   if (!out.ran)
-    throw sim::InputError("--backend", "", fmt::format("the cuda replay did not run: {}; valid here: host", out.why_not));
+    throw sim::InputError("--backend", "",
+                          fmt::format("the cuda replay did not run: {}; valid here: host", out.why_not));
   const auto host = calibrate::probe_host();
   env.host = fmt::format("{}; {} ({} logical CPUs)", out.device, host.cpu_model, host.cores);
   std::vector<sim::Timeline> runs;

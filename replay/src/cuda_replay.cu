@@ -2,9 +2,9 @@
 // development: no GPU was available). One non-blocking CUDA stream per plan stream on its GPU; ops issued in
 // a topological order, each dependency an event wait; compute ops as cuBLAS bf16 GEMMs of the op's GEMM size
 // (square, as many as its FLOPs take) plus device copies for its memory-bound bytes; transfers as device,
-// peer or pinned-host copies; fixed durations as a kernel spinning on the global timer; CPU optimizer steps as
-// host functions running the calibration's Adam. Start and end of every op are timing events read against an
-// origin event recorded on every GPU after all of them were synchronized.
+// peer or pinned-host copies; fixed durations as a kernel spinning on the global timer; CPU optimizer steps
+// as host functions running the calibration's Adam. Start and end of every op are timing events read against
+// an origin event recorded on every GPU after all of them were synchronized.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -67,7 +67,8 @@ struct HostCopy {
 void CUDART_CB run_host_copy(void* p) {
   const auto* c = static_cast<const HostCopy*>(p);
   for (std::int64_t left = c->bytes; left > 0;) {
-    const auto n = static_cast<std::size_t>(std::min<std::int64_t>(left, static_cast<std::int64_t>(c->from->size())));
+    const auto n =
+        static_cast<std::size_t>(std::min<std::int64_t>(left, static_cast<std::int64_t>(c->from->size())));
     std::copy_n(c->from->data(), n, c->to->data());
     left -= static_cast<std::int64_t>(n);
   }
@@ -85,7 +86,8 @@ class Replayer {
     int count = 0;
     check(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
     if (count < r.gpus)
-      throw CudaError("the plan has " + std::to_string(r.gpus) + " GPUs, this machine shows " + std::to_string(count));
+      throw CudaError("the plan has " + std::to_string(r.gpus) + " GPUs, this machine shows " +
+                      std::to_string(count));
     gpus_.resize(static_cast<std::size_t>(std::max(1, r.gpus)));
     for (int g = 0; g < static_cast<int>(gpus_.size()); ++g) {
       Gpu& d = gpus_[static_cast<std::size_t>(g)];
@@ -103,7 +105,8 @@ class Replayer {
       check(cudaMallocHost(&d.pinned, kCopyBytes), "cudaMallocHost");
       for (int p = 0; p < static_cast<int>(gpus_.size()); ++p) {
         int can = 0;
-        if (p != g && cudaDeviceCanAccessPeer(&can, g, p) == cudaSuccess && can) cudaDeviceEnablePeerAccess(p, 0);
+        if (p != g && cudaDeviceCanAccessPeer(&can, g, p) == cudaSuccess && can)
+          cudaDeviceEnablePeerAccess(p, 0);
       }
       cudaGetLastError();  // peer access already enabled is not an error here
     }
@@ -201,7 +204,8 @@ class Replayer {
         const float one = 1, zero = 0;
         for (long long k = 0; k < reps; ++k)
           check(cublasGemmEx(gpu.blas, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, gpu.a, CUDA_R_16BF, n, gpu.b,
-                             CUDA_R_16BF, n, &zero, gpu.c, CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                             CUDA_R_16BF, n, &zero, gpu.c, CUDA_R_16BF, n, CUBLAS_COMPUTE_32F,
+                             CUBLAS_GEMM_DEFAULT),
                 "cublasGemmEx");
         copy_device(gpu, st, op.copy_bytes);
         break;
@@ -211,7 +215,9 @@ class Replayer {
         break;
       case Work::kCpuAdam:
         adam_calls_[static_cast<std::size_t>(id)] = {r_.cpu_adam, op.params, op.threads};
-        if (r_.cpu_adam) check(cudaLaunchHostFunc(st, run_adam, &adam_calls_[static_cast<std::size_t>(id)]), "cudaLaunchHostFunc");
+        if (r_.cpu_adam)
+          check(cudaLaunchHostFunc(st, run_adam, &adam_calls_[static_cast<std::size_t>(id)]),
+                "cudaLaunchHostFunc");
         break;
       case Work::kNone:
         break;
@@ -221,7 +227,8 @@ class Replayer {
 
   void copy_device(Gpu& gpu, cudaStream_t st, std::int64_t bytes) {
     for (std::int64_t left = bytes; left > 0;) {
-      const auto n = static_cast<std::size_t>(std::min<std::int64_t>(left, static_cast<std::int64_t>(kCopyBytes)));
+      const auto n =
+          static_cast<std::size_t>(std::min<std::int64_t>(left, static_cast<std::int64_t>(kCopyBytes)));
       check(cudaMemcpyAsync(gpu.to, gpu.from, n, cudaMemcpyDeviceToDevice, st), "cudaMemcpyAsync");
       left -= static_cast<std::int64_t>(n);
     }
@@ -230,9 +237,11 @@ class Replayer {
   void copy(const Op& op, cudaStream_t st) {
     const bool src_gpu = op.src_gpu >= 0, dst_gpu = op.dst_gpu >= 0;
     for (std::int64_t left = op.copy_bytes; left > 0;) {
-      const auto n = static_cast<std::size_t>(std::min<std::int64_t>(left, static_cast<std::int64_t>(kCopyBytes)));
+      const auto n =
+          static_cast<std::size_t>(std::min<std::int64_t>(left, static_cast<std::int64_t>(kCopyBytes)));
       if (src_gpu && dst_gpu) {
-        Gpu &a = gpus_[static_cast<std::size_t>(op.src_gpu)], &b = gpus_[static_cast<std::size_t>(op.dst_gpu)];
+        Gpu &a = gpus_[static_cast<std::size_t>(op.src_gpu)],
+            &b = gpus_[static_cast<std::size_t>(op.dst_gpu)];
         if (op.src_gpu == op.dst_gpu)
           check(cudaMemcpyAsync(b.to, a.from, n, cudaMemcpyDeviceToDevice, st), "cudaMemcpyAsync");
         else
@@ -266,7 +275,8 @@ class Replayer {
       }
       if (e != cudaErrorNotReady) check(e, "cudaEventQuery");
       if (std::chrono::duration<double>(std::chrono::steady_clock::now() - last).count() > r_.timeout_s)
-        throw CudaError("op " + std::to_string(done) + " did not finish within " + std::to_string(r_.timeout_s) + " s");
+        throw CudaError("op " + std::to_string(done) + " did not finish within " +
+                        std::to_string(r_.timeout_s) + " s");
       std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
   }
@@ -303,7 +313,8 @@ extern "C" void pipesim_cuda_replay_entry(const pipesim::replay::cuda_abi::Reque
     int count = 0;
     const cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess || count == 0) {
-      out->why_not = e != cudaSuccess ? std::string("no CUDA device: ") + cudaGetErrorString(e) : "no CUDA device";
+      out->why_not =
+          e != cudaSuccess ? std::string("no CUDA device: ") + cudaGetErrorString(e) : "no CUDA device";
       return;
     }
     Replayer replayer(*request);

@@ -17,10 +17,10 @@
 
 #include "backend.hpp"
 #include "cuda_backend.hpp"
-#include "transport.hpp"
 #include "pipesim/replay/replay.hpp"
 #include "pipesim/sim/error.hpp"
 #include "pipesim/sim/plan_check.hpp"
+#include "transport.hpp"
 
 namespace pipesim::replay {
 
@@ -55,11 +55,13 @@ struct Placement {
     for (std::size_t i = 0; i < plan.ops.size(); ++i) {
       const int r = p.rank_of_stream[static_cast<std::size_t>(plan.ops[i].stream)];
       for (OpId d : plan.ops[i].deps) {
-        const int dr = p.rank_of_stream[static_cast<std::size_t>(plan.ops[static_cast<std::size_t>(d)].stream)];
+        const int dr =
+            p.rank_of_stream[static_cast<std::size_t>(plan.ops[static_cast<std::size_t>(d)].stream)];
         auto& v = p.remote_dependents[static_cast<std::size_t>(d)];
         if (dr != r && std::find(v.begin(), v.end(), r) == v.end()) v.push_back(r);
       }
-      if (const auto* w = std::get_if<sim::TransferWork>(&plan.ops[i].payload); w && w->group >= 0 && w->group_size > 1) {
+      if (const auto* w = std::get_if<sim::TransferWork>(&plan.ops[i].payload);
+          w && w->group >= 0 && w->group_size > 1) {
         auto& v = members[w->group];
         if (std::find(v.begin(), v.end(), r) == v.end()) v.push_back(r);
       }
@@ -75,7 +77,10 @@ struct Placement {
 class Run {
  public:
   Run(const Plan& plan, Backend& backend, double timeout_s, const Placement& placement)
-      : plan_(plan), backend_(backend), timeout_(std::chrono::duration<double>(timeout_s)), place_(placement) {
+      : plan_(plan),
+        backend_(backend),
+        timeout_(std::chrono::duration<double>(timeout_s)),
+        place_(placement) {
     const std::size_t n = plan.ops.size();
     done_ = std::vector<char>(n, 0);
     stream_ops_.resize(plan.streams.size());
@@ -143,7 +148,8 @@ class Run {
           cv_.wait(lock, [&] { return abort_ || deps_done(op); });
           if (abort_) return;
           // A collective starts on all its members at once, when the last of them is ready.
-          if (const auto* t = std::get_if<sim::TransferWork>(&op.payload); t && t->group >= 0 && t->group_size > 1) {
+          if (const auto* t = std::get_if<sim::TransferWork>(&op.payload);
+              t && t->group >= 0 && t->group_size > 1) {
             std::int32_t& arrived = arrived_[t->group];
             if (++arrived == t->group_size) cv_.notify_all();
             if (auto it = place_.group_ranks.find(t->group); it != place_.group_ranks.end())
@@ -177,18 +183,21 @@ class Run {
   }
 
   TimePoint now() const {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
                .count() -
            place_.clock_offset_ns;
   }
 
   bool deps_done(const sim::Op& op) const {
-    return std::all_of(op.deps.begin(), op.deps.end(), [&](OpId d) { return done_[static_cast<std::size_t>(d)] != 0; });
+    return std::all_of(op.deps.begin(), op.deps.end(),
+                       [&](OpId d) { return done_[static_cast<std::size_t>(d)] != 0; });
   }
   /// Each stream's waiting op and what it waits for (caller holds the lock).
   std::string describe_stuck() const {
-    std::string out = fmt::format("replay made no progress for {:.0f} s; {} of {} ops never ran; stuck:",
-                                  timeout_.count(), local_total_ - finished_, local_total_);
+    std::string out =
+        fmt::format("replay made no progress for {:.0f} s; {} of {} ops never ran; stuck:", timeout_.count(),
+                    local_total_ - finished_, local_total_);
     int listed = 0;
     for (std::size_t s = 0; s < stream_ops_.size() && listed < 8; ++s) {
       if (head_[s] >= stream_ops_[s].size() || !place_.local(s)) continue;
@@ -198,8 +207,8 @@ class Run {
       for (OpId d : op.deps)
         if (!done_[static_cast<std::size_t>(d)]) waits += fmt::format(" op {}", d);
       if (waits.empty()) waits = " the other members of its collective";
-      out += fmt::format(" [op {} {} on {} waits for{}]", id, sim::to_string(op.kind),
-                         plan_.streams[s].name, waits);
+      out += fmt::format(" [op {} {} on {} waits for{}]", id, sim::to_string(op.kind), plan_.streams[s].name,
+                         waits);
       ++listed;
     }
     return out;
@@ -260,8 +269,9 @@ void apply_memory(const Plan& plan, sim::Timeline& tl) {
     if (plan.ops[i].alloc_bytes != 0) changes.push_back({tl.start[i], 1, i});
     if (plan.ops[i].free_bytes != 0) changes.push_back({tl.end[i], 0, i});
   }
-  std::stable_sort(changes.begin(), changes.end(),
-                   [](const Change& a, const Change& b) { return a.at != b.at ? a.at < b.at : a.order < b.order; });
+  std::stable_sort(changes.begin(), changes.end(), [](const Change& a, const Change& b) {
+    return a.at != b.at ? a.at < b.at : a.order < b.order;
+  });
   for (const Change& c : changes) {
     const sim::Op& op = plan.ops[c.op];
     const auto d = static_cast<std::size_t>(plan.streams[static_cast<std::size_t>(op.stream)].device);
@@ -290,7 +300,8 @@ ReplayResult replay_plan(const Plan& plan, const ReplayOptions& o) {
   result.environment.threads = static_cast<int>(plan.streams.size());
   std::vector<sim::Timeline> runs;
   if (o.backend == "cuda") {
-    if (o.mpi) throw sim::InputError("--mpi", "", "multi-node replay runs the host backend; valid: --backend host");
+    if (o.mpi)
+      throw sim::InputError("--mpi", "", "multi-node replay runs the host backend; valid: --backend host");
     runs = run_cuda_replay(plan, o, result.environment);
   } else {
     // Multi-node: the listener hands other nodes' messages to the run in progress (declared before the
@@ -380,12 +391,10 @@ ReplayResult replay_plan(const Plan& plan, const ReplayOptions& o) {
 }
 
 std::string environment_json(const ReplayEnvironment& e) {
-  nlohmann::ordered_json j{{"backend", e.backend},
-                           {"host", e.host},
-                           {"threads", e.threads},
-                           {"compute_gflops_per_thread", e.compute_gflops_per_thread},
-                           {"work_scale", e.work_scale},
-                           {"iteration_s", e.iteration_s}};
+  nlohmann::ordered_json j{
+      {"backend", e.backend},       {"host", e.host},
+      {"threads", e.threads},       {"compute_gflops_per_thread", e.compute_gflops_per_thread},
+      {"work_scale", e.work_scale}, {"iteration_s", e.iteration_s}};
   return j.dump();
 }
 

@@ -11,9 +11,9 @@
 
 #include "backend.hpp"
 #include "host_work.hpp"
-#include "transport.hpp"
 #include "pipesim/calibrate/cpu_adam.hpp"
 #include "pipesim/calibrate/host_info.hpp"
+#include "transport.hpp"
 
 namespace pipesim::replay {
 
@@ -24,8 +24,11 @@ constexpr std::size_t kAdamParams = std::size_t{1} << 20;  // per CPU stream; lo
 class HostBackend final : public Backend {
  public:
   HostBackend(const sim::Plan& plan, double work_scale, Transport* transport)
-      : scale_(work_scale), flops_per_s_(measure_fma_rate()), copies_(plan.streams.size()),
-        adam_(plan.streams.size()), transport_(transport) {}
+      : scale_(work_scale),
+        flops_per_s_(measure_fma_rate()),
+        copies_(plan.streams.size()),
+        adam_(plan.streams.size()),
+        transport_(transport) {}
 
   void execute(const sim::Plan& plan, sim::OpId id) override {
     const sim::Op& op = plan.ops[static_cast<std::size_t>(id)];
@@ -77,9 +80,11 @@ class HostBackend final : public Backend {
     const int workers = std::max(1, std::min(threads, static_cast<int>(std::thread::hardware_concurrency())));
     calibrate::AdamConfig config;
     while (left > 0) {
-      const auto n = static_cast<std::size_t>(std::min<std::int64_t>(left, static_cast<std::int64_t>(kAdamParams)));
-      calibrate::AdamBuffers buf{a.master.data(), a.m.data(), a.v.data(), a.grad.data(), a.weight.data(), n,
-                                 calibrate::GradType::kBf16};
+      const auto n =
+          static_cast<std::size_t>(std::min<std::int64_t>(left, static_cast<std::int64_t>(kAdamParams)));
+      calibrate::AdamBuffers buf{
+          a.master.data(),           a.m.data(), a.v.data(), a.grad.data(), a.weight.data(), n,
+          calibrate::GradType::kBf16};
       calibrate::adam_step(config, buf, calibrate::best_isa(), workers);
       left -= static_cast<std::int64_t>(n);
     }

@@ -22,8 +22,8 @@ double measure_adam_rate(int threads) {
   const std::size_t n = std::size_t{1} << 20;
   std::vector<float> master(n, 0.5f), m(n, 0.f), v(n, 0.f);
   std::vector<std::uint16_t> grad(n, calibrate::float_to_bf16(1e-3f)), weight(n, 0);
-  calibrate::AdamBuffers b{master.data(), m.data(), v.data(), grad.data(), weight.data(), n,
-                           calibrate::GradType::kBf16};
+  calibrate::AdamBuffers b{
+      master.data(), m.data(), v.data(), grad.data(), weight.data(), n, calibrate::GradType::kBf16};
   double best = 0;
   for (int k = 0; k < 5; ++k) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -40,16 +40,15 @@ sim::HardwareProfile host_backend_profile(const std::string& name) {
   sim::HardwareProfile hw = sim::load_hardware_profile("rtx4090-8x");  // layout: 8 "GPUs" per node
   const auto host = calibrate::probe_host();
   const double flops = measure_fma_rate(), copy = measure_copy_rate() / 1e9;  // FLOP/s, GB/s
-  const std::string how =
-      fmt::format("measured by the host replay backend on {} ({} logical CPUs), {}", host.cpu_model, host.cores,
-                  host.date_utc);
+  const std::string how = fmt::format("measured by the host replay backend on {} ({} logical CPUs), {}",
+                                      host.cpu_model, host.cores, host.date_utc);
   hw.name = name;
   hw.description = "the host replay backend: each plan stream is a thread of this CPU";
   hw.gpu_hour_usd = 0;
   hw.gpu.model = "host replay stream (" + host.cpu_model + ")";
   for (auto& [dtype, tflops] : hw.gpu.peak_tflops) tflops = flops / 1e12;
   hw.gpu.gemm_efficiency = {{1e-9, 1.0}, {1e9, 1.0}};  // compute ops run at the measured FMA rate, any size
-  hw.gpu.hbm_GBps = 2 * copy;                         // a memory-bound byte is read once and written once
+  hw.gpu.hbm_GBps = 2 * copy;                          // a memory-bound byte is read once and written once
   hw.gpu.hbm_efficiency = 1;
   hw.gpu.launch_overhead = 0;
   hw.gpu.sources = {{"peak_tflops", "FMA rate of one thread: " + how},
@@ -85,7 +84,8 @@ sim::HardwareProfile host_backend_profile(const std::string& name) {
   hw.host.cpu_model = host.cpu_model;
   hw.host.cores = std::max(1, host.cores);
   hw.host.adam_params_per_s_by_threads.clear();
-  for (int t = 1; t <= hw.host.cores; t *= 2) hw.host.adam_params_per_s_by_threads.push_back({static_cast<double>(t), measure_adam_rate(t)});
+  for (int t = 1; t <= hw.host.cores; t *= 2)
+    hw.host.adam_params_per_s_by_threads.push_back({static_cast<double>(t), measure_adam_rate(t)});
   hw.host.sources["adam_params_per_s_by_threads"] = "the calibration's Adam kernel, bf16 gradients: " + how;
   hw.host.sources["cores"] = how;
   hw.host.sources["cpu_model"] = how;

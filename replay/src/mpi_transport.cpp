@@ -18,7 +18,8 @@ constexpr int kTagData = 10, kTagStop = 11, kTagClock = 12;
 constexpr std::int64_t kChunk = std::int64_t{16} << 20;
 
 std::int64_t steady_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
 
@@ -28,10 +29,14 @@ class MpiTransport final : public Transport {
     int initialized = 0;
     MPI_Initialized(&initialized);
     int provided = 0;
-    if (!initialized) MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
-    else MPI_Query_thread(&provided);
+    if (!initialized)
+      MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
+    else
+      MPI_Query_thread(&provided);
     if (provided < MPI_THREAD_MULTIPLE)
-      throw sim::InputError("--mpi", "", "the MPI library does not support MPI_THREAD_MULTIPLE; valid: an MPI that does (OpenMPI 4)");
+      throw sim::InputError(
+          "--mpi", "",
+          "the MPI library does not support MPI_THREAD_MULTIPLE; valid: an MPI that does (OpenMPI 4)");
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &ranks_);
     data_.assign(static_cast<std::size_t>(kChunk), 1);

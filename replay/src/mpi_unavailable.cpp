@@ -5,9 +5,10 @@
 namespace pipesim::replay {
 
 std::unique_ptr<Transport> make_mpi_transport() {
-  throw sim::InputError("--mpi", "",
-                        "pipesim was built without MPI (install libopenmpi-dev and rebuild); valid here: one node, "
-                        "without --mpi");
+  throw sim::InputError(
+      "--mpi", "",
+      "pipesim was built without MPI (install libopenmpi-dev and rebuild); valid here: one node, "
+      "without --mpi");
 }
 
 }  // namespace pipesim::replay

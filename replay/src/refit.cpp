@@ -17,8 +17,8 @@ double median(std::vector<double> v) {
 }
 
 /// `base` with its points inside the measured range replaced by the measured medians (x strictly increasing).
-std::vector<sim::CurvePoint> merge(const std::vector<sim::CurvePoint>& base, const std::map<double, std::vector<double>>& measured,
-                                   double ymax) {
+std::vector<sim::CurvePoint> merge(const std::vector<sim::CurvePoint>& base,
+                                   const std::map<double, std::vector<double>>& measured, double ymax) {
   if (measured.empty()) return base;
   const double lo = measured.begin()->first, hi = measured.rbegin()->first;
   std::vector<sim::CurvePoint> out;
@@ -50,9 +50,9 @@ double efficiency_of(const sim::HardwareProfile& hw, const sim::ComputeWork& c, 
 RefitReport refit_profile(const sim::Plan& plan, const TimelineFile& m, const sim::HardwareProfile& base,
                           const std::string& name) {
   if (m.ops.size() != plan.ops.size())
-    throw sim::InputError(m.path, "/ops",
-                          fmt::format("{} ops, but the plan has {}: not a replay of this plan", m.ops.size(),
-                                      plan.ops.size()));
+    throw sim::InputError(
+        m.path, "/ops",
+        fmt::format("{} ops, but the plan has {}: not a replay of this plan", m.ops.size(), plan.ops.size()));
   RefitReport r;
   r.profile = base;
   r.profile.name = name;
@@ -61,10 +61,11 @@ RefitReport refit_profile(const sim::Plan& plan, const TimelineFile& m, const si
   for (std::size_t i = 0; i < plan.ops.size(); ++i) {
     const sim::Op& op = plan.ops[i];
     if (m.ops[i].kind != sim::to_string(op.kind) || m.ops[i].stream != op.stream)
-      throw sim::InputError(m.path, fmt::format("/ops/{}", i),
-                            fmt::format("{} on stream {}, but the plan has {} on stream {}: not a replay of this "
-                                        "plan",
-                                        m.ops[i].kind, m.ops[i].stream, sim::to_string(op.kind), op.stream));
+      throw sim::InputError(
+          m.path, fmt::format("/ops/{}", i),
+          fmt::format("{} on stream {}, but the plan has {} on stream {}: not a replay of this "
+                      "plan",
+                      m.ops[i].kind, m.ops[i].stream, sim::to_string(op.kind), op.stream));
     const double ns = static_cast<double>(m.ops[i].end_ns - m.ops[i].start_ns);
     if (op.fixed_duration >= 0 || ns <= 0) continue;  // profiled times say nothing about the hardware
     if (const auto* c = std::get_if<sim::ComputeWork>(&op.payload); c && c->flops > 0) {
@@ -93,7 +94,8 @@ RefitReport refit_profile(const sim::Plan& plan, const TimelineFile& m, const si
   if (!eff.empty()) {
     gpu.gemm_efficiency = merge(base.gpu.gemm_efficiency, eff, 1.0);
     gpu.sources["gemm_efficiency"] =
-        fmt::format("{}: {} compute ops, {} GEMM sizes (other sizes from the base profile)", how, r.compute_ops, eff.size());
+        fmt::format("{}: {} compute ops, {} GEMM sizes (other sizes from the base profile)", how,
+                    r.compute_ops, eff.size());
   } else {
     r.notes.push_back("GEMM efficiency kept: no measured compute op with FLOPs");
   }
@@ -101,18 +103,21 @@ RefitReport refit_profile(const sim::Plan& plan, const TimelineFile& m, const si
   if (!h2d.empty() || !d2h.empty()) {
     pcie.h2d_GBps_by_size = merge(base.node.pcie.h2d_GBps_by_size, h2d, 1e5);
     pcie.d2h_GBps_by_size = merge(base.node.pcie.d2h_GBps_by_size, d2h, 1e5);
-    pcie.sources["h2d_GBps_by_size"] = pcie.sources["d2h_GBps_by_size"] = fmt::format("{}: {} copies", how, r.copy_ops);
+    pcie.sources["h2d_GBps_by_size"] = pcie.sources["d2h_GBps_by_size"] =
+        fmt::format("{}: {} copies", how, r.copy_ops);
   } else {
     r.notes.push_back("copy bandwidth kept: no measured host<->GPU copy");
   }
   if (!adam.empty()) {
     r.profile.host.adam_params_per_s_by_threads = merge(base.host.adam_params_per_s_by_threads, adam, 1e13);
-    r.profile.host.sources["adam_params_per_s_by_threads"] = fmt::format("{}: {} CPU steps", how, r.optimizer_ops);
+    r.profile.host.sources["adam_params_per_s_by_threads"] =
+        fmt::format("{}: {} CPU steps", how, r.optimizer_ops);
   } else {
     r.notes.push_back("CPU Adam rate kept: no measured CPU optimizer step");
   }
   if (skipped_moe > 0)
-    r.notes.push_back(fmt::format("{} MoE compute ops not used (their expert share has its own roofline)", skipped_moe));
+    r.notes.push_back(
+        fmt::format("{} MoE compute ops not used (their expert share has its own roofline)", skipped_moe));
   r.notes.push_back("launch overhead and link bandwidths kept from the base profile");
   return r;
 }

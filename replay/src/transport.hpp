@@ -29,8 +29,8 @@ class Transport {
   virtual void gather(const std::vector<std::int64_t>& mine, std::vector<std::int64_t>& all) = 0;
 };
 
-/// The MPI transport (MPI_Init_thread with MPI_THREAD_MULTIPLE); throws sim::InputError when pipesim was built
-/// without MPI or the library does not give multi-threaded support.
+/// The MPI transport (MPI_Init_thread with MPI_THREAD_MULTIPLE); throws sim::InputError when pipesim was
+/// built without MPI or the library does not give multi-threaded support.
 std::unique_ptr<Transport> make_mpi_transport();
 
 }  // namespace pipesim::replay

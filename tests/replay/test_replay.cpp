@@ -8,9 +8,9 @@
 #include "pipesim/replay/compare.hpp"
 #include "pipesim/replay/refit.hpp"
 #include "pipesim/replay/replay.hpp"
-#include "pipesim/sim/metrics.hpp"
 #include "pipesim/sim/hardware.hpp"
 #include "pipesim/sim/job.hpp"
+#include "pipesim/sim/metrics.hpp"
 #include "test_helpers.hpp"
 
 namespace pipesim::replay {
@@ -122,7 +122,8 @@ TEST(Replay, BadOptionsAndBackends) {
   const sim::Plan plan = sim::build_plan(s, sim::make_schedule_input(tiny_job(s), s));
   ReplayOptions o = quick();
   o.backend = "tpu";
-  EXPECT_NE(sim::testing::error_of([&] { replay_plan(plan, o); }).find("valid: host, cuda"), std::string::npos);
+  EXPECT_NE(sim::testing::error_of([&] { replay_plan(plan, o); }).find("valid: host, cuda"),
+            std::string::npos);
   o = quick();
   o.work_scale = 0;
   EXPECT_NE(sim::testing::error_of([&] { replay_plan(plan, o); }).find("--work-scale"), std::string::npos);
@@ -135,11 +136,13 @@ TimelineFile synthetic(double factor_num, double factor_den) {
   // Three kinds on two streams; durations multiples of 10 ns (milliseconds) so that x 11/10 stays exact.
   TimelineFile f;
   f.path = "synthetic";
-  const std::vector<std::pair<std::string, std::int32_t>> ops = {
-      {"forward", 0}, {"p2p", 1}, {"forward", 0}, {"backward", 0}, {"p2p", 1}, {"backward", 0}, {"optimizer", 0}};
+  const std::vector<std::pair<std::string, std::int32_t>> ops = {{"forward", 0},  {"p2p", 1}, {"forward", 0},
+                                                                 {"backward", 0}, {"p2p", 1}, {"backward", 0},
+                                                                 {"optimizer", 0}};
   std::int64_t t = 0;
   for (std::size_t i = 0; i < ops.size(); ++i) {
-    const std::int64_t d = static_cast<std::int64_t>(1'000'000 * static_cast<double>(i + 1) * factor_num / factor_den);
+    const std::int64_t d =
+        static_cast<std::int64_t>(1'000'000 * static_cast<double>(i + 1) * factor_num / factor_den);
     f.ops.push_back({ops[i].first, ops[i].second, t, t + d});
     t += d;
   }
@@ -181,15 +184,20 @@ TEST(Compare, LoaderIsStrict) {
     std::ofstream(path) << text;
     return sim::testing::error_of([&] { load_timeline(path); });
   };
-  const std::string head = R"({"format": "pipesim-timeline", "version": 1, "metrics": {"step_time_s": 1, "bubble_fraction": 0.1}, )";
-  EXPECT_EQ(error_for(head + R"("ops": [{"op": 0, "kind": "forward", "stream": 0, "start_ns": 0, "end_ns": 5}]})"),
-            "no error");
-  EXPECT_NE(error_for(head + R"("ops": [{"op": 0, "kind": "forward", "stream": 0, "start_ns": 0, "end_ns": 5, "x": 1}]})")
-                .find("/ops/0/x"),
-            std::string::npos);
-  EXPECT_NE(error_for(head + R"("ops": [{"op": 0, "kind": "forward", "stream": 0, "start_ns": 9, "end_ns": 5}]})")
-                .find("/ops/0/end_ns"),
-            std::string::npos);
+  const std::string head =
+      R"({"format": "pipesim-timeline", "version": 1, "metrics": {"step_time_s": 1, "bubble_fraction": 0.1}, )";
+  EXPECT_EQ(
+      error_for(head + R"("ops": [{"op": 0, "kind": "forward", "stream": 0, "start_ns": 0, "end_ns": 5}]})"),
+      "no error");
+  EXPECT_NE(
+      error_for(head +
+                R"("ops": [{"op": 0, "kind": "forward", "stream": 0, "start_ns": 0, "end_ns": 5, "x": 1}]})")
+          .find("/ops/0/x"),
+      std::string::npos);
+  EXPECT_NE(
+      error_for(head + R"("ops": [{"op": 0, "kind": "forward", "stream": 0, "start_ns": 9, "end_ns": 5}]})")
+          .find("/ops/0/end_ns"),
+      std::string::npos);
   EXPECT_NE(error_for(R"({"format": "pipesim-plan", "version": 1})").find("/format"), std::string::npos);
   EXPECT_NE(error_for("{").find(path), std::string::npos);
 }
@@ -236,13 +244,16 @@ TEST(Refit, RecoversAKnownEfficiencyTableFromSyntheticMeasurements) {
   // A timeline of another plan is refused.
   TimelineFile other = measured;
   other.ops.pop_back();
-  EXPECT_NE(sim::testing::error_of([&] { refit_profile(plan, other, base, "x"); }).find("not a replay of this plan"),
+  EXPECT_NE(sim::testing::error_of([&] {
+              refit_profile(plan, other, base, "x");
+            }).find("not a replay of this plan"),
             std::string::npos);
 }
 
 TEST(HostBackendProfile, IsAValidProfileOfThisMachine) {
   const sim::HardwareProfile hw = host_backend_profile("host-replay");
-  const sim::HardwareProfile back = sim::parse_hardware_profile(sim::hardware_profile_to_json(hw), "round trip");
+  const sim::HardwareProfile back =
+      sim::parse_hardware_profile(sim::hardware_profile_to_json(hw), "round trip");
   EXPECT_EQ(back.name, "host-replay");
   EXPECT_GT(back.peak_flops("bf16"), 0);
   EXPECT_EQ(back.gpu.launch_overhead, 0);

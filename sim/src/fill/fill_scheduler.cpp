@@ -63,8 +63,9 @@ double concurrent_host_copy_GBps(const HardwareProfile& hw) {
   const auto& pcie = hw.node.pcie;
   std::size_t per_switch = 1;
   for (const auto& sw : pcie.switches) per_switch = std::max(per_switch, sw.size());
-  const double root = pcie.root_complex_GBps > 0 ? pcie.root_complex_GBps
-                                                 : pcie.uplink_GBps * static_cast<double>(pcie.switches.size());
+  const double root = pcie.root_complex_GBps > 0
+                          ? pcie.root_complex_GBps
+                          : pcie.uplink_GBps * static_cast<double>(pcie.switches.size());
   double bw = std::min(pcie.lane_GBps, pcie.uplink_GBps / static_cast<double>(per_switch));
   if (hw.node.gpus > 0 && root > 0) bw = std::min(bw, root / hw.node.gpus);
   return bw;

@@ -40,7 +40,8 @@ using MemoryTrace = std::vector<std::pair<TimePoint, std::int64_t>>;  // (time, 
 std::vector<MemoryTrace> memory_by_device(const Timeline& tl, std::size_t devices) {
   std::vector<MemoryTrace> out(devices);
   for (const MemorySample& s : tl.memory)
-    if (static_cast<std::size_t>(s.device) < devices) out[static_cast<std::size_t>(s.device)].push_back({s.time, s.bytes});
+    if (static_cast<std::size_t>(s.device) < devices)
+      out[static_cast<std::size_t>(s.device)].push_back({s.time, s.bytes});
   return out;
 }
 

@@ -167,8 +167,9 @@ TEST(Fill, LoaderIsStrict) {
   EXPECT_NE(error_for(R"([{"model": "nosuch", "samples": 10}])").find("nosuch"), std::string::npos);
   EXPECT_NE(error_for(R"({"model": "qwen3-1.7b", "mode": "serving", "samples": 10})").find("/mode"),
             std::string::npos);
-  EXPECT_NE(error_for(R"({"model": "qwen3-1.7b", "batch": 4, "min_batch": 8, "samples": 10})").find("/min_batch"),
-            std::string::npos);
+  EXPECT_NE(
+      error_for(R"({"model": "qwen3-1.7b", "batch": 4, "min_batch": 8, "samples": 10})").find("/min_batch"),
+      std::string::npos);
   std::filesystem::remove(path);
   EXPECT_NE(testing::error_of([&] { load_fill_jobs("nosuch-job", hw, "bf16"); }).find("nosuch-job"),
             std::string::npos);
@@ -179,8 +180,9 @@ TEST(Fill, LoaderIsStrict) {
   EXPECT_EQ(jobs[0].batch, 8);
   ASSERT_EQ(jobs[0].smaller.size(), 3u);  // batches 4, 2, 1: shorter units, less working memory
   for (std::size_t k = 0; k < 3; ++k) {
-    const FillShape& bigger = k == 0 ? FillShape{8, jobs[0].unit_ns, jobs[0].unit_flops, jobs[0].unit_memory_bytes}
-                                     : jobs[0].smaller[k - 1];
+    const FillShape& bigger =
+        k == 0 ? FillShape{8, jobs[0].unit_ns, jobs[0].unit_flops, jobs[0].unit_memory_bytes}
+               : jobs[0].smaller[k - 1];
     EXPECT_EQ(jobs[0].smaller[k].batch, bigger.batch / 2);
     EXPECT_LT(jobs[0].smaller[k].unit_ns, bigger.unit_ns);
     EXPECT_DOUBLE_EQ(jobs[0].smaller[k].unit_flops * 2, bigger.unit_flops);

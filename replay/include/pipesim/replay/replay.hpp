@@ -29,8 +29,8 @@ struct ReplayOptions {
 /// Where and how the replay ran (written beside the measured timeline).
 struct ReplayEnvironment {
   std::string backend;
-  std::string host;  ///< CPU model, cores
-  int threads = 0;   ///< plan streams replayed, one thread each
+  std::string host;                      ///< CPU model, cores
+  int threads = 0;                       ///< plan streams replayed, one thread each
   double compute_gflops_per_thread = 0;  ///< host backend: the rate compute ops' FLOPs run at, measured
   double work_scale = 1;
   std::vector<double> iteration_s;  ///< makespan of each measured run

@@ -34,17 +34,17 @@ struct FillJob {
   /// Model jobs: the unit at halved batches (batch/2, batch/4 .. min_batch), largest first. A bubble too
   /// short or too full for the job's own unit takes the largest of these that fits.
   std::vector<FillShape> smaller;
-  std::int64_t state_bytes = 0;        ///< brought to the GPU before each chunk
-  bool writes_back = false;            ///< training: the state returns to host memory after each chunk
-  double arrival_s = 0;                ///< when the job joins the queue
-  double deadline_s = 0;               ///< for the deadline policy (0: none)
+  std::int64_t state_bytes = 0;  ///< brought to the GPU before each chunk
+  bool writes_back = false;      ///< training: the state returns to host memory after each chunk
+  double arrival_s = 0;          ///< when the job joins the queue
+  double deadline_s = 0;         ///< for the deadline policy (0: none)
 };
 
 /// Loads fill jobs: a comma-separated list of shipped names (fill_jobs/) or files, each a pipesim-fill-job
 /// object or an array of them. A job gives either measured units (`unit_ms`, `unit_gflop`, `units`,
 /// `unit_memory_bytes`, `state_bytes`) or a model it runs (`model`: preset or config.json, `mode`: inference
-/// or training, `batch`, `seq`, `samples`, `min_batch`), priced by the cost model on `hw`. Throws InputError naming the
-/// file and JSON path.
+/// or training, `batch`, `seq`, `samples`, `min_batch`), priced by the cost model on `hw`. Throws InputError
+/// naming the file and JSON path.
 std::vector<FillJob> load_fill_jobs(const std::string& spec, const HardwareProfile& hw,
                                     const std::string& dtype);
 /// The shipped fill jobs' names.
