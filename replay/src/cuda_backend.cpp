@@ -2,6 +2,7 @@
 // only here, so pipesim itself never loads CUDA libraries), runs it, and turns what it measured into the
 // simulator's timeline with the plan's memory effects applied in measured time order.
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <queue>
 
@@ -63,6 +64,11 @@ cuda_abi::Request flatten(const sim::Plan& plan, double scale) {
       o.work = cuda_abi::Work::kCompute;
       o.flops = c->flops * scale;
       o.gemm_gflop = c->gemm_gflop;
+      // Shape hints, their counts scaled; what rounds to no GEMM at all falls back to square GEMMs.
+      for (const auto& g : c->gemms)
+        if (const auto n = static_cast<std::int64_t>(std::llround(static_cast<double>(g.count) * scale));
+            n > 0)
+          o.gemms.insert(o.gemms.end(), {g.m, g.n, g.k, n});
       o.copy_bytes = static_cast<std::int64_t>(static_cast<double>(c->mem_bytes) / 2 * scale);
     } else if (const auto* t = std::get_if<sim::TransferWork>(&op.payload)) {
       o.work = cuda_abi::Work::kCopy;

@@ -197,16 +197,32 @@ class Replayer {
         check(cudaGetLastError(), "spin kernel");
         break;
       case Work::kCompute: {
-        const int n = gemm_side(op.gemm_gflop);
-        const double per = 2.0 * n * n * static_cast<double>(n);
-        const auto reps = static_cast<long long>(std::llround(op.flops / per));
         check(cublasSetStream(gpu.blas, st), "cublasSetStream");
         const float one = 1, zero = 0;
-        for (long long k = 0; k < reps; ++k)
-          check(cublasGemmEx(gpu.blas, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, gpu.a, CUDA_R_16BF, n, gpu.b,
-                             CUDA_R_16BF, n, &zero, gpu.c, CUDA_R_16BF, n, CUBLAS_COMPUTE_32F,
-                             CUBLAS_GEMM_DEFAULT),
+        auto gemm = [&](std::int64_t m, std::int64_t n, std::int64_t k) {
+          check(cublasGemmEx(gpu.blas, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(m), static_cast<int>(n),
+                             static_cast<int>(k), &one, gpu.a, CUDA_R_16BF, static_cast<int>(m), gpu.b,
+                             CUDA_R_16BF, static_cast<int>(k), &zero, gpu.c, CUDA_R_16BF, static_cast<int>(m),
+                             CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                 "cublasGemmEx");
+        };
+        // The plan's shapes where they fit the operand buffers; otherwise square GEMMs of the op's size.
+        bool shaped = !op.gemms.empty();
+        const auto cap = static_cast<std::int64_t>(kMaxGemm) * kMaxGemm;
+        for (std::size_t g = 0; g + 3 < op.gemms.size(); g += 4) {
+          const std::int64_t m = op.gemms[g], n = op.gemms[g + 1], k = op.gemms[g + 2];
+          if (m * k > cap || k * n > cap || m * n > cap) shaped = false;
+        }
+        if (shaped) {
+          for (std::size_t g = 0; g + 3 < op.gemms.size(); g += 4)
+            for (std::int64_t r = 0; r < op.gemms[g + 3]; ++r)
+              gemm(op.gemms[g], op.gemms[g + 1], op.gemms[g + 2]);
+        } else {
+          const int n = gemm_side(op.gemm_gflop);
+          const double per = 2.0 * n * n * static_cast<double>(n);
+          const auto reps = static_cast<long long>(std::llround(op.flops / per));
+          for (long long r = 0; r < reps; ++r) gemm(n, n, n);
+        }
         copy_device(gpu, st, op.copy_bytes);
         break;
       }

@@ -14,9 +14,10 @@ enum class Work : std::int32_t { kNone, kCompute, kCopy, kCpuAdam, kFixed };
 struct Op {
   std::int32_t stream = 0;
   Work work = Work::kNone;
-  double flops = 0;             ///< compute: GEMM FLOPs to run
-  double gemm_gflop = 0;        ///< compute: one GEMM's size, picks the square GEMM run
-  std::int64_t copy_bytes = 0;  ///< compute: memory-bound bytes / 2 copied on the device; copy: bytes
+  double flops = 0;                 ///< compute: GEMM FLOPs to run
+  double gemm_gflop = 0;            ///< compute: one GEMM's size, picks the square GEMM run without shapes
+  std::vector<std::int64_t> gemms;  ///< compute: the plan's shape hints, m, n, k, count per GEMM (scaled)
+  std::int64_t copy_bytes = 0;      ///< compute: memory-bound bytes / 2 copied on the device; copy: bytes
   std::int32_t src_gpu = -1, dst_gpu = -1;  ///< copy endpoints: GPU index in the plan, -1 host memory
   std::int64_t fixed_ns = 0;                ///< fixed: busy the stream this long
   std::int64_t params = 0;                  ///< CPU Adam: parameters

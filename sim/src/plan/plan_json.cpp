@@ -133,6 +133,11 @@ std::string plan_to_json(const Plan& plan) {
         j["compute"]["attention_flops"] = c->attention_flops;
         j["compute"]["attention_bytes"] = c->attention_bytes;
       }
+      if (!c->gemms.empty()) {
+        json g = json::array();
+        for (const auto& s : c->gemms) g.push_back({s.m, s.n, s.k, s.count});
+        j["compute"]["gemms"] = std::move(g);
+      }
     } else if (const auto* x = std::get_if<TransferWork>(&op.payload)) {
       j["transfer"] = {{"src", x->src},     {"dst", x->dst},
                        {"bytes", x->bytes}, {"latency_steps", x->latency_steps},
@@ -152,6 +157,30 @@ std::string plan_to_json(const Plan& plan) {
   root["ops"] = std::move(ops);
   return root.dump(1) + "\n";
 }
+
+namespace {
+
+/// An op's GEMM shape hints: [[m, n, k, count], ...], at most 64 shapes.
+std::vector<GemmShape> read_gemms(JsonObject& c) {
+  std::vector<GemmShape> out;
+  const json* v = c.raw_optional("gemms");
+  if (!v) return out;
+  if (!v->is_array() || v->size() > 64) c.fail("gemms", "expected an array of at most 64 [m, n, k, count]");
+  for (std::size_t i = 0; i < v->size(); ++i) {
+    const json& g = (*v)[i];
+    const std::string path = c.path_of("gemms") + "/" + std::to_string(i);
+    if (!g.is_array() || g.size() != 4)
+      throw InputError(c.file(), path, "expected [m, n, k, count] (four integers)");
+    const std::int64_t big = std::int64_t{1} << 40;
+    out.push_back({detail::checked_integer(g[0], c.file(), path + "/0", 1, big),
+                   detail::checked_integer(g[1], c.file(), path + "/1", 1, big),
+                   detail::checked_integer(g[2], c.file(), path + "/2", 1, big),
+                   detail::checked_integer(g[3], c.file(), path + "/3", 1, std::int64_t{1} << 31)});
+  }
+  return out;
+}
+
+}  // namespace
 
 Plan plan_from_json(const std::string& text, const std::string& file) {
   json root = detail::parse_json_text(text, file);
@@ -217,7 +246,8 @@ Plan plan_from_json(const std::string& text, const std::string& file) {
                                c.number_or("expert_gemm_gflop", 0, 0, 1e30),
                                c.integer_or("expert_weight_bytes", 0, 0, kI64),
                                c.number_or("attention_flops", 0, 0, 1e30),
-                               c.integer_or("attention_bytes", 0, 0, kI64)};
+                               c.integer_or("attention_bytes", 0, 0, kI64),
+                               read_gemms(c)};
       auto& work = std::get<ComputeWork>(op.payload);
       if (work.expert_flops + work.attention_flops > work.flops)
         c.fail("attention_flops", "with expert_flops exceeds flops; valid: 0 .. flops - expert_flops");

@@ -57,7 +57,8 @@ ComputeWork backward_work(TaskKind kind, const RangeCost& part, double gemm, std
                      part.expert_gemm,
                      (whole ? 2 : 1) * part.expert_weight_bytes,
                      weight_only ? 0 : part.attn_bwd_in,
-                     weight_only ? 0 : part.attn_bwd_bytes};
+                     weight_only ? 0 : part.attn_bwd_bytes,
+                     backward_gemms(part.gemms, !weight_only, kind != TaskKind::kBackwardInput)};
 }
 
 /// A profiled pass's measured time, or -1 to time it from its work.
@@ -121,6 +122,10 @@ class Builder {
   /// arrived from another stage split over the TP ranks re-gathers it over NVLink before it runs.
   void emit_boundary_regather(GpuRank& g, const Task& task, std::int32_t chunk, const RangeCost& cc,
                               const OpTags& tags, Slot& sl);
+  /// The GEMMs a recompute pass re-runs: the blocks' forward under full recompute; none under selective.
+  std::vector<GemmShape> full_recompute_gemms(const RangeCost& r) const {
+    return in_.recompute == Recompute::kFull ? r.block_gemms : std::vector<GemmShape>{};
+  }
   // Sharded data parallelism.
   bool shards_params() const { return in_.sharding.stage == ZeroStage::k3; }
   std::int32_t shard_ranks() const { return std::max(1, in_.sharding.shard_group); }
@@ -515,7 +520,7 @@ void Builder::emit_task(GpuRank& g, const Task& task, std::int32_t iter, std::in
   if (task.kind == TaskKind::kForward) {
     OpId f = add_op(compute, OpKind::kForward, tags,
                     ComputeWork{cc.fwd, cc.gemm, cc.kernels, cc.fwd_mem, cc.expert_fwd, cc.expert_gemm,
-                                cc.expert_weight_bytes, cc.attn_fwd, cc.attn_fwd_bytes},
+                                cc.expert_weight_bytes, cc.attn_fwd, cc.attn_fwd_bytes, cc.gemms},
                     fixed(cc.fwd_ns));
     plan_.ops[static_cast<std::size_t>(f)].alloc_bytes = cc.stored;
     sl.fwd_first = sl.fwd_done = f;
@@ -527,11 +532,11 @@ void Builder::emit_task(GpuRank& g, const Task& task, std::int32_t iter, std::in
   OpId first = kNone;
   if (task.kind == TaskKind::kBackward || task.kind == TaskKind::kBackwardInput) {
     if (cc.recompute > 0 || cc.recompute_ns > 0) {
-      first = add_op(
-          compute, OpKind::kRecompute, tags,
-          ComputeWork{cc.recompute, cc.gemm, cc.kernels, cc.recompute_mem, cc.expert_recompute,
-                      cc.expert_gemm, cc.expert_weight_bytes, cc.attn_recompute, cc.attn_recompute_bytes},
-          fixed(cc.recompute_ns));
+      first = add_op(compute, OpKind::kRecompute, tags,
+                     ComputeWork{cc.recompute, cc.gemm, cc.kernels, cc.recompute_mem, cc.expert_recompute,
+                                 cc.expert_gemm, cc.expert_weight_bytes, cc.attn_recompute,
+                                 cc.attn_recompute_bytes, full_recompute_gemms(cc)},
+                     fixed(cc.recompute_ns));
       plan_.ops[static_cast<std::size_t>(first)].alloc_bytes = cc.extra;
       if (tp_comm && in_.recompute == Recompute::kFull && cc.tp_bus > 0)
         emit_tp_collective(compute, g.self, g.d, g.stage, g.t, cc, tags, 1, 1);
@@ -677,7 +682,7 @@ void Builder::emit_layerwise_task(GpuRank& g, const Task& task, std::int32_t ite
       const OpId gathered = gather_layer(g, lc, tags);
       OpId f = add_op(compute, OpKind::kForward, tags,
                       ComputeWork{lc.fwd, lc.gemm, lc.kernels, lc.fwd_mem, lc.expert_fwd, lc.expert_gemm,
-                                  lc.expert_weight_bytes, lc.attn_fwd, lc.attn_fwd_bytes},
+                                  lc.expert_weight_bytes, lc.attn_fwd, lc.attn_fwd_bytes, lc.gemms},
                       lc.profiled ? lc.fwd_ns : Duration{-1});
       plan_.ops[static_cast<std::size_t>(f)].alloc_bytes += lc.stored;
       use_gathered(g, f, gathered, lc);
@@ -697,11 +702,11 @@ void Builder::emit_layerwise_task(GpuRank& g, const Task& task, std::int32_t ite
     // only activations and output gradients.
     const OpId gathered = weight_only ? kNone : gather_layer(g, lc, tags);
     if (!weight_only && (lc.recompute > 0 || lc.recompute_ns > 0)) {
-      first = add_op(
-          compute, OpKind::kRecompute, tags,
-          ComputeWork{lc.recompute, lc.gemm, lc.kernels, lc.recompute_mem, lc.expert_recompute,
-                      lc.expert_gemm, lc.expert_weight_bytes, lc.attn_recompute, lc.attn_recompute_bytes},
-          lc.profiled ? lc.recompute_ns : Duration{-1});
+      first = add_op(compute, OpKind::kRecompute, tags,
+                     ComputeWork{lc.recompute, lc.gemm, lc.kernels, lc.recompute_mem, lc.expert_recompute,
+                                 lc.expert_gemm, lc.expert_weight_bytes, lc.attn_recompute,
+                                 lc.attn_recompute_bytes, full_recompute_gemms(lc)},
+                     lc.profiled ? lc.recompute_ns : Duration{-1});
       plan_.ops[static_cast<std::size_t>(first)].alloc_bytes += lc.extra;
       if (gathered != kNone) plan_.ops[static_cast<std::size_t>(first)].deps.push_back(gathered);
     }

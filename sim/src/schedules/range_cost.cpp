@@ -51,6 +51,10 @@ RangeCost range_cost(const std::vector<LayerCost>& layers, std::int32_t begin, s
       r.checkpoint_recompute_mem += l.fwd_mem_bytes;
       r.checkpoint_recompute_ns += std::max<Duration>(0, l.fwd_ns);
     }
+    for (const auto& g : l.gemms) {
+      add_gemms(r.gemms, g);
+      if (l.role == LayerRole::kBlock) add_gemms(r.block_gemms, g);
+    }
     r.stored += l.stored_activation_bytes;
     r.extra = std::max(r.extra, l.recompute_extra_bytes);  // recomputed one layer at a time
     r.weight_grad_share += weight_grad_activation_bytes(l);

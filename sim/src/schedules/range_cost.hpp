@@ -29,6 +29,8 @@ struct RangeCost {
   /// HBM traffic of the memory-bound kernels of each pass (the backward's all in the input-gradient pass).
   std::int64_t fwd_mem = 0, bwd_mem = 0, recompute_mem = 0, checkpoint_recompute_mem = 0;
   double gemm = 0;  ///< FLOP-weighted typical GEMM size, GFLOP per TP rank
+  std::vector<GemmShape> gemms;            ///< the forward's dense GEMMs per TP rank (blocks and head)
+  std::vector<GemmShape> block_gemms;      ///< the blocks' share: what re-running from a checkpoint runs
   /// MoE experts' share of each pass (per TP rank) and their FLOP-weighted GEMM size.
   double expert_fwd = 0, expert_bwd_in = 0, expert_bwd_w = 0, expert_bwd = 0, expert_recompute = 0,
          expert_checkpoint_recompute = 0, expert_gemm = 0;

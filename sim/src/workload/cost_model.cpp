@@ -95,6 +95,19 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
   return (a + b - 1) / b;
 }
 
+/// A dense block's forward GEMMs per TP rank over `tokens` tokens: fused QKV, output projection, the MLP's
+/// up (gate and up fused for SwiGLU) and down projections. MoE blocks: the attention projections only.
+std::vector<GemmShape> block_gemms(const ModelSpec& m, std::int64_t tokens, std::int64_t t) {
+  const std::int64_t h = m.hidden, q = m.heads * m.head_dim, kv = m.kv_heads * m.head_dim;
+  std::vector<GemmShape> g{{tokens, ceil_div(q + 2 * kv, t), h, 1}, {tokens, h, ceil_div(q, t), 1}};
+  if (!m.is_moe()) {
+    const std::int64_t f = ceil_div(m.ffn_hidden, t);
+    g.push_back({tokens, (m.mlp == MlpKind::kSwiGlu ? 2 : 1) * f, h, 1});
+    g.push_back({tokens, h, f, 1});
+  }
+  return g;
+}
+
 /// HBM traffic of one block's memory-bound kernels per TP rank, forward; `attention` is the part over the
 /// attention scores (what selective recompute re-runs).
 struct BlockTraffic {
@@ -216,6 +229,7 @@ std::vector<LayerCost> model_layer_costs(const ModelSpec& m, const CostOptions& 
     c.bwd_input_flops = gemm + 2 * attn;  // dX of every GEMM; attention core backward is twice its forward
     c.bwd_weight_flops = gemm;            // dW of every GEMM
     c.gemm_gflop = gemm / gemms / static_cast<double>(t) / 1e9;
+    c.gemms = block_gemms(m, b * s, t);
     if (m.is_moe()) {
       // The routed experts' gate, up and down projections run as three grouped GEMMs; every expert that
       // receives tokens streams its weights (bf16) in each pass. The dense part (attention projections and
@@ -305,6 +319,7 @@ std::vector<LayerCost> model_layer_costs(const ModelSpec& m, const CostOptions& 
   head.bwd_input_flops = logits;
   head.bwd_weight_flops = logits;
   head.gemm_gflop = logits / static_cast<double>(t) / 1e9;
+  head.gemms = {{b * s, ceil_div(m.vocab, t), h, 1}};
   head.kernels = 6;
   // Final norm, then Megatron's vocab-parallel cross entropy over fp32 logits: the cast to fp32 (2 B read,
   // 4 B written), max (4), subtract in place (8), exp in place (8), sum (4), normalize in place (8): 38 B

@@ -22,6 +22,7 @@ TEST(PlanJson, RoundTripIsLossless) {
     std::string text = plan_to_json(p);
     Plan back = plan_from_json(text, "p.json");
     EXPECT_EQ(plan_to_json(back), text) << s.name;
+    EXPECT_NE(text.find("\"gemms\""), std::string::npos) << s.name << ": compute ops carry their GEMM shapes";
     // And the loaded plan predicts exactly the same timeline.
     Timeline a = Engine{}.run(p), b = Engine{}.run(back);
     EXPECT_EQ(a.start, b.start) << s.name;

@@ -27,6 +27,25 @@ TEST(CostModel, OptimizerStepTrafficByHand) {
   EXPECT_EQ(optimizer_step_bytes_per_param("fp32"), 4 + 28 + 4);
 }
 
+TEST(CostModel, GemmShapesAccountForTheGemmFlops) {
+  // llama2-7b, tp 2: QKV 8192 x 6144 x 4096 (h -> 3h/2), O 8192 x 4096 x 2048, gate+up 8192 x 11008 x 4096,
+  // down 8192 x 4096 x 5504, head 8192 x 16000 x 4096; their 2mnk sum is the layer's GEMM FLOPs / tp.
+  ModelSpec m = load_model("llama2-7b");
+  const std::int64_t s = 4096, b = 2, t = 2;
+  auto layers = model_layer_costs(m, CostOptions{b, s, t, Recompute::kNone});
+  const std::int64_t tok = b * s;
+  EXPECT_EQ(layers[1].gemms,
+            (std::vector<GemmShape>{
+                {tok, 6144, 4096, 1}, {tok, 4096, 2048, 1}, {tok, 11008, 4096, 1}, {tok, 4096, 5504, 1}}));
+  EXPECT_DOUBLE_EQ(gemm_flops(layers[1].gemms) * t, layers[1].bwd_weight_flops);
+  EXPECT_EQ(layers.back().gemms, (std::vector<GemmShape>{{tok, 16000, 4096, 1}}));
+  EXPECT_DOUBLE_EQ(gemm_flops(layers.back().gemms) * t, layers.back().fwd_flops);
+  // The backward: dX and dW of every GEMM, twice the forward's FLOPs.
+  EXPECT_DOUBLE_EQ(gemm_flops(backward_gemms(layers[1].gemms, true, true)), 2 * gemm_flops(layers[1].gemms));
+  EXPECT_EQ(backward_gemms({{8, 3, 5, 2}}, true, false), (std::vector<GemmShape>{{8, 5, 3, 2}}));
+  EXPECT_EQ(backward_gemms({{8, 3, 5, 2}}, false, true), (std::vector<GemmShape>{{5, 3, 8, 2}}));
+}
+
 TEST(CostModel, BlockFlopsByHand) {
   ModelSpec m = load_model("llama2-7b");
   const std::int64_t s = 4096, b = 2, h = 4096;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "pipesim/sim/gemm_shape.hpp"
 #include "pipesim/sim/model.hpp"
 #include "pipesim/sim/time.hpp"
 
@@ -34,6 +35,7 @@ struct LayerCost {
   double bwd_weight_flops = 0;
   double recompute_flops = 0;  ///< re-run in the backward under the recompute policy
   double gemm_gflop = 0;       ///< a typical GEMM of the layer, per TP rank
+  std::vector<GemmShape> gemms;  ///< the forward's dense GEMMs per TP rank (not the experts')
   std::int32_t kernels = 0;    ///< kernel launches of the forward
   // Measured times of a profiled workload (>= 0 replace the FLOP-based times).
   Duration fwd_ns = -1, bwd_input_ns = -1, bwd_weight_ns = -1, recompute_ns = -1;

@@ -8,6 +8,7 @@
 #include <variant>
 #include <vector>
 
+#include "pipesim/sim/gemm_shape.hpp"
 #include "pipesim/sim/hardware.hpp"
 #include "pipesim/sim/time.hpp"
 
@@ -88,6 +89,8 @@ struct ComputeWork {
   /// they move through HBM.
   double attention_flops = 0;
   std::int64_t attention_bytes = 0;
+  /// The dense GEMMs per TP rank (a replay engine's shapes; empty when unknown, e.g. profiled workloads).
+  std::vector<GemmShape> gemms = {};
 };
 
 /// Bytes moved from src to dst over the links between them (shared by max-min fairness).
