@@ -371,6 +371,24 @@ class BadInput(unittest.TestCase):
         for f in fragments:
             self.assertIn(f, lines[0])
 
+    def test_files_that_are_not_json_files(self):
+        with tempfile.TemporaryDirectory() as d:
+            huge = os.path.join(d, "huge-number.json")
+            with open(huge, "w") as f:
+                f.write('{"format": "pipesim-model", "version": 1, "name": "x", "hidden_size": 1e400}')
+            self.expect_error(["simulate", "--model", huge], huge, "unusable JSON", "number overflow")
+            deep = os.path.join(d, "deep.json")
+            with open(deep, "w") as f:
+                f.write('{"a": ' + "[" * 100000 + "]" * 100000 + "}")
+            self.expect_error(["simulate", "--model", deep], deep, "nested deeper than 64 levels")
+            self.expect_error(["simulate", "--model", d], d, "is a directory")
+        self.expect_error(["simulate", "--model", "/dev/zero"], "/dev/zero", "not a regular file")
+        self.expect_error(["simulate", "--model", "llama2-7b", "--pp", "2", "--schedule", "1f1b", "--plan-out",
+                           "/dev/full"], "/dev/full", "not a regular file")
+        self.expect_error(["simulate", "--model", "llama2-7b", "--p2p-time-ms", "nan"], "--p2p-time-ms",
+                          "not a number")
+        self.expect_error(["simulate", "--schedule", "a\nb"], "unknown schedule 'a\\nb'")
+
     def test_sharded_data_parallelism(self):
         base = ["simulate", "--model", "llama3-8b", "--hw", "h100-sxm-8x", "--pp", "1", "--dp", "8",
                 "--global-batch", "16", "--microbatch-size", "1", "--schedule", "1f1b", "--format", "json"]
@@ -432,7 +450,10 @@ class BadInput(unittest.TestCase):
         self.expect_error([], "subcommand")
         self.expect_error(["simulate", "--seq", "16000000", "--microbatch-size", "64"], "--seq/--microbatch-size")
         self.expect_error(["simulate", "--pp", "4", "--dp", "1048576"], "--pp/--tp/--dp: pp*tp*dp = 4194304 GPUs")
-        self.expect_error(["simulate", "--microbatches", "16000000"], "--microbatches: about")
+        self.expect_error(["simulate", "--microbatches", "16000000"], "--microbatches: 16000000 microbatches",
+                          "valid: at most 1048576")
+        self.expect_error(["simulate", "--global-batch", "1099511627776", "--pp", "2"], "--global-batch:",
+                          "valid: at most 1048576")
         self.expect_error(["simulate", "--schedule", "spipe", "--spipe-stages", "2"], "--spipe-stages: expected F,B")
         self.expect_error(["simulate", "--schedule", "spipe", "--spipe-stages", "0,6"], "--spipe-stages")
         self.expect_error(["simulate", "--schedule", "spipe", "--pp", "4", "--microbatches", "2"],

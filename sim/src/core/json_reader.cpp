@@ -1,5 +1,7 @@
 #include "core/json_reader.hpp"
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -8,6 +10,16 @@
 namespace pipesim::sim::detail {
 
 std::string read_text_file(const std::string& path) {
+  // Only regular files, and not beyond a size no input of pipesim reaches (a device or a FIFO never ends).
+  constexpr std::uintmax_t kMaxBytes = std::uintmax_t{1} << 30;
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(status)) throw InputError(path, "", "cannot open file (missing or unreadable)");
+  if (std::filesystem::is_directory(status)) throw InputError(path, "", "is a directory; give a JSON file");
+  if (!std::filesystem::is_regular_file(status))
+    throw InputError(path, "", "not a regular file (a device, FIFO or socket); give a JSON file");
+  const auto size = std::filesystem::file_size(path, ec);
+  if (!ec && size > kMaxBytes) throw InputError(path, "", fmt::format("{} bytes; valid: at most 1 GiB", size));
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(path, "", "cannot open file (missing or unreadable)");
   std::ostringstream ss;
@@ -16,10 +28,25 @@ std::string read_text_file(const std::string& path) {
 }
 
 json parse_json_text(const std::string& text, const std::string& file) {
+  // Nesting deeper than any pipesim file (a profile, a plan) is refused before anything recurses over it.
+  constexpr int kMaxDepth = 64;
+  int depth = 0;
+  const auto limit = [&](int d, json::parse_event_t event, json&) {
+    if (event == json::parse_event_t::object_start || event == json::parse_event_t::array_start)
+      depth = std::max(depth, d + 1);
+    return d < kMaxDepth;
+  };
   try {
-    return json::parse(text);
+    json j = json::parse(text, limit);
+    if (depth >= kMaxDepth)
+      throw InputError(file, "", fmt::format("JSON nested deeper than {} levels; valid: at most {}", kMaxDepth,
+                                             kMaxDepth - 1));
+    return j;
   } catch (const json::parse_error& e) {
     throw InputError(file, "", fmt::format("malformed JSON at byte {}: expected valid JSON", e.byte));
+  } catch (const json::exception& e) {
+    // e.g. a number beyond double's range (1e400)
+    throw InputError(file, "", fmt::format("unusable JSON: {}", e.what()));
   }
 }
 

@@ -13,6 +13,13 @@ namespace fs = std::filesystem;
 
 OutputFile::OutputFile(std::string path) : path_(std::move(path)) {
   const fs::path p(path_);
+  {
+    // Renaming over a device or a folder would replace it: only regular files (or new ones) are written.
+    std::error_code ec;
+    const auto status = fs::status(p, ec);
+    if (!ec && fs::exists(status) && !fs::is_regular_file(status))
+      throw InputError(path_, "", "exists and is not a regular file; give a file path to write");
+  }
   if (p.has_parent_path()) {
     std::error_code ec;
     fs::create_directories(p.parent_path(), ec);

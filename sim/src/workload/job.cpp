@@ -44,6 +44,16 @@ Batch derive_batch(const JobOptions& j, std::int64_t default_microbatches) {
   else if (M == 0 && b == 0)
     b = 1;
 
+  // Every microbatch becomes ops and a cost-table entry: cap the count before anything is sized by it.
+  constexpr std::int64_t kMaxMicrobatches = std::int64_t{1} << 20;
+  auto check_count = [&](std::int64_t m, const char* flag) {
+    if (m > kMaxMicrobatches)
+      bad(flag, fmt::format("{} microbatches per pipeline flush; valid: at most {} (use larger microbatches or "
+                            "--accum-steps)",
+                            m, kMaxMicrobatches));
+  };
+  check_count(M, "--microbatches");
+  if (b > static_cast<double>(kMaxMicrobatches) * 1024) bad("--microbatch-size", "valid: at most 2^30");
   Batch out;
   if (G == 0) {
     out.microbatches = static_cast<std::int32_t>(M);
@@ -61,6 +71,7 @@ Batch derive_batch(const JobOptions& j, std::int64_t default_microbatches) {
           fmt::format("{} samples per pipeline flush are not a multiple of {}; valid sizes divide {}",
                       per_flush, bi, per_flush));
     M = per_flush / bi;
+    check_count(M, "--global-batch");
   }
   if (M > per_flush)
     bad("--microbatches",
@@ -229,6 +240,7 @@ ScheduleInput make_schedule_input(const JobOptions& j, const ScheduleDescriptor&
                     in.dtype));
   in.recompute = parse_recompute(j.recompute);
   in.optimizer_bytes_per_param = optimizer_step_bytes_per_param(in.dtype);
+  if (std::isnan(j.p2p_time_ms)) bad("--p2p-time-ms", "not a number; valid: 0 .. 1e6");
   if (j.p2p_time_ms >= 0) {
     if (!std::isfinite(j.p2p_time_ms) || j.p2p_time_ms > 1e6) bad("--p2p-time-ms", "valid: 0 .. 1e6");
     in.p2p_fixed_ns = duration_from_ms(j.p2p_time_ms);

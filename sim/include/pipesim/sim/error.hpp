@@ -25,7 +25,20 @@ class InputError : public std::runtime_error {
     std::string out;
     if (!file.empty()) out += file + ": ";
     if (!path.empty()) out += path + ": ";
-    return out + msg;
+    return printable(out + msg);
+  }
+  /// One line whatever the input echoed: control characters become \n, \t or \xHH.
+  static std::string printable(const std::string& s) {
+    static const char* hex = "0123456789abcdef";
+    std::string out;
+    for (char ch : s) {
+      const auto c = static_cast<unsigned char>(ch);
+      if (c == '\n') out += "\\n";
+      else if (c == '\t') out += "\\t";
+      else if (c < 0x20 || c == 0x7f) out += std::string("\\x") + hex[c >> 4] + hex[c & 15];
+      else out += ch;
+    }
+    return out;
   }
   std::string file_;
   std::string json_path_;
