@@ -167,7 +167,8 @@ std::vector<Candidate> enumerate(const SearchOptions& o, const sim::HardwareProf
                   if (mode != "ddp" && (dp == 1 || !order_based)) continue;  // nothing to shard
                   // MoE: experts split over 1, 2, 4, ... data-parallel ranks (dividing dp and the experts).
                   for (std::int32_t ep = 1; ep <= dp; ep *= 2) {
-                    if (ep > 1 && (!order_based || model.experts % ep != 0 || dp % ep != 0)) continue;
+                    if (ep > 1 && (!order_based || model.experts == 0 || model.experts % ep != 0 || dp % ep != 0))
+                      continue;  // dense models have no experts to split
                     // Expert parallelism runs beside plain DP or a sharded optimizer (Megatron-LM's pairing).
                     if (ep > 1 && mode != "ddp" && mode != "zero-1") continue;
                     for (bool offload : {false, true}) {

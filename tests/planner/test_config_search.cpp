@@ -116,6 +116,13 @@ TEST(ConfigSearch, PicksShardedDataParallelismWhereMemoryIsShort) {
   EXPECT_TRUE(plain.why_sharded.empty());
 }
 
+TEST(ConfigSearch, DenseModelsAreNotSplitByExperts) {
+  // llama2-7b has no experts: no candidate asks for expert parallelism, and none is invalid for it.
+  const SearchResult& r = default_search();
+  EXPECT_EQ(r.first_invalid.find("--ep"), std::string::npos) << r.first_invalid;
+  for (const auto& c : r.ranked) EXPECT_EQ(c.job.ep, 1) << c.key();
+}
+
 TEST(ConfigSearch, BadOptions) {
   SearchOptions o = small_search();
   o.global_batch = 0;
