@@ -167,7 +167,8 @@ std::vector<Candidate> enumerate(const SearchOptions& o, const sim::HardwareProf
                   if (mode != "ddp" && (dp == 1 || !order_based)) continue;  // nothing to shard
                   // MoE: experts split over 1, 2, 4, ... data-parallel ranks (dividing dp and the experts).
                   for (std::int32_t ep = 1; ep <= dp; ep *= 2) {
-                    if (ep > 1 && (!order_based || model.experts == 0 || model.experts % ep != 0 || dp % ep != 0))
+                    if (ep > 1 &&
+                        (!order_based || model.experts == 0 || model.experts % ep != 0 || dp % ep != 0))
                       continue;  // dense models have no experts to split
                     // Expert parallelism runs beside plain DP or a sharded optimizer (Megatron-LM's pairing).
                     if (ep > 1 && mode != "ddp" && mode != "zero-1") continue;
@@ -281,6 +282,8 @@ std::string why_sharded(const std::vector<Candidate>& ranked, const Candidate* l
 
 SearchResult search(const SearchOptions& o, std::ostream* progress) {
   if (o.gpus < 1) throw sim::InputError("--gpus", "", "must be >= 1");
+  if (!(o.gpu_hour_usd >= 0 && o.gpu_hour_usd <= 1e6))
+    throw sim::InputError("--gpu-hour-usd", "", "valid: 0 (the profile's price) .. 1e6");
   if (o.global_batch < 1) throw sim::InputError("--global-batch", "", "required, >= 1");
   if (o.objective != "throughput" && o.objective != "cost")
     throw sim::InputError("--objective", "",

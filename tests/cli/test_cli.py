@@ -388,6 +388,17 @@ class BadInput(unittest.TestCase):
         self.expect_error(["simulate", "--model", "llama2-7b", "--p2p-time-ms", "nan"], "--p2p-time-ms",
                           "not a number")
         self.expect_error(["simulate", "--schedule", "a\nb"], "unknown schedule 'a\\nb'")
+        self.expect_error(["plan", "--model", "llama3-8b", "--gpus", "8", "--global-batch", "32",
+                           "--gpu-hour-usd", "nan"], "--gpu-hour-usd", "valid: 0")
+        with open(os.path.join(FIXTURES, "hf", "meta-llama__Llama-3.1-8B.json")) as f:
+            hf = json.load(f)
+        with tempfile.TemporaryDirectory() as d:
+            for key, value, needle in [("model_type", 5, "/model_type: expected a string"),
+                                       ("tie_word_embeddings", "yes", "/tie_word_embeddings: expected true or false")]:
+                path = os.path.join(d, f"{key}.json")
+                with open(path, "w") as f:
+                    json.dump(dict(hf, **{key: value}), f)
+                self.expect_error(["simulate", "--model", path, "--pp", "2"], path, needle)
 
     def test_sharded_data_parallelism(self):
         base = ["simulate", "--model", "llama3-8b", "--hw", "h100-sxm-8x", "--pp", "1", "--dp", "8",

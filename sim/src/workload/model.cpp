@@ -85,11 +85,27 @@ std::int64_t hf_int(const json& j, const std::string& file, std::initializer_lis
   throw InputError(file, std::string("/") + *keys.begin(), "missing required key of a HuggingFace config");
 }
 
+// A string or boolean key of a HuggingFace config: its value, `fallback` when absent or null, an error naming
+// the key when it has another type.
+std::string hf_string(const json& j, const std::string& file, const char* key, const std::string& fallback) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return fallback;
+  if (!it->is_string()) throw InputError(file, std::string("/") + key, "expected a string");
+  return it->get<std::string>();
+}
+
+bool hf_bool(const json& j, const std::string& file, const char* key, bool fallback) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return fallback;
+  if (!it->is_boolean()) throw InputError(file, std::string("/") + key, "expected true or false");
+  return it->get<bool>();
+}
+
 // HuggingFace configs carry dozens of keys pipesim has no use for (token ids, dropout, rope); they are
 // accepted as HF writes them, while the architecture keys are required and range-checked.
 ModelSpec parse_hf(const json& j, const std::string& file) {
   ModelSpec m;
-  std::string type = j.value("model_type", "");
+  const std::string type = hf_string(j, file, "model_type", "");
   m.name = std::filesystem::path(file).stem().string();
   m.hidden = hf_int(j, file, {"hidden_size", "n_embd", "d_model"}, 1, kMaxDim);
   m.layers = hf_int(j, file, {"num_hidden_layers", "n_layer", "num_layers"}, 1, 100000);
@@ -105,14 +121,14 @@ ModelSpec parse_hf(const json& j, const std::string& file) {
   m.mlp = gpt_style ? MlpKind::kGelu : MlpKind::kSwiGlu;
   m.ffn_hidden = hf_int(j, file, {"intermediate_size", "n_inner", "ffn_hidden_size"}, 1, kMaxDim,
                         gpt_style ? 4 * m.hidden : -1);
-  m.tie_embeddings = j.value("tie_word_embeddings", type == "gpt2" || encoder);
+  m.tie_embeddings = hf_bool(j, file, "tie_word_embeddings", type == "gpt2" || encoder);
   m.num_experts = hf_int(j, file, {"num_experts", "num_local_experts", "n_routed_experts"}, 0, 1 << 16, 0);
   if (m.num_experts > 0) {
     m.experts_per_token = hf_int(j, file, {"num_experts_per_tok", "experts_per_token"}, 1, m.num_experts);
     m.moe_ffn_hidden = hf_int(j, file, {"moe_intermediate_size"}, 1, kMaxDim, m.ffn_hidden);
   }
   if (auto it = j.find("sliding_window");
-      it != j.end() && !it->is_null() && j.value("use_sliding_window", true)) {
+      it != j.end() && !it->is_null() && hf_bool(j, file, "use_sliding_window", true)) {
     m.sliding_window = detail::checked_integer(*it, file, "/sliding_window", 0, kMaxDim);
   }
   if (auto it = j.find("layer_types"); it != j.end() && it->is_array() && m.sliding_window > 0) {
