@@ -119,6 +119,10 @@ void add_kernel_options(CLI::App* sim, pipesim::sim::JobOptions& j) {
       "--blocking-p2p", j.blocking_p2p,
       "pipeline sends hold the sender's compute until they complete (Megatron-LM's blocking send/recv "
       "before its overlapped p2p)");
+  sim->add_option(
+      "--max-memory", j.max_memory_gib,
+      "GiB a plan may take to build and simulate; larger ones are refused up front (default: half "
+      "of this machine's memory)");
   sim->add_option("--grad-sync", j.grad_sync,
                   "DP gradient all-reduce: overlap (buckets during the backward) or after-backward")
       ->check(CLI::IsMember({"overlap", "after-backward"}))

@@ -465,6 +465,10 @@ class BadInput(unittest.TestCase):
                           "valid: at most 1048576")
         self.expect_error(["simulate", "--global-batch", "1099511627776", "--pp", "2"], "--global-batch:",
                           "valid: at most 1048576")
+        # Under the op-count guard but beyond the memory budget: refused before anything is built.
+        self.expect_error(["simulate", "--schedule", "1f1b", "--microbatches", "100000", "--max-memory", "1"],
+                          "--microbatches: about 4800000 ops", "over the 1.0 GiB budget")
+        self.expect_error(["simulate", "--max-memory", "nan"], "--max-memory", "valid: 0")
         self.expect_error(["simulate", "--schedule", "spipe", "--spipe-stages", "2"], "--spipe-stages: expected F,B")
         self.expect_error(["simulate", "--schedule", "spipe", "--spipe-stages", "0,6"], "--spipe-stages")
         self.expect_error(["simulate", "--schedule", "spipe", "--pp", "4", "--microbatches", "2"],

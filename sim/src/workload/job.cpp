@@ -48,9 +48,10 @@ Batch derive_batch(const JobOptions& j, std::int64_t default_microbatches) {
   constexpr std::int64_t kMaxMicrobatches = std::int64_t{1} << 20;
   auto check_count = [&](std::int64_t m, const char* flag) {
     if (m > kMaxMicrobatches)
-      bad(flag, fmt::format("{} microbatches per pipeline flush; valid: at most {} (use larger microbatches or "
-                            "--accum-steps)",
-                            m, kMaxMicrobatches));
+      bad(flag,
+          fmt::format("{} microbatches per pipeline flush; valid: at most {} (use larger microbatches or "
+                      "--accum-steps)",
+                      m, kMaxMicrobatches));
   };
   check_count(M, "--microbatches");
   if (b > static_cast<double>(kMaxMicrobatches) * 1024) bad("--microbatch-size", "valid: at most 2^30");
@@ -250,6 +251,9 @@ ScheduleInput make_schedule_input(const JobOptions& j, const ScheduleDescriptor&
     bad("--grad-sync", fmt::format("unknown mode '{}'; valid: overlap, after-backward", j.grad_sync));
   in.overlap_grad_sync = j.grad_sync == "overlap";
   in.blocking_p2p = j.blocking_p2p;
+  if (!(j.max_memory_gib >= 0 && j.max_memory_gib <= 1e6))
+    bad("--max-memory", "valid: 0 (half of this machine's memory) .. 1e6 GiB");
+  in.memory_budget_bytes = j.max_memory_gib * 1073741824.0;
   in.regather_boundaries = j.tp > 1 && !j.sequence_parallel && j.workload.empty();
   in.bubble_markers = j.bubble_markers;
   if (j.cpu_optimizer_threads < 0 || j.cpu_optimizer_threads > in.hw.host.cores)

@@ -45,6 +45,7 @@ struct JobOptions {
   bool sequence_parallel = true;
   bool dropout = false;
   bool blocking_p2p = false;    ///< pipeline sends hold the sender's compute until they complete
+  double max_memory_gib = 0;    ///< memory a plan may take to build and simulate (0: half of this machine's)
   bool bubble_markers = false;  ///< bracket each wait for another stage with `bubble` ops in the plan
   /// DP gradient all-reduce: overlap (buckets during the backward) or after-backward.
   std::string grad_sync = "overlap";

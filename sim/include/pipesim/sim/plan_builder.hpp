@@ -55,6 +55,9 @@ struct ScheduleInput {
   /// Pipeline sends hold the sender's compute stream until they complete (Megatron-LM 2021's blocking
   /// send/recv pairs); false: they overlap the next compute (the sender only waits for the receiver).
   bool blocking_p2p = false;
+  /// Memory building and simulating the plan may take; a plan estimated beyond it is refused up front
+  /// (0: half of this machine's physical memory).
+  double memory_budget_bytes = 0;
   /// Pipeline boundaries travel split over the TP ranks and are all-gathered over NVLink on arrival
   /// (Megatron-LM's scatter/gather optimization, Narayanan et al. 2021 section 4.1); with sequence
   /// parallelism the boundary is already split and nothing is re-gathered.
