@@ -20,7 +20,8 @@ def run(*args, cwd=None, env=None):
 
 
 # OpenMPI keeps allocations until exit; under the sanitizer build's leak checker that is not pipesim's leak.
-MPI_ENV = dict(os.environ, ASAN_OPTIONS="detect_leaks=0")
+# OpenMPI's isolated launcher starts processes on this machine without ssh.
+MPI_ENV = dict(os.environ, ASAN_OPTIONS="detect_leaks=0", OMPI_MCA_plm="isolated")
 
 
 class Simulate(unittest.TestCase):
@@ -624,7 +625,9 @@ class Replay(unittest.TestCase):
             with open(plan) as f:
                 p = json.load(f)
             self.assertEqual(sorted({dev["node"] for dev in p["devices"]}), [0, 1])
-            cmd = [mpirun, "--allow-run-as-root", "--oversubscribe", "-np", "2", PIPESIM, "replay", plan, "--mpi",
+            # One machine: OpenMPI's isolated launcher needs no ssh.
+            cmd = [mpirun, "--mca", "plm", "isolated", "--allow-run-as-root", "--oversubscribe", "-np", "2", PIPESIM,
+                   "replay", plan, "--mpi",
                    "--work-scale", "0.02", "--iterations", "2", "--timeout-s", "60", "--out", meas]
             out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=MPI_ENV)
             self.assertEqual(out.returncode, 0, out.stderr)
