@@ -112,6 +112,13 @@ void add_kernel_options(CLI::App* sim, pipesim::sim::JobOptions& j) {
   sim->add_flag("!--no-sequence-parallel", j.sequence_parallel,
                 "norms, dropout and residual adds on the whole sequence on every TP rank");
   sim->add_flag("--dropout", j.dropout, "dropout on attention probabilities and residual branches");
+  sim->add_option(
+         "--grad-accumulation", j.grad_accumulation,
+         "how each microbatch's weight gradients are accumulated: fused (into the fp32 buffer by the "
+         "GEMM), main-grad (16-bit grads added into fp32 main grads, Megatron-LM's local DDP before "
+         "that fusion: 10 B/param per microbatch) or autograd (PyTorch's 16-bit .grad: 6 B/param)")
+      ->check(CLI::IsMember({"fused", "main-grad", "autograd"}))
+      ->capture_default_str();
   sim->add_flag(
       "--bubble-markers", j.bubble_markers,
       "bracket every wait for another pipeline stage with a pair of zero-time bubble ops in the plan");

@@ -52,7 +52,9 @@ ComputeWork backward_work(TaskKind kind, const RangeCost& part, double gemm, std
                                    : part.bwd_in,
                      gemm,
                      kernels,
-                     weight_only ? 0 : part.bwd_mem,
+                     whole         ? part.bwd_mem + part.grad_accum_mem
+                     : weight_only ? part.grad_accum_mem
+                                   : part.bwd_mem,
                      whole         ? part.expert_bwd_in + part.expert_bwd_w
                      : weight_only ? part.expert_bwd_w
                                    : part.expert_bwd_in,

@@ -34,6 +34,7 @@ RangeCost range_cost(const std::vector<LayerCost>& layers, std::int32_t begin, s
     r.expert_weight_bytes += l.expert_weight_bytes;
     r.fwd_mem += l.fwd_mem_bytes;
     r.bwd_mem += l.bwd_mem_bytes;
+    r.grad_accum_mem += l.grad_accum_bytes;
     r.recompute_mem += l.recompute_mem_bytes;
     weighted += l.fwd_flops * l.gemm_gflop;
     r.kernels += l.kernels;

@@ -28,15 +28,16 @@ struct RangeCost {
   double checkpoint_recompute = 0;
   /// HBM traffic of the memory-bound kernels of each pass (the backward's all in the input-gradient pass).
   std::int64_t fwd_mem = 0, bwd_mem = 0, recompute_mem = 0, checkpoint_recompute_mem = 0;
-  double gemm = 0;  ///< FLOP-weighted typical GEMM size, GFLOP per TP rank
-  std::vector<GemmShape> gemms;            ///< the forward's dense GEMMs per TP rank (blocks and head)
-  std::vector<GemmShape> block_gemms;      ///< the blocks' share: what re-running from a checkpoint runs
+  double gemm = 0;                     ///< FLOP-weighted typical GEMM size, GFLOP per TP rank
+  std::vector<GemmShape> gemms;        ///< the forward's dense GEMMs per TP rank (blocks and head)
+  std::vector<GemmShape> block_gemms;  ///< the blocks' share: what re-running from a checkpoint runs
   /// MoE experts' share of each pass (per TP rank) and their FLOP-weighted GEMM size.
   double expert_fwd = 0, expert_bwd_in = 0, expert_bwd_w = 0, expert_bwd = 0, expert_recompute = 0,
          expert_checkpoint_recompute = 0, expert_gemm = 0;
   std::int64_t expert_weight_bytes = 0;  ///< streamed by each expert pass (forward, dX, dW, recompute)
   /// Unfused attention's score GEMMs per TP rank: FLOPs as performed (all of them inside the pass totals
   /// above) and the score bytes they move, per pass.
+  std::int64_t grad_accum_mem = 0;  ///< accumulating the weight gradients (weight-gradient pass)
   double attn_fwd = 0, attn_bwd_in = 0, attn_recompute = 0;
   std::int64_t attn_fwd_bytes = 0, attn_bwd_bytes = 0, attn_recompute_bytes = 0;
   std::int32_t kernels = 0;

@@ -39,6 +39,38 @@ AttentionKernel parse_attention(const std::string& s) {
   throw InputError("--attention", "", fmt::format("unknown attention kernel '{}'; valid: unfused, flash", s));
 }
 
+GradAccumulation parse_grad_accumulation(const std::string& s) {
+  if (s == "fused") return GradAccumulation::kFused;
+  if (s == "main-grad") return GradAccumulation::kMainGrad;
+  if (s == "autograd") return GradAccumulation::kAutograd;
+  throw InputError("--grad-accumulation", "",
+                   fmt::format("unknown mode '{}'; valid: fused, main-grad, autograd", s));
+}
+
+const char* to_string(GradAccumulation g) {
+  switch (g) {
+    case GradAccumulation::kFused:
+      return "fused";
+    case GradAccumulation::kMainGrad:
+      return "main-grad";
+    case GradAccumulation::kAutograd:
+      return "autograd";
+  }
+  return "?";
+}
+
+std::int64_t grad_accumulation_bytes_per_param(GradAccumulation g) {
+  switch (g) {
+    case GradAccumulation::kFused:
+      return 0;
+    case GradAccumulation::kMainGrad:
+      return 2 + 4 + 4;
+    case GradAccumulation::kAutograd:
+      return 2 + 2 + 2;
+  }
+  return 0;
+}
+
 const char* to_string(AttentionKernel a) {
   return a == AttentionKernel::kFlash ? "flash" : "unfused";
 }
@@ -336,6 +368,8 @@ std::vector<LayerCost> model_layer_costs(const ModelSpec& m, const CostOptions& 
   head.stored_activation_bytes = 4 * b * s * ceil_div(m.vocab, t) + boundary;
   head.output_bytes = 0;
   out.push_back(head);
+  const std::int64_t accum = grad_accumulation_bytes_per_param(o.grad_accumulation);
+  for (LayerCost& l : out) l.grad_accum_bytes = accum * ceil_div(l.trainable_params, t);
   return out;
 }
 

@@ -261,6 +261,7 @@ ScheduleInput make_schedule_input(const JobOptions& j, const ScheduleDescriptor&
                                                j.cpu_optimizer_threads, in.hw.host.cores, in.hw.name));
   in.cpu_optimizer_threads = j.cpu_optimizer_threads;
   const AttentionKernel attention = parse_attention(j.attention);
+  const GradAccumulation grad_accumulation = parse_grad_accumulation(j.grad_accumulation);
   in.sharding = resolve_sharding(j, in, schedule);
   if (j.lora_rank < 0 || j.lora_rank > 65536) bad("--lora-rank", "valid: 0 (full fine-tuning) .. 65536");
   in.lora_rank = j.lora_rank;
@@ -317,6 +318,7 @@ ScheduleInput make_schedule_input(const JobOptions& j, const ScheduleDescriptor&
       co.attention = attention;
       co.sequence_parallel = j.sequence_parallel;
       co.dropout = j.dropout;
+      co.grad_accumulation = grad_accumulation;
       co.lora_rank = j.lora_rank;
       co.ep = in.ep;
       co.moe_imbalance = j.moe_imbalance;

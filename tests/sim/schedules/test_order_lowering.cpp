@@ -125,6 +125,37 @@ TEST(OrderLowering, GradSyncAfterTheBackwardWaitsForTheLastComputeOp) {
   EXPECT_LT(overlap.metrics.step_time_s, after.metrics.step_time_s);
 }
 
+TEST(OrderLowering, EveryMicrobatchAccumulatesItsWeightGradients) {
+  // The pass that computes the weight gradients adds them into the step's: the whole backward under 1F1B,
+  // W under zb-h1 (B keeps only its memory-bound kernels).
+  for (const char* name : {"1f1b", "zb-h1"}) {
+    JobOptions j = testing::job("llama2-7b", "h100-sxm-8x", 2, 2, 1, 4);
+    j.seq = 1024;
+    const auto& s = find_schedule(name);
+    Plan fused = build_plan(s, make_schedule_input(j, s));
+    j.grad_accumulation = "main-grad";
+    ScheduleInput in = make_schedule_input(j, s);
+    Plan main_grad = build_plan(s, in);
+    ASSERT_EQ(fused.ops.size(), main_grad.ops.size());
+    // Stage 0 holds the embedding and blocks 0-15: 10 B per parameter per TP rank.
+    std::int64_t stage0 = 0;
+    for (std::size_t l = 0; l <= 16; ++l) stage0 += in.costs.front()[l].grad_accum_bytes;
+    EXPECT_EQ(stage0, std::int64_t{10} * (65'536'000 + 16 * std::int64_t{101'191'680}));
+    std::int64_t passes = 0;
+    for (std::size_t i = 0; i < fused.ops.size(); ++i) {
+      const Op& op = main_grad.ops[i];
+      if (op.tags.stage != 0 || (op.kind != OpKind::kBackward && op.kind != OpKind::kBackwardWeight &&
+                                 op.kind != OpKind::kBackwardInput))
+        continue;
+      const auto extra =
+          std::get<ComputeWork>(op.payload).mem_bytes - std::get<ComputeWork>(fused.ops[i].payload).mem_bytes;
+      EXPECT_EQ(extra, op.kind == OpKind::kBackwardInput ? 0 : stage0) << name;
+      if (extra > 0) ++passes;
+    }
+    EXPECT_EQ(passes, 4) << name << ": once per microbatch";
+  }
+}
+
 TEST(OrderLowering, RecomputeHoldsOneLayersActivationsAtATime) {
   JobOptions j = testing::job("llama2-7b", "h100-sxm-8x", 2, 1, 1, 4);
   j.recompute = "full";

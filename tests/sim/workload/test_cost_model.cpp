@@ -27,6 +27,25 @@ TEST(CostModel, OptimizerStepTrafficByHand) {
   EXPECT_EQ(optimizer_step_bytes_per_param("fp32"), 4 + 28 + 4);
 }
 
+TEST(CostModel, GradientAccumulationTrafficByHand) {
+  // llama2-7b, tp 2: a block trains 202,383,360 parameters (101,191,680 per rank), the embedding and the
+  // untied head 131,072,000 and 131,076,096 (65,536,000 and 65,538,048 per rank).
+  ModelSpec m = load_model("llama2-7b");
+  CostOptions o{1, 1024, 2, Recompute::kNone};
+  EXPECT_EQ(grad_accumulation_bytes_per_param(GradAccumulation::kMainGrad), 2 + 4 + 4);
+  EXPECT_EQ(grad_accumulation_bytes_per_param(GradAccumulation::kAutograd), 2 + 2 + 2);
+  for (const LayerCost& l : model_layer_costs(m, o)) EXPECT_EQ(l.grad_accum_bytes, 0) << "fused: in the GEMM";
+  o.grad_accumulation = GradAccumulation::kMainGrad;
+  auto layers = model_layer_costs(m, o);
+  EXPECT_EQ(layers.front().grad_accum_bytes, 10 * 65'536'000);
+  EXPECT_EQ(layers[1].grad_accum_bytes, 10 * 101'191'680);
+  EXPECT_EQ(layers.back().grad_accum_bytes, 10 * 65'538'048);
+  o.grad_accumulation = GradAccumulation::kAutograd;
+  EXPECT_EQ(model_layer_costs(m, o)[1].grad_accum_bytes, 6 * 101'191'680);
+  EXPECT_EQ(parse_grad_accumulation("main-grad"), GradAccumulation::kMainGrad);
+  EXPECT_THROW(parse_grad_accumulation("fp32"), InputError);
+}
+
 TEST(CostModel, GemmShapesAccountForTheGemmFlops) {
   // llama2-7b, tp 2: QKV 8192 x 6144 x 4096 (h -> 3h/2), O 8192 x 4096 x 2048, gate+up 8192 x 11008 x 4096,
   // down 8192 x 4096 x 5504, head 8192 x 16000 x 4096; their 2mnk sum is the layer's GEMM FLOPs / tp.

@@ -20,10 +20,20 @@ enum class LayerRole { kEmbedding, kBlock, kHead };
 /// when dropout is on, read and write them, as Megatron-LM did before flash attention); kFlash keeps them on
 /// chip.
 enum class AttentionKernel { kUnfused, kFlash };
+/// How a step's microbatches accumulate weight gradients: inside the weight-gradient GEMM into the fp32
+/// gradient buffer (gradient-accumulation fusion, current Megatron-LM); as Megatron-LM's local DDP did
+/// before that fusion, each backward's 16-bit gradients added into fp32 main gradients (read 2 + 4, write
+/// 4: 10 B per parameter per microbatch); or as PyTorch autograd does, into the 16-bit `.grad` (read 2 + 2,
+/// write 2: 6 B).
+enum class GradAccumulation { kFused, kMainGrad, kAutograd };
 AttentionKernel parse_attention(const std::string& s);  ///< throws InputError listing the valid names
 const char* to_string(AttentionKernel a);
 
 Recompute parse_recompute(const std::string& s);  ///< throws InputError listing the valid names
+GradAccumulation parse_grad_accumulation(const std::string& s);  ///< fused, main-grad, autograd
+const char* to_string(GradAccumulation g);
+/// HBM bytes per trained parameter that accumulating one microbatch's weight gradients moves.
+std::int64_t grad_accumulation_bytes_per_param(GradAccumulation g);
 const char* to_string(Recompute r);
 const char* to_string(LayerRole r);
 
@@ -33,10 +43,10 @@ struct LayerCost {
   double fwd_flops = 0;
   double bwd_input_flops = 0;
   double bwd_weight_flops = 0;
-  double recompute_flops = 0;  ///< re-run in the backward under the recompute policy
-  double gemm_gflop = 0;       ///< a typical GEMM of the layer, per TP rank
+  double recompute_flops = 0;    ///< re-run in the backward under the recompute policy
+  double gemm_gflop = 0;         ///< a typical GEMM of the layer, per TP rank
   std::vector<GemmShape> gemms;  ///< the forward's dense GEMMs per TP rank (not the experts')
-  std::int32_t kernels = 0;    ///< kernel launches of the forward
+  std::int32_t kernels = 0;      ///< kernel launches of the forward
   // Measured times of a profiled workload (>= 0 replace the FLOP-based times).
   Duration fwd_ns = -1, bwd_input_ns = -1, bwd_weight_ns = -1, recompute_ns = -1;
   std::int64_t params = 0;                   ///< whole layer
@@ -73,6 +83,8 @@ struct LayerCost {
   // belongs to the input-gradient pass; the weight-gradient pass is GEMMs only.
   std::int64_t fwd_mem_bytes = 0;
   std::int64_t bwd_mem_bytes = 0;
+  /// Adding this microbatch's weight gradients into the step's accumulated ones (weight-gradient pass).
+  std::int64_t grad_accum_bytes = 0;
   std::int64_t recompute_mem_bytes = 0;
 };
 
@@ -109,6 +121,7 @@ struct CostOptions {
   /// `moe_imbalance`: the busiest rank's routed tokens over the average (1: perfectly balanced).
   std::int32_t ep = 1;
   double moe_imbalance = 1;
+  GradAccumulation grad_accumulation = GradAccumulation::kFused;
 };
 
 /// Bytes a memory-bound kernel moves per element: 2 B activations (bf16/fp16), read once and written once.

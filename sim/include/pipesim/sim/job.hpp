@@ -44,7 +44,8 @@ struct JobOptions {
   std::string attention = "flash";  ///< flash (scores on chip; what current frameworks run) or unfused
   bool sequence_parallel = true;
   bool dropout = false;
-  bool blocking_p2p = false;    ///< pipeline sends hold the sender's compute until they complete
+  std::string grad_accumulation = "fused";  ///< fused | main-grad | autograd (see GradAccumulation)
+  bool blocking_p2p = false;                ///< pipeline sends hold the sender's compute until they complete
   double max_memory_gib = 0;    ///< memory a plan may take to build and simulate (0: half of this machine's)
   bool bubble_markers = false;  ///< bracket each wait for another stage with `bubble` ops in the plan
   /// DP gradient all-reduce: overlap (buckets during the backward) or after-backward.
