@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds everything with AddressSanitizer + UndefinedBehaviorSanitizer and warnings
-# as errors, and runs every test through ctest (unit, CLI and notebook tests).
+# as errors, and runs every test through ctest (unit, CLI, notebook and validation tests); then the Release
+# CLI under a low memory limit (AddressSanitizer cannot start under one) and a short run of every libFuzzer
+# target over its seed corpus.
 set -euo pipefail
 cd "$(dirname "$0")"
 ./scripts/install-deps.sh
@@ -8,3 +10,11 @@ cmake -S . -B build-test -DCMAKE_BUILD_TYPE=Debug -DPIPESIM_SANITIZE=ON -DPIPESI
   -DPIPESIM_BUILD_TESTS=ON -DPIPESIM_BUILD_BENCH=ON > /dev/null
 cmake --build build-test -j2
 ctest --test-dir build-test --output-on-failure -j2 "$@"
+
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DPIPESIM_WERROR=ON > /dev/null
+cmake --build build -j2 --target pipesim
+python3 tests/cli/test_memory_limit.py build/cli/pipesim 256
+python3 tests/cli/test_memory_limit.py build/cli/pipesim 64
+
+./scripts/fuzz.sh --build-only
+ctest --test-dir build-fuzz --output-on-failure

@@ -16,6 +16,7 @@
 #include "pipesim/sim/fill.hpp"
 #include "pipesim/sim/hardware.hpp"
 #include "pipesim/sim/job.hpp"
+#include "pipesim/sim/memory_budget.hpp"
 #include "pipesim/sim/model.hpp"
 #include "pipesim/sim/output_file.hpp"
 #include "pipesim/sim/plan_builder.hpp"
@@ -505,6 +506,11 @@ int main(int argc, char** argv) {
     return 2;
   } catch (const pipesim::sim::DeadlockError& e) {
     std::cerr << "pipesim: error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::bad_alloc&) {
+    // The estimates refuse what will not fit before building it; this is what they did not foresee.
+    std::cerr << "pipesim: error: out of memory (limit: " << pipesim::sim::memory_limit_text()
+              << "); use a smaller job, or a machine or limit with more memory\n";
     return 2;
   } catch (const std::exception& e) {
     std::cerr << "pipesim: internal error: " << e.what() << "\n";

@@ -48,7 +48,11 @@ std::string figure_for(const std::string& kind, double median_predicted_s) {
 }  // namespace
 
 TimelineFile load_timeline(const std::string& path) {
-  const auto root = sim::detail::parse_json_text(sim::detail::read_text_file(path), path);
+  return parse_timeline(sim::detail::read_text_file(path), path);
+}
+
+TimelineFile parse_timeline(const std::string& json_text, const std::string& path) {
+  const auto root = sim::detail::parse_json_text(json_text, path);
   JsonObject o(root, path, "");
   if (o.string("format") != "pipesim-timeline") o.fail("format", "expected \"pipesim-timeline\"");
   if (o.integer("version", 0, 1000) != 1) o.fail("version", "unsupported version; valid: 1");

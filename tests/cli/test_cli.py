@@ -401,6 +401,27 @@ class BadInput(unittest.TestCase):
                     json.dump(dict(hf, **{key: value}), f)
                 self.expect_error(["simulate", "--model", path, "--pp", "2"], path, needle)
 
+    def test_fuzz_regression_inputs(self):
+        """Every crasher or wrong answer found so far (tests/fuzz/corpus/*/regression-*) is one line, exit 2."""
+        corpus = os.path.join(SRC, "tests", "fuzz", "corpus")
+        expected = {
+            "regression-op-stream-out-of-range.json": "/ops/0/stream: no stream 999",
+            "regression-stream-device-out-of-range.json": "/streams/0/device: no device 999",
+            "regression-duration-near-int64-max.json": "/ops/0/duration_ns: value 9000000000000000000 out of range",
+            "regression-alloc-int64-max.json": "/ops/0/alloc_bytes: value 9223372036854775807 out of range",
+            "regression-iterations-int32-max.json": "/meta/iterations: 2147483647 iterations, but the ops run 1",
+        }
+        for name, needle in expected.items():
+            path = os.path.join(corpus, "plan", name)
+            self.expect_error(["simulate", "--plan", path], path, needle)
+            self.expect_error(["explain", path], path, needle)
+        model = os.path.join(corpus, "model", "regression-dimension-products-overflow.json")
+        self.expect_error(["simulate", "--model", model], model, "heads x head_dim = 281474976710656 is out of range")
+        workload = os.path.join(corpus, "workload", "regression-activation-sum-overflow.json")
+        self.expect_error(["simulate", "--workload", workload], workload, "activation_bytes: value 1125899906842624")
+        self.assertEqual(sorted(n for n in os.listdir(os.path.join(corpus, "plan")) if n.startswith("regression-")),
+                         sorted(expected))
+
     def test_sharded_data_parallelism(self):
         base = ["simulate", "--model", "llama3-8b", "--hw", "h100-sxm-8x", "--pp", "1", "--dp", "8",
                 "--global-batch", "16", "--microbatch-size", "1", "--schedule", "1f1b", "--format", "json"]

@@ -35,8 +35,10 @@ void validate_plan(const Plan& plan, const std::string& file) {
     if (plan.streams[s].device < 0 || plan.streams[s].device >= nd)
       throw InputError(file, fmt::format("/streams/{}/device", s),
                        fmt::format("no device {}; valid: 0 .. {}", plan.streams[s].device, nd - 1));
+  std::int32_t last_iteration = -1;
   for (std::size_t i = 0; i < plan.ops.size(); ++i) {
     const Op& op = plan.ops[i];
+    last_iteration = std::max(last_iteration, op.tags.iteration);
     // Paths are formatted only on failure: this loop runs over millions of ops.
     auto path = [i] { return fmt::format("/ops/{}", i); };
     if (op.stream < 0 || op.stream >= ns)
@@ -48,11 +50,17 @@ void validate_plan(const Plan& plan, const std::string& file) {
                          fmt::format("dependency {} is not another op; valid: 0 .. {}", op.deps[k], no - 1));
     if (op.alloc_bytes < 0 || op.free_bytes < 0)
       throw InputError(file, path(), "alloc_bytes and free_bytes must be >= 0");
+    if (op.tags.iteration < 0 || op.tags.iteration >= plan.meta.iterations)
+      throw InputError(file, path() + "/tags/iteration",
+                       fmt::format("iteration {}; valid: 0 .. {} (meta.iterations - 1)", op.tags.iteration,
+                                   plan.meta.iterations - 1));
     if (const auto* t = std::get_if<TransferWork>(&op.payload)) {
       if (t->src < 0 || t->src >= nd || t->dst < 0 || t->dst >= nd)
         throw InputError(file, path() + "/transfer", fmt::format("src/dst must be devices 0 .. {}", nd - 1));
       if (t->bytes < 0) throw InputError(file, path() + "/transfer/bytes", "must be >= 0");
-      if (t->group_size < 1) throw InputError(file, path() + "/transfer/group_size", "must be >= 1");
+      if (t->group_size < 1 || t->group_size > nd)
+        throw InputError(file, path() + "/transfer/group_size",
+                         fmt::format("{} members; valid: 1 .. {} (the plan's devices)", t->group_size, nd));
     }
     if (const auto* c = std::get_if<CpuWork>(&op.payload)) {
       if (plan.devices[static_cast<std::size_t>(plan.streams[static_cast<std::size_t>(op.stream)].device)]
@@ -63,6 +71,11 @@ void validate_plan(const Plan& plan, const std::string& file) {
                          fmt::format("valid: 1 .. {} (host cores)", plan.hw.host.cores));
     }
   }
+  // Metrics size per-iteration tables by meta.iterations: it must be the iterations the ops run.
+  if (!plan.ops.empty() && last_iteration + 1 != plan.meta.iterations)
+    throw InputError(file, "/meta/iterations",
+                     fmt::format("{} iterations, but the ops run {}; valid: {}", plan.meta.iterations,
+                                 last_iteration + 1, last_iteration + 1));
 }
 
 namespace {
@@ -117,6 +130,13 @@ class Run {
   void finish(OpId id);
   void schedule_flow_events(const std::vector<FlowId>& flows);
   void adjust_memory(DeviceId d, std::int64_t delta);
+  /// The instant `d` after now; a run that would pass the int64 time range is bad input, not a wrap.
+  TimePoint after(Duration d) const {
+    TimePoint t;
+    if (__builtin_add_overflow(now_, d, &t))
+      throw InputError("plan", "", "the run passes the simulated time range (about 292 years)");
+    return t;
+  }
   Duration compute_duration(const Op& op, DeviceId device) const;
   Endpoint endpoint(DeviceId d) const {
     const auto& dev = plan_.devices[static_cast<std::size_t>(d)];
@@ -140,6 +160,8 @@ class Run {
   std::vector<std::int64_t> mem_now_;
   std::vector<std::int32_t> cores_free_;
   std::vector<std::deque<OpId>> cpu_waiting_;
+  /// Collective groups numbered densely (plans may number them sparsely, up to 2^31): an op's index or -1.
+  std::vector<std::int32_t> group_of_;
   std::vector<std::int32_t> group_ready_;
   std::vector<std::vector<OpId>> group_members_;
   std::vector<OpId> flow_op_;
@@ -157,7 +179,7 @@ void Run::setup() {
   dependents_at_.assign(n + 1, 0);
   streams_.resize(plan_.streams.size());
   for (std::size_t s = 0; s < plan_.streams.size(); ++s) streams_[s].device = plan_.streams[s].device;
-  std::int32_t max_group = -1;
+  std::vector<std::int32_t> group_ids;
   for (std::size_t i = 0; i < n; ++i) {
     const Op& op = plan_.ops[i];
     HotOp& h = ops_[i];
@@ -169,13 +191,13 @@ void Run::setup() {
     h.free = op.free_bytes;
     if (const auto* t = std::get_if<TransferWork>(&op.payload); t && op.fixed_duration < 0) {
       h.mode = Mode::kFlow;
-      max_group = std::max(max_group, t->group);
+      if (t->group >= 0) group_ids.push_back(t->group);
     } else {
       h.mode =
           std::holds_alternative<CpuWork>(op.payload) && op.fixed_duration < 0 ? Mode::kCpu : Mode::kTimed;
       try {
         h.duration = compute_duration(op, st.device);
-      } catch (const std::out_of_range&) {
+      } catch (const InputError&) {
         throw InputError(
             plan_.hw.origin, fmt::format("/ops/{}", i),
             "op duration exceeds the simulated time range (about 292 years); check its work and rates");
@@ -201,8 +223,16 @@ void Run::setup() {
     const auto& st = streams_[static_cast<std::size_t>(ops_[i].stream)];
     stream_order_[static_cast<std::size_t>(st.begin + ops_[i].position)] = static_cast<OpId>(i);
   }
-  group_ready_.assign(static_cast<std::size_t>(max_group + 1), 0);
-  group_members_.assign(static_cast<std::size_t>(max_group + 1), {});
+  std::sort(group_ids.begin(), group_ids.end());
+  group_ids.erase(std::unique(group_ids.begin(), group_ids.end()), group_ids.end());
+  group_of_.assign(n, -1);
+  for (std::size_t i = 0; i < n; ++i)
+    if (const auto* t = std::get_if<TransferWork>(&plan_.ops[i].payload);
+        t && t->group >= 0 && ops_[i].mode == Mode::kFlow)
+      group_of_[i] = static_cast<std::int32_t>(
+          std::lower_bound(group_ids.begin(), group_ids.end(), t->group) - group_ids.begin());
+  group_ready_.assign(group_ids.size(), 0);
+  group_members_.assign(group_ids.size(), {});
 
   const std::size_t nd = plan_.devices.size();
   mem_now_.assign(nd, 0);
@@ -244,7 +274,7 @@ Timeline Run::execute() {
       ++flow_version_[static_cast<std::size_t>(ev.target)];
       net_.remove(ev.target, now_);
       schedule_flow_events(net_.changed());
-      queue_.push(now_ + op_latency_[static_cast<std::size_t>(op)], 0, kOpEnd, op);
+      queue_.push(after(op_latency_[static_cast<std::size_t>(op)]), 0, kOpEnd, op);
     }
     // Flows started or ended at this instant share one rate recomputation, once the instant is over.
     if (net_.has_pending() && (queue_.empty() || queue_.next_time() > now_)) {
@@ -269,7 +299,7 @@ void Run::try_start(OpId id) {
     const auto& t = std::get<TransferWork>(plan_.ops[static_cast<std::size_t>(id)].payload);
     if (t.group >= 0 && t.group_size > 1) {
       // A collective starts on all members at once, when the last of them is ready.
-      auto g = static_cast<std::size_t>(t.group);
+      auto g = static_cast<std::size_t>(group_of_[static_cast<std::size_t>(id)]);
       h.started = true;
       group_members_[g].push_back(id);
       if (++group_ready_[g] < t.group_size) return;
@@ -334,10 +364,10 @@ void Run::start(OpId id) {
       schedule_flow_events(net_.changed());
       return;
     }
-    queue_.push(now_ + op_latency_[i], 0, kOpEnd, id);
+    queue_.push(after(op_latency_[i]), 0, kOpEnd, id);
     return;
   }
-  queue_.push(now_ + h.duration, 0, kOpEnd, id);
+  queue_.push(after(h.duration), 0, kOpEnd, id);
 }
 
 void Run::schedule_flow_events(const std::vector<FlowId>& flows) {
@@ -379,7 +409,9 @@ void Run::finish(OpId id) {
 void Run::adjust_memory(DeviceId d, std::int64_t delta) {
   if (delta == 0) return;
   auto di = static_cast<std::size_t>(d);
-  mem_now_[di] += delta;
+  if (__builtin_add_overflow(mem_now_[di], delta, &mem_now_[di]))
+    throw InputError("plan", fmt::format("/devices/{}", d),
+                     "the memory this plan allocates on the device passes 2^63 bytes");
   tl_.peak_bytes[di] = std::max(tl_.peak_bytes[di], mem_now_[di]);
   std::int64_t over = mem_now_[di] - tl_.capacity_bytes[di];
   if (over > 0) {

@@ -4,6 +4,10 @@
 #include <cmath>
 #include <limits>
 
+#include <fmt/format.h>
+
+#include "pipesim/sim/error.hpp"
+
 namespace pipesim::sim {
 
 FlowNetwork::FlowNetwork(std::vector<double> capacity)
@@ -92,7 +96,14 @@ TimePoint FlowNetwork::finish_time(FlowId id) const {
   const Flow& f = flows_[static_cast<std::size_t>(id)];
   if (f.remaining <= 0) return f.updated;
   if (f.rate <= 0) return std::numeric_limits<TimePoint>::max();
-  return f.updated + static_cast<TimePoint>(std::ceil(f.remaining / f.rate));
+  const double end = static_cast<double>(f.updated) + std::ceil(f.remaining / f.rate);
+  if (!(end < 9.2e18))
+    throw InputError(
+        "plan", "",
+        fmt::format("a transfer of {:.3g} bytes at {:.3g} bytes/ns ends beyond the simulated time "
+                    "range (about 292 years)",
+                    f.remaining, f.rate));
+  return static_cast<TimePoint>(end);
 }
 
 std::vector<double> FlowNetwork::carried_bytes(TimePoint now) {

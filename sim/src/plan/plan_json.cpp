@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "core/json_reader.hpp"
+#include "pipesim/sim/engine.hpp"
 
 namespace pipesim::sim {
 
@@ -34,7 +35,11 @@ constexpr StreamKind kStreamKinds[] = {StreamKind::kCompute, StreamKind::kH2D,  
 constexpr DeviceKind kDeviceKinds[] = {DeviceKind::kGpu, DeviceKind::kHost, DeviceKind::kNvme};
 
 constexpr std::int64_t kI32 = 2147483647;
-constexpr std::int64_t kI64 = std::numeric_limits<std::int64_t>::max();
+/// Byte counts of one op or device: a pebibyte is far beyond any device, and sums of up to 2^26 such
+/// values stay inside int64.
+constexpr std::int64_t kMaxBytes = std::int64_t{1} << 36 << 14;
+/// A fixed duration of one op: about 13 days.
+constexpr std::int64_t kMaxOpNs = std::int64_t{1} << 50;
 
 json meta_json(const PlanMeta& m) {
   return {{"schedule", m.schedule},
@@ -73,7 +78,7 @@ PlanMeta meta_from(JsonObject o) {
   m.accum_steps = static_cast<std::int32_t>(o.integer("accum_steps", 1, kI32));
   m.iterations = static_cast<std::int32_t>(o.integer_or("iterations", 1, 1, kI32));
   m.seq = static_cast<std::int32_t>(o.integer("seq", 0, kI32));
-  m.global_batch = o.integer("global_batch", 0, kI64);
+  m.global_batch = o.integer("global_batch", 0, std::int64_t{1} << 40);
   m.recompute = o.string("recompute");
   m.lora_rank = o.integer_or("lora_rank", 0, 0, 65536);
   m.replicas = o.string("replicas");
@@ -202,7 +207,7 @@ Plan plan_from_json(const std::string& text, const std::string& file) {
     dev.kind = enum_from(d, "kind", kDeviceKinds);
     dev.node = static_cast<std::int32_t>(d.integer("node", 0, kI32));
     dev.local_index = static_cast<std::int32_t>(d.integer("local_index", 0, kI32));
-    dev.resident_bytes = d.integer("resident_bytes", 0, kI64);
+    dev.resident_bytes = d.integer("resident_bytes", 0, kMaxBytes);
     d.finish();
     plan.devices.push_back(std::move(dev));
   }
@@ -241,12 +246,12 @@ Plan plan_from_json(const std::string& text, const std::string& file) {
       op.payload = ComputeWork{c.number("flops", 0, 1e30),
                                c.number("gemm_gflop", 0, 1e30),
                                static_cast<std::int32_t>(c.integer("kernels", 0, kI32)),
-                               c.integer_or("mem_bytes", 0, 0, kI64),
+                               c.integer_or("mem_bytes", 0, 0, kMaxBytes),
                                c.number_or("expert_flops", 0, 0, 1e30),
                                c.number_or("expert_gemm_gflop", 0, 0, 1e30),
-                               c.integer_or("expert_weight_bytes", 0, 0, kI64),
+                               c.integer_or("expert_weight_bytes", 0, 0, kMaxBytes),
                                c.number_or("attention_flops", 0, 0, 1e30),
-                               c.integer_or("attention_bytes", 0, 0, kI64),
+                               c.integer_or("attention_bytes", 0, 0, kMaxBytes),
                                read_gemms(c)};
       auto& work = std::get<ComputeWork>(op.payload);
       if (work.expert_flops + work.attention_flops > work.flops)
@@ -260,33 +265,33 @@ Plan plan_from_json(const std::string& text, const std::string& file) {
       TransferWork w;
       w.src = static_cast<DeviceId>(c.integer("src", 0, kI32));
       w.dst = static_cast<DeviceId>(c.integer("dst", 0, kI32));
-      w.bytes = c.integer("bytes", 0, kI64);
-      w.latency_steps = static_cast<std::int32_t>(c.integer("latency_steps", 0, kI32));
+      w.bytes = c.integer("bytes", 0, kMaxBytes);
+      w.latency_steps = static_cast<std::int32_t>(c.integer("latency_steps", 0, 1 << 20));
       w.group = static_cast<std::int32_t>(c.integer("group", -1, kI32));
       w.group_size = static_cast<std::int32_t>(c.integer("group_size", 1, kI32));
       w.priority = static_cast<std::int32_t>(c.integer_or("priority", 0, 0, 1));
-      w.message_bytes = c.integer_or("message_bytes", 0, 0, kI64);
+      w.message_bytes = c.integer_or("message_bytes", 0, 0, kMaxBytes);
       c.finish();
       op.payload = w;
       ++payloads;
     }
     if (o.has("cpu")) {
       JsonObject c = o.object("cpu");
-      op.payload =
-          CpuWork{c.integer("params", 0, kI64), static_cast<std::int32_t>(c.integer("threads", 1, kI32))};
+      op.payload = CpuWork{c.integer("params", 0, kMaxBytes),
+                           static_cast<std::int32_t>(c.integer("threads", 1, kI32))};
       c.finish();
       ++payloads;
     }
     if (o.has("memory")) {
       JsonObject c = o.object("memory");
-      op.payload = MemoryWork{c.integer("bytes", 0, kI64)};
+      op.payload = MemoryWork{c.integer("bytes", 0, kMaxBytes)};
       c.finish();
       ++payloads;
     }
     if (payloads != 1) o.fail("", "an op needs exactly one of: compute, transfer, cpu, memory");
-    op.fixed_duration = o.integer_or("duration_ns", -1, 0, kI64);
-    op.alloc_bytes = o.integer_or("alloc_bytes", 0, 0, kI64);
-    op.free_bytes = o.integer_or("free_bytes", 0, 0, kI64);
+    op.fixed_duration = o.integer_or("duration_ns", -1, 0, kMaxOpNs);
+    op.alloc_bytes = o.integer_or("alloc_bytes", 0, 0, kMaxBytes);
+    op.free_bytes = o.integer_or("free_bytes", 0, 0, kMaxBytes);
     const json& deps = o.raw("deps");
     if (!deps.is_array()) o.fail("deps", "expected an array of op indices");
     op.deps.reserve(deps.size());
@@ -298,6 +303,7 @@ Plan plan_from_json(const std::string& text, const std::string& file) {
     plan.ops.push_back(std::move(op));
   }
   r.finish();
+  validate_plan(plan, file);  // every reference checked before anything reads the plan
   return plan;
 }
 

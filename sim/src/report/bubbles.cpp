@@ -80,7 +80,8 @@ std::vector<Bubble> find_bubbles(const Plan& plan, const Timeline& tl) {
   }
   std::vector<Bubble> out;
   const std::vector<MemoryTrace> memory_of = memory_by_device(tl, plan.devices.size());
-  for (auto& [device, ops] : ops_of) {
+  for (auto& [bound_device, ops] : ops_of) {
+    const DeviceId device = bound_device;  // a plain local: lambdas below capture it (clang 14)
     std::sort(ops.begin(), ops.end(), [&](OpId a, OpId b) {
       return tl.start[static_cast<std::size_t>(a)] != tl.start[static_cast<std::size_t>(b)]
                  ? tl.start[static_cast<std::size_t>(a)] < tl.start[static_cast<std::size_t>(b)]

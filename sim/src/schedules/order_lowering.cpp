@@ -1,7 +1,5 @@
 #include "schedules/order_lowering.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <array>
 #include <map>
@@ -13,6 +11,7 @@
 #include "pipesim/sim/error.hpp"
 #include "schedules/layer_ranges.hpp"
 #include "schedules/plan_metadata.hpp"
+#include "schedules/plan_size_guard.hpp"
 #include "schedules/range_cost.hpp"
 
 namespace pipesim::sim {
@@ -331,26 +330,13 @@ void Builder::size_plan() {
   // About six ops per (GPU, chunk, microbatch), four per layer with sharded parameters: refuse plans that
   // would not fit in memory rather than thrash.
   // (In doubles: the product of untrusted counts may exceed int64.)
-  const double estimate = static_cast<double>(instantiated) * in_.virtual_stages *
-                          static_cast<double>(rounds) *
-                          static_cast<double>(shards_params() ? 4 * max_chunk_layers_ + 2 : 6);
+  double estimate = static_cast<double>(instantiated) * in_.virtual_stages * static_cast<double>(rounds) *
+                    static_cast<double>(shards_params() ? 4 * max_chunk_layers_ + 2 : 6);
   const char* flag = explicit_ ? "--replicas" : "--microbatches";
   const std::string fewer = fmt::format("use fewer microbatches or accumulation steps{}",
                                         explicit_ ? ", or --replicas symmetric" : "");
-  if (rounds > kMaxOps || estimate > static_cast<double>(kMaxOps))
-    bad(flag, fmt::format("about {:.0f} ops to simulate; valid: at most {} ({})", estimate, kMaxOps, fewer));
-  // What a plan holds per op while it is built and simulated (the op and its dependencies, the engine's
-  // state, the timeline): 320-560 bytes measured on the 8192-GPU benchmarks; 1 KiB leaves room for the ops
-  // the estimate does not count.
-  constexpr double kBytesPerOp = 1024;
-  const double budget = in_.memory_budget_bytes > 0 ? in_.memory_budget_bytes
-                                                    : 0.5 * static_cast<double>(::sysconf(_SC_PHYS_PAGES)) *
-                                                          static_cast<double>(::sysconf(_SC_PAGE_SIZE));
-  if (budget > 0 && estimate * kBytesPerOp > budget)
-    bad(flag,
-        fmt::format("about {:.0f} ops would take about {:.1f} GiB to simulate, over the {:.1f} GiB budget "
-                    "(--max-memory; default half of this machine's memory): {}",
-                    estimate, estimate * kBytesPerOp / 1073741824.0, budget / 1073741824.0, fewer));
+  if (rounds > kMaxOps) estimate = static_cast<double>(rounds) * 6;  // beyond the ceiling either way
+  detail::check_plan_size(estimate, in_.memory_budget_bytes, flag, fewer);
   total_mb_ = static_cast<std::int32_t>(rounds);
   // Data-parallel collective ids follow the TP ones (one per replica, stage, chunk, microbatch and phase).
   dp_group_base_ = static_cast<std::int32_t>(std::min<std::int64_t>(

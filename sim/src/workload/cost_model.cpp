@@ -373,6 +373,12 @@ std::vector<LayerCost> model_layer_costs(const ModelSpec& m, const CostOptions& 
   return out;
 }
 
+namespace {
+// A measured layer of a terabyte, a hundred thousand layers: sums over a whole model stay far inside int64.
+constexpr std::int64_t kMaxLayerBytes = std::int64_t{1} << 40;
+constexpr std::int64_t kMaxWorkloadLayers = 100000;
+}  // namespace
+
 Workload parse_workload(const std::string& text, const std::string& file, Recompute recompute) {
   json root = detail::parse_json_text(text, file);
   JsonObject r(root, file, "");
@@ -416,11 +422,11 @@ Workload parse_workload(const std::string& text, const std::string& file, Recomp
     c.bwd_weight_ns = duration_from_ms(bwd) - c.bwd_input_ns;
     // Megatron recomputes transformer blocks only; embedding and head keep their activations.
     c.recompute_ns = (recompute == Recompute::kFull && c.role == LayerRole::kBlock) ? c.fwd_ns : 0;
-    c.stored_activation_bytes = e.integer_or("activation_bytes", 0, 0, std::int64_t{1} << 50);
-    c.param_bytes = e.integer_or("param_bytes", 0, 0, std::int64_t{1} << 50);
+    c.stored_activation_bytes = e.integer_or("activation_bytes", 0, 0, kMaxLayerBytes);
+    c.param_bytes = e.integer_or("param_bytes", 0, 0, kMaxLayerBytes);
     c.params = c.param_bytes / 16;  // mixed-precision Adam holds 16 B per parameter
     c.trainable_params = c.params;
-    c.output_bytes = e.integer_or("output_bytes", 0, 0, std::int64_t{1} << 50);
+    c.output_bytes = e.integer_or("output_bytes", 0, 0, kMaxLayerBytes);
     double gflop = e.number_or("fwd_gflop", 0, 0, 1e12);
     c.fwd_flops = gflop * 1e9;
     c.bwd_input_flops = c.fwd_flops;
@@ -430,8 +436,10 @@ Workload parse_workload(const std::string& text, const std::string& file, Recomp
           c.stored_activation_bytes - c.output_bytes;  // re-materialized in the backward
       c.stored_activation_bytes = c.output_bytes;      // only the block input is kept
     }
-    std::int64_t repeat = e.integer_or("repeat", 1, 1, 100000);
+    std::int64_t repeat = e.integer_or("repeat", 1, 1, kMaxWorkloadLayers);
     e.finish();
+    if (static_cast<std::int64_t>(w.layers.size()) + repeat > kMaxWorkloadLayers)
+      e.fail("repeat", fmt::format("the workload would have more than {} layers", kMaxWorkloadLayers));
     for (std::int64_t k = 0; k < repeat; ++k) w.layers.push_back(c);
   }
   r.finish();

@@ -16,6 +16,7 @@ using detail::JsonObject;
 namespace {
 
 constexpr std::int64_t kMaxDim = 1 << 24;
+constexpr double kMaxModelParams = 1e15;  // a thousand times today's largest models
 
 void validate(const ModelSpec& m, const std::string& file) {
   if (m.hidden % m.heads != 0 && m.head_dim == 0)
@@ -24,6 +25,22 @@ void validate(const ModelSpec& m, const std::string& file) {
     throw InputError(file, "/num_key_value_heads", "heads must be a multiple of key/value heads");
   if (m.is_moe() && (m.experts_per_token < 1 || m.experts_per_token > m.num_experts))
     throw InputError(file, "/num_experts_per_tok", fmt::format("must be in 1 .. {}", m.num_experts));
+  // Each dimension is in range on its own; their products size parameter counts and byte counts in int64,
+  // so the shape as a whole is bounded too (computed in doubles, which cannot overflow here).
+  const double h = static_cast<double>(m.hidden),
+               q = static_cast<double>(m.heads) * static_cast<double>(m.head_dim);
+  const double kv = static_cast<double>(m.kv_heads) * static_cast<double>(m.head_dim);
+  const double f = static_cast<double>(m.is_moe() ? m.moe_ffn_hidden : m.ffn_hidden) *
+                   static_cast<double>(std::max<std::int64_t>(1, m.num_experts));
+  const double block = 2 * h * q + 2 * h * kv + 3 * h * f + h * static_cast<double>(m.num_experts);
+  const double params = block * static_cast<double>(m.layers) + 2 * h * static_cast<double>(m.vocab);
+  if (q > static_cast<double>(kMaxDim))
+    throw InputError(file, "/num_heads",
+                     fmt::format("heads x head_dim = {} is out of range; valid: 1 .. {}", q, kMaxDim));
+  if (params > kMaxModelParams)
+    throw InputError(file, "/num_layers",
+                     fmt::format("the model would have about {:.3g} parameters; valid: up to {:.0e}", params,
+                                 kMaxModelParams));
 }
 
 ModelSpec parse_preset(JsonObject& r) {

@@ -48,6 +48,46 @@ TEST(Engine, MemoryBoundBytesAddStreamingTimeToTheGemmTime) {
   EXPECT_EQ(tl.end[1] - tl.start[1], 10'000);
 }
 
+TEST(Engine, TimeAndMemoryBeyondInt64AreInputErrorsNotWraps) {
+  // Each value is in the loader's range (2^50); their sums are not: 8,193 allocations of 2^50 bytes pass
+  // 2^63, and 8,193 ops of 2^50 ns pass the int64 time range.
+  constexpr std::int64_t kBig = std::int64_t{1} << 50;
+  PlanMaker memory(1);
+  for (int i = 0; i < 8193; ++i) memory.plan.ops.push_back(Op{}), memory.plan.ops.back().alloc_bytes = kBig;
+  for (Op& op : memory.plan.ops) op.fixed_duration = 1;
+  EXPECT_THROW(
+      {
+        try {
+          Engine{}.run(memory.plan);
+        } catch (const InputError& e) {
+          EXPECT_NE(std::string(e.what()).find("passes 2^63 bytes"), std::string::npos) << e.what();
+          throw;
+        }
+      },
+      InputError);
+  PlanMaker time(1);
+  for (int i = 0; i < 8193; ++i) time.add(0, ComputeWork{}, kBig);
+  EXPECT_THROW(Engine{}.run(time.plan), InputError);
+  PlanMaker fits(1);
+  for (int i = 0; i < 8191; ++i) fits.add(0, ComputeWork{}, kBig);
+  EXPECT_EQ(Engine{}.run(fits.plan).end.back(), 8191 * kBig);
+}
+
+TEST(Engine, SparseCollectiveGroupIdsNeedNoTableOfThatSize) {
+  // Group ids up to 2^31 - 1 are valid; the engine numbers the ones in use, not every id below them.
+  PlanMaker pm(2);
+  TransferWork a{0, 1, 1 << 20};
+  a.group = 2147483647;
+  a.group_size = 2;
+  TransferWork b = a;
+  b.src = 1, b.dst = 0;
+  pm.add(0, a, -1);
+  pm.add(2, b, -1);
+  Timeline tl = Engine{}.run(pm.plan);
+  EXPECT_EQ(tl.start[0], tl.start[1]);
+  EXPECT_GT(tl.end[0], 0);
+}
+
 TEST(Engine, StreamsAreSerialAndDepsCrossStreams) {
   PlanMaker pm(2);
   OpId a = pm.add(0, ComputeWork{}, 10);

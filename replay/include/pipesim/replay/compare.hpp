@@ -26,6 +26,7 @@ struct TimelineFile {
 
 /// Reads a pipesim-timeline file; throws sim::InputError naming the file and JSON path.
 TimelineFile load_timeline(const std::string& path);
+TimelineFile parse_timeline(const std::string& json_text, const std::string& path);
 
 struct KindError {
   std::string kind;

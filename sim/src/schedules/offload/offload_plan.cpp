@@ -6,6 +6,7 @@
 
 #include "pipesim/sim/error.hpp"
 #include "schedules/plan_metadata.hpp"
+#include "schedules/plan_size_guard.hpp"
 
 namespace pipesim::sim::detail {
 
@@ -15,15 +16,12 @@ OffloadPlan::OffloadPlan(const ScheduleInput& in, const std::string& schedule, s
     throw InputError(in.tp != 1 ? "--tp" : "--dp", "",
                      fmt::format("{} runs one pipeline over the GPUs; valid: --tp 1 --dp 1", schedule));
   if (in.iterations < 1 || in.iterations > 10000) throw InputError("--iterations", "", "valid: 1 .. 10000");
-  // About four ops per layer and microbatch: refuse plans that would not fit in memory rather than thrash.
-  constexpr std::int64_t kMaxOps = std::int64_t{1} << 26;
-  const std::int64_t estimate = std::int64_t{in.microbatches} * in.iterations * in.accum_steps *
-                                static_cast<std::int64_t>(in.costs.front().size()) * 4;
-  if (estimate > kMaxOps)
-    throw InputError(
-        "--microbatches", "",
-        fmt::format("about {} ops to simulate; valid: at most {} (fewer microbatches or iterations)",
-                    estimate, kMaxOps));
+  // About four ops per layer and microbatch: refuse plans that would not fit in memory rather than thrash
+  // (in doubles: the product of untrusted counts may exceed int64).
+  const double estimate = static_cast<double>(in.microbatches) * in.iterations * in.accum_steps *
+                          static_cast<double>(in.costs.front().size()) * 4;
+  check_plan_size(estimate, in.memory_budget_bytes, "--microbatches",
+                  "use fewer microbatches, accumulation steps or iterations");
   plan_.hw = in.hw;
   plan_.meta.schedule = schedule;
   const std::int32_t gpn = in.hw.node.gpus;

@@ -1,0 +1,14 @@
+// Hardware profiles (shipped, calibrated or hand-written): parsed, written back and parsed again, and every
+// figure the engine reads through the profile queried once.
+#include "fuzz_input.hpp"
+#include "pipesim/sim/hardware.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  using namespace pipesim::sim;
+  return pipesim::fuzz::expect_only_input_errors([&] {
+    HardwareProfile hw = parse_hardware_profile(pipesim::fuzz::as_text(data, size), "fuzz-hw.json");
+    (void)hw.op_ns(1e12, 100, 4, "bf16", 1 << 20, 0, 0, 0, 0, 0);
+    (void)hw.adam_params_per_s(4);
+    (void)parse_hardware_profile(hardware_profile_to_json(hw), "fuzz-hw-roundtrip.json");
+  });
+}
