@@ -11,6 +11,7 @@
 #include "pipesim/sim/bubbles.hpp"
 #include "pipesim/sim/engine.hpp"
 #include "pipesim/sim/error.hpp"
+#include "pipesim/sim/json_text.hpp"
 #include "pipesim/sim/metrics.hpp"
 #include "pipesim/sim/plan_builder.hpp"
 #include "pipesim/sim/plan_check.hpp"
@@ -148,7 +149,7 @@ void print_json(const sim::Plan& plan, const sim::Metrics& m, const std::vector<
                     {"bubbles", list}});
   }
   j["gpus"] = gpus;
-  std::cout << j.dump(2) << "\n";
+  std::cout << pipesim::sim::json_text(j, 2) << "\n";
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "pipesim/sim/engine.hpp"
+#include "pipesim/sim/json_text.hpp"
 #include "pipesim/sim/plan_check.hpp"
 #include "pipesim/sim/plan_json.hpp"
 
@@ -27,7 +28,7 @@ int run_explain(const std::string& plan_file, const std::string& format, int top
       shares.push_back({{"resource", s.what}, {"seconds", s.seconds}, {"share", s.share}});
     j["by_resource"] = std::move(shares);
     j["advice"] = cp.advice;
-    std::cout << j.dump(2) << "\n";
+    std::cout << pipesim::sim::json_text(j, 2) << "\n";
     return 0;
   }
   std::cout << fmt::format("{}: {} on {}, {} ops; run time {:.4f} s\n", plan_file, plan.meta.schedule,

@@ -8,6 +8,7 @@
 
 #include "pipesim/planner/partition.hpp"
 #include "pipesim/sim/error.hpp"
+#include "pipesim/sim/json_text.hpp"
 
 namespace pipesim::cli {
 
@@ -38,7 +39,7 @@ int print_own_partition(const std::string& name, const sim::OwnPartition& p, con
     j["forward_layer_ranges"] = ranges(p.forward);
     j["backward_layer_ranges"] = ranges(p.backward);
     j["stage_time_target_s"] = static_cast<double>(p.stage_time_target_ns) / 1e9;
-    std::cout << j.dump(2) << "\n";
+    std::cout << pipesim::sim::json_text(j, 2) << "\n";
     return 0;
   }
   std::cout << fmt::format("{}: {} forward stages {}\n", name, p.forward.size(), fmt::join(p.forward, " "));
@@ -85,7 +86,7 @@ int run_partition(const PartitionOptions& o) {
     j["deepspeed_parameters"] = describe(params);
     j["gain_over_uniform"] = gain_uniform;
     j["gain_over_parameters"] = gain_params;
-    std::cout << j.dump(2) << "\n";
+    std::cout << pipesim::sim::json_text(j, 2) << "\n";
     return 0;
   }
   std::cout << fmt::format("{} on {}: {} stages ({}), tp {}, microbatch {} x seq {}\n", in.model_name,

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "pipesim/sim/error.hpp"
+#include "pipesim/sim/json_text.hpp"
 #include "pipesim/sim/output_file.hpp"
 #include "pipesim/sim/plan_json.hpp"
 
@@ -67,7 +68,7 @@ int run_plan(const PlanOptions& o) {
       auto j =
           nlohmann::ordered_json::parse(sim::metrics_to_json(planner::candidate_plan(c), c.metrics, 0.0, -1));
       j["config"] = config_json(c);
-      std::cout << (i ? ",\n" : "\n") << j.dump(2);
+      std::cout << (i ? ",\n" : "\n") << pipesim::sim::json_text(j, 2);
     }
     std::cout << "\n]\n";
     return 0;

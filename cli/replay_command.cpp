@@ -10,6 +10,7 @@
 #include "pipesim/replay/refit.hpp"
 #include "pipesim/sim/error.hpp"
 #include "pipesim/sim/hardware.hpp"
+#include "pipesim/sim/json_text.hpp"
 #include "pipesim/sim/metrics.hpp"
 #include "pipesim/sim/output_file.hpp"
 #include "pipesim/sim/plan_json.hpp"
@@ -55,7 +56,7 @@ int run_replay(const ReplayCommandOptions& o) {
         {"step_time_error", error},
         {"predicted_bubble_fraction", predicted.bubble_fraction},
         {"measured_bubble_fraction", measured.bubble_fraction}};
-    std::cout << j.dump(2) << "\n";
+    std::cout << pipesim::sim::json_text(j, 2) << "\n";
     return 0;
   }
   const auto& e = r.environment;

@@ -14,6 +14,7 @@
 #include "pipesim/sim/engine.hpp"
 #include "pipesim/sim/error.hpp"
 #include "pipesim/sim/fill.hpp"
+#include "pipesim/sim/json_text.hpp"
 #include "pipesim/sim/metrics.hpp"
 #include "pipesim/sim/output_file.hpp"
 #include "pipesim/sim/plan_builder.hpp"
@@ -82,7 +83,7 @@ std::string result_json(const SimulateOptions& o, const Result& r) {
   if (!r.fill) return metrics;
   auto j = nlohmann::ordered_json::parse(metrics);
   j["fill"] = fill_json(o, *r.fill);
-  return j.dump(2);
+  return pipesim::sim::json_text(j, 2);
 }
 
 void print_fill(const SimulateOptions& o, const std::string& label, const sim::FillRun& f) {

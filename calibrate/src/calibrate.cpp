@@ -15,6 +15,7 @@
 #include "pipesim/calibrate/curve_fit.hpp"
 #include "pipesim/calibrate/host_info.hpp"
 #include "pipesim/sim/error.hpp"
+#include "pipesim/sim/json_text.hpp"
 #include "pipesim/sim/output_file.hpp"
 
 namespace pipesim::calibrate {
@@ -224,6 +225,7 @@ CalibrateReport run_calibration(const CalibrateOptions& o, std::ostream& progres
   register_cpu_benchmarks(cpu);
   // Google Benchmark writes the raw results itself: under a temporary name, renamed once complete.
   const std::string cpu_raw_tmp = report.cpu_raw_path + ".tmp";
+  const sim::RemovedOnInterrupt raw_guard(cpu_raw_tmp);
   std::string out_flag = "--benchmark_out=" + cpu_raw_tmp;
   std::string fmt_flag = "--benchmark_out_format=json";
   std::vector<char*> args = {const_cast<char*>("pipesim-calibrate"), out_flag.data(), fmt_flag.data()};
@@ -312,7 +314,7 @@ CalibrateReport run_calibration(const CalibrateOptions& o, std::ostream& progres
                            ? json::array({fs::path(report.cpu_raw_path).filename().string()})
                            : json::array({fs::path(report.cpu_raw_path).filename().string(),
                                           fs::path(report.cuda_raw_path).filename().string()})}};
-  hw.calibrated_json = prov.dump();
+  hw.calibrated_json = pipesim::sim::json_text(prov);
   const std::string text = sim::hardware_profile_to_json(hw);
   // Refuse to write anything the simulator would not read back.
   sim::HardwareProfile check = sim::parse_hardware_profile(text, o.out);

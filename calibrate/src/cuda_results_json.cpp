@@ -1,6 +1,7 @@
 #include <nlohmann/json.hpp>
 
 #include "pipesim/calibrate/cuda_calibration.hpp"
+#include "pipesim/sim/json_text.hpp"
 
 namespace pipesim::calibrate {
 
@@ -46,7 +47,7 @@ std::string cuda_calibration_to_json(const CudaCalibration& c) {
   j["launch_overhead_us"] = c.launch_overhead_us;
   j["event_resolution_us"] = c.event_resolution_us;
   j["pinned_alloc_ms_per_GiB"] = c.pinned_alloc_ms_per_GiB;
-  return j.dump(2);
+  return pipesim::sim::json_text(j, 2);
 }
 
 }  // namespace pipesim::calibrate

@@ -9,6 +9,7 @@
 
 #include "core/json_reader.hpp"
 #include "pipesim/sim/error.hpp"
+#include "pipesim/sim/json_text.hpp"
 
 namespace pipesim::replay {
 
@@ -199,7 +200,7 @@ std::string comparison_json(const Comparison& c) {
                            {"streams", streams},
                            {"most_mismatched_ops", top},
                            {"advice", c.advice}};
-  return j.dump(2) + "\n";
+  return pipesim::sim::json_text(j, 2) + "\n";
 }
 
 }  // namespace pipesim::replay

@@ -19,6 +19,7 @@
 #include "cuda_backend.hpp"
 #include "pipesim/replay/replay.hpp"
 #include "pipesim/sim/error.hpp"
+#include "pipesim/sim/json_text.hpp"
 #include "pipesim/sim/plan_check.hpp"
 #include "transport.hpp"
 
@@ -395,7 +396,7 @@ std::string environment_json(const ReplayEnvironment& e) {
       {"backend", e.backend},       {"host", e.host},
       {"threads", e.threads},       {"compute_gflops_per_thread", e.compute_gflops_per_thread},
       {"work_scale", e.work_scale}, {"iteration_s", e.iteration_s}};
-  return j.dump();
+  return pipesim::sim::json_text(j);
 }
 
 }  // namespace pipesim::replay

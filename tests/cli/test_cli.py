@@ -5,8 +5,10 @@ import json
 import os
 import shutil
 import subprocess
+import signal
 import sys
 import tempfile
+import time
 import unittest
 
 PIPESIM = os.path.abspath(sys.argv.pop(1)) if len(sys.argv) > 1 else "pipesim"
@@ -421,6 +423,28 @@ class BadInput(unittest.TestCase):
         self.expect_error(["simulate", "--workload", workload], workload, "activation_bytes: value 1125899906842624")
         self.assertEqual(sorted(n for n in os.listdir(os.path.join(corpus, "plan")) if n.startswith("regression-")),
                          sorted(expected))
+
+    def test_interrupted_calibration_leaves_nothing(self):
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "mine.json")
+            p = subprocess.Popen([PIPESIM, "calibrate", "--quick", "--cpu-only", "--out", out],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(1.0)
+            p.send_signal(signal.SIGINT)
+            self.assertEqual(p.wait(timeout=60), -signal.SIGINT)
+            self.assertEqual(os.listdir(d), [], "no profile, no raw results, no temporaries")
+
+    def test_file_names_that_are_not_utf8(self):
+        """A file name is bytes: JSON outputs that echo it carry U+FFFD for what is not UTF-8."""
+        with tempfile.TemporaryDirectory() as d:
+            plan = os.path.join(d, "p\udcff.plan.json")  # the byte 0xff, through surrogateescape
+            shutil.copy(os.path.join(SRC, "tests", "fuzz", "corpus", "plan", "tiny-1f1b-pp2.plan.json"), plan)
+            rc, out, err = run("explain", plan, "--format", "json")
+            self.assertEqual(rc, 0, err)
+            self.assertEqual(json.loads(out)["plan"], os.path.join(d, "p\ufffd.plan.json"))
+            rc, out, err = run("simulate", "--plan", plan, "--format", "json", "--timeline",
+                               os.path.join(d, "t\udcff.json"))
+            self.assertEqual(rc, 0, err)
 
     def test_sharded_data_parallelism(self):
         base = ["simulate", "--model", "llama3-8b", "--hw", "h100-sxm-8x", "--pp", "1", "--dp", "8",

@@ -8,6 +8,7 @@
 
 #include "core/data_dir.hpp"
 #include "core/json_reader.hpp"
+#include "pipesim/sim/json_text.hpp"
 #include "pipesim/sim/time.hpp"
 
 namespace pipesim::sim {
@@ -321,7 +322,7 @@ std::string hardware_profile_to_json(const HardwareProfile& hw) {
                {"network", w}};
   if (hw.gpu_hour_usd > 0) root["gpu_hour_usd"] = hw.gpu_hour_usd;
   if (!hw.calibrated_json.empty()) root["calibrated"] = json::parse(hw.calibrated_json);
-  return root.dump(2);
+  return pipesim::sim::json_text(root, 2);
 }
 
 }  // namespace pipesim::sim

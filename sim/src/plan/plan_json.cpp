@@ -4,6 +4,7 @@
 
 #include "core/json_reader.hpp"
 #include "pipesim/sim/engine.hpp"
+#include "pipesim/sim/json_text.hpp"
 
 namespace pipesim::sim {
 
@@ -160,7 +161,7 @@ std::string plan_to_json(const Plan& plan) {
     ops.push_back(std::move(j));
   }
   root["ops"] = std::move(ops);
-  return root.dump(1) + "\n";
+  return pipesim::sim::json_text(root, 1) + "\n";
 }
 
 namespace {
@@ -194,7 +195,7 @@ Plan plan_from_json(const std::string& text, const std::string& file) {
   if (r.integer("version", 0, 1000) != 1) r.fail("version", "unsupported version; valid: 1");
   Plan plan;
   plan.meta = meta_from(r.object("meta"));
-  plan.hw = parse_hardware_profile(r.raw("hardware").dump(), file + " (/hardware)");
+  plan.hw = parse_hardware_profile(pipesim::sim::json_text(r.raw("hardware")), file + " (/hardware)");
   plan.hw.origin = file;
   plan.nodes = static_cast<std::int32_t>(r.integer("nodes", 1, 1 << 20));
 

@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "pipesim/sim/json_text.hpp"
+
 namespace pipesim::sim {
 
 Metrics compute_metrics(const Plan& plan, const Timeline& tl) {
@@ -193,7 +195,7 @@ std::string metrics_to_json(const Plan& plan, const Metrics& m, double sim_wall_
   j["events"] = m.events;
   if (!plan.meta.note.empty()) j["note"] = plan.meta.note;
   j["sim_wall_s"] = sim_wall_s;
-  return j.dump(indent);
+  return pipesim::sim::json_text(j, indent);
 }
 
 }  // namespace pipesim::sim

@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "pipesim/sim/json_text.hpp"
+
 namespace pipesim::sim {
 
 namespace {
@@ -37,13 +39,14 @@ void write_chrome_trace(std::ostream& out, const Plan& plan, const Timeline& tl)
   for (std::size_t d = 0; d < plan.devices.size(); ++d) {
     if (!used[d]) continue;
     emit(fmt::format(R"({{"ph":"M","name":"process_name","pid":{},"args":{{"name":{}}}}})", d,
-                     nlohmann::json(plan.devices[d].name).dump()));
+                     pipesim::sim::json_text(nlohmann::json(plan.devices[d].name))));
     emit(
         fmt::format(R"({{"ph":"M","name":"process_sort_index","pid":{},"args":{{"sort_index":{}}}}})", d, d));
   }
   for (std::size_t s = 0; s < plan.streams.size(); ++s)
     emit(fmt::format(R"({{"ph":"M","name":"thread_name","pid":{},"tid":{},"args":{{"name":{}}}}})",
-                     plan.streams[s].device, s, nlohmann::json(plan.streams[s].name).dump()));
+                     plan.streams[s].device, s,
+                     pipesim::sim::json_text(nlohmann::json(plan.streams[s].name))));
   for (std::size_t i = 0; i < plan.ops.size(); ++i) {
     const Op& op = plan.ops[i];
     const auto& st = plan.streams[static_cast<std::size_t>(op.stream)];

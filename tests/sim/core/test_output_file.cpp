@@ -1,6 +1,9 @@
 // Output files appear whole or not at all.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -46,6 +49,29 @@ TEST(OutputFile, AppearsOnlyWhenCommitted) {
 
 TEST(OutputFile, UnwritablePlaceIsAnInputError) {
   EXPECT_THROW(OutputFile("/proc/pipesim-cannot-write/out.json"), InputError);
+}
+
+TEST(OutputFile, AnInterruptRemovesTheTemporaryBeingWritten) {
+  const fs::path dir = fs::temp_directory_path() / "pipesim-output-file-interrupt";
+  fs::remove_all(dir);
+  const fs::path target = dir / "profile.json";
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {  // writes half a file, then is interrupted as Ctrl-C would
+    OutputFile f(target.string());
+    f.stream() << "{\"half\": ";
+    f.stream().flush();
+    std::raise(SIGINT);
+    ::_exit(0);  // not reached: the handler re-raises with the default action
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "the interrupt must still end the process";
+  EXPECT_EQ(WTERMSIG(status), SIGINT);
+  EXPECT_FALSE(fs::exists(target));
+  EXPECT_FALSE(fs::exists(target.string() + ".tmp-" + std::to_string(child)));
+  EXPECT_TRUE(fs::is_empty(dir));
+  fs::remove_all(dir);
 }
 
 }  // namespace
