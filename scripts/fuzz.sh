@@ -5,7 +5,7 @@
 #
 # Each target starts from its seed corpus: the shipped files of its kind (models/ and the HuggingFace
 # fixtures, hw_profiles/, the workload fixture) plus tests/fuzz/corpus/<target>/, which holds small plans,
-# timelines and every crasher found so far. Crashers (and slow or leaking inputs) are saved under
+# timelines, command lines (one argument per line) and every crasher found so far. Crashers (and slow or leaking inputs) are saved under
 # out/fuzz/<target>/; copy each into tests/fuzz/corpus/<target>/ once its cause is fixed. Exit status: 0 when
 # no target found anything.
 set -euo pipefail
@@ -22,7 +22,7 @@ while [ $# -gt 0 ]; do
     *) echo "fuzz.sh: unknown argument '$1' (see the header of scripts/fuzz.sh)" >&2; exit 2 ;;
   esac
 done
-[ "$targets" = all ] && targets="model hw_profile workload plan timeline"
+[ "$targets" = all ] && targets="model hw_profile workload plan timeline cli_args"
 if [ ! -x "$build/tests/fuzz/fuzz_model" ] || [ "$build_only" = 1 ]; then
   command -v clang++ > /dev/null || { echo "fuzz.sh: clang++ is missing (scripts/install-deps.sh installs it)" >&2; exit 2; }
   CXX=clang++ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Debug -DPIPESIM_FUZZ=ON -DPIPESIM_SANITIZE=ON \
@@ -41,7 +41,7 @@ seeds() {
     hw_profile) echo hw_profiles ;;
     workload) echo tests/fixtures/uniform_workload.json ;;
     plan) echo "" ;;
-    timeline) echo "" ;;
+    timeline | cli_args) echo "" ;;
   esac
 }
 
@@ -51,13 +51,16 @@ for t in $targets; do
   [ -x "$exe" ] || { echo "fuzz.sh: no target '$t' in $build" >&2; exit 2; }
   work=$(mktemp -d)
   trap 'rm -rf "$work"' EXIT
-  for s in $(seeds "$t") "tests/fuzz/corpus/$t"; do
+  for s in $(seeds "$t"); do
     if [ -d "$s" ]; then find "$s" -maxdepth 1 -name '*.json' -exec cp {} "$work/" \; ; elif [ -f "$s" ]; then cp "$s" "$work/"; fi
   done
+  [ -d "tests/fuzz/corpus/$t" ] && cp tests/fuzz/corpus/"$t"/* "$work/"
   mkdir -p "out/fuzz/$t"
-  # A JSON dictionary helps the mutator build valid structure; leaks and slow inputs count as findings.
+  # A dictionary of the input's tokens helps the mutator; leaks and slow inputs count as findings.
+  dict="$root/tests/fuzz/json.dict"
+  [ -f "$root/tests/fuzz/$t.dict" ] && dict="$root/tests/fuzz/$t.dict"
   if ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-      "$exe" "${limit[@]}" -max_len=65536 -timeout=10 -rss_limit_mb=2048 -dict="$root/tests/fuzz/json.dict" \
+      "$exe" "${limit[@]}" -max_len=65536 -timeout=10 -rss_limit_mb=2048 -dict="$dict" \
       -artifact_prefix="out/fuzz/$t/" -print_final_stats=1 "$work" > "out/fuzz/$t/log.txt" 2>&1; then
     echo "fuzz_$t: $(grep -E 'stat::number_of_executed_units' "out/fuzz/$t/log.txt" | awk '{print $2}') executions, no finding"
   else

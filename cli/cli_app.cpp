@@ -1,0 +1,509 @@
+// pipesim: predict, plan and validate pipeline-parallel LLM training. This file only parses arguments,
+// calls the libraries and maps their typed errors to exit code 2 with one line.
+#include "cli_app.hpp"
+
+#include <filesystem>
+#include <iostream>
+#include <map>
+
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+
+#include "bubbles_command.hpp"
+#include "explain_command.hpp"
+#include "partition_command.hpp"
+#include "pipesim/calibrate/calibrate.hpp"
+#include "pipesim/replay/replay.hpp"
+#include "pipesim/sim/error.hpp"
+#include "pipesim/sim/fill.hpp"
+#include "pipesim/sim/hardware.hpp"
+#include "pipesim/sim/job.hpp"
+#include "pipesim/sim/memory_budget.hpp"
+#include "pipesim/sim/model.hpp"
+#include "pipesim/sim/output_file.hpp"
+#include "pipesim/sim/plan_builder.hpp"
+#include "pipesim/sim/schedule.hpp"
+#include "plan_command.hpp"
+#include "replay_command.hpp"
+#include "simulate_command.hpp"
+
+namespace pipesim::cli {
+
+namespace {
+
+int list_schedules() {
+  for (const auto& s : pipesim::sim::schedule_registry()) {
+    std::cout << fmt::format("{:<18} {}\n{:<18} source: {}; {}\n", s.name, s.description, "", s.source,
+                             pipesim::sim::to_string(s.kind));
+    for (const auto& c : s.constraints) std::cout << fmt::format("{:<18}   needs: {}\n", "", c);
+    for (const auto& p : s.parameters)
+      std::cout << fmt::format("{:<18}   {}{}: {} (default {})\n", "", p.flag,
+                               p.metavar.empty() ? "" : " " + p.metavar, p.description,
+                               pipesim::sim::to_string(p.default_value));
+  }
+  return 0;
+}
+
+int list_hw() {
+  for (const auto& name : pipesim::sim::shipped_hardware_profiles()) {
+    auto hw = pipesim::sim::load_hardware_profile(name);
+    std::cout << fmt::format("{:<18} {}\n", name, hw.description);
+  }
+  return 0;
+}
+
+int list_models() {
+  for (const auto& name : pipesim::sim::shipped_models()) {
+    auto m = pipesim::sim::load_model(name);
+    std::cout << fmt::format(
+        "{:<18} layers {:>3}, hidden {:>5}, heads {:>3}/{:<3} ffn {:>6}, vocab {:>6}{}\n", name, m.layers,
+        m.hidden, m.heads, m.kv_heads, m.ffn_hidden, m.vocab,
+        m.is_moe() ? fmt::format(", MoE {} experts top-{}", m.num_experts, m.experts_per_token) : "");
+  }
+  return 0;
+}
+
+/// The shipped fill jobs, priced on an H100 for the listing.
+int list_fill_jobs() {
+  const auto hw = pipesim::sim::load_hardware_profile("h100-sxm-8x");
+  for (const auto& name : pipesim::sim::shipped_fill_jobs())
+    for (const auto& job : pipesim::sim::load_fill_jobs(name, hw, "bf16"))
+      std::cout << fmt::format(
+          "{:<24} {} units of {:.3f} ms on h100-sxm-8x, {:.1f} GFLOP each, state {:.2f} GiB{}\n", name,
+          job.units, static_cast<double>(job.unit_ns) / 1e6, job.unit_flops / 1e9,
+          static_cast<double>(job.state_bytes) / (1 << 30),
+          job.writes_back ? " (returned after each chunk)" : "");
+  return 0;
+}
+
+/// Data-parallel layout: MoE expert parallelism, ZeRO stages, FSDP / HSDP, optimizer and parameter offload.
+void add_data_parallel_options(CLI::App* sim, pipesim::sim::JobOptions& j) {
+  sim->add_option("--ep", j.ep, "MoE expert parallelism: experts split over groups of ep data-parallel ranks")
+      ->check(CLI::Range(1, 1 << 20));
+  sim->add_option("--moe-imbalance", j.moe_imbalance,
+                  "MoE: the busiest expert-parallel rank's routed tokens over the average (1: balanced)")
+      ->check(CLI::Range(1.0, 1048576.0));
+  sim->add_option(
+         "--zero", j.zero,
+         "ZeRO stage over the data-parallel group: 0 (all-reduce), 1 (optimizer state sharded), 2 (+ "
+         "gradients), 3 (+ parameters, gathered per layer)")
+      ->check(CLI::Range(0, 3));
+  sim->add_option("--fsdp", j.fsdp,
+                  "PyTorch FSDP: full (ZeRO-3) or hybrid (HSDP: shard in a node, replicate across)")
+      ->check(CLI::IsMember({"full", "hybrid"}));
+  sim->add_option(
+         "--offload", j.offload,
+         "to host memory: optimizer (ZeRO-Offload: CPU Adam), params (ZeRO-Infinity, needs ZeRO-3) or "
+         "both")
+      ->check(CLI::IsMember({"none", "optimizer", "params", "both"}))
+      ->capture_default_str();
+  sim->add_option("--offload-device", j.offload_device,
+                  "where --offload puts the state: cpu (host memory) or nvme (the profile's NVMe volume, "
+                  "ZeRO-Infinity)")
+      ->check(CLI::IsMember({"cpu", "nvme"}))
+      ->capture_default_str();
+  sim->add_option("--zero-prefetch-layers", j.zero_prefetch_layers,
+                  "ZeRO-3/FSDP: layers whose weights are gathered ahead of the one computing (0: on demand)")
+      ->check(CLI::Range(0, 64))
+      ->capture_default_str();
+}
+
+/// How the training framework runs the model: what its kernels move and when its DP gradients sync.
+void add_kernel_options(CLI::App* sim, pipesim::sim::JobOptions& j) {
+  sim->add_option("--attention", j.attention,
+                  "attention kernel: flash (scores on chip) or unfused (scores in HBM)")
+      ->check(CLI::IsMember({"flash", "unfused"}))
+      ->capture_default_str();
+  sim->add_flag("!--no-sequence-parallel", j.sequence_parallel,
+                "norms, dropout and residual adds on the whole sequence on every TP rank");
+  sim->add_flag("--dropout", j.dropout, "dropout on attention probabilities and residual branches");
+  sim->add_option(
+         "--grad-accumulation", j.grad_accumulation,
+         "how each microbatch's weight gradients are accumulated: fused (into the fp32 buffer by the "
+         "GEMM), main-grad (16-bit grads added into fp32 main grads, Megatron-LM's local DDP before "
+         "that fusion: 10 B/param per microbatch) or autograd (PyTorch's 16-bit .grad: 6 B/param)")
+      ->check(CLI::IsMember({"fused", "main-grad", "autograd"}))
+      ->capture_default_str();
+  sim->add_flag(
+      "--bubble-markers", j.bubble_markers,
+      "bracket every wait for another pipeline stage with a pair of zero-time bubble ops in the plan");
+  sim->add_flag(
+      "--blocking-p2p", j.blocking_p2p,
+      "pipeline sends hold the sender's compute until they complete (Megatron-LM's blocking send/recv "
+      "before its overlapped p2p)");
+  sim->add_option(
+      "--max-memory", j.max_memory_gib,
+      "GiB a plan may take to build and simulate; larger ones are refused up front (default: half "
+      "of this machine's memory)");
+  sim->add_option("--grad-sync", j.grad_sync,
+                  "DP gradient all-reduce: overlap (buckets during the backward) or after-backward")
+      ->check(CLI::IsMember({"overlap", "after-backward"}))
+      ->capture_default_str();
+}
+
+void add_job_options(CLI::App* sim, pipesim::sim::JobOptions& j) {
+  sim->add_option("--model", j.model, "model preset name or HuggingFace config.json")->capture_default_str();
+  sim->add_option("--workload", j.workload, "profiled per-layer times (JSON) instead of --model");
+  sim->add_option("--hw", j.hw, "hardware profile name or file")->capture_default_str();
+  sim->add_option("--nodes", j.nodes, "nodes of the hardware profile (default: as many as pp*tp*dp needs)")
+      ->check(CLI::Range(1, 1 << 20));
+  sim->add_option("--pp", j.pp, "pipeline stages (default: GPUs / (tp*dp))")->check(CLI::Range(1, 1 << 20));
+  sim->add_option("--tp", j.tp, "tensor-parallel degree")->check(CLI::Range(1, 1024));
+  sim->add_option("--dp", j.dp, "data-parallel degree")->check(CLI::Range(1, 1 << 20));
+  sim->add_option("--microbatches", j.microbatches, "microbatches per pipeline flush (M)")
+      ->check(CLI::Range(1, 1 << 24));
+  sim->add_option("--microbatch-size", j.microbatch_size, "sequences per microbatch (b)")
+      ->check(CLI::Range(1.0, 1e9));
+  sim->add_option("--global-batch", j.global_batch, "sequences per optimizer step (G = dp*K*M*b)")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40));
+  sim->add_option("--accum-steps", j.accum_steps, "pipeline flushes per optimizer step (K)")
+      ->check(CLI::Range(1, 1 << 20));
+  sim->add_option("--seq", j.seq, "sequence length")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 24));
+  sim->add_option("--virtual-stages", j.virtual_stages, "model chunks per rank (interleaved-1f1b)")
+      ->check(CLI::Range(1, 1024));
+  sim->add_option("--recompute", j.recompute, "activation recompute: none|selective|full")
+      ->capture_default_str();
+  sim->add_option("--dtype", j.dtype,
+                  "math dtype: bf16|fp16|fp16_acc16|fp32 (default: bf16 where the GPU has it, else fp16)");
+  sim->add_option("--p2p-time-ms", j.p2p_time_ms, "fixed time per pipeline hop instead of bytes/bandwidth")
+      ->check(CLI::Range(0.0, 1e6));
+  sim->add_flag(
+      "--optimizer-offload", j.optimizer_offload,
+      "ZeRO-Offload style: gradients to host memory, CPU Adam, weights back (uses the profile's Adam curve)");
+  add_data_parallel_options(sim, j);
+  add_kernel_options(sim, j);
+  sim->add_option("--cpu-optimizer-threads", j.cpu_optimizer_threads,
+                  "cores one CPU optimizer step uses (default: what the schedule's system uses)")
+      ->check(CLI::Range(1, 4096));
+  sim->add_option("--lora-rank", j.lora_rank,
+                  "LoRA fine-tuning with adapters of this rank (0: full fine-tuning)")
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{65536}));
+}
+
+/// One flag per schedule parameter in the registry (a flag two schedules share is added once); the text given
+/// is kept for the schedule that declares it and checked once parsing is done.
+void add_schedule_flags(CLI::App* sim, pipesim::sim::JobOptions& j) {
+  std::map<std::string, std::string> seen;  // flag -> schedules that take it
+  for (const auto& s : pipesim::sim::schedule_registry())
+    for (const auto& p : s.parameters) seen[p.flag] += (seen[p.flag].empty() ? "" : ", ") + s.name;
+  for (const auto& s : pipesim::sim::schedule_registry()) {
+    for (const auto& p : s.parameters) {
+      auto it = seen.find(p.flag);
+      if (it == seen.end()) continue;  // already added
+      const std::string help = fmt::format("{}: {}", it->second, p.description);
+      const std::string flag = p.flag;
+      if (p.type == pipesim::sim::ParameterType::kFlag)
+        sim->add_flag_callback(
+            flag, [&j, flag] { j.schedule_flags[flag] = "true"; }, help);
+      else
+        sim->add_option_function<std::string>(
+            flag, [&j, flag](const std::string& text) { j.schedule_flags[flag] = text; }, help);
+      seen.erase(it);
+    }
+  }
+}
+
+void add_simulate(CLI::App& app, Commands& c) {
+  auto& so = c.simulate;
+  auto& j = so.job;
+  auto* sim =
+      app.add_subcommand("simulate", "predict step time, throughput, bubbles and memory of a training job");
+  sim->add_option("--schedule", so.schedule, "schedule name or all")->capture_default_str();
+  sim->add_option("--iterations", j.iterations,
+                  "optimizer steps to simulate (default: 1, or the schedule's default for asynchronous ones)")
+      ->check(CLI::Range(1, 10000));
+  sim->add_option("--partition", j.partition, "transformer blocks per stage, e.g. 5,5,5,3");
+  add_job_options(sim, j);
+  add_schedule_flags(sim, j);
+  sim->add_option("--replicas", c.replicas, "symmetric (simulate identical replicas once) or explicit")
+      ->check(CLI::IsMember({"symmetric", "explicit"}))
+      ->capture_default_str();
+  sim->add_option(
+      "--fill-jobs", so.fill_jobs,
+      "fill the bubbles with these jobs: shipped names (pipesim fill-jobs) or pipesim-fill-job files, "
+      "comma-separated");
+  sim->add_option("--fill-policy", so.fill_policy, "fill queue order: fifo, sjf, max-efficiency, deadline")
+      ->check(CLI::IsMember({"fifo", "sjf", "max-efficiency", "deadline"}))
+      ->capture_default_str();
+  sim->add_option("--fill-max-slowdown", so.fill_max_slowdown,
+                  "largest main-job slowdown the fill may cause (share of the step)")
+      ->check(CLI::Range(0.0, 10.0))
+      ->capture_default_str();
+  sim->add_option("--fill-switch-us", so.fill_switch_us, "fixed cost of each fill context switch (us)")
+      ->check(CLI::Range(0.0, 1e6))
+      ->capture_default_str();
+  sim->add_option("--plan", so.plan_file, "run a saved pipesim-plan JSON");
+  sim->add_option("--trace", so.trace_file, "write a Chrome trace (Perfetto)");
+  sim->add_option("--trace-dir", so.trace_dir, "write one Chrome trace per schedule into this folder");
+  sim->add_option("--timeline", so.timeline_file, "write the pipesim-timeline JSON");
+  sim->add_option("--plan-out", so.plan_out, "write the generated plan JSON");
+  sim->add_option("--format", so.format, "table or json")
+      ->check(CLI::IsMember({"table", "json"}))
+      ->capture_default_str();
+  c.sim = sim;
+}
+
+void add_bubbles(CLI::App& app, Commands& c) {
+  auto& bo = c.bubbles;
+  auto& j = bo.job;
+  auto* bub = app.add_subcommand("bubbles",
+                                 "every GPU's idle intervals in a simulated step: where, how long, how "
+                                 "much memory is free");
+  bub->add_option("--schedule", bo.schedule, "schedule name")->capture_default_str();
+  bub->add_option("--iterations", j.iterations, "optimizer steps to simulate (default: the schedule's)")
+      ->check(CLI::Range(1, 10000));
+  bub->add_option("--partition", j.partition, "transformer blocks per stage, e.g. 5,5,5,3");
+  add_job_options(bub, j);
+  add_schedule_flags(bub, j);
+  bub->add_option("--replicas", c.bubbles_replicas, "symmetric (one replica stands for all) or explicit")
+      ->check(CLI::IsMember({"symmetric", "explicit"}))
+      ->capture_default_str();
+  bub->add_option("--plan", bo.plan_file, "a saved pipesim-plan JSON instead of the job");
+  bub->add_option("--format", bo.format, "table or json")
+      ->check(CLI::IsMember({"table", "json"}))
+      ->capture_default_str();
+  c.bub = bub;
+}
+
+void add_calibrate(CLI::App& app, Commands& c) {
+  auto& co = c.calibrate;
+  auto* cal = app.add_subcommand("calibrate", "measure this machine and write a hardware profile");
+  cal->add_option("--out", co.out, "profile to write (raw measurements are saved beside it)")->required();
+  cal->add_option("--base", co.base, "profile (name or file) for the figures not measured here")
+      ->capture_default_str();
+  cal->add_flag("--quick", co.quick, "smaller arrays and fewer samples (well under a minute)");
+  cal->add_flag("--cpu-only", co.cpu_only, "skip the CUDA benchmarks");
+  cal->add_option("--name", co.name, "profile name (default: the file name without extension)");
+  c.calibrate_base = cal->get_option("--base");
+  cal->add_option("--from-replay", c.calibrate_from_replay,
+                  "refit the profile from a measured timeline (replay --out) of --plan instead of measuring");
+  cal->add_option("--plan", c.calibrate_plan, "the plan that was replayed (with --from-replay)");
+  cal->add_flag("--replay-host", c.calibrate_replay_host,
+                "write the profile of the host replay backend instead: one plan stream's thread as a GPU "
+                "(its FMA, memcpy and Adam rates), to predict what replay --backend host measures");
+  c.cal = cal;
+}
+
+void add_partition(CLI::App& app, Commands& c) {
+  auto& po = c.partition;
+  auto* part = app.add_subcommand("partition",
+                                  "the optimal layer partition for a schedule (vs uniform and DeepSpeed)");
+  add_job_options(part, po.job);
+  part->add_option("--schedule", po.schedule, "schedule name")->capture_default_str();
+  part->add_option("--max-mem-fraction", po.max_mem_fraction, "share of GPU memory a stage may use")
+      ->capture_default_str();
+  part->add_option("--format", po.format, "table or json")
+      ->check(CLI::IsMember({"table", "json"}))
+      ->capture_default_str();
+  c.part = part;
+}
+
+void add_plan(CLI::App& app, Commands& c) {
+  auto& pl = c.plan;
+  auto& ps = pl.search;
+  auto* plan = app.add_subcommand("plan", "search the best parallel configuration for a model on N GPUs");
+  plan->add_option("--model", ps.base.model, "model preset name or HuggingFace config.json")
+      ->capture_default_str();
+  plan->add_option("--workload", ps.base.workload, "profiled per-layer times (JSON) instead of --model");
+  plan->add_option("--hw", ps.base.hw, "hardware profile name or file")->capture_default_str();
+  plan->add_option("--gpus", ps.gpus, "GPUs to use")->required()->check(CLI::Range(1, 1 << 20));
+  plan->add_option("--global-batch", ps.global_batch, "sequences per optimizer step")
+      ->required()
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40));
+  plan->add_option("--seq", ps.base.seq, "sequence length")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 24));
+  plan->add_option("--tp", ps.tp, "fix the tensor-parallel degree (default: searched)")
+      ->check(CLI::Range(1, 1024));
+  plan->add_option("--pp", ps.pp, "fix the pipeline degree (default: searched)")
+      ->check(CLI::Range(1, 1 << 20));
+  plan->add_option("--microbatch-size", ps.microbatch_size,
+                   "fix the microbatch size (default: 1, 2, 4, 8 tried)")
+      ->check(CLI::IsMember({1, 2, 4, 8}));
+  plan->add_option("--recompute", ps.recomputes, "recompute policies to try (default: all), e.g. full")
+      ->check(CLI::IsMember({"none", "selective", "full"}))
+      ->delimiter(',');
+  plan->add_option("--schedules", pl.schedules,
+                   "comma-separated schedules to consider (default: all that apply)");
+  plan->add_option(
+          "--data-parallel", ps.data_parallel,
+          "data-parallel modes to try where dp > 1: ddp, zero-1, zero-2, zero-3, fsdp-hybrid (default: "
+          "ddp and ZeRO 1-3)")
+      ->check(CLI::IsMember({"ddp", "zero-1", "zero-2", "zero-3", "fsdp-hybrid"}))
+      ->delimiter(',');
+  plan->add_option("--objective", ps.objective, "throughput or cost")
+      ->check(CLI::IsMember({"throughput", "cost"}))
+      ->capture_default_str();
+  plan->add_option("--max-mem-fraction", ps.max_mem_fraction, "share of GPU memory a configuration may use")
+      ->capture_default_str();
+  plan->add_option("--gpu-hour-usd", ps.gpu_hour_usd, "price per GPU-hour (default: the profile's)")
+      ->check(CLI::Range(0.0, 1e6));
+  plan->add_option("--top", ps.top, "configurations to list")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  plan->add_option("--threads", ps.threads, "simulation threads (default: all cores)")
+      ->check(CLI::Range(1, 1024));
+  plan->add_option("--lora-rank", ps.base.lora_rank, "LoRA fine-tuning rank (0: full fine-tuning)")
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{65536}));
+  plan->add_option("--dtype", ps.base.dtype, "math dtype: bf16|fp16|fp16_acc16|fp32");
+  add_kernel_options(plan, ps.base);
+  plan->add_option("--out", pl.out, "write the winner as an executable pipesim-plan JSON");
+  plan->add_option("--format", pl.format, "table or json")
+      ->check(CLI::IsMember({"table", "json"}))
+      ->capture_default_str();
+  c.pl = plan;
+}
+
+void add_explain(CLI::App& app, Commands& c) {
+  auto* explain = app.add_subcommand("explain", "check a saved plan and report its critical path");
+  explain->add_option("plan", c.explain_file, "pipesim-plan JSON")->required();
+  explain->add_option("--top", c.explain_top, "resources to list")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  explain->add_option("--format", c.explain_format, "table or json")
+      ->check(CLI::IsMember({"table", "json"}))
+      ->capture_default_str();
+  c.explain = explain;
+}
+
+void add_replay(CLI::App& app, Commands& c) {
+  auto& ro = c.replay;
+  auto* rep = app.add_subcommand(
+      "replay", "execute a saved plan on this machine and measure it against the prediction");
+  rep->add_option("plan", ro.plan_file, "pipesim-plan JSON (simulate --plan-out)")->required();
+  rep->add_option("--backend", ro.replay.backend, "host (runs everywhere) or cuda (not built yet)")
+      ->capture_default_str();
+  rep->add_option("--iterations", ro.replay.iterations,
+                  "measured runs after one warm-up (the median is kept)")
+      ->capture_default_str();
+  rep->add_option("--work-scale", ro.replay.work_scale,
+                  "run this share of every op's work and divide measured times by it (0 < x <= 1)")
+      ->capture_default_str();
+  rep->add_option("--timeout-s", ro.replay.timeout_s,
+                  "fail, naming the stuck ops, after this long without progress")
+      ->capture_default_str();
+  rep->add_flag("--mpi", ro.replay.mpi,
+                "one process per node of the plan (start with mpirun -np NODES), host backend");
+  rep->add_option("--out", ro.out, "write the measured pipesim-timeline JSON");
+  rep->add_option("--trace", ro.trace, "write a Chrome trace of the measured run");
+  rep->add_option("--format", ro.format, "table or json")
+      ->check(CLI::IsMember({"table", "json"}))
+      ->capture_default_str();
+  c.rep = rep;
+  auto* cmp = app.add_subcommand("compare", "compare a predicted and a measured timeline of the same plan");
+  cmp->add_option("predicted", c.compare_predicted, "pipesim-timeline JSON (simulate --timeline)")
+      ->required();
+  cmp->add_option("measured", c.compare_measured, "pipesim-timeline JSON (replay --out)")->required();
+  cmp->add_option("--top", c.compare_top, "most mismatched ops to list")
+      ->check(CLI::Range(0, 1000))
+      ->capture_default_str();
+  cmp->add_option("--format", c.compare_format, "table or json")
+      ->check(CLI::IsMember({"table", "json"}))
+      ->capture_default_str();
+  c.cmp = cmp;
+}
+
+/// Runs the parsed subcommand; library errors propagate to main.
+
+}  // namespace
+
+void add_commands(CLI::App& app, Commands& c) {
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "pipesim 0.1.0");
+  add_simulate(app, c);
+  add_bubbles(app, c);
+  add_calibrate(app, c);
+  add_partition(app, c);
+  add_plan(app, c);
+  add_explain(app, c);
+  add_replay(app, c);
+  app.add_subcommand("schedules", "list the registered schedules and their parameters");
+  app.add_subcommand("hw", "list the shipped hardware profiles");
+  app.add_subcommand("models", "list the shipped model presets");
+  app.add_subcommand("fill-jobs", "list the shipped fill jobs (for simulate --fill-jobs)");
+}
+
+int dispatch(CLI::App& app, Commands& c, bool no_arguments) {
+  if (c.sim->parsed()) {
+    c.simulate.job.explicit_replicas = c.replicas == "explicit";
+    pipesim::sim::check_schedule_flags(c.simulate.job);
+    // With no arguments at all, simulate runs the embedded default job and keeps its traces under out/.
+    if (no_arguments) c.simulate.trace_dir = "out";
+    return pipesim::cli::run_simulate(c.simulate);
+  }
+  if (c.bub->parsed()) {
+    c.bubbles.job.explicit_replicas = c.bubbles_replicas == "explicit";
+    pipesim::sim::check_schedule_flags(c.bubbles.job);
+    return pipesim::cli::run_bubbles(c.bubbles);
+  }
+  if (c.cal->parsed()) {
+    if (!c.calibrate_from_replay.empty()) {
+      const std::string name = !c.calibrate.name.empty()
+                                   ? c.calibrate.name
+                                   : std::filesystem::path(c.calibrate.out).stem().string();
+      return pipesim::cli::run_refit(c.calibrate_from_replay, c.calibrate_plan,
+                                     c.calibrate_base->count() > 0 ? c.calibrate.base : "", c.calibrate.out,
+                                     name);
+    }
+    if (c.calibrate_replay_host) {
+      const std::string name = !c.calibrate.name.empty()
+                                   ? c.calibrate.name
+                                   : std::filesystem::path(c.calibrate.out).stem().string();
+      pipesim::sim::write_output_file(c.calibrate.out, pipesim::sim::hardware_profile_to_json(
+                                                           pipesim::replay::host_backend_profile(name)));
+      std::cerr << "wrote " << c.calibrate.out << " (the host replay backend's profile)\n";
+      return 0;
+    }
+    pipesim::calibrate::run_calibration(c.calibrate, std::cerr);
+    return 0;
+  }
+  if (c.part->parsed()) return pipesim::cli::run_partition(c.partition);
+  if (c.pl->parsed()) return pipesim::cli::run_plan(c.plan);
+  if (c.explain->parsed()) return pipesim::cli::run_explain(c.explain_file, c.explain_format, c.explain_top);
+  if (c.rep->parsed()) return pipesim::cli::run_replay(c.replay);
+  if (c.cmp->parsed())
+    return pipesim::cli::run_compare(c.compare_predicted, c.compare_measured, c.compare_format,
+                                     c.compare_top);
+  if (app.got_subcommand("schedules")) return list_schedules();
+  if (app.got_subcommand("hw")) return list_hw();
+  if (app.got_subcommand("models")) return list_models();
+  if (app.got_subcommand("fill-jobs")) return list_fill_jobs();
+  return 0;
+}
+
+int run_cli(int argc, char** argv) {
+  CLI::App app{"pipesim: discrete-event simulator and planner for pipeline-parallel LLM training"};
+  Commands commands;
+  add_commands(app, commands);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "pipesim: error: " << e.what() << " (see --help)\n";
+    return 2;
+  }
+  try {
+    return dispatch(app, commands, argc == 2);
+  } catch (const pipesim::sim::InputError& e) {
+    std::cerr << "pipesim: error: " << e.what() << "\n";
+    return 2;
+  } catch (const pipesim::sim::DeadlockError& e) {
+    std::cerr << "pipesim: error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::bad_alloc&) {
+    // The estimates refuse what will not fit before building it; this is what they did not foresee.
+    std::cerr << "pipesim: error: out of memory (limit: " << pipesim::sim::memory_limit_text()
+              << "); use a smaller job, or a machine or limit with more memory\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "pipesim: internal error: " << e.what() << "\n";
+    return 1;
+  }
+}
+
+}  // namespace pipesim::cli

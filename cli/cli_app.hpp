@@ -1,0 +1,45 @@
+// The pipesim command line: every subcommand's options (CLI11), and the dispatch to the libraries. main() is
+// run_cli(); the argument-handling fuzz target builds the same application and parses without running it.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+#include "bubbles_command.hpp"
+#include "partition_command.hpp"
+#include "pipesim/calibrate/calibrate.hpp"
+#include "plan_command.hpp"
+#include "replay_command.hpp"
+#include "simulate_command.hpp"
+
+namespace pipesim::cli {
+
+/// What the parsed arguments say; the subcommand pointers tell which one was given.
+struct Commands {
+  SimulateOptions simulate;
+  std::string replicas = "symmetric";
+  pipesim::calibrate::CalibrateOptions calibrate;
+  PartitionOptions partition;
+  PlanOptions plan;
+  BubblesOptions bubbles;
+  std::string bubbles_replicas = "symmetric";
+  std::string explain_file, explain_format = "table";
+  int explain_top = 10;
+  ReplayCommandOptions replay;
+  std::string compare_predicted, compare_measured, compare_format = "table";
+  int compare_top = 10;
+  bool calibrate_replay_host = false;
+  std::string calibrate_from_replay, calibrate_plan;
+  CLI::Option* calibrate_base = nullptr;
+  CLI::App *sim = nullptr, *cal = nullptr, *part = nullptr, *pl = nullptr, *explain = nullptr, *bub = nullptr,
+           *rep = nullptr, *cmp = nullptr;
+};
+
+/// Registers every subcommand and its options on `app`, writing into `c`.
+void add_commands(CLI::App& app, Commands& c);
+/// Runs the parsed subcommand (throws the libraries' typed errors).
+int dispatch(CLI::App& app, Commands& c, bool no_arguments);
+/// Parses, runs, and maps errors to one line and exit code 2 (1 only for internal errors).
+int run_cli(int argc, char** argv);
+
+}  // namespace pipesim::cli

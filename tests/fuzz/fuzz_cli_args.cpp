@@ -1,0 +1,52 @@
+// The command line's argument handling: the input is split into arguments at newlines and parsed by the same
+// application pipesim runs. A parsed `simulate` then has its job validated and its plan built (under a small
+// memory budget, so every execution stays fast); nothing is simulated or written, and no other subcommand
+// runs (they measure the machine or search for minutes).
+#include <string>
+#include <vector>
+
+#include "cli_app.hpp"
+#include "fuzz_input.hpp"
+#include "pipesim/sim/job.hpp"
+#include "pipesim/sim/plan_builder.hpp"
+#include "pipesim/sim/schedule.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  using namespace pipesim;
+  std::vector<std::string> args{"pipesim"};
+  std::string current;
+  for (char ch : fuzz::as_text(data, size)) {
+    if (ch != '\n') {
+      current += ch;
+      continue;
+    }
+    args.push_back(current);
+    current.clear();
+    if (args.size() > 64) return 0;
+  }
+  args.push_back(current);
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+
+  CLI::App app{"pipesim"};
+  cli::Commands c;
+  cli::add_commands(app, c);
+  try {
+    app.parse(static_cast<int>(argv.size()), argv.data());
+  } catch (const CLI::ParseError&) {  // help, version, and every malformed command line
+    return 0;
+  }
+  if (!c.sim->parsed() || !c.simulate.plan_file.empty()) return 0;
+  return fuzz::expect_only_input_errors([&] {
+    sim::JobOptions job = c.simulate.job;
+    job.max_memory_gib = 0.02;  // about 20,000 ops
+    job.explicit_replicas = c.replicas == "explicit";
+    sim::check_schedule_flags(job);
+    if (c.simulate.schedule == "all") {
+      (void)sim::plans_of_all_schedules(job);
+    } else {
+      const auto& s = sim::find_schedule(c.simulate.schedule);
+      (void)sim::build_plan(s, sim::make_schedule_input(job, s));
+    }
+  });
+}
