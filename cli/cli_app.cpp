@@ -341,6 +341,9 @@ void add_plan(CLI::App& app, Commands& c) {
   plan->add_option("--top", ps.top, "configurations to list")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
+  plan->add_flag("--exhaustive", ps.exhaustive,
+                 "simulate every feasible candidate instead of pruning by the schedules' lower bounds (the "
+                 "same top list, slower)");
   plan->add_option("--threads", ps.threads, "simulation threads (default: all cores)")
       ->check(CLI::Range(1, 1024));
   plan->add_option("--lora-rank", ps.base.lora_rank, "LoRA fine-tuning rank (0: full fine-tuning)")

@@ -54,7 +54,7 @@ for t in $targets; do
   for s in $(seeds "$t"); do
     if [ -d "$s" ]; then find "$s" -maxdepth 1 -name '*.json' -exec cp {} "$work/" \; ; elif [ -f "$s" ]; then cp "$s" "$work/"; fi
   done
-  [ -d "tests/fuzz/corpus/$t" ] && cp tests/fuzz/corpus/"$t"/* "$work/"
+  if [ -d "tests/fuzz/corpus/$t" ]; then find "tests/fuzz/corpus/$t" -maxdepth 1 -type f -exec cp {} "$work/" \; ; fi
   mkdir -p "out/fuzz/$t"
   # A dictionary of the input's tokens helps the mutator; leaks and slow inputs count as findings.
   dict="$root/tests/fuzz/json.dict"

@@ -207,22 +207,9 @@ std::vector<Candidate> enumerate(const SearchOptions& o, const sim::HardwareProf
                             continue;
                           }
                           c.job.partition = fmt::format("{}", fmt::join(part.blocks, ","));
-                          // Lower bound from compute alone (p2p may overlap): a GPU computes all M
-                          // microbatches of its chunks; in a plain pipeline stage k also waits for the first
-                          // microbatch to get through the stages before it and for the last gradient to go
-                          // back through them.
-                          PartitionProblem compute_only = prob;
-                          std::fill(compute_only.boundary_ns.begin(), compute_only.boundary_ns.end(), 0);
-                          const PartitionResult work = evaluate_partition(compute_only, part.blocks);
-                          std::vector<std::int64_t> per_gpu(static_cast<std::size_t>(pp), 0);
-                          std::int64_t before = 0, bound = 0;
-                          for (std::size_t k = 0; k < work.stage_ns.size(); ++k) {
-                            per_gpu[k % static_cast<std::size_t>(pp)] += work.stage_ns[k];
-                            if (v == 1) bound = std::max(bound, m * work.stage_ns[k] + before);
-                            before += work.stage_ns[k];
-                          }
-                          for (auto g : per_gpu) bound = std::max(bound, m * g);
-                          c.lower_bound_ns = bound;
+                          // The schedule's own proven bound on what simulating this candidate reports.
+                          in.partition.assign(part.blocks.begin(), part.blocks.end());
+                          c.lower_bound_ns = sim::schedule_lower_bound_ns(s, in);
                         }
                         out.push_back(std::move(c));
                       } catch (const sim::InputError& e) {
@@ -305,6 +292,18 @@ SearchResult search(const SearchOptions& o, std::ostream* progress) {
 
   SearchResult result;
   std::vector<Candidate> queue = enumerate(o, hw, result);
+  // The objective's lower bound of a candidate: its step time, or (cost) the dollars per million tokens of
+  // that time on its GPUs. The queue runs in that order, so once one candidate cannot enter the top K no
+  // later one can.
+  auto usd_bound = [&](const Candidate& c) {
+    const double gpus = static_cast<double>(c.job.pp) * c.job.tp * c.job.dp;
+    const double tokens = static_cast<double>(c.job.microbatches) * c.job.microbatch_size * c.job.dp *
+                          static_cast<double>(o.base.seq > 0 ? o.base.seq : 2048);
+    return gpus * usd * sim::to_seconds(c.lower_bound_ns) / 3600.0 / tokens * 1e6;
+  };
+  if (o.objective == "cost")
+    std::stable_sort(queue.begin(), queue.end(),
+                     [&](const Candidate& a, const Candidate& b) { return usd_bound(a) < usd_bound(b); });
   std::unique_ptr<Candidate> leanest_ddp_oom;  // the plain data-parallel run closest to fitting
   const unsigned threads =
       o.threads > 0 ? static_cast<unsigned>(o.threads) : std::max(1u, std::thread::hardware_concurrency());
@@ -317,7 +316,7 @@ SearchResult search(const SearchOptions& o, std::ostream* progress) {
   while (next < queue.size()) {
     // Stop once the cheapest remaining lower bound cannot beat the top-K (throughput; the cost objective
     // keeps the GPU count in the bound).
-    if (static_cast<std::int32_t>(done.size()) >= o.top) {
+    if (!o.exhaustive && static_cast<std::int32_t>(done.size()) >= o.top) {
       std::vector<const Candidate*> ranked;
       for (const auto& c : done) ranked.push_back(&c);
       std::nth_element(
@@ -327,14 +326,11 @@ SearchResult search(const SearchOptions& o, std::ostream* progress) {
       const Candidate& c = queue[next];
       bool cut = false;
       if (o.objective == "cost") {
-        const double gpus = static_cast<double>(c.job.pp) * c.job.tp * c.job.dp;
-        const double tokens = static_cast<double>(c.job.microbatches) * c.job.microbatch_size * c.job.dp *
-                              static_cast<double>(o.base.seq > 0 ? o.base.seq : 2048);
-        cut = gpus * usd * sim::to_seconds(c.lower_bound_ns) / 3600.0 / tokens * 1e6 >=
-              kth.usd_per_million_tokens;
+        cut = usd_bound(c) > kth.usd_per_million_tokens;
       } else {
-        cut = compare_steps(c.lower_bound_ns, 1, kth.metrics.step_span_ns,
-                            kth.metrics.step_span_iterations) >= 0;
+        // Strictly slower only: a candidate that could tie the K-th may still rank before it by key.
+        cut = compare_steps(c.lower_bound_ns, 1, kth.metrics.step_span_ns, kth.metrics.step_span_iterations) >
+              0;
       }
       if (cut) {
         result.pruned_bound = static_cast<std::int64_t>(queue.size() - next);

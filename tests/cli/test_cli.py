@@ -365,6 +365,24 @@ class Calibrate(unittest.TestCase):
         self.assertIn("nosuch: unknown hardware profile", err)
 
 
+class Startup(unittest.TestCase):
+    def test_the_simulator_loads_no_cuda_library(self):
+        """Only `calibrate` on a GPU and `replay --backend cuda` load CUDA (their modules, on demand); the
+        simulator, planner and every other command load none of it, whether or not CUDA is installed."""
+        cuda = ("libcuda.", "libcudart", "libcublas", "libcupti", "libnvrtc", "cuda_replay", "cuda_calibration")
+        linked = subprocess.run(["ldd", PIPESIM], capture_output=True, text=True).stdout
+        for name in cuda[:5]:
+            self.assertNotIn(name, linked, "linked at build time")
+        for args in (["hw"], ["simulate", "--schedule", "1f1b", "--format", "json"],
+                     ["plan", "--model", "llama2-7b", "--gpus", "8", "--global-batch", "16", "--top", "1"]):
+            rc, out, err = run(*args, env=dict(os.environ, LD_DEBUG="files"))
+            self.assertEqual(rc, 0, err[-500:])
+            loaded = [line for line in err.splitlines() if "file=" in line]
+            self.assertTrue(loaded, "LD_DEBUG reports the objects the loader opens")
+            for name in cuda:
+                self.assertFalse([line for line in loaded if name in line], f"{args} loaded {name}")
+
+
 class BadInput(unittest.TestCase):
     def expect_error(self, args, *fragments, cwd=None):
         rc, out, err = run(*args, cwd=cwd)

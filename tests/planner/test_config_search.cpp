@@ -82,6 +82,38 @@ TEST(ConfigSearch, ExhaustiveAndPrunedAgreeOnTheWinner) {
   EXPECT_LT(pruned.simulated, all.simulated);
 }
 
+TEST(ConfigSearch, PrunedSearchesReturnExactlyTheExhaustiveTopK) {
+  // Pruning by the schedules' lower bounds changes how many candidates are simulated, never the answer: the
+  // same top-K, in the same order, as simulating every feasible candidate, over a grid of searches.
+  std::int64_t searches = 0, cut = 0;
+  for (const char* model : {"qwen3-1.7b", "llama2-7b"})
+    for (const char* hw : {"h100-sxm-8x", "rtx4090-8x"})
+      for (const char* objective : {"throughput", "cost"}) {
+        SearchOptions o = small_search();
+        o.base.model = model;
+        o.base.hw = hw;
+        o.objective = objective;
+        o.schedules = {"gpipe", "1f1b", "interleaved-1f1b", "zb-h1"};
+        o.recomputes = {"none", "full"};
+        o.data_parallel = {"ddp", "zero-1"};
+        o.top = 5;
+        const SearchResult pruned = search(o, nullptr);
+        o.exhaustive = true;
+        const SearchResult all = search(o, nullptr);
+        const std::string where = fmt::format("{} on {}, {}", model, hw, objective);
+        ASSERT_EQ(all.pruned_bound, 0) << where;
+        ASSERT_EQ(pruned.ranked.size(), all.ranked.size()) << where;
+        for (std::size_t k = 0; k < all.ranked.size(); ++k) {
+          EXPECT_EQ(pruned.ranked[k].key(), all.ranked[k].key()) << where << ", rank " << k + 1;
+          EXPECT_EQ(pruned.ranked[k].metrics.step_span_ns, all.ranked[k].metrics.step_span_ns) << where;
+        }
+        ++searches;
+        cut += pruned.pruned_bound;
+      }
+  EXPECT_EQ(searches, 8);
+  EXPECT_GT(cut, 0) << "the bounds prune something";
+}
+
 TEST(ConfigSearch, CostObjectiveTriesFewerGpus) {
   SearchOptions o = small_search();
   o.objective = "cost";

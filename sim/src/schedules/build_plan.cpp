@@ -26,14 +26,25 @@ Plan dispatch(const ScheduleDescriptor& schedule, const ScheduleInput& input) {
   throw std::logic_error(fmt::format("schedule {} has an unknown kind", schedule.name));
 }
 
+ScheduleInput completed(const ScheduleDescriptor& schedule, const ScheduleInput& input) {
+  ScheduleInput out = input;  // parameters not set take the descriptor's defaults
+  for (const auto& p : schedule.parameters)
+    if (!input.parameters.values().count(p.name)) out.parameters.set(p.name, p.default_value);
+  return out;
+}
+
 }  // namespace
 
 Plan build_plan(const ScheduleDescriptor& schedule, const ScheduleInput& input) {
   if (has_every_parameter(schedule, input)) return dispatch(schedule, input);
-  ScheduleInput completed = input;  // parameters not set take the descriptor's defaults
-  for (const auto& p : schedule.parameters)
-    if (!input.parameters.values().count(p.name)) completed.parameters.set(p.name, p.default_value);
-  return dispatch(schedule, completed);
+  return dispatch(schedule, completed(schedule, input));
+}
+
+Duration schedule_lower_bound_ns(const ScheduleDescriptor& schedule, const ScheduleInput& input) {
+  if (schedule.kind != ScheduleKind::kOrderBased) return 0;
+  const ScheduleInput full = has_every_parameter(schedule, input) ? input : completed(schedule, input);
+  for (const auto& p : schedule.parameters) check_parameter(p, full.parameters.values().at(p.name));
+  return order_based_lower_bound(schedule, full);
 }
 
 }  // namespace pipesim::sim

@@ -4,6 +4,7 @@
 #include <array>
 #include <map>
 #include <numeric>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -81,6 +82,9 @@ class Builder {
  public:
   Builder(const ScheduleDescriptor& s, const ScheduleInput& in) : sched_(s), in_(in) {}
   Plan build(bool explicit_replicas);
+  /// A provable lower bound on the built plan's step time, from the same chunk costs and orders, without
+  /// building it (see order_based_lower_bound).
+  Duration lower_bound();
 
  private:
   // Layout phases: checks of the configuration, the layer roles, chunk layer ranges and their costs, then
@@ -1058,6 +1062,110 @@ bool shares_host_with_replicas(const Plan& plan, const ScheduleInput& in) {
 }
 
 }  // namespace
+
+Duration Builder::lower_bound() {
+  plan_.hw = in_.hw;
+  validate_and_layout();
+  if (in_.iterations != 1) return 0;  // a steady-state step is a difference of iteration ends: no bound here
+  // Each compute op's time as the engine will take it, less its kernel launches: the lowering splits a pass
+  // into gradient buckets or layers whose launch counts are rounded down, and whose other terms (rounded-up
+  // FLOP, byte and fixed times, the longer of two floors) add up to at least the whole pass's.
+  auto timed = [&](const ComputeWork& w, Duration fixed) {
+    if (fixed >= 0) return fixed;
+    return in_.hw.op_ns(w.flops, w.gemm_gflop, 0, in_.dtype, w.mem_bytes, w.expert_flops, w.expert_gemm_gflop,
+                        w.expert_weight_bytes, w.attention_flops, w.attention_bytes);
+  };
+  auto forward = [&](const RangeCost& c) {
+    return timed(ComputeWork{c.fwd, c.gemm, 0, c.fwd_mem, c.expert_fwd, c.expert_gemm, c.expert_weight_bytes,
+                             c.attn_fwd, c.attn_fwd_bytes},
+                 c.profiled ? c.fwd_ns : Duration{-1});
+  };
+  auto backward = [&](TaskKind kind, const RangeCost& c) {
+    Duration d = 0;
+    if (kind != TaskKind::kBackwardWeight && (c.recompute > 0 || c.recompute_ns > 0))
+      d += timed(ComputeWork{c.recompute, c.gemm, 0, c.recompute_mem, c.expert_recompute, c.expert_gemm,
+                             c.expert_weight_bytes, c.attn_recompute, c.attn_recompute_bytes},
+                 c.profiled ? c.recompute_ns : Duration{-1});
+    return d + timed(backward_work(kind, c, c.gemm, 0), backward_fixed(kind, c));
+  };
+  // A task's compute ops: per chunk, or per layer when parameters are sharded (ZeRO-3/FSDP run one op per
+  // layer at the layer's own GEMM size).
+  auto task_ns = [&](const Task& task, std::int32_t stage) {
+    const auto table =
+        static_cast<std::size_t>(in_.cost_of_microbatch[static_cast<std::size_t>(task.microbatch)]);
+    const RangeCost& cc = chunk_costs_[table][static_cast<std::size_t>(task.chunk * in_.pp + stage)];
+    if (!shards_params()) return task.kind == TaskKind::kForward ? forward(cc) : backward(task.kind, cc);
+    Duration d = 0;
+    for (std::int32_t i = cc.begin; i < cc.end; ++i) {
+      const RangeCost& lc = layer_costs_[table][static_cast<std::size_t>(i)];
+      d += task.kind == TaskKind::kForward ? forward(lc) : backward(task.kind, lc);
+    }
+    return d;
+  };
+  // Every GPU's compute stream runs its ops one at a time, all of them after its first forward, which waits
+  // for microbatch 0's forward through every stage before it (`head`). And the last microbatch's gradient
+  // leaves a stage's first chunk only to run the backward of every stage before it (`tail`: their input
+  // gradients alone, without recompute): the step lasts at least head + the stage's compute up to that
+  // backward + tail.
+  const std::int32_t last_mb = in_.microbatches - 1;
+  auto gradient_only = [&](const Task& task, std::int32_t stage) {
+    const auto table =
+        static_cast<std::size_t>(in_.cost_of_microbatch[static_cast<std::size_t>(task.microbatch)]);
+    const RangeCost& cc = chunk_costs_[table][static_cast<std::size_t>(task.chunk * in_.pp + stage)];
+    if (!shards_params())
+      return timed(backward_work(task.kind, cc, cc.gemm, 0), backward_fixed(task.kind, cc));
+    Duration d = 0;
+    for (std::int32_t i = cc.begin; i < cc.end; ++i) {
+      const RangeCost& lc = layer_costs_[table][static_cast<std::size_t>(i)];
+      d += timed(backward_work(task.kind, lc, lc.gemm, 0), backward_fixed(task.kind, lc));
+    }
+    return d;
+  };
+  // A GPU optimizer step runs on the compute stream after everything else of its stage (on the host when
+  // offloaded: free here).
+  auto optimizer = [&](std::int32_t stage) -> Duration {
+    if (in_.sharding.offload_optimizer) return 0;
+    std::int64_t trainable = 0;
+    for (std::int32_t v = 0; v < in_.virtual_stages; ++v)
+      trainable += chunk_costs_[0][static_cast<std::size_t>(v * in_.pp + stage)].trainable;
+    const std::int64_t updated =
+        in_.sharding.stage == ZeroStage::k0 ? trainable : (trainable + shard_ranks() - 1) / shard_ranks();
+    return in_.hw.memory_ns(updated * in_.optimizer_bytes_per_param);
+  };
+  const Duration first_optimizer = optimizer(0);
+  Duration bound = 0, head = 0, tail = 0;
+  for (std::int32_t stage = 0; stage < in_.pp; ++stage) {
+    const auto& order = orders_[static_cast<std::size_t>(stage)];
+    Duration round = 0, until_last_gradient = -1;
+    std::optional<Task> last_gradient;
+    for (const Task& task : order) {
+      round += task_ns(task, stage);
+      if ((task.kind == TaskKind::kBackward || task.kind == TaskKind::kBackwardInput) &&
+          task.microbatch == last_mb && task.chunk == 0) {
+        until_last_gradient = round;
+        last_gradient = task;
+      }
+    }
+    const bool starts_with_first_forward = !order.empty() && order.front().kind == TaskKind::kForward &&
+                                           order.front().microbatch == 0 && order.front().chunk == 0;
+    const Duration start = starts_with_first_forward ? head : 0;
+    const Duration earlier_rounds = round * (in_.accum_steps - 1);
+    bound = std::max(bound, start + earlier_rounds + round + optimizer(stage));
+    if (!last_gradient) {
+      tail = -1;  // the chain below needs every stage's last gradient task
+    } else if (tail >= 0) {
+      // The chain ends with stage 0's last gradient task, which its optimizer step follows.
+      bound = std::max(bound, start + earlier_rounds + until_last_gradient + tail + first_optimizer);
+      tail += gradient_only(*last_gradient, stage);
+    }
+    head += task_ns(Task{TaskKind::kForward, 0, 0}, stage);
+  }
+  return bound;
+}
+
+Duration order_based_lower_bound(const ScheduleDescriptor& schedule, const ScheduleInput& input) {
+  return Builder(schedule, input).lower_bound();
+}
 
 Plan lower_order_based(const ScheduleDescriptor& schedule, const ScheduleInput& input) {
   if (input.explicit_replicas || input.tp * input.dp == 1)

@@ -13,4 +13,10 @@ namespace pipesim::sim {
 /// contend on a shared link or share host CPUs (and says so in the plan's note).
 Plan lower_order_based(const ScheduleDescriptor& schedule, const ScheduleInput& input);
 
+/// A lower bound on the step time of the plan lower_order_based builds (one iteration; 0 otherwise), proven
+/// from the engine's rules: each GPU's compute ops run one at a time for exactly their time, all after its
+/// first forward, which follows microbatch 0's forward through the stages before it. Transfers,
+/// collectives and the optimizer count as free.
+Duration order_based_lower_bound(const ScheduleDescriptor& schedule, const ScheduleInput& input);
+
 }  // namespace pipesim::sim

@@ -25,6 +25,9 @@ struct SearchOptions {
   double max_mem_fraction = 0.9;
   double gpu_hour_usd = 0;  ///< 0: the profile's figure
   std::int32_t top = 10;
+  /// Simulate every feasible candidate (no pruning by lower bounds): the reference the pruned search must
+  /// match exactly.
+  bool exhaustive = false;
   std::int32_t threads = 0;  ///< 0: hardware concurrency
   /// Layout constraints (0 / empty: searched): a fixed tp or pp, and the recompute policies to try.
   std::int32_t tp = 0, pp = 0;

@@ -82,6 +82,11 @@ std::vector<std::int32_t> balanced_partition(std::int32_t blocks, std::int32_t c
 std::vector<std::int32_t> parse_partition(const std::string& text);
 
 /// Builds the plan; throws InputError for impossible configurations (with what would be valid).
+/// A lower bound on the step time that simulating build_plan(schedule, input) reports, proven from the
+/// engine's rules for the schedules whose lowering supports it (order-based ones, one iteration); 0 — no
+/// bound, never pruned — for the others. The planner prunes with nothing else.
+Duration schedule_lower_bound_ns(const ScheduleDescriptor& schedule, const ScheduleInput& input);
+
 Plan build_plan(const ScheduleDescriptor& schedule, const ScheduleInput& input);
 
 }  // namespace pipesim::sim
