@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <optional>
@@ -1075,6 +1077,24 @@ Duration Builder::lower_bound() {
     return in_.hw.op_ns(w.flops, w.gemm_gflop, 0, in_.dtype, w.mem_bytes, w.expert_flops, w.expert_gemm_gflop,
                         w.expert_weight_bytes, w.attention_flops, w.attention_bytes);
   };
+  // A TP collective on the compute stream lasts at least its path latency steps plus its bytes at the
+  // fastest rate its ring path allows (the slowest link on it, or the measured bus bandwidth cap): flows
+  // sharing links only go slower. Replica 0's TP rank 0 of each stage, as lowered.
+  const std::int32_t gpn = in_.hw.node.gpus;
+  const Topology topology(in_.hw, (global_rank(0, in_.pp - 1, in_.tp - 1)) / gpn + 1);
+  auto tp_ns = [&](std::int32_t stage, const RangeCost& c, std::int32_t multiplier) -> Duration {
+    if (in_.tp <= 1 || c.tp_bus <= 0 || c.tp_collectives <= 0) return 0;
+    const std::int32_t self = global_rank(0, stage, 0), next = global_rank(0, stage, 1);
+    const std::int64_t bytes = c.tp_bus * multiplier;
+    const std::int64_t message = c.tp_bus * in_.tp / (2 * (in_.tp - 1) * std::int64_t{c.tp_collectives});
+    const Path p = topology.ring_path({self / gpn, self % gpn}, {next / gpn, next % gpn}, bytes, message);
+    Duration d = p.latency * 2 * (in_.tp - 1) * c.tp_collectives * multiplier;
+    if (p.links.empty() || bytes <= 0) return d;
+    double rate = p.max_bytes_per_ns > 0 ? p.max_bytes_per_ns : std::numeric_limits<double>::infinity();
+    for (LinkId l : p.links)
+      rate = std::min(rate, topology.links()[static_cast<std::size_t>(l)].bytes_per_ns);
+    return d + static_cast<Duration>(std::floor(static_cast<double>(bytes) / rate));
+  };
   auto forward = [&](const RangeCost& c) {
     return timed(ComputeWork{c.fwd, c.gemm, 0, c.fwd_mem, c.expert_fwd, c.expert_gemm, c.expert_weight_bytes,
                              c.attn_fwd, c.attn_fwd_bytes},
@@ -1090,10 +1110,7 @@ Duration Builder::lower_bound() {
   };
   // A task's compute ops: per chunk, or per layer when parameters are sharded (ZeRO-3/FSDP run one op per
   // layer at the layer's own GEMM size).
-  auto task_ns = [&](const Task& task, std::int32_t stage) {
-    const auto table =
-        static_cast<std::size_t>(in_.cost_of_microbatch[static_cast<std::size_t>(task.microbatch)]);
-    const RangeCost& cc = chunk_costs_[table][static_cast<std::size_t>(task.chunk * in_.pp + stage)];
+  auto compute_ns = [&](const Task& task, std::size_t table, const RangeCost& cc) {
     if (!shards_params()) return task.kind == TaskKind::kForward ? forward(cc) : backward(task.kind, cc);
     Duration d = 0;
     for (std::int32_t i = cc.begin; i < cc.end; ++i) {
@@ -1101,6 +1118,20 @@ Duration Builder::lower_bound() {
       d += task.kind == TaskKind::kForward ? forward(lc) : backward(task.kind, lc);
     }
     return d;
+  };
+  // A task's ops on the compute stream: its compute and its TP collectives.
+  auto task_ns = [&](const Task& task, std::int32_t stage) {
+    const auto table =
+        static_cast<std::size_t>(in_.cost_of_microbatch[static_cast<std::size_t>(task.microbatch)]);
+    const RangeCost& cc = chunk_costs_[table][static_cast<std::size_t>(task.chunk * in_.pp + stage)];
+    Duration collectives = 0;  // the chunk's TP all-reduces: forward; recompute (full) and backward
+    if (task.kind == TaskKind::kForward) {
+      collectives = tp_ns(stage, cc, 1);
+    } else if (task.kind != TaskKind::kBackwardWeight) {
+      const bool recomputed = in_.recompute == Recompute::kFull && (cc.recompute > 0 || cc.recompute_ns > 0);
+      collectives = (recomputed ? tp_ns(stage, cc, 1) : 0) + tp_ns(stage, cc, 1);
+    }
+    return collectives + compute_ns(task, table, cc);
   };
   // Every GPU's compute stream runs its ops one at a time, all of them after its first forward, which waits
   // for microbatch 0's forward through every stage before it (`head`). And the last microbatch's gradient
