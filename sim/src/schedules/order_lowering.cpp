@@ -135,6 +135,34 @@ class Builder {
   std::vector<GemmShape> full_recompute_gemms(const RangeCost& r) const {
     return in_.recompute == Recompute::kFull ? r.block_gemms : std::vector<GemmShape>{};
   }
+  /// The GPU work of the forward and of the recompute pass over `r` (a chunk or one layer), as lowered and as
+  /// the lower bound times them; a profiled range's measured times, or -1.
+  static ComputeWork forward_work(const RangeCost& r) {
+    return ComputeWork{r.fwd,
+                       r.gemm,
+                       r.kernels,
+                       r.fwd_mem,
+                       r.expert_fwd,
+                       r.expert_gemm,
+                       r.expert_weight_bytes,
+                       r.attn_fwd,
+                       r.attn_fwd_bytes,
+                       r.gemms};
+  }
+  ComputeWork recompute_work(const RangeCost& r) const {
+    return ComputeWork{r.recompute,
+                       r.gemm,
+                       r.kernels,
+                       r.recompute_mem,
+                       r.expert_recompute,
+                       r.expert_gemm,
+                       r.expert_weight_bytes,
+                       r.attn_recompute,
+                       r.attn_recompute_bytes,
+                       full_recompute_gemms(r)};
+  }
+  static Duration forward_fixed(const RangeCost& r) { return r.profiled ? r.fwd_ns : Duration{-1}; }
+  static Duration recompute_fixed(const RangeCost& r) { return r.profiled ? r.recompute_ns : Duration{-1}; }
   // Sharded data parallelism.
   bool shards_params() const { return in_.sharding.stage == ZeroStage::k3; }
   std::int32_t shard_ranks() const { return std::max(1, in_.sharding.shard_group); }
@@ -526,12 +554,8 @@ void Builder::emit_task(GpuRank& g, const Task& task, std::int32_t iter, std::in
   Slot& sl = slot(static_cast<std::int32_t>(g.replica), chunk, mb);
   mark_wait(g, task, chunk, tags, sl);
   emit_boundary_regather(g, task, chunk, cc, tags, sl);
-  auto fixed = [&](Duration ns) { return cc.profiled ? ns : Duration{-1}; };
   if (task.kind == TaskKind::kForward) {
-    OpId f = add_op(compute, OpKind::kForward, tags,
-                    ComputeWork{cc.fwd, cc.gemm, cc.kernels, cc.fwd_mem, cc.expert_fwd, cc.expert_gemm,
-                                cc.expert_weight_bytes, cc.attn_fwd, cc.attn_fwd_bytes, cc.gemms},
-                    fixed(cc.fwd_ns));
+    OpId f = add_op(compute, OpKind::kForward, tags, forward_work(cc), forward_fixed(cc));
     plan_.ops[static_cast<std::size_t>(f)].alloc_bytes = cc.stored;
     sl.fwd_first = sl.fwd_done = f;
     if (tp_comm && cc.tp_bus > 0)
@@ -542,11 +566,7 @@ void Builder::emit_task(GpuRank& g, const Task& task, std::int32_t iter, std::in
   OpId first = kNone;
   if (task.kind == TaskKind::kBackward || task.kind == TaskKind::kBackwardInput) {
     if (cc.recompute > 0 || cc.recompute_ns > 0) {
-      first = add_op(compute, OpKind::kRecompute, tags,
-                     ComputeWork{cc.recompute, cc.gemm, cc.kernels, cc.recompute_mem, cc.expert_recompute,
-                                 cc.expert_gemm, cc.expert_weight_bytes, cc.attn_recompute,
-                                 cc.attn_recompute_bytes, full_recompute_gemms(cc)},
-                     fixed(cc.recompute_ns));
+      first = add_op(compute, OpKind::kRecompute, tags, recompute_work(cc), recompute_fixed(cc));
       plan_.ops[static_cast<std::size_t>(first)].alloc_bytes = cc.extra;
       if (tp_comm && in_.recompute == Recompute::kFull && cc.tp_bus > 0)
         emit_tp_collective(compute, g.self, g.d, g.stage, g.t, cc, tags, 1, 1);
@@ -690,10 +710,7 @@ void Builder::emit_layerwise_task(GpuRank& g, const Task& task, std::int32_t ite
       const RangeCost& lc = layers[static_cast<std::size_t>(i)];
       const OpTags tags = layer_tags(i);
       const OpId gathered = gather_layer(g, lc, tags);
-      OpId f = add_op(compute, OpKind::kForward, tags,
-                      ComputeWork{lc.fwd, lc.gemm, lc.kernels, lc.fwd_mem, lc.expert_fwd, lc.expert_gemm,
-                                  lc.expert_weight_bytes, lc.attn_fwd, lc.attn_fwd_bytes, lc.gemms},
-                      lc.profiled ? lc.fwd_ns : Duration{-1});
+      OpId f = add_op(compute, OpKind::kForward, tags, forward_work(lc), forward_fixed(lc));
       plan_.ops[static_cast<std::size_t>(f)].alloc_bytes += lc.stored;
       use_gathered(g, f, gathered, lc);
       if (sl.fwd_first == kNone) sl.fwd_first = f;
@@ -712,11 +729,7 @@ void Builder::emit_layerwise_task(GpuRank& g, const Task& task, std::int32_t ite
     // only activations and output gradients.
     const OpId gathered = weight_only ? kNone : gather_layer(g, lc, tags);
     if (!weight_only && (lc.recompute > 0 || lc.recompute_ns > 0)) {
-      first = add_op(compute, OpKind::kRecompute, tags,
-                     ComputeWork{lc.recompute, lc.gemm, lc.kernels, lc.recompute_mem, lc.expert_recompute,
-                                 lc.expert_gemm, lc.expert_weight_bytes, lc.attn_recompute,
-                                 lc.attn_recompute_bytes, full_recompute_gemms(lc)},
-                     lc.profiled ? lc.recompute_ns : Duration{-1});
+      first = add_op(compute, OpKind::kRecompute, tags, recompute_work(lc), recompute_fixed(lc));
       plan_.ops[static_cast<std::size_t>(first)].alloc_bytes += lc.extra;
       if (gathered != kNone) plan_.ops[static_cast<std::size_t>(first)].deps.push_back(gathered);
     }
@@ -1072,7 +1085,7 @@ Duration Builder::lower_bound() {
   // Each compute op's time as the engine will take it, less its kernel launches: the lowering splits a pass
   // into gradient buckets or layers whose launch counts are rounded down, and whose other terms (rounded-up
   // FLOP, byte and fixed times, the longer of two floors) add up to at least the whole pass's.
-  auto timed = [&](const ComputeWork& w, Duration fixed) {
+  auto timed = [&](const ComputeWork& w, Duration fixed) {  // launches left out: kernels ignored
     if (fixed >= 0) return fixed;
     return in_.hw.op_ns(w.flops, w.gemm_gflop, 0, in_.dtype, w.mem_bytes, w.expert_flops, w.expert_gemm_gflop,
                         w.expert_weight_bytes, w.attention_flops, w.attention_bytes);
@@ -1095,17 +1108,11 @@ Duration Builder::lower_bound() {
       rate = std::min(rate, topology.links()[static_cast<std::size_t>(l)].bytes_per_ns);
     return d + static_cast<Duration>(std::floor(static_cast<double>(bytes) / rate));
   };
-  auto forward = [&](const RangeCost& c) {
-    return timed(ComputeWork{c.fwd, c.gemm, 0, c.fwd_mem, c.expert_fwd, c.expert_gemm, c.expert_weight_bytes,
-                             c.attn_fwd, c.attn_fwd_bytes},
-                 c.profiled ? c.fwd_ns : Duration{-1});
-  };
+  auto forward = [&](const RangeCost& c) { return timed(forward_work(c), forward_fixed(c)); };
   auto backward = [&](TaskKind kind, const RangeCost& c) {
     Duration d = 0;
     if (kind != TaskKind::kBackwardWeight && (c.recompute > 0 || c.recompute_ns > 0))
-      d += timed(ComputeWork{c.recompute, c.gemm, 0, c.recompute_mem, c.expert_recompute, c.expert_gemm,
-                             c.expert_weight_bytes, c.attn_recompute, c.attn_recompute_bytes},
-                 c.profiled ? c.recompute_ns : Duration{-1});
+      d += timed(recompute_work(c), recompute_fixed(c));
     return d + timed(backward_work(kind, c, c.gemm, 0), backward_fixed(kind, c));
   };
   // A task's compute ops: per chunk, or per layer when parameters are sharded (ZeRO-3/FSDP run one op per
