@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "bubbles_command.hpp"
 #include "explain_command.hpp"
@@ -18,6 +19,7 @@
 #include "pipesim/sim/fill.hpp"
 #include "pipesim/sim/hardware.hpp"
 #include "pipesim/sim/job.hpp"
+#include "pipesim/sim/json_text.hpp"
 #include "pipesim/sim/memory_budget.hpp"
 #include "pipesim/sim/model.hpp"
 #include "pipesim/sim/output_file.hpp"
@@ -31,48 +33,100 @@ namespace pipesim::cli {
 
 namespace {
 
-int list_schedules() {
+// The listings print a table, or with --format json the same facts as a JSON array (for scripts and the
+// Python module).
+void print_listing(const nlohmann::json& rows, const std::string& format, const std::string& table) {
+  std::cout << (format == "json" ? pipesim::sim::json_text(rows, 1) + "\n" : table);
+}
+
+int list_schedules(const std::string& format) {
+  nlohmann::json rows = nlohmann::json::array();
+  std::string table;
   for (const auto& s : pipesim::sim::schedule_registry()) {
-    std::cout << fmt::format("{:<18} {}\n{:<18} source: {}; {}\n", s.name, s.description, "", s.source,
-                             pipesim::sim::to_string(s.kind));
-    for (const auto& c : s.constraints) std::cout << fmt::format("{:<18}   needs: {}\n", "", c);
-    for (const auto& p : s.parameters)
-      std::cout << fmt::format("{:<18}   {}{}: {} (default {})\n", "", p.flag,
-                               p.metavar.empty() ? "" : " " + p.metavar, p.description,
-                               pipesim::sim::to_string(p.default_value));
+    table += fmt::format("{:<18} {}\n{:<18} source: {}; {}\n", s.name, s.description, "", s.source,
+                         pipesim::sim::to_string(s.kind));
+    nlohmann::json params = nlohmann::json::array();
+    for (const auto& c : s.constraints) table += fmt::format("{:<18}   needs: {}\n", "", c);
+    for (const auto& p : s.parameters) {
+      table += fmt::format("{:<18}   {}{}: {} (default {})\n", "", p.flag,
+                           p.metavar.empty() ? "" : " " + p.metavar, p.description,
+                           pipesim::sim::to_string(p.default_value));
+      params.push_back({{"flag", p.flag},
+                        {"description", p.description},
+                        {"default", pipesim::sim::to_string(p.default_value)}});
+    }
+    rows.push_back({{"name", s.name},
+                    {"description", s.description},
+                    {"source", s.source},
+                    {"kind", pipesim::sim::to_string(s.kind)},
+                    {"constraints", s.constraints},
+                    {"parameters", params}});
   }
+  print_listing(rows, format, table);
   return 0;
 }
 
-int list_hw() {
+int list_hw(const std::string& format) {
+  nlohmann::json rows = nlohmann::json::array();
+  std::string table;
   for (const auto& name : pipesim::sim::shipped_hardware_profiles()) {
     auto hw = pipesim::sim::load_hardware_profile(name);
-    std::cout << fmt::format("{:<18} {}\n", name, hw.description);
+    table += fmt::format("{:<18} {}\n", name, hw.description);
+    rows.push_back({{"name", name},
+                    {"description", hw.description},
+                    {"gpu", hw.gpu.model},
+                    {"gpus_per_node", hw.node.gpus},
+                    {"peak_tflops", hw.gpu.peak_tflops},
+                    {"hbm_bytes", hw.gpu.hbm_bytes},
+                    {"gpu_hour_usd", hw.gpu_hour_usd}});
   }
+  print_listing(rows, format, table);
   return 0;
 }
 
-int list_models() {
+int list_models(const std::string& format) {
+  nlohmann::json rows = nlohmann::json::array();
+  std::string table;
   for (const auto& name : pipesim::sim::shipped_models()) {
     auto m = pipesim::sim::load_model(name);
-    std::cout << fmt::format(
+    table += fmt::format(
         "{:<18} layers {:>3}, hidden {:>5}, heads {:>3}/{:<3} ffn {:>6}, vocab {:>6}{}\n", name, m.layers,
         m.hidden, m.heads, m.kv_heads, m.ffn_hidden, m.vocab,
         m.is_moe() ? fmt::format(", MoE {} experts top-{}", m.num_experts, m.experts_per_token) : "");
+    rows.push_back({{"name", name},
+                    {"layers", m.layers},
+                    {"hidden", m.hidden},
+                    {"heads", m.heads},
+                    {"kv_heads", m.kv_heads},
+                    {"ffn_hidden", m.ffn_hidden},
+                    {"vocab", m.vocab},
+                    {"experts", m.num_experts},
+                    {"experts_per_token", m.experts_per_token}});
   }
+  print_listing(rows, format, table);
   return 0;
 }
 
 /// The shipped fill jobs, priced on an H100 for the listing.
-int list_fill_jobs() {
+int list_fill_jobs(const std::string& format) {
   const auto hw = pipesim::sim::load_hardware_profile("h100-sxm-8x");
+  nlohmann::json rows = nlohmann::json::array();
+  std::string table;
   for (const auto& name : pipesim::sim::shipped_fill_jobs())
-    for (const auto& job : pipesim::sim::load_fill_jobs(name, hw, "bf16"))
-      std::cout << fmt::format(
-          "{:<24} {} units of {:.3f} ms on h100-sxm-8x, {:.1f} GFLOP each, state {:.2f} GiB{}\n", name,
-          job.units, static_cast<double>(job.unit_ns) / 1e6, job.unit_flops / 1e9,
-          static_cast<double>(job.state_bytes) / (1 << 30),
-          job.writes_back ? " (returned after each chunk)" : "");
+    for (const auto& job : pipesim::sim::load_fill_jobs(name, hw, "bf16")) {
+      table +=
+          fmt::format("{:<24} {} units of {:.3f} ms on h100-sxm-8x, {:.1f} GFLOP each, state {:.2f} GiB{}\n",
+                      name, job.units, static_cast<double>(job.unit_ns) / 1e6, job.unit_flops / 1e9,
+                      static_cast<double>(job.state_bytes) / (1 << 30),
+                      job.writes_back ? " (returned after each chunk)" : "");
+      rows.push_back({{"name", name},
+                      {"units", job.units},
+                      {"unit_ns_on_h100", job.unit_ns},
+                      {"unit_flops", job.unit_flops},
+                      {"state_bytes", job.state_bytes},
+                      {"writes_back", job.writes_back}});
+    }
+  print_listing(rows, format, table);
   return 0;
 }
 
@@ -420,10 +474,15 @@ void add_commands(CLI::App& app, Commands& c) {
   add_plan(app, c);
   add_explain(app, c);
   add_replay(app, c);
-  app.add_subcommand("schedules", "list the registered schedules and their parameters");
-  app.add_subcommand("hw", "list the shipped hardware profiles");
-  app.add_subcommand("models", "list the shipped model presets");
-  app.add_subcommand("fill-jobs", "list the shipped fill jobs (for simulate --fill-jobs)");
+  for (const auto& [name, help] :
+       {std::pair{"schedules", "list the registered schedules and their parameters"},
+        std::pair{"hw", "list the shipped hardware profiles"},
+        std::pair{"models", "list the shipped model presets"},
+        std::pair{"fill-jobs", "list the shipped fill jobs (for simulate --fill-jobs)"}})
+    app.add_subcommand(name, help)
+        ->add_option("--format", c.list_format, "table or json")
+        ->check(CLI::IsMember({"table", "json"}))
+        ->capture_default_str();
 }
 
 int dispatch(CLI::App& app, Commands& c, bool no_arguments) {
@@ -467,10 +526,10 @@ int dispatch(CLI::App& app, Commands& c, bool no_arguments) {
   if (c.cmp->parsed())
     return pipesim::cli::run_compare(c.compare_predicted, c.compare_measured, c.compare_format,
                                      c.compare_top);
-  if (app.got_subcommand("schedules")) return list_schedules();
-  if (app.got_subcommand("hw")) return list_hw();
-  if (app.got_subcommand("models")) return list_models();
-  if (app.got_subcommand("fill-jobs")) return list_fill_jobs();
+  if (app.got_subcommand("schedules")) return list_schedules(c.list_format);
+  if (app.got_subcommand("hw")) return list_hw(c.list_format);
+  if (app.got_subcommand("models")) return list_models(c.list_format);
+  if (app.got_subcommand("fill-jobs")) return list_fill_jobs(c.list_format);
   return 0;
 }
 

@@ -28,6 +28,7 @@ struct Commands {
   ReplayCommandOptions replay;
   std::string compare_predicted, compare_measured, compare_format = "table";
   int compare_top = 10;
+  std::string list_format = "table";  // schedules, hw, models, fill-jobs
   bool calibrate_replay_host = false;
   std::string calibrate_from_replay, calibrate_plan;
   CLI::Option* calibrate_base = nullptr;

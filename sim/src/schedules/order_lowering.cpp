@@ -371,6 +371,9 @@ void Builder::size_plan() {
                                         explicit_ ? ", or --replicas symmetric" : "");
   if (rounds > kMaxOps) estimate = static_cast<double>(rounds) * 6;  // beyond the ceiling either way
   detail::check_plan_size(estimate, in_.memory_budget_bytes, flag, fewer);
+  // Growing the op vector by doubling moves every op about twice: reserve the estimate with a margin (it
+  // may fall a few per cent short; pages reserved beyond the ops emitted are never touched).
+  plan_.ops.reserve(static_cast<std::size_t>(std::min(1.25 * estimate, static_cast<double>(kMaxOps))));
   total_mb_ = static_cast<std::int32_t>(rounds);
   // Data-parallel collective ids follow the TP ones (one per replica, stage, chunk, microbatch and phase).
   dp_group_base_ = static_cast<std::int32_t>(std::min<std::int64_t>(
