@@ -5,5 +5,5 @@ set -euo pipefail
 cd "$(dirname "$0")"
 ./scripts/install-deps.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DPIPESIM_BUILD_TESTS=OFF -DPIPESIM_BUILD_BENCH=OFF > /dev/null
-cmake --build build -j2 --target pipesim
+cmake --build build -j2 --target pipesim pipesim_python
 ./build/cli/pipesim simulate "$@"

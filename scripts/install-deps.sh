@@ -3,7 +3,8 @@
 set -euo pipefail
 packages=(cmake g++ make libboost-graph-dev nlohmann-json3-dev libfmt-dev libcli11-dev libgtest-dev libgmock-dev
           libbenchmark-dev python3 python3-nbformat python3-nbconvert python3-ipykernel python3-matplotlib jupyter-nbconvert
-          libopenmpi-dev openmpi-bin clang libclang-rt-14-dev)
+          libopenmpi-dev openmpi-bin clang libclang-rt-14-dev pybind11-dev python3-dev python3-numpy python3-pandas
+          python3-distributed)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

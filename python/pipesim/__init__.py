@@ -44,6 +44,11 @@ def _arguments(command, kwargs):
         if value is None:
             continue
         name = "--" + key.replace("_", "-")
+        negated = "--no-" + name[2:]
+        if name not in options and negated in options and isinstance(value, bool):
+            if not value:  # e.g. sequence_parallel=False: the command line spells it --no-sequence-parallel
+                args.append(negated)
+            continue
         if name not in options:
             valid = ", ".join(sorted(o[2:].replace("-", "_") for o in options))
             raise TypeError(f"{command}() got an unexpected keyword argument '{key}'; valid: {valid}")
@@ -52,8 +57,8 @@ def _arguments(command, kwargs):
                 raise TypeError(f"{command}(): '{key}' is a flag: give True or False")
             if value:
                 args.append(name)
-            elif "--no-" + name[2:] in options:
-                args.append("--no-" + name[2:])
+            elif negated in options:
+                args.append(negated)
             continue
         if isinstance(value, bool):
             value = "true" if value else "false"
