@@ -441,6 +441,12 @@ class BadInput(unittest.TestCase):
         self.expect_error(["simulate", "--workload", workload], workload, "activation_bytes: value 1125899906842624")
         self.assertEqual(sorted(n for n in os.listdir(os.path.join(corpus, "plan")) if n.startswith("regression-")),
                          sorted(expected))
+        # Command lines (one argument per line): a preset name longer than the file system allows was
+        # std::filesystem's exception (exit 1); it is an unknown preset like any other.
+        with open(os.path.join(corpus, "cli_args", "regression-model-name-too-long.txt")) as f:
+            args = f.read().split("\n")
+        self.expect_error(args, "unknown model preset")
+        self.expect_error(["simulate", "--hw", "h" * 5000], "unknown hardware profile")
 
     def test_interrupted_calibration_leaves_nothing(self):
         with tempfile.TemporaryDirectory() as d:

@@ -29,7 +29,8 @@ std::string resolve_shipped(const std::string& name_or_path, const std::string& 
   if (name_or_path.find('/') != std::string::npos || name_or_path.find(".json") != std::string::npos)
     return name_or_path;
   std::string path = data_dir() + "/" + folder + "/" + name_or_path + ".json";
-  if (!std::filesystem::exists(path))
+  std::error_code ec;  // a name the file system refuses (too long, say) is as unknown as a missing one
+  if (!std::filesystem::exists(path, ec))
     throw InputError(name_or_path, "",
                      fmt::format("unknown {}; shipped: {} (or give a file path)", what,
                                  fmt::join(shipped_names(folder), ", ")));
