@@ -22,7 +22,8 @@ import numpy as np
 
 from . import _pipesim
 
-__all__ = ["simulate", "timeline", "plan", "partition", "bubbles", "explain", "load_plan", "load_timeline",
+__all__ = ["simulate", "timeline", "plan", "partition", "bubbles", "explain", "replay", "compare", "calibrate",
+           "load_plan", "load_timeline",
            "hw_profiles", "models", "schedules", "fill_jobs", "run", "sweep", "Timeline"]
 
 
@@ -96,12 +97,41 @@ def bubbles(**kwargs):
     return _run_json("bubbles", kwargs)
 
 
-def explain(plan_file, **kwargs):
-    """``pipesim explain PLAN``: a saved plan checked, simulated and its critical path reported."""
-    code, out, err = _pipesim.run(_arguments("explain", dict(kwargs, format="json")) + [str(plan_file)])
+def _run_positional_json(command, positionals, kwargs):
+    code, out, err = _pipesim.run(_arguments(command, dict(kwargs, format="json")) + [str(p) for p in positionals])
     if code != 0:
         raise ValueError(err.strip())
     return json.loads(out)
+
+
+def explain(plan_file, **kwargs):
+    """``pipesim explain PLAN``: a saved plan checked, simulated and its critical path reported."""
+    return _run_positional_json("explain", [plan_file], kwargs)
+
+
+def replay(plan_file, **kwargs):
+    """``pipesim replay PLAN``: the saved plan executed on this machine (``backend="host"`` by default);
+    ``out=PATH`` keeps the measured timeline for ``compare`` and ``calibrate(from_replay=...)``."""
+    return _run_positional_json("replay", [plan_file], kwargs)
+
+
+def compare(predicted, measured, **kwargs):
+    """``pipesim compare PREDICTED MEASURED``: two timelines of one plan side by side (step-time error,
+    per-kind and per-op errors, what to recalibrate first)."""
+    return _run_positional_json("compare", [predicted, measured], kwargs)
+
+
+def calibrate(**kwargs):
+    """``pipesim calibrate``: measures this machine (or, with ``replay_host=True``, describes the host replay
+    backend; with ``from_replay=`` and ``plan=``, refits a profile from a replay) and writes the profile to
+    ``out``; returns the written profile as a dict. What the command reports goes to ``report`` in it."""
+    code, out, err = _pipesim.run(_arguments("calibrate", kwargs))
+    if code != 0:
+        raise ValueError(err.strip())
+    with open(kwargs["out"], encoding="utf-8") as f:
+        profile = json.load(f)
+    profile["report"] = (out + err).strip()
+    return profile
 
 
 def _listing(command):
