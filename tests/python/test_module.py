@@ -207,6 +207,29 @@ class ThreadsAndSweeps(unittest.TestCase):
             t.join()
         self.assertEqual(results, [expected] * 4)
 
+    def test_the_gil_is_released_while_a_command_runs(self):
+        # While a command runs in a worker thread, this thread keeps running Python. Held GIL: this thread
+        # could only run in the instants before the call enters C++ (a switch interval, 5 ms) and after it;
+        # released: its time stamps cover the whole call (a plan search of about a second here).
+        import time
+
+        window, stamps, done = [], [], threading.Event()
+
+        def work():
+            window.append(time.monotonic())
+            pipesim.plan(model="llama3-8b", hw="rtx4090-8x", gpus=8, global_batch=32, top=1)
+            window.append(time.monotonic())
+            done.set()
+
+        worker = threading.Thread(target=work)
+        worker.start()
+        while not done.is_set():
+            stamps.append(time.monotonic())
+        worker.join()
+        inside = [t for t in stamps if window[0] < t < window[1]]
+        self.assertGreater(window[1] - window[0], 0.1)
+        self.assertGreater(max(inside) - min(inside), 0.5 * (window[1] - window[0]))
+
     def test_sweep_keeps_every_point_in_order(self):
         df = pipesim.sweep(self.GRID, processes=2)
         self.assertEqual(len(df), 6)
