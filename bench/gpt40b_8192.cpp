@@ -1,5 +1,6 @@
 // One 1F1B step of a 40B GPT on 8192 GPUs (tp 8 x pp 16 x dp 64, h100-sxm-8x nodes) with every replica
-// instantiated (--replicas explicit): plan generation plus simulation. Target: under 2 s and 2 GB here.
+// instantiated (--replicas explicit): plan generation plus simulation. Target: under 2 s and 2 GB here. Also
+// the scaling curve of pipelines only (pp 8 x dp 32 .. 2048: 256 to 16,384 GPUs).
 #include <sys/resource.h>
 
 #include <benchmark/benchmark.h>
@@ -52,6 +53,37 @@ void BM_Gpt40b8192Explicit(benchmark::State& state) {
   report_rss(state);
 }
 BENCHMARK(BM_Gpt40b8192Explicit)->Unit(benchmark::kMillisecond)->Iterations(3);
+
+void BM_Gpt40bPipelinesExplicit(benchmark::State& state) {
+  // The scaling curve: gpt-40b, 1F1B, pp 8 x dp N with every GPU instantiated (tp 1, 16 microbatches of one
+  // sequence per pipeline): plan build + simulation + metrics, ops and simulated ops per second.
+  JobOptions j = gpt40b_job(1);
+  j.tp = 1;
+  j.pp = 8;
+  j.dp = static_cast<std::int32_t>(state.range(0));
+  j.global_batch = 16 * j.dp;
+  const auto& s = find_schedule("1f1b");
+  double ops = 0;
+  for (auto _ : state) {
+    Plan plan = build_plan(s, make_schedule_input(j, s));
+    Timeline t = Engine{}.run(plan);
+    Metrics m = compute_metrics(plan, t);
+    ops = static_cast<double>(plan.ops.size());
+    benchmark::DoNotOptimize(m);
+  }
+  state.counters["gpus"] = 8.0 * static_cast<double>(j.dp);
+  state.counters["ops"] = ops;
+  state.counters["ops_per_s"] = benchmark::Counter(ops, benchmark::Counter::kIsIterationInvariantRate);
+  report_rss(state);
+}
+BENCHMARK(BM_Gpt40bPipelinesExplicit)
+    ->Arg(32)
+    ->Arg(128)
+    ->Arg(512)
+    ->Arg(1024)
+    ->Arg(2048)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(3);
 
 void BM_Gpt40b8192WithFill(benchmark::State& state) {
   // The scale study's largest point: microbatch 2 (8 per pipeline, 68 % bubbles) filled with the two shipped
