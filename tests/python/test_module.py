@@ -92,6 +92,23 @@ class SameAsTheCommandLine(unittest.TestCase):
             self.assertEqual(without_wall_time(pipesim.simulate(plan=path)),
                              without_wall_time(cli_json("simulate", "--plan", path)))
 
+    def test_replay_compare_calibrate(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            plan, predicted, measured = (os.path.join(tmp, n) for n in ("p.json", "pred.json", "meas.json"))
+            tiny = os.path.join(os.path.dirname(__file__), "..", "fixtures", "tiny_model.json")
+            pipesim.simulate(model=tiny, pp=2, schedule="1f1b", microbatches=4, seq=128, plan_out=plan,
+                             timeline=predicted)
+            # A timeline against itself: deterministic, so the module and the command must agree exactly.
+            self.assertEqual(pipesim.compare(predicted, predicted, top=2),
+                             cli_json("compare", predicted, predicted, "--top", "2"))
+            self.assertEqual(pipesim.compare(predicted, predicted)["step_time_error"], 0)
+            r = pipesim.replay(plan, iterations=1, work_scale=0.1, out=measured)
+            self.assertGreater(r["measured_step_time_s"], 0)
+            self.assertEqual(len(pipesim.load_timeline(measured)["op"]), len(pipesim.load_plan(plan)["ops"]))
+            host = pipesim.calibrate(replay_host=True, out=os.path.join(tmp, "host.json"))
+            self.assertEqual(host["format"], "pipesim-hw")
+            self.assertIn("host.json", host["report"])
+
     def test_run_returns_what_the_cli_prints(self):
         self.assertEqual(pipesim.run("hw"), cli("hw"))
         code, out, err = pipesim.run("simulate", "--pp", "0")
