@@ -197,6 +197,13 @@ class Timelines(unittest.TestCase):
         self.assertEqual(len(ax.get_yticks()), len(set(self.tl["stream"].tolist())))
         bars = sum(len(c.patches) for c in ax.containers)
         self.assertEqual(bars, len(self.tl["op"]))
+        filled = pipesim.timeline(**dict(JOB, hw="h100-sxm-8x"), fill_jobs="bert-large-inference")
+        fill_ops = int((filled["kind"] == "fill").sum())
+        self.assertGreater(fill_ops, 0)
+        fig = pipesim.plot.gantt(filled)
+        fill_bars = [c for c in fig.axes[0].containers if c.patches[0].get_facecolor()[:3] ==
+                     matplotlib.colors.to_rgb(pipesim.plot.KIND_COLOURS["fill"])]
+        self.assertEqual(sum(len(c.patches) for c in fill_bars), fill_ops)
         fig = pipesim.plot.memory(self.tl)
         self.assertEqual(len(fig.axes[0].lines), 4)
         results = pipesim.simulate(**dict(JOB, schedule="all"))
