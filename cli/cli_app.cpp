@@ -411,6 +411,56 @@ void add_plan(CLI::App& app, Commands& c) {
   c.pl = plan;
 }
 
+void add_buy(CLI::App& app, Commands& c) {
+  auto& b = c.buy;
+  auto& s = b.buy.search;
+  auto* buy = app.add_subcommand(
+      "buy", "the best configuration on every candidate cluster, and the time and money to train on each");
+  buy->add_option("--model", s.base.model, "model preset name or HuggingFace config.json")
+      ->capture_default_str();
+  buy->add_option("--hw", b.hardware, "comma-separated hardware profiles (names or files)")->required();
+  buy->add_option("--gpus", b.gpu_counts, "comma-separated GPU counts (whole nodes), e.g. 256,512,1024")
+      ->required();
+  buy->add_option("--tokens", b.buy.tokens, "tokens to train, e.g. 1e12 (or --steps)")
+      ->check(CLI::Range(0.0, 1e30));
+  buy->add_option("--steps", b.buy.steps, "optimizer steps to train (instead of --tokens)")
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 40));
+  buy->add_option("--global-batch", s.global_batch, "sequences per optimizer step")
+      ->required()
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40));
+  buy->add_option("--seq", s.base.seq, "sequence length")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 24));
+  buy->add_option("--schedules", b.schedules,
+                  "comma-separated schedules to consider (default: all that apply)");
+  buy->add_option("--recompute", s.recomputes, "recompute policies to try (default: all), e.g. full")
+      ->check(CLI::IsMember({"none", "selective", "full"}))
+      ->delimiter(',');
+  buy->add_option("--data-parallel", s.data_parallel,
+                  "data-parallel modes to try where dp > 1: ddp, zero-1, zero-2, zero-3, fsdp-hybrid")
+      ->check(CLI::IsMember({"ddp", "zero-1", "zero-2", "zero-3", "fsdp-hybrid"}))
+      ->delimiter(',');
+  buy->add_option("--max-mem-fraction", s.max_mem_fraction, "share of GPU memory a configuration may use")
+      ->capture_default_str();
+  buy->add_option("--gpu-hour-usd", b.gpu_hour_usd,
+                  "prices per GPU-hour overriding the profiles': NAME=PRICE[,NAME=PRICE...]");
+  buy->add_option("--max-usd", b.buy.max_usd, "budget: clusters costing more miss the constraints")
+      ->check(CLI::Range(0.0, 1e15));
+  buy->add_option("--deadline-days", b.buy.deadline_days, "deadline: clusters training longer miss it")
+      ->check(CLI::Range(0.0, 1e6));
+  buy->add_option("--max-gpus", b.buy.max_gpus, "skip clusters with more GPUs")
+      ->check(CLI::Range(0, 1 << 20));
+  buy->add_option("--threads", s.threads, "simulation threads (default: all cores)")
+      ->check(CLI::Range(1, 1024));
+  buy->add_option("--lora-rank", s.base.lora_rank, "LoRA fine-tuning rank (0: full fine-tuning)")
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{65536}));
+  buy->add_option("--dtype", s.base.dtype, "math dtype: bf16|fp16|fp16_acc16|fp32");
+  add_kernel_options(buy, s.base);
+  buy->add_option("--format", b.format, "table or json")
+      ->check(CLI::IsMember({"table", "json"}))
+      ->capture_default_str();
+  c.buy_cmd = buy;
+}
+
 void add_explain(CLI::App& app, Commands& c) {
   auto* explain = app.add_subcommand("explain", "check a saved plan and report its critical path");
   explain->add_option("plan", c.explain_file, "pipesim-plan JSON")->required();
@@ -472,6 +522,7 @@ void add_commands(CLI::App& app, Commands& c) {
   add_calibrate(app, c);
   add_partition(app, c);
   add_plan(app, c);
+  add_buy(app, c);
   add_explain(app, c);
   add_replay(app, c);
   for (const auto& [name, help] :
@@ -521,6 +572,7 @@ int dispatch(CLI::App& app, Commands& c, bool no_arguments) {
   }
   if (c.part->parsed()) return pipesim::cli::run_partition(c.partition);
   if (c.pl->parsed()) return pipesim::cli::run_plan(c.plan);
+  if (c.buy_cmd->parsed()) return pipesim::cli::run_buy(c.buy);
   if (c.explain->parsed()) return pipesim::cli::run_explain(c.explain_file, c.explain_format, c.explain_top);
   if (c.rep->parsed()) return pipesim::cli::run_replay(c.replay);
   if (c.cmp->parsed())

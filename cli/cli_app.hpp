@@ -6,6 +6,7 @@
 #include <string>
 
 #include "bubbles_command.hpp"
+#include "buy_command.hpp"
 #include "partition_command.hpp"
 #include "pipesim/calibrate/calibrate.hpp"
 #include "plan_command.hpp"
@@ -21,6 +22,7 @@ struct Commands {
   pipesim::calibrate::CalibrateOptions calibrate;
   PartitionOptions partition;
   PlanOptions plan;
+  BuyCommandOptions buy;
   BubblesOptions bubbles;
   std::string bubbles_replicas = "symmetric";
   std::string explain_file, explain_format = "table";
@@ -33,7 +35,7 @@ struct Commands {
   std::string calibrate_from_replay, calibrate_plan;
   CLI::Option* calibrate_base = nullptr;
   CLI::App *sim = nullptr, *cal = nullptr, *part = nullptr, *pl = nullptr, *explain = nullptr, *bub = nullptr,
-           *rep = nullptr, *cmp = nullptr;
+           *rep = nullptr, *cmp = nullptr, *buy_cmd = nullptr;
 };
 
 /// Registers every subcommand and its options on `app`, writing into `c`.

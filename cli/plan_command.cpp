@@ -22,6 +22,8 @@ std::string gib(std::int64_t b) {
   return fmt::format("{:.1f}", static_cast<double>(b) / (1024.0 * 1024 * 1024));
 }
 
+}  // namespace
+
 nlohmann::ordered_json config_json(const planner::Candidate& c) {
   return {{"schedule", c.schedule},
           {"pp", c.job.pp},
@@ -40,7 +42,12 @@ nlohmann::ordered_json config_json(const planner::Candidate& c) {
           {"usd_per_million_tokens", c.usd_per_million_tokens}};
 }
 
-}  // namespace
+nlohmann::ordered_json candidate_json(const planner::Candidate& c) {
+  auto j =
+      nlohmann::ordered_json::parse(sim::metrics_to_json(planner::candidate_plan(c), c.metrics, 0.0, -1));
+  j["config"] = config_json(c);
+  return j;
+}
 
 int run_plan(const PlanOptions& o) {
   planner::SearchOptions s = o.search;
@@ -64,11 +71,7 @@ int run_plan(const PlanOptions& o) {
   if (o.format == "json") {
     std::cout << "[";
     for (std::size_t i = 0; i < r.ranked.size(); ++i) {
-      const auto& c = r.ranked[i];
-      auto j =
-          nlohmann::ordered_json::parse(sim::metrics_to_json(planner::candidate_plan(c), c.metrics, 0.0, -1));
-      j["config"] = config_json(c);
-      std::cout << (i ? ",\n" : "\n") << pipesim::sim::json_text(j, 2);
+      std::cout << (i ? ",\n" : "\n") << pipesim::sim::json_text(candidate_json(r.ranked[i]), 2);
     }
     std::cout << "\n]\n";
     return 0;

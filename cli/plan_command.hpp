@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "pipesim/planner/config_search.hpp"
 
 namespace pipesim::cli {
@@ -16,5 +18,10 @@ struct PlanOptions {
 };
 
 int run_plan(const PlanOptions& options);
+
+/// A searched configuration as `plan --format json` prints it: the simulate keys plus `config`.
+nlohmann::ordered_json candidate_json(const planner::Candidate& c);
+/// The configuration alone (layout, schedule, sharding, partition, bound, $ per million tokens).
+nlohmann::ordered_json config_json(const planner::Candidate& c);
 
 }  // namespace pipesim::cli

@@ -269,6 +269,73 @@ class Planner(unittest.TestCase):
         self.assertIn("cannot open file", err_of("explain", "/no/such/plan.json"))
 
 
+class Buy(unittest.TestCase):
+    JOB = ["--model", "qwen3-1.7b", "--global-batch", "32", "--seq", "2048", "--schedules", "1f1b",
+           "--recompute", "none"]
+
+    def test_each_cluster_is_plan_on_that_cluster_priced_by_hand(self):
+        rc, out, err = run("buy", *self.JOB, "--hw", "h100-sxm-8x,l40s-8x", "--gpus", "8,16", "--tokens", "1e10",
+                           "--gpu-hour-usd", "l40s-8x=0.8", "--format", "json")
+        self.assertEqual(rc, 0, err)
+        r = json.loads(out)
+        self.assertEqual(r["tokens_per_step"], 65536)
+        self.assertEqual(r["steps"], 152588)  # ceil(1e10 / 65,536) = ceil(152,587.89)
+        self.assertEqual([(c["hw"], c["gpus"]) for c in r["clusters"]],
+                         [("h100-sxm-8x", 8), ("h100-sxm-8x", 16), ("l40s-8x", 8), ("l40s-8x", 16)])
+        prices = {"h100-sxm-8x": 3.0, "l40s-8x": 0.8}  # the profile's, and the override
+        for c in r["clusters"]:
+            rc, plan_out, err = run("plan", *self.JOB, "--hw", c["hw"], "--gpus", str(c["gpus"]), "--top", "1",
+                                    "--gpu-hour-usd", str(prices[c["hw"]]), "--format", "json")
+            self.assertEqual(rc, 0, err)
+            self.assertEqual(c["plan"], json.loads(plan_out)[0])
+            step = c["plan"]["step_time_s"]
+            self.assertEqual(c["time_to_train_s"], 152588 * step)
+            self.assertEqual(c["gpu_hours"], c["gpus"] * (152588 * step) / 3600)
+            self.assertEqual(c["usd_per_gpu_hour"], prices[c["hw"]])
+            self.assertEqual(c["usd"], c["gpus"] * (152588 * step) / 3600 * prices[c["hw"]])
+            self.assertAlmostEqual(c["plan"]["mfu"] + sum(c["losses"].values()), 1.0, places=9)
+        front = [c for c in r["clusters"] if c["pareto"]]
+        for c in front:  # nothing else is both at least as fast and as cheap, and better in one
+            self.assertFalse(any(o is not c and o["time_to_train_s"] <= c["time_to_train_s"] and o["usd"] <= c["usd"]
+                                 and (o["time_to_train_s"] < c["time_to_train_s"] or o["usd"] < c["usd"])
+                                 for o in r["clusters"]))
+        self.assertTrue(front)
+
+    def test_table_and_no_cluster_meeting_the_constraints(self):
+        rc, out, err = run("buy", *self.JOB, "--hw", "h100-sxm-8x", "--gpus", "8,12", "--tokens", "1e10")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("skipped: not whole nodes of 8 GPUs", out)
+        self.assertIn("* h100-sxm-8x", out)
+        rc, out, err = run("buy", *self.JOB, "--hw", "h100-sxm-8x", "--gpus", "8", "--tokens", "1e12",
+                           "--max-usd", "1", "--deadline-days", "0.5")
+        self.assertEqual(rc, 0, err)  # an answer, not an error
+        self.assertIn("no cluster meets the constraints (at most $1, within 0.5 days)", out)
+
+    def test_bad_input(self):
+        def err_of(*args):
+            rc, _, err = run("buy", *self.JOB, *args)
+            self.assertEqual(rc, 2, err)
+            self.assertEqual(len(err.strip().splitlines()), 1, err)
+            return err
+        self.assertIn("unknown hardware profile", err_of("--hw", "h100-sxm-8x,b9000", "--gpus", "8", "--tokens", "1e9"))
+        self.assertIn("--tokens", err_of("--hw", "h100-sxm-8x", "--gpus", "8", "--tokens", "1e25"))
+        self.assertIn("--tokens", err_of("--hw", "h100-sxm-8x", "--gpus", "8"))
+        self.assertIn("--gpus", err_of("--hw", "h100-sxm-8x", "--gpus", "8,x", "--tokens", "1e9"))
+        self.assertIn("--gpu-hour-usd", err_of("--hw", "h100-sxm-8x", "--gpus", "8", "--tokens", "1e9",
+                                               "--gpu-hour-usd", "h100-sxm-8x:3"))
+        self.assertIn("not one of the clusters", err_of("--hw", "h100-sxm-8x", "--gpus", "8", "--tokens", "1e9",
+                                                        "--gpu-hour-usd", "l40s-8x=1"))
+        with tempfile.TemporaryDirectory() as d:
+            priceless = os.path.join(d, "priceless.json")
+            with open(os.path.join(SRC, "hw_profiles", "l40s-8x.json")) as f:
+                hw = json.load(f)
+            del hw["gpu_hour_usd"]
+            with open(priceless, "w") as f:
+                json.dump(hw, f)
+            self.assertIn("--max-usd needs one", err_of("--hw", priceless, "--gpus", "8", "--tokens", "1e9",
+                                                        "--max-usd", "100"))
+
+
 class Calibrate(unittest.TestCase):
     """`pipesim calibrate --quick --cpu-only` on this machine, fed to the simulator."""
 

@@ -1,0 +1,156 @@
+#include "pipesim/planner/buy.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "pipesim/sim/error.hpp"
+#include "pipesim/sim/hardware.hpp"
+
+namespace pipesim::planner {
+
+namespace {
+
+// Far beyond any training run, and every product below stays exact in a double.
+constexpr double kMaxTokens = 1e18;
+constexpr std::int64_t kMaxSteps = std::int64_t{1} << 40;
+
+void check_options(const BuyOptions& o) {
+  if (o.hardware.empty()) throw sim::InputError("--hw", "", "give at least one hardware profile");
+  if (o.gpu_counts.empty()) throw sim::InputError("--gpus", "", "give at least one GPU count");
+  for (std::int32_t g : o.gpu_counts)
+    if (g < 1) throw sim::InputError("--gpus", "", fmt::format("{} GPUs; valid: 1 .. 1048576", g));
+  if ((o.tokens > 0) == (o.steps > 0))
+    throw sim::InputError("--tokens", "", "give either --tokens (tokens to train) or --steps, not both");
+  if (o.steps < 0 || o.steps > kMaxSteps)
+    throw sim::InputError("--steps", "", fmt::format("{} steps; valid: 1 .. {}", o.steps, kMaxSteps));
+  if (!(o.max_usd >= 0 && o.max_usd <= 1e15))
+    throw sim::InputError("--max-usd", "", "valid: 0 (no budget) .. 1e15");
+  if (!(o.deadline_days >= 0 && o.deadline_days <= 1e6))
+    throw sim::InputError("--deadline-days", "", "valid: 0 (no deadline) .. 1e6");
+  if (o.max_gpus < 0) throw sim::InputError("--max-gpus", "", "valid: 0 (no limit) or more");
+  for (const auto& [name, usd] : o.gpu_hour_usd) {
+    if (!(usd > 0 && usd <= 1e6))
+      throw sim::InputError("--gpu-hour-usd", "", fmt::format("{}: price {}; valid: > 0 .. 1e6", name, usd));
+    if (std::find(o.hardware.begin(), o.hardware.end(), name) == o.hardware.end())
+      throw sim::InputError("--gpu-hour-usd", "", fmt::format("{} is not one of the clusters in --hw", name));
+  }
+}
+
+/// Where a GPU's time goes besides model FLOPs at peak (see ClusterQuote).
+void split_losses(ClusterQuote& q) {
+  const sim::Metrics& m = q.best.metrics;
+  q.idle_share = std::clamp(m.bubble_fraction, 0.0, 1.0);
+  q.recompute_share = std::max(0.0, m.hfu - m.mfu);
+  q.below_peak_share = std::max(0.0, 1.0 - q.idle_share - m.hfu);
+  const std::pair<double, const char*> losses[] = {
+      {q.idle_share, "idle time (pipeline bubbles, exposed communication, host work)"},
+      {q.recompute_share, "recompute"},
+      {q.below_peak_share,
+       "kernels below peak (GEMM efficiency, memory-bound work, collectives on the "
+       "compute stream)"}};
+  q.limiter = std::max_element(std::begin(losses), std::end(losses), [](const auto& a, const auto& b) {
+                return a.first < b.first;
+              })->second;
+}
+
+void mark_pareto(std::vector<ClusterQuote>& quotes) {
+  for (ClusterQuote& q : quotes) {
+    if (!q.meets_constraints) continue;
+    q.pareto = std::none_of(quotes.begin(), quotes.end(), [&](const ClusterQuote& r) {
+      return &r != &q && r.meets_constraints && r.time_to_train_s <= q.time_to_train_s && r.usd <= q.usd &&
+             (r.time_to_train_s < q.time_to_train_s || r.usd < q.usd);
+    });
+  }
+}
+
+}  // namespace
+
+std::int64_t steps_to_train(double tokens, std::int64_t tokens_per_step) {
+  if (!(tokens >= 1 && tokens <= kMaxTokens))
+    throw sim::InputError("--tokens", "", fmt::format("{} tokens; valid: 1 .. 1e18", tokens));
+  if (tokens_per_step < 1)
+    throw sim::InputError("--global-batch", "", "a step must train at least one token");
+  const double steps = std::ceil(tokens / static_cast<double>(tokens_per_step));
+  if (steps > static_cast<double>(kMaxSteps))
+    throw sim::InputError(
+        "--tokens", "",
+        fmt::format("{} steps of {} tokens; valid: at most {} steps", steps, tokens_per_step, kMaxSteps));
+  return static_cast<std::int64_t>(steps);
+}
+
+BuyResult buy(const BuyOptions& o, std::ostream* progress) {
+  check_options(o);
+  if (o.search.global_batch < 1) throw sim::InputError("--global-batch", "", "required, >= 1");
+  BuyResult result;
+  const std::int64_t seq = o.search.base.seq > 0 ? o.search.base.seq : 2048;
+  if (__builtin_mul_overflow(o.search.global_batch, seq, &result.tokens_per_step))
+    throw sim::InputError("--global-batch", "", "global batch x seq overflows");
+  result.steps = o.steps > 0 ? o.steps : steps_to_train(o.tokens, result.tokens_per_step);
+
+  // Every profile is loaded (and so checked) before the first search; a budget needs every price.
+  std::vector<sim::HardwareProfile> profiles;
+  for (const std::string& name : o.hardware) {
+    profiles.push_back(sim::load_hardware_profile(name));
+    const auto price = o.gpu_hour_usd.find(name);
+    if (o.max_usd > 0 && price == o.gpu_hour_usd.end() && profiles.back().gpu_hour_usd <= 0)
+      throw sim::InputError("--gpu-hour-usd", "",
+                            fmt::format("{} has no $/GPU-hour figure and --max-usd needs one; give "
+                                        "--gpu-hour-usd {}=PRICE",
+                                        name, name));
+  }
+  const std::size_t total = o.hardware.size() * o.gpu_counts.size();
+  for (std::size_t h = 0; h < o.hardware.size(); ++h) {
+    const sim::HardwareProfile& hw = profiles[h];
+    const auto price = o.gpu_hour_usd.find(o.hardware[h]);
+    for (std::int32_t gpus : o.gpu_counts) {
+      ClusterQuote q;
+      q.hw = o.hardware[h];
+      q.gpus = gpus;
+      q.usd_per_gpu_hour = price != o.gpu_hour_usd.end() ? price->second : hw.gpu_hour_usd;
+      if (gpus % hw.node.gpus != 0) {
+        q.skipped = fmt::format("not whole nodes of {} GPUs", hw.node.gpus);
+      } else if (o.max_gpus > 0 && gpus > o.max_gpus) {
+        q.skipped = fmt::format("over --max-gpus {}", o.max_gpus);
+      } else {
+        SearchOptions s = o.search;
+        s.base.hw = o.hardware[h];
+        s.gpus = gpus;
+        s.top = 1;
+        s.objective = "throughput";
+        s.gpu_hour_usd = q.usd_per_gpu_hour;
+        SearchResult r = search(s, nullptr);
+        if (r.ranked.empty()) {
+          q.no_fit = fmt::format("no configuration fits ({} enumerated, {} over memory)", r.enumerated,
+                                 r.pruned_memory + r.oom);
+        } else {
+          q.best = std::move(r.ranked.front());
+          const double step_s = q.best.metrics.step_time_s;
+          q.steps = result.steps;
+          q.time_to_train_s = static_cast<double>(q.steps) * step_s;
+          q.gpu_hours = static_cast<double>(gpus) * q.time_to_train_s / 3600.0;
+          q.usd = q.gpu_hours * q.usd_per_gpu_hour;
+          q.headroom_bytes =
+              static_cast<std::int64_t>(s.max_mem_fraction * static_cast<double>(hw.gpu.hbm_bytes)) -
+              q.best.metrics.peak_gpu_mem_bytes;
+          split_losses(q);
+          q.meets_constraints = (o.max_usd <= 0 || q.usd <= o.max_usd) &&
+                                (o.deadline_days <= 0 || q.time_to_train_s <= o.deadline_days * 86400.0);
+        }
+      }
+      if (progress)
+        *progress << fmt::format("buy: [{}/{}] {} x {}: {}\n", result.clusters.size() + 1, total, q.hw, gpus,
+                                 !q.skipped.empty() ? "skipped, " + q.skipped
+                                 : !q.no_fit.empty()
+                                     ? q.no_fit
+                                     : fmt::format("{:.3f} s per step", q.best.metrics.step_time_s));
+      result.clusters.push_back(std::move(q));
+    }
+  }
+  mark_pareto(result.clusters);
+  return result;
+}
+
+}  // namespace pipesim::planner
