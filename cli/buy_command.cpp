@@ -130,7 +130,7 @@ int run_buy(BuyCommandOptions o) {
                            r.steps, r.tokens_per_step, b.search.global_batch,
                            r.tokens_per_step / b.search.global_batch,
                            b.tokens > 0 ? fmt::format(" = {:.4g} tokens", b.tokens) : "");
-  std::cout << fmt::format("  {:<18} {:>5}  {:<40} {:>8} {:>10} {:>5} {:>8} {:>11} {:>11} {:>8}  {}\n",
+  std::cout << fmt::format("  {:<18} {:>5}  {:<46} {:>8} {:>10} {:>5} {:>8} {:>11} {:>11} {:>8}  {}\n",
                            "cluster", "GPUs", "best configuration", "step (s)", "tokens/s", "MFU%", "days",
                            "GPU-hours", "$", "free GiB", "loses most to");
   int meeting = 0;
@@ -143,7 +143,7 @@ int run_buy(BuyCommandOptions o) {
     meeting += q.meets_constraints ? 1 : 0;
     const auto& m = q.best.metrics;
     std::cout << fmt::format(
-        "{} {:<18} {:>5}  {:<40} {:>8.3f} {:>10.0f} {:>5.1f} {:>8.2f} {:>11.0f} {:>11} {:>8.1f}  {} "
+        "{} {:<18} {:>5}  {:<46} {:>8.3f} {:>10.0f} {:>5.1f} {:>8.2f} {:>11.0f} {:>11} {:>8.1f}  {} "
         "{:.0f}%{}\n",
         q.pareto ? '*' : ' ', q.hw, q.gpus, configuration(q.best), m.step_time_s, m.tokens_per_s, 100 * m.mfu,
         q.time_to_train_s / 86400.0, q.gpu_hours,
