@@ -22,7 +22,7 @@ import numpy as np
 
 from . import _pipesim
 
-__all__ = ["simulate", "timeline", "plan", "partition", "bubbles", "explain", "replay", "compare", "calibrate",
+__all__ = ["simulate", "timeline", "plan", "buy", "partition", "bubbles", "explain", "replay", "compare", "calibrate",
            "load_plan", "load_timeline",
            "hw_profiles", "models", "schedules", "fill_jobs", "run", "sweep", "Timeline"]
 
@@ -85,6 +85,12 @@ def simulate(**kwargs):
 def plan(**kwargs):
     """``pipesim plan``: the best parallel configurations for a model on N GPUs, best first."""
     return _run_json("plan", kwargs)
+
+
+def buy(**kwargs):
+    """``pipesim buy``: the best configuration on every candidate cluster (``hw="h100-sxm-8x,b200-sxm-8x"``,
+    ``gpus="256,1024"``) with the steps, time and dollars to train ``tokens``; the JSON of ``--format json``."""
+    return _run_json("buy", kwargs)
 
 
 def partition(**kwargs):

@@ -70,6 +70,15 @@ class SameAsTheCommandLine(unittest.TestCase):
         self.assertEqual(ranked, cli_json("plan", *args))
         self.assertEqual(len(ranked), 3)
 
+    def test_buy(self):
+        kw = dict(model="qwen3-1.7b", hw="h100-sxm-8x,l40s-8x", gpus=[8, 16], tokens=1e10, global_batch=32,
+                  schedules="1f1b", recompute="none")
+        args = ["--model", "qwen3-1.7b", "--hw", "h100-sxm-8x,l40s-8x", "--gpus", "8,16", "--tokens", "1e10",
+                "--global-batch", "32", "--schedules", "1f1b", "--recompute", "none"]
+        quote = pipesim.buy(**kw)
+        self.assertEqual(quote, cli_json("buy", *args))
+        self.assertEqual(len(quote["clusters"]), 4)
+
     def test_partition_and_bubbles(self):
         eight = dict(JOB, pp=8)
         self.assertEqual(pipesim.partition(**eight), cli_json("partition", *JOB_ARGS[:5], "8", *JOB_ARGS[6:]))
