@@ -353,42 +353,52 @@ void add_partition(CLI::App& app, Commands& c) {
   c.part = part;
 }
 
+/// What `plan` and `buy` search the same way: the model and job, fixed layout parts, and what to try.
+void add_search_options(CLI::App* cmd, planner::SearchOptions& s, std::string& schedules) {
+  cmd->add_option("--model", s.base.model, "model preset name or HuggingFace config.json")
+      ->capture_default_str();
+  cmd->add_option("--global-batch", s.global_batch, "sequences per optimizer step")
+      ->required()
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40));
+  cmd->add_option("--seq", s.base.seq, "sequence length")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 24));
+  cmd->add_option("--tp", s.tp, "fix the tensor-parallel degree (default: searched)")
+      ->check(CLI::Range(1, 1024));
+  cmd->add_option("--pp", s.pp, "fix the pipeline degree (default: searched)")->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--microbatch-size", s.microbatch_size,
+                  "fix the microbatch size (default: 1, 2, 4, 8 tried)")
+      ->check(CLI::IsMember({1, 2, 4, 8}));
+  cmd->add_option("--recompute", s.recomputes, "recompute policies to try (default: all), e.g. full")
+      ->check(CLI::IsMember({"none", "selective", "full"}))
+      ->delimiter(',');
+  cmd->add_option("--schedules", schedules,
+                  "comma-separated schedules to consider (default: all that apply)");
+  cmd->add_option(
+         "--data-parallel", s.data_parallel,
+         "data-parallel modes to try where dp > 1: ddp, zero-1, zero-2, zero-3, fsdp-hybrid (default: "
+         "ddp and ZeRO 1-3)")
+      ->check(CLI::IsMember({"ddp", "zero-1", "zero-2", "zero-3", "fsdp-hybrid"}))
+      ->delimiter(',');
+  cmd->add_option("--max-mem-fraction", s.max_mem_fraction, "share of GPU memory a configuration may use")
+      ->capture_default_str();
+  cmd->add_option("--threads", s.threads, "simulation threads (default: all cores)")
+      ->check(CLI::Range(1, 1024));
+  cmd->add_option("--lora-rank", s.base.lora_rank, "LoRA fine-tuning rank (0: full fine-tuning)")
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{65536}));
+  cmd->add_option("--dtype", s.base.dtype, "math dtype: bf16|fp16|fp16_acc16|fp32");
+  add_kernel_options(cmd, s.base);
+}
+
 void add_plan(CLI::App& app, Commands& c) {
   auto& pl = c.plan;
   auto& ps = pl.search;
   auto* plan = app.add_subcommand("plan", "search the best parallel configuration for a model on N GPUs");
-  plan->add_option("--model", ps.base.model, "model preset name or HuggingFace config.json")
-      ->capture_default_str();
+  add_search_options(plan, ps, pl.schedules);
   plan->add_option("--workload", ps.base.workload, "profiled per-layer times (JSON) instead of --model");
   plan->add_option("--hw", ps.base.hw, "hardware profile name or file")->capture_default_str();
   plan->add_option("--gpus", ps.gpus, "GPUs to use")->required()->check(CLI::Range(1, 1 << 20));
-  plan->add_option("--global-batch", ps.global_batch, "sequences per optimizer step")
-      ->required()
-      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40));
-  plan->add_option("--seq", ps.base.seq, "sequence length")
-      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 24));
-  plan->add_option("--tp", ps.tp, "fix the tensor-parallel degree (default: searched)")
-      ->check(CLI::Range(1, 1024));
-  plan->add_option("--pp", ps.pp, "fix the pipeline degree (default: searched)")
-      ->check(CLI::Range(1, 1 << 20));
-  plan->add_option("--microbatch-size", ps.microbatch_size,
-                   "fix the microbatch size (default: 1, 2, 4, 8 tried)")
-      ->check(CLI::IsMember({1, 2, 4, 8}));
-  plan->add_option("--recompute", ps.recomputes, "recompute policies to try (default: all), e.g. full")
-      ->check(CLI::IsMember({"none", "selective", "full"}))
-      ->delimiter(',');
-  plan->add_option("--schedules", pl.schedules,
-                   "comma-separated schedules to consider (default: all that apply)");
-  plan->add_option(
-          "--data-parallel", ps.data_parallel,
-          "data-parallel modes to try where dp > 1: ddp, zero-1, zero-2, zero-3, fsdp-hybrid (default: "
-          "ddp and ZeRO 1-3)")
-      ->check(CLI::IsMember({"ddp", "zero-1", "zero-2", "zero-3", "fsdp-hybrid"}))
-      ->delimiter(',');
   plan->add_option("--objective", ps.objective, "throughput or cost")
       ->check(CLI::IsMember({"throughput", "cost"}))
-      ->capture_default_str();
-  plan->add_option("--max-mem-fraction", ps.max_mem_fraction, "share of GPU memory a configuration may use")
       ->capture_default_str();
   plan->add_option("--gpu-hour-usd", ps.gpu_hour_usd, "price per GPU-hour (default: the profile's)")
       ->check(CLI::Range(0.0, 1e6));
@@ -398,12 +408,6 @@ void add_plan(CLI::App& app, Commands& c) {
   plan->add_flag("--exhaustive", ps.exhaustive,
                  "simulate every feasible candidate instead of pruning by the schedules' lower bounds (the "
                  "same top list, slower)");
-  plan->add_option("--threads", ps.threads, "simulation threads (default: all cores)")
-      ->check(CLI::Range(1, 1024));
-  plan->add_option("--lora-rank", ps.base.lora_rank, "LoRA fine-tuning rank (0: full fine-tuning)")
-      ->check(CLI::Range(std::int64_t{0}, std::int64_t{65536}));
-  plan->add_option("--dtype", ps.base.dtype, "math dtype: bf16|fp16|fp16_acc16|fp32");
-  add_kernel_options(plan, ps.base);
   plan->add_option("--out", pl.out, "write the winner as an executable pipesim-plan JSON");
   plan->add_option("--format", pl.format, "table or json")
       ->check(CLI::IsMember({"table", "json"}))
@@ -413,11 +417,9 @@ void add_plan(CLI::App& app, Commands& c) {
 
 void add_buy(CLI::App& app, Commands& c) {
   auto& b = c.buy;
-  auto& s = b.buy.search;
   auto* buy = app.add_subcommand(
       "buy", "the best configuration on every candidate cluster, and the time and money to train on each");
-  buy->add_option("--model", s.base.model, "model preset name or HuggingFace config.json")
-      ->capture_default_str();
+  add_search_options(buy, b.buy.search, b.schedules);
   buy->add_option("--hw", b.hardware, "comma-separated hardware profiles (names or files)")->required();
   buy->add_option("--gpus", b.gpu_counts, "comma-separated GPU counts (whole nodes), e.g. 256,512,1024")
       ->required();
@@ -425,22 +427,6 @@ void add_buy(CLI::App& app, Commands& c) {
       ->check(CLI::Range(0.0, 1e30));
   buy->add_option("--steps", b.buy.steps, "optimizer steps to train (instead of --tokens)")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 40));
-  buy->add_option("--global-batch", s.global_batch, "sequences per optimizer step")
-      ->required()
-      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40));
-  buy->add_option("--seq", s.base.seq, "sequence length")
-      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 24));
-  buy->add_option("--schedules", b.schedules,
-                  "comma-separated schedules to consider (default: all that apply)");
-  buy->add_option("--recompute", s.recomputes, "recompute policies to try (default: all), e.g. full")
-      ->check(CLI::IsMember({"none", "selective", "full"}))
-      ->delimiter(',');
-  buy->add_option("--data-parallel", s.data_parallel,
-                  "data-parallel modes to try where dp > 1: ddp, zero-1, zero-2, zero-3, fsdp-hybrid")
-      ->check(CLI::IsMember({"ddp", "zero-1", "zero-2", "zero-3", "fsdp-hybrid"}))
-      ->delimiter(',');
-  buy->add_option("--max-mem-fraction", s.max_mem_fraction, "share of GPU memory a configuration may use")
-      ->capture_default_str();
   buy->add_option("--gpu-hour-usd", b.gpu_hour_usd,
                   "prices per GPU-hour overriding the profiles': NAME=PRICE[,NAME=PRICE...]");
   buy->add_option("--max-usd", b.buy.max_usd, "budget: clusters costing more miss the constraints")
@@ -449,12 +435,6 @@ void add_buy(CLI::App& app, Commands& c) {
       ->check(CLI::Range(0.0, 1e6));
   buy->add_option("--max-gpus", b.buy.max_gpus, "skip clusters with more GPUs")
       ->check(CLI::Range(0, 1 << 20));
-  buy->add_option("--threads", s.threads, "simulation threads (default: all cores)")
-      ->check(CLI::Range(1, 1024));
-  buy->add_option("--lora-rank", s.base.lora_rank, "LoRA fine-tuning rank (0: full fine-tuning)")
-      ->check(CLI::Range(std::int64_t{0}, std::int64_t{65536}));
-  buy->add_option("--dtype", s.base.dtype, "math dtype: bf16|fp16|fp16_acc16|fp32");
-  add_kernel_options(buy, s.base);
   buy->add_option("--format", b.format, "table or json")
       ->check(CLI::IsMember({"table", "json"}))
       ->capture_default_str();
