@@ -182,8 +182,10 @@ class Timeline(dict):
     ``pandas.DataFrame(timeline)`` takes directly; ``devices`` (name, kind, node, resident bytes, one entry
     per device) and ``metrics`` (the run's results) ride along as attributes."""
 
-    devices = {}
-    metrics = {}
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.devices = {}
+        self.metrics = {}
 
 
 _KIND_ORDER = ("gpu", "host", "nvme")
