@@ -20,17 +20,9 @@ namespace pipesim::cli {
 
 namespace {
 
-std::vector<std::string> split(const std::string& text) {
-  std::vector<std::string> out;
-  std::stringstream ss(text);
-  for (std::string item; std::getline(ss, item, ',');)
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
 std::vector<std::int32_t> parse_gpu_counts(const std::string& text) {
   std::vector<std::int32_t> out;
-  for (const std::string& item : split(text)) {
+  for (const std::string& item : split_commas(text)) {
     std::size_t used = 0;
     long long n = 0;
     try {
@@ -47,7 +39,7 @@ std::vector<std::int32_t> parse_gpu_counts(const std::string& text) {
 
 std::map<std::string, double> parse_prices(const std::string& text) {
   std::map<std::string, double> out;
-  for (const std::string& item : split(text)) {
+  for (const std::string& item : split_commas(text)) {
     const auto eq = item.find('=');
     double usd = 0;
     std::size_t used = 0;
@@ -108,10 +100,10 @@ nlohmann::ordered_json quote_json(const planner::ClusterQuote& q) {
 }  // namespace
 
 int run_buy(BuyCommandOptions o) {
-  o.buy.hardware = split(o.hardware);
+  o.buy.hardware = split_commas(o.hardware);
   o.buy.gpu_counts = parse_gpu_counts(o.gpu_counts);
   o.buy.gpu_hour_usd = parse_prices(o.gpu_hour_usd);
-  o.buy.search.schedules = split(o.schedules);
+  o.buy.search.schedules = o.schedules.empty() ? std::vector<std::string>{} : split_commas(o.schedules);
   const bool tty = isatty(STDERR_FILENO) != 0;
   const planner::BuyResult r = planner::buy(o.buy, tty ? &std::cerr : nullptr);
   const planner::BuyOptions& b = o.buy;

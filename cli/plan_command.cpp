@@ -42,6 +42,13 @@ nlohmann::ordered_json config_json(const planner::Candidate& c) {
           {"usd_per_million_tokens", c.usd_per_million_tokens}};
 }
 
+std::vector<std::string> split_commas(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream ss(text);
+  for (std::string item; std::getline(ss, item, ',');) out.push_back(item);
+  return out;
+}
+
 nlohmann::ordered_json candidate_json(const planner::Candidate& c) {
   auto j =
       nlohmann::ordered_json::parse(sim::metrics_to_json(planner::candidate_plan(c), c.metrics, 0.0, -1));
@@ -51,10 +58,7 @@ nlohmann::ordered_json candidate_json(const planner::Candidate& c) {
 
 int run_plan(const PlanOptions& o) {
   planner::SearchOptions s = o.search;
-  if (!o.schedules.empty()) {
-    std::stringstream ss(o.schedules);
-    for (std::string item; std::getline(ss, item, ',');) s.schedules.push_back(item);
-  }
+  if (!o.schedules.empty()) s.schedules = split_commas(o.schedules);
   const bool tty = isatty(STDERR_FILENO) != 0;
   planner::SearchResult r = planner::search(s, tty ? &std::cerr : nullptr);
   if (r.ranked.empty())

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -18,6 +19,9 @@ struct PlanOptions {
 };
 
 int run_plan(const PlanOptions& options);
+
+/// A comma-separated list as given (an empty item stays, for the loader of its kind to refuse).
+std::vector<std::string> split_commas(const std::string& text);
 
 /// A searched configuration as `plan --format json` prints it: the simulate keys plus `config`.
 nlohmann::ordered_json candidate_json(const planner::Candidate& c);
