@@ -86,7 +86,10 @@ enum EventType : std::int32_t { kOpEnd = 0, kFlowDone = 1 };
 class Run {
  public:
   Run(const Plan& plan, const EngineOptions& options)
-      : plan_(plan), options_(options), topo_(plan.hw, used_nodes(plan)), net_(capacities(topo_)) {
+      : plan_(plan),
+        options_(options),
+        topo_(plan.hw, used_nodes(plan), plan.meta.node_twins, plan.meta.switch_twins),
+        net_(capacities(topo_)) {
     net_.set_batching(true);
   }
 
@@ -409,6 +412,11 @@ void Run::finish(OpId id) {
 void Run::adjust_memory(DeviceId d, std::int64_t delta) {
   if (delta == 0) return;
   auto di = static_cast<std::size_t>(d);
+  // A symmetric plan's host and NVMe devices also hold what the simulated GPUs' twins on the node put there.
+  if (plan_.devices[di].kind != DeviceKind::kGpu && plan_.meta.node_twins > 1 &&
+      __builtin_mul_overflow(delta, std::int64_t{plan_.meta.node_twins}, &delta))
+    throw InputError("plan", fmt::format("/devices/{}", d),
+                     "the memory this plan allocates on the device passes 2^63 bytes");
   if (__builtin_add_overflow(mem_now_[di], delta, &mem_now_[di]))
     throw InputError("plan", fmt::format("/devices/{}", d),
                      "the memory this plan allocates on the device passes 2^63 bytes");

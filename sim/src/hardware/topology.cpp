@@ -1,5 +1,6 @@
 #include "hardware/topology.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -15,8 +16,10 @@ const char* kGpuLinkNames[] = {"pcie.up", "pcie.down", "nvlink.tx", "nvlink.rx",
 
 }  // namespace
 
-Topology::Topology(const HardwareProfile& hw, std::int32_t nodes)
+Topology::Topology(const HardwareProfile& hw, std::int32_t nodes, std::int32_t node_twins,
+                   std::int32_t switch_twins)
     : hw_(&hw), nodes_(nodes), gpus_(hw.node.gpus) {
+  const double node_div = std::max(1, node_twins), switch_div = std::max(1, switch_twins);
   const auto& pcie = hw.node.pcie;
   std::int32_t switches = static_cast<std::int32_t>(pcie.switches.size());
   per_node_ = gpus_ * kGpuLinks + 2 * switches + 4;  // + the root complex and the NVMe volume, each 2 ways
@@ -35,17 +38,17 @@ Topology::Topology(const HardwareProfile& hw, std::int32_t nodes)
     }
     for (std::int32_t s = 0; s < switches; ++s) {
       bool shared = pcie.switches[static_cast<std::size_t>(s)].size() > 1;
-      links_.push_back({pcie.uplink_GBps, shared});
-      links_.push_back({pcie.uplink_GBps, shared});
+      links_.push_back({pcie.uplink_GBps / switch_div, shared});
+      links_.push_back({pcie.uplink_GBps / switch_div, shared});
     }
     // Without a measured limit the root complex is as wide as all uplinks together (never the bottleneck).
     double root = pcie.root_complex_GBps > 0 ? pcie.root_complex_GBps : pcie.uplink_GBps * switches;
-    links_.push_back({root, true});
-    links_.push_back({root, true});
+    links_.push_back({root / node_div, true});
+    links_.push_back({root / node_div, true});
     // NVMe read (volume -> host memory) and write; a profile without NVMe never routes over them.
     const auto& nvme = hw.host.nvme;
-    links_.push_back({nvme.bytes > 0 ? nvme.read_GBps : 1.0, true});
-    links_.push_back({nvme.bytes > 0 ? nvme.write_GBps : 1.0, true});
+    links_.push_back({(nvme.bytes > 0 ? nvme.read_GBps : 1.0) / node_div, true});
+    links_.push_back({(nvme.bytes > 0 ? nvme.write_GBps : 1.0) / node_div, true});
   }
 }
 

@@ -40,7 +40,10 @@ Endpoint endpoint_of(const Device& device);
 
 class Topology {
  public:
-  Topology(const HardwareProfile& hw, std::int32_t nodes);
+  /// `node_twins` / `switch_twins`: a symmetric plan's GPU copies sharing the root complex and NVMe volume /
+  /// a switch uplink with each simulated GPU (PlanMeta); those links keep 1/count of their capacity.
+  Topology(const HardwareProfile& hw, std::int32_t nodes, std::int32_t node_twins = 1,
+           std::int32_t switch_twins = 1);
 
   Path path(Endpoint src, Endpoint dst, std::int64_t bytes) const;
   /// Path of one member of a ring collective whose neighbour is `next`: the member sends to `next` and

@@ -43,28 +43,32 @@ constexpr std::int64_t kMaxBytes = std::int64_t{1} << 36 << 14;
 constexpr std::int64_t kMaxOpNs = std::int64_t{1} << 50;
 
 json meta_json(const PlanMeta& m) {
-  return {{"schedule", m.schedule},
-          {"model", m.model},
-          {"pp", m.pp},
-          {"tp", m.tp},
-          {"dp", m.dp},
-          {"virtual_stages", m.virtual_stages},
-          {"microbatches", m.microbatches},
-          {"accum_steps", m.accum_steps},
-          {"iterations", m.iterations},
-          {"seq", m.seq},
-          {"global_batch", m.global_batch},
-          {"recompute", m.recompute},
-          {"lora_rank", m.lora_rank},
-          {"replicas", m.replicas},
-          {"data_parallel", m.data_parallel},
-          {"ep", m.ep},
-          {"simulated_gpus", m.simulated_gpus},
-          {"model_flops_per_step", m.model_flops_per_step},
-          {"hardware_flops_per_step", m.hardware_flops_per_step},
-          {"dtype", m.dtype},
-          {"partition", m.partition},
-          {"note", m.note}};
+  json j = {{"schedule", m.schedule},
+            {"model", m.model},
+            {"pp", m.pp},
+            {"tp", m.tp},
+            {"dp", m.dp},
+            {"virtual_stages", m.virtual_stages},
+            {"microbatches", m.microbatches},
+            {"accum_steps", m.accum_steps},
+            {"iterations", m.iterations},
+            {"seq", m.seq},
+            {"global_batch", m.global_batch},
+            {"recompute", m.recompute},
+            {"lora_rank", m.lora_rank},
+            {"replicas", m.replicas},
+            {"data_parallel", m.data_parallel},
+            {"ep", m.ep},
+            {"simulated_gpus", m.simulated_gpus},
+            {"model_flops_per_step", m.model_flops_per_step},
+            {"hardware_flops_per_step", m.hardware_flops_per_step},
+            {"dtype", m.dtype},
+            {"partition", m.partition},
+            {"note", m.note}};
+  // Written only where they act, so plans without shared host links read as before.
+  if (m.node_twins > 1) j["node_twins"] = m.node_twins;
+  if (m.switch_twins > 1) j["switch_twins"] = m.switch_twins;
+  return j;
 }
 
 PlanMeta meta_from(JsonObject o) {
@@ -86,6 +90,8 @@ PlanMeta meta_from(JsonObject o) {
   m.data_parallel = o.string_or("data_parallel", "ddp");
   m.ep = static_cast<std::int32_t>(o.integer_or("ep", 1, 1, 1 << 20));
   m.simulated_gpus = static_cast<std::int32_t>(o.integer("simulated_gpus", 0, kI32));
+  m.node_twins = static_cast<std::int32_t>(o.integer_or("node_twins", 1, 1, 1 << 20));
+  m.switch_twins = static_cast<std::int32_t>(o.integer_or("switch_twins", 1, 1, 1 << 20));
   m.model_flops_per_step = o.number("model_flops_per_step", 0, 1e30);
   m.hardware_flops_per_step = o.number("hardware_flops_per_step", 0, 1e30);
   m.dtype = o.string("dtype");

@@ -1045,9 +1045,15 @@ Plan Builder::build(bool explicit_replicas) {
   return std::move(plan_);
 }
 
-/// True when a simulated replica's traffic crosses a link that other (unsimulated) replicas would share.
-bool touches_shared_link(const Plan& plan) {
+/// Which shared links (a PCIe switch uplink, the root complex, the NVMe volume) a symmetric plan's traffic
+/// crosses: between GPUs (collectives, pipeline sends), or between a GPU and its node's host or NVMe.
+struct SharedLinkUse {
+  bool gpu_traffic = false, host_traffic = false;
+};
+
+SharedLinkUse shared_link_use(const Plan& plan) {
   Topology topo(plan.hw, plan.nodes);
+  SharedLinkUse use;
   for (const Op& op : plan.ops) {
     const auto* w = std::get_if<TransferWork>(&op.payload);
     if (!w || op.fixed_duration >= 0) continue;
@@ -1055,11 +1061,49 @@ bool touches_shared_link(const Plan& plan) {
     const auto& b = plan.devices[static_cast<std::size_t>(w->dst)];
     Path p = is_collective(op.kind) ? topo.ring_path({a.node, a.local_index}, {b.node, b.local_index},
                                                      w->bytes, w->message_bytes)
-                                    : topo.path({a.node, a.local_index}, {b.node, b.local_index}, w->bytes);
-    for (LinkId l : p.links)
-      if (topo.links()[static_cast<std::size_t>(l)].shared) return true;
+                                    : topo.path(endpoint_of(a), endpoint_of(b), w->bytes);
+    bool shared = false;
+    for (LinkId l : p.links) shared = shared || topo.links()[static_cast<std::size_t>(l)].shared;
+    if (!shared) continue;
+    (a.kind == DeviceKind::kGpu && b.kind == DeviceKind::kGpu ? use.gpu_traffic : use.host_traffic) = true;
   }
-  return false;
+  return use;
+}
+
+/// A symmetric plan's twin counts (PlanMeta::node_twins, switch_twins): the job GPUs that run the same
+/// stage as a simulated GPU on its node and under its PCIe switch. They stand in for simulating the other
+/// replicas only where every node repeats the pattern of the simulated replica's nodes and every stage has
+/// as many GPUs on a node (and under a switch) as every other: none otherwise.
+std::optional<std::pair<std::int32_t, std::int32_t>> twin_counts(const ScheduleInput& in) {
+  const std::int64_t g = in.hw.node.gpus, tp = in.tp, replica = std::int64_t{in.tp} * in.pp;
+  const std::int64_t total = replica * in.dp;
+  std::int64_t node = 0;
+  if (total <= g)
+    node = tp * in.dp;  // one node holds every replica
+  else if (g % replica == 0 && total % g == 0)
+    node = tp * (g / replica);  // whole replicas per node
+  else if (replica % g == 0 && g % tp == 0)
+    node = tp;  // a replica spans whole nodes, each holding whole TP groups of some of its stages
+  else
+    return std::nullopt;
+  // Under each PCIe switch of the simulated replica's nodes, every stage present must have as many GPUs.
+  const auto& switches = in.hw.node.pcie.switches;
+  std::int64_t per_switch = 0;
+  for (std::int64_t first = 0; first < std::min(total, replica); first += g) {
+    for (const auto& sw : switches) {
+      std::map<std::int64_t, std::int64_t> count;  // stage -> GPUs under this switch
+      for (int local : sw) {
+        const std::int64_t rank = first + local;
+        if (rank < total) ++count[(rank / tp) % in.pp];
+      }
+      for (const auto& [stage, n] : count) {
+        if (per_switch == 0) per_switch = n;
+        if (n != per_switch) return std::nullopt;
+      }
+    }
+  }
+  return std::pair{static_cast<std::int32_t>(node),
+                   static_cast<std::int32_t>(std::max<std::int64_t>(1, per_switch))};
 }
 
 /// True when a node holding a simulated GPU also holds GPUs of replicas that are not simulated.
@@ -1212,16 +1256,24 @@ Plan lower_order_based(const ScheduleDescriptor& schedule, const ScheduleInput& 
   if (input.explicit_replicas || input.tp * input.dp == 1)
     return Builder(schedule, input).build(input.explicit_replicas);
   Plan plan = Builder(schedule, input).build(false);
-  if (touches_shared_link(plan)) {
+  const SharedLinkUse use = shared_link_use(plan);
+  if (use.gpu_traffic) {
     // Identical replicas would contend on shared PCIe uplinks: simulating one would hide that contention.
     plan = Builder(schedule, input).build(true);
     plan.meta.note = "replicas share PCIe switch uplinks; simulated explicitly instead of symmetric";
-  } else if ((input.sharding.offload_optimizer || input.sharding.offload_params) &&
-             shares_host_with_replicas(plan, input)) {
-    // Replicas on the same node share its CPU cores and host memory for the offloaded optimizer.
-    plan = Builder(schedule, input).build(true);
-    plan.meta.note =
-        "replicas share host CPUs, memory and drives for the offloaded state; simulated explicitly";
+  } else if (use.host_traffic || ((input.sharding.offload_optimizer || input.sharding.offload_params) &&
+                                  shares_host_with_replicas(plan, input))) {
+    // The GPUs of a node share its root complex, NVMe volume and host memory (and a switch its uplink).
+    // Where they run the simulated GPUs' stages in step, each takes an equal share: the plan says how many
+    // share, and the engine divides those links and counts host memory that many times.
+    if (const auto twins = twin_counts(input)) {
+      plan.meta.node_twins = twins->first;
+      plan.meta.switch_twins = twins->second;
+    } else {
+      plan = Builder(schedule, input).build(true);
+      plan.meta.note =
+          "replicas share host CPUs, memory and drives for the offloaded state; simulated explicitly";
+    }
   }
   return plan;
 }

@@ -30,6 +30,31 @@ TEST(PlanJson, RoundTripIsLossless) {
   }
 }
 
+TEST(PlanJson, TwinCountsTravelWithThePlan) {
+  // Offloaded optimizer on one node of 8 H100s (pp 2, tp 2, dp 2): each simulated GPU stands for 4 GPUs of
+  // its stage on the node and 2 under its PCIe switch.
+  JobOptions j = testing::job("llama2-7b", "h100-sxm-8x", 2, 2, 2, 4);
+  j.seq = 1024;
+  j.optimizer_offload = true;
+  Plan p = testing::plan_of("1f1b", j);
+  ASSERT_EQ(p.meta.node_twins, 4);
+  ASSERT_EQ(p.meta.switch_twins, 2);
+  const std::string text = plan_to_json(p);
+  Plan back = plan_from_json(text, "p.json");
+  EXPECT_EQ(back.meta.node_twins, 4);
+  EXPECT_EQ(back.meta.switch_twins, 2);
+  EXPECT_EQ(plan_to_json(back), text);
+  Timeline a = Engine{}.run(p), b = Engine{}.run(back);
+  EXPECT_EQ(a.end, b.end);
+  EXPECT_EQ(a.peak_bytes, b.peak_bytes);
+  // Plans without shared host links leave the counts out, and a count must be at least 1.
+  EXPECT_EQ(plan_to_json(model_plan("1f1b")).find("twins"), std::string::npos);
+  std::string zero = text;
+  zero.replace(zero.find("\"node_twins\": 4"), 15, "\"node_twins\": 0");
+  const std::string e = testing::error_of([&] { plan_from_json(zero, "p.json"); });
+  EXPECT_NE(e.find("p.json: /meta/node_twins"), std::string::npos) << e;
+}
+
 TEST(PlanJson, RejectsBadPlans) {
   std::string text = plan_to_json(model_plan("1f1b"));
   auto err = [](const std::string& t) { return testing::error_of([&] { plan_from_json(t, "p.json"); }); };

@@ -1,3 +1,4 @@
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "pipesim/sim/error.hpp"
@@ -207,12 +208,64 @@ TEST(Job, IterationsRepeatTheStepAndReportItsSteadyState) {
   EXPECT_NEAR(three.metrics.first_step_time_s, one.metrics.step_time_s, 1e-9);
 }
 
-TEST(Job, OffloadWithReplicasOnOneNodeIsSimulatedExplicitly) {
-  JobOptions j = testing::job("llama2-7b", "h100-sxm-8x", 2, 2, 2, 4);
+TEST(Job, OffloadedReplicasSharingANodeAreTwinsOfTheSimulatedOnes) {
+  // The GPUs of a node share its PCIe root complex, NVMe volume and host memory, two GPUs a switch uplink.
+  // A symmetric plan stands for the identical GPUs beside each simulated one by dividing those links and
+  // counting host memory as many times: it must report exactly what simulating every replica reports.
+  struct Case {
+    int pp, tp, dp;
+    std::int32_t node_twins, switch_twins;  // GPUs of one stage on a node, and under one switch
+  };
+  // 8 GPUs per node, switches {0,1} {2,3} {4,5} {6,7}; job rank t + tp * (stage + pp * d).
+  const Case cases[] = {
+      {2, 2, 2, 4, 2},   // one node: stages 0 and 1, each on two TP pairs
+      {1, 8, 4, 8, 2},   // a node per replica
+      {2, 1, 8, 4, 1},   // four replicas per node; a switch holds stage 0 and stage 1
+      {4, 4, 2, 4, 2},   // a replica spans two nodes, each with two of its stages
+      {2, 8, 2, 8, 2},   // a replica spans two nodes, a stage on each
+      {8, 2, 2, 2, 2},   // a replica spans two nodes, each with four of its stages
+      {1, 2, 16, 8, 2},  // four replicas per node, four nodes
+  };
+  for (const char* hw : {"h100-sxm-8x", "a100-80g-sxm-8x"}) {
+    for (const Case& c : cases) {
+      for (const char* offload : {"optimizer", "params", "both", "both on nvme"}) {
+        JobOptions j = testing::job("llama2-7b", hw, c.pp, c.tp, c.dp, 4);
+        j.seq = 1024;
+        // ZeRO-Offload shards gradients (ZeRO-2); ZeRO-Infinity's parameter offload needs ZeRO-3.
+        const std::string mode = offload;
+        j.zero = mode == "optimizer" ? 2 : 3;
+        j.offload = mode.substr(0, mode.find(' '));
+        if (mode == "both on nvme") j.offload_device = "nvme";
+        const std::string what = fmt::format("{} pp{} tp{} dp{} offload {}", hw, c.pp, c.tp, c.dp, offload);
+        auto sym = testing::simulate("1f1b", resolve(j, "1f1b"));
+        j.explicit_replicas = true;
+        auto exp = testing::simulate("1f1b", resolve(j, "1f1b"));
+        ASSERT_EQ(sym.plan.meta.replicas, "symmetric") << what << ": " << sym.plan.meta.note;
+        EXPECT_EQ(sym.plan.meta.node_twins, c.node_twins) << what;
+        EXPECT_EQ(sym.plan.meta.switch_twins, c.switch_twins) << what;
+        EXPECT_EQ(exp.plan.meta.simulated_gpus, c.pp * c.tp * c.dp) << what;
+        EXPECT_EQ(testing::step_ns(sym), testing::step_ns(exp)) << what;
+        EXPECT_EQ(sym.metrics.peak_gpu_mem_bytes, exp.metrics.peak_gpu_mem_bytes) << what;
+        EXPECT_EQ(sym.metrics.peak_host_mem_bytes, exp.metrics.peak_host_mem_bytes) << what;
+        EXPECT_EQ(sym.metrics.peak_nvme_bytes, exp.metrics.peak_nvme_bytes) << what;
+        // The offloaded state lives in host memory or, on NVMe, there instead.
+        EXPECT_EQ(sym.metrics.peak_nvme_bytes > 0, mode == "both on nvme") << what;
+        EXPECT_EQ(sym.metrics.peak_host_mem_bytes > 0, mode != "both on nvme") << what;
+        EXPECT_EQ(sym.metrics.oom, exp.metrics.oom) << what;
+      }
+    }
+  }
+}
+
+TEST(Job, OffloadOnNodesThatMixReplicasDifferentlyIsSimulatedExplicitly) {
+  // tp 4 x pp 3: a replica takes a node and a half, so the second node holds stage 2 of one replica and
+  // stage 0 of the next; no simulated node repeats that pairing.
+  JobOptions j = testing::job("llama2-7b", "h100-sxm-8x", 3, 4, 2, 4);
+  j.seq = 1024;
   j.optimizer_offload = true;
   auto r = testing::simulate("1f1b", resolve(j));
-  EXPECT_EQ(r.plan.meta.replicas, "explicit");  // replicas share the node's CPU cores and memory
-  EXPECT_EQ(r.plan.meta.simulated_gpus, 8);
+  EXPECT_EQ(r.plan.meta.replicas, "explicit");
+  EXPECT_EQ(r.plan.meta.simulated_gpus, 24);
 }
 
 }  // namespace

@@ -156,7 +156,13 @@ struct PlanMeta {
   std::int32_t ep = 1;                ///< MoE expert parallelism
   std::string data_parallel = "ddp";  ///< ddp, zero-1/2/3 or fsdp-hybrid, with any offload (see sharding.hpp)
   std::int32_t simulated_gpus = 0;    ///< GPUs instantiated; the others are identical replicas
-  double model_flops_per_step = 0;    ///< whole job, no recompute (for MFU)
+  /// Symmetric plans: job GPUs on a node that each simulated GPU stands for at the node's shared host
+  /// resources (PCIe root complex, NVMe volume, host memory), and under a PCIe switch (its uplink). Those
+  /// copies run in step with the simulated GPU, so they take the same share of each shared link: the engine
+  /// divides the link's capacity by the count instead of simulating them, and counts host memory that many
+  /// times.
+  std::int32_t node_twins = 1, switch_twins = 1;
+  double model_flops_per_step = 0;     ///< whole job, no recompute (for MFU)
   double hardware_flops_per_step = 0;  ///< whole job, with recompute (for HFU)
   std::string dtype = "bf16";
   std::vector<std::int32_t> partition;  ///< transformer blocks per stage (per virtual stage when v > 1)
