@@ -134,7 +134,7 @@ std::vector<Candidate> enumerate(const SearchOptions& o, const sim::HardwareProf
     sim::JobOptions probe;
     apply_data_parallel_mode(mode, probe);
   }
-  std::vector<Candidate> out;
+  std::vector<Candidate> protos;  // every configuration, in enumeration order
   for (std::int32_t n : gpu_counts) {
     for (std::int32_t tp : divisors(std::min(n, hw.node.gpus))) {
       if (hw.node.gpus % tp != 0 || model.heads % tp != 0 || n % tp != 0) continue;
@@ -190,33 +190,7 @@ std::vector<Candidate> enumerate(const SearchOptions& o, const sim::HardwareProf
                       c.job.ep = ep;
                       c.job.nodes = 0;
                       ++stats.enumerated;
-                      try {
-                        sim::ScheduleInput in = sim::make_schedule_input(c.job, s);
-                        if (s.partitioner.rule != sim::PartitionRule::kContiguousStages) {
-                          c.lower_bound_ns = 0;  // no stage times before the schedule builds its plan
-                        } else {
-                          PartitionProblem prob = make_partition_problem(in, s, o.max_mem_fraction);
-                          // Sharded or offloaded state: each layer's 16 bytes per parameter shrink to what
-                          // the GPU keeps of them.
-                          if (offload || in.sharding.stage != sim::ZeroStage::k0)
-                            for (auto& r : prob.resident_bytes)
-                              r = sim::sharded_state_bytes(r / 16, r / 16, in.sharding).gpu();
-                          PartitionResult part = optimal_partition(prob);
-                          if (!part.feasible) {
-                            ++stats.pruned_memory;
-                            continue;
-                          }
-                          c.job.partition = fmt::format("{}", fmt::join(part.blocks, ","));
-                          // The schedule's own proven bound on what simulating this candidate reports.
-                          in.partition.assign(part.blocks.begin(), part.blocks.end());
-                          c.lower_bound_ns = sim::schedule_lower_bound_ns(s, in);
-                        }
-                        out.push_back(std::move(c));
-                      } catch (const sim::InputError& e) {
-                        // Not a valid configuration (e.g. the schedule cannot run this shape).
-                        if (stats.failed++ == 0)
-                          stats.first_invalid = fmt::format("{}: {}", c.key(), e.what());
-                      }
+                      protos.push_back(std::move(c));
                     }
                   }
                 }
@@ -225,6 +199,64 @@ std::vector<Candidate> enumerate(const SearchOptions& o, const sim::HardwareProf
           }
         }
       }
+    }
+  }
+  // Each configuration's optimal partition and lower bound, on every thread (each is independent); the
+  // results are merged in enumeration order, so they do not depend on the thread count.
+  enum class Outcome : std::uint8_t { kKept, kNoFit, kInvalid };
+  std::vector<Outcome> outcome(protos.size(), Outcome::kKept);
+  std::vector<std::string> invalid(protos.size());
+  auto evaluate = [&](std::size_t i) {
+    Candidate& c = protos[i];
+    const sim::ScheduleDescriptor& s = sim::find_schedule(c.schedule);
+    try {
+      sim::ScheduleInput in = sim::make_schedule_input(c.job, s);
+      if (s.partitioner.rule != sim::PartitionRule::kContiguousStages) {
+        c.lower_bound_ns = 0;  // no stage times before the schedule builds its plan
+        return;
+      }
+      PartitionProblem prob = make_partition_problem(in, s, o.max_mem_fraction);
+      // Sharded or offloaded state: each layer's 16 bytes per parameter shrink to what the GPU keeps of them.
+      if (c.job.optimizer_offload || in.sharding.stage != sim::ZeroStage::k0)
+        for (auto& r : prob.resident_bytes) r = sim::sharded_state_bytes(r / 16, r / 16, in.sharding).gpu();
+      PartitionResult part = optimal_partition(prob);
+      if (!part.feasible) {
+        outcome[i] = Outcome::kNoFit;
+        return;
+      }
+      c.job.partition = fmt::format("{}", fmt::join(part.blocks, ","));
+      // The schedule's own proven bound on what simulating this candidate reports.
+      in.partition.assign(part.blocks.begin(), part.blocks.end());
+      c.lower_bound_ns = sim::schedule_lower_bound_ns(s, in);
+    } catch (const sim::InputError& e) {  // not a valid configuration (e.g. the schedule cannot run it)
+      outcome[i] = Outcome::kInvalid;
+      invalid[i] = e.what();
+    }
+  };
+  const unsigned threads = std::max(
+      1u, std::min(o.threads > 0 ? static_cast<unsigned>(o.threads) : std::thread::hardware_concurrency(),
+                   static_cast<unsigned>(std::max<std::size_t>(1, protos.size()))));
+  std::vector<std::exception_ptr> bugs(threads);
+  std::vector<std::thread> pool;
+  for (unsigned t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      try {
+        for (std::size_t i = t; i < protos.size(); i += threads) evaluate(i);
+      } catch (...) {  // anything but bad input is a bug: it propagates
+        bugs[t] = std::current_exception();
+      }
+    });
+  for (auto& th : pool) th.join();
+  for (const auto& bug : bugs)
+    if (bug) std::rethrow_exception(bug);
+  std::vector<Candidate> out;
+  for (std::size_t i = 0; i < protos.size(); ++i) {
+    if (outcome[i] == Outcome::kNoFit) {
+      ++stats.pruned_memory;
+    } else if (outcome[i] == Outcome::kInvalid) {
+      if (stats.failed++ == 0) stats.first_invalid = fmt::format("{}: {}", protos[i].key(), invalid[i]);
+    } else {
+      out.push_back(std::move(protos[i]));
     }
   }
   std::sort(out.begin(), out.end(), [](const Candidate& a, const Candidate& b) {
@@ -291,7 +323,12 @@ SearchResult search(const SearchOptions& o, std::ostream* progress) {
                           fmt::format("{} has no $/GPU-hour figure; give --gpu-hour-usd", hw.name));
 
   SearchResult result;
-  std::vector<Candidate> queue = enumerate(o, hw, result);
+  // The job's files are read once for all candidates.
+  SearchOptions loaded = o;
+  loaded.base.loaded_hw = std::make_shared<const sim::HardwareProfile>(hw);
+  if (o.base.workload.empty())
+    loaded.base.loaded_model = std::make_shared<const sim::ModelSpec>(sim::load_model(o.base.model));
+  std::vector<Candidate> queue = enumerate(loaded, hw, result);
   // The objective's lower bound of a candidate: its step time, or (cost) the dollars per million tokens of
   // that time on its GPUs. The queue runs in that order, so once one candidate cannot enter the top K no
   // later one can.

@@ -211,7 +211,7 @@ AllSchedulePlans plans_of_all_schedules(const JobOptions& job) {
 
 ScheduleInput make_schedule_input(const JobOptions& j, const ScheduleDescriptor& schedule) {
   ScheduleInput in;
-  in.hw = load_hardware_profile(j.hw);
+  in.hw = j.loaded_hw ? *j.loaded_hw : load_hardware_profile(j.hw);
   if (j.nodes < 0) bad("--nodes", "must be >= 1");
   if (j.tp < 1) bad("--tp", "must be >= 1");
   if (j.dp < 1) bad("--dp", "must be >= 1");
@@ -302,7 +302,7 @@ ScheduleInput make_schedule_input(const JobOptions& j, const ScheduleDescriptor&
     in.cost_of_microbatch.assign(static_cast<std::size_t>(in.microbatches), 0);
     return in;
   }
-  ModelSpec m = load_model(j.model);
+  ModelSpec m = j.loaded_model ? *j.loaded_model : load_model(j.model);
   in.model_name = m.name;
   in.seq = j.seq > 0 ? j.seq : 2048;
   if (in.seq > (std::int64_t{1} << 24)) bad("--seq", "valid: 1 .. 16777216");

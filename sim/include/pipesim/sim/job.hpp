@@ -5,9 +5,12 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "pipesim/sim/hardware.hpp"
+#include "pipesim/sim/model.hpp"
 #include "pipesim/sim/plan_builder.hpp"
 
 namespace pipesim::sim {
@@ -55,6 +58,10 @@ struct JobOptions {
   /// Schedule parameters as given: flag (e.g. "--spipe-stages") -> its text ("true" for a flag). Each
   /// schedule takes the flags its descriptor declares and ignores the others.
   std::map<std::string, std::string> schedule_flags;
+  /// `hw` and `model` already loaded (the planner resolves thousands of candidates of one job): used instead
+  /// of reading the files again when set.
+  std::shared_ptr<const HardwareProfile> loaded_hw;
+  std::shared_ptr<const ModelSpec> loaded_model;
 };
 
 /// Resolves the job for one schedule. Throws InputError naming the flag at fault.
