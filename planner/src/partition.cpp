@@ -4,7 +4,7 @@
 #include <limits>
 
 #include <fmt/format.h>
-#include <boost/graph/adjacency_list.hpp>
+#include <boost/graph/compressed_sparse_row_graph.hpp>
 #include <boost/graph/dag_shortest_paths.hpp>
 
 #include "pipesim/sim/error.hpp"
@@ -13,8 +13,13 @@ namespace pipesim::planner {
 
 namespace {
 
-using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS, boost::no_property,
-                                    boost::property<boost::edge_weight_t, std::int64_t>>;
+struct CutWeight {
+  std::int64_t weight = 0;
+};
+/// Edges arrive sorted by source (stage, then first layer), each source's in the order they are made: a
+/// compressed graph keeps that out-edge order (so the path search breaks ties as it always has) without a
+/// heap allocation per edge.
+using Graph = boost::compressed_sparse_row_graph<boost::directedS, boost::no_property, CutWeight>;
 
 /// Prefix sums of the per-layer figures, and a sparse table for the largest working set of a layer range.
 struct Prefix {
@@ -89,7 +94,8 @@ std::vector<std::pair<std::int32_t, std::int32_t>> bottleneck_path(const Partiti
   auto vertex = [&](std::int32_t stage, std::int32_t cut) {
     return static_cast<std::size_t>(stage * (n + 1) + cut);
   };
-  Graph g(static_cast<std::size_t>((k + 1) * (n + 1)));
+  std::vector<std::pair<std::size_t, std::size_t>> edges;
+  std::vector<CutWeight> weights;
   for (std::int32_t st = 0; st < k; ++st) {
     // Stage st starts at cut i and ends at cut j; each stage keeps at least one layer.
     for (std::int32_t i = st; i <= n - (k - st); ++i) {
@@ -100,17 +106,21 @@ std::vector<std::pair<std::int32_t, std::int32_t>> bottleneck_path(const Partiti
         const std::int64_t w = by_params ? params_prefix[static_cast<std::size_t>(j)] -
                                                params_prefix[static_cast<std::size_t>(i)]
                                          : stage_time(p, s, i, j);
-        boost::add_edge(vertex(st, i), vertex(st + 1, j), w, g);
+        edges.emplace_back(vertex(st, i), vertex(st + 1, j));
+        weights.push_back({w});
       }
     }
   }
+  const Graph g(boost::edges_are_sorted, edges.begin(), edges.end(), weights.begin(),
+                static_cast<std::size_t>((k + 1) * (n + 1)));
   const std::size_t nv = boost::num_vertices(g);
   std::vector<std::int64_t> dist(nv);
   std::vector<std::size_t> pred(nv);
   const std::int64_t inf = std::numeric_limits<std::int64_t>::max();
   boost::dag_shortest_paths(
       g, vertex(0, 0),
-      boost::distance_map(dist.data())
+      boost::weight_map(boost::get(&CutWeight::weight, g))
+          .distance_map(dist.data())
           .predecessor_map(pred.data())
           .distance_compare(std::less<std::int64_t>())
           .distance_combine([](std::int64_t a, std::int64_t b) { return std::max(a, b); })
