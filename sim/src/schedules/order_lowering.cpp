@@ -1173,11 +1173,8 @@ Duration Builder::lower_bound() {
     }
     return d;
   };
-  // A task's ops on the compute stream: its compute and its TP collectives.
-  auto task_ns = [&](const Task& task, std::int32_t stage) {
-    const auto table =
-        static_cast<std::size_t>(in_.cost_of_microbatch[static_cast<std::size_t>(task.microbatch)]);
-    const RangeCost& cc = chunk_costs_[table][static_cast<std::size_t>(task.chunk * in_.pp + stage)];
+  auto task_ns_uncached = [&](const Task& task, std::int32_t stage, std::size_t table, std::size_t chunk) {
+    const RangeCost& cc = chunk_costs_[table][chunk];
     Duration collectives = 0;  // the chunk's TP all-reduces: forward; recompute (full) and backward
     if (task.kind == TaskKind::kForward) {
       collectives = tp_ns(stage, cc, 1);
@@ -1186,6 +1183,18 @@ Duration Builder::lower_bound() {
       collectives = (recomputed ? tp_ns(stage, cc, 1) : 0) + tp_ns(stage, cc, 1);
     }
     return collectives + compute_ns(task, table, cc);
+  };
+  // The time of a task depends only on its kind, chunk and cost table: each is computed once.
+  constexpr std::size_t kKinds = 4;
+  std::vector<Duration> known(chunk_costs_.size() * chunk_costs_.front().size() * kKinds, -1);
+  auto task_ns = [&](const Task& task, std::int32_t stage) {
+    const auto table =
+        static_cast<std::size_t>(in_.cost_of_microbatch[static_cast<std::size_t>(task.microbatch)]);
+    const auto chunk = static_cast<std::size_t>(task.chunk * in_.pp + stage);
+    Duration& memo =
+        known[(table * chunk_costs_.front().size() + chunk) * kKinds + static_cast<std::size_t>(task.kind)];
+    if (memo < 0) memo = task_ns_uncached(task, stage, table, chunk);
+    return memo;
   };
   // Every GPU's compute stream runs its ops one at a time, all of them after its first forward, which waits
   // for microbatch 0's forward through every stage before it (`head`). And the last microbatch's gradient
