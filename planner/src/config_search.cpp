@@ -136,8 +136,8 @@ std::vector<Candidate> enumerate(const SearchOptions& o, const sim::HardwareProf
   }
   std::vector<Candidate> protos;  // every configuration, in enumeration order
   for (std::int32_t n : gpu_counts) {
-    for (std::int32_t tp : divisors(std::min(n, hw.node.gpus))) {
-      if (hw.node.gpus % tp != 0 || model.heads % tp != 0 || n % tp != 0) continue;
+    for (std::int32_t tp : divisors(std::min(n, hw.tp_domain_gpus()))) {
+      if (!hw.tp_placement_error(tp).empty() || model.heads % tp != 0 || n % tp != 0) continue;
       if (o.tp > 0 && tp != o.tp) continue;
       for (std::int32_t pp : divisors(n / tp)) {
         if (pp > model.blocks || (o.pp > 0 && pp != o.pp)) continue;

@@ -180,7 +180,7 @@ PartitionProblem make_partition_problem(const sim::ScheduleInput& in, const sim:
   const std::int32_t t = in.tp;
   const auto& hw = in.hw;
   // Pipeline hops stay inside a node while the pipeline does; p2p goes over NVLink, else PCIe, else the NIC.
-  const bool in_node = std::int64_t{in.pp} * in.tp <= hw.node.gpus;
+  const bool in_node = std::int64_t{in.pp} * in.tp <= hw.tp_domain_gpus();  // a node, or its NVLink domain
   const double link_GBps = in_node
                                ? (hw.node.nvlink.GBps_per_direction > 0 ? hw.node.nvlink.GBps_per_direction
                                                                         : hw.node.pcie.lane_GBps)

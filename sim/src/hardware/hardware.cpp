@@ -43,6 +43,29 @@ int HardwareProfile::nvlink_group(int gpu_index) const {
   return -1;
 }
 
+bool HardwareProfile::nvlink_domain_shared(int node_a, int node_b) const {
+  if (node_a == node_b) return true;
+  return node.nvlink.GBps_per_direction > 0 && node.nvlink.domain_nodes > 1 &&
+         node_a / node.nvlink.domain_nodes == node_b / node.nvlink.domain_nodes;
+}
+
+int HardwareProfile::tp_domain_gpus() const {
+  return node.nvlink.GBps_per_direction > 0 ? node.gpus * node.nvlink.domain_nodes : node.gpus;
+}
+
+std::string HardwareProfile::tp_placement_error(int tp) const {
+  const int domain = tp_domain_gpus();
+  if (domain == node.gpus) {
+    if (tp <= node.gpus && node.gpus % tp == 0) return "";
+    return fmt::format("tp {} must divide the {} GPUs of a node (TP stays inside a node)", tp, node.gpus);
+  }
+  if (tp <= domain && domain % tp == 0 && (node.gpus % tp == 0 || tp % node.gpus == 0)) return "";
+  return fmt::format(
+      "tp {} must divide the {} GPUs of an NVLink domain ({} nodes of {}) and divide or span whole nodes "
+      "(TP stays inside the domain)",
+      tp, domain, node.nvlink.domain_nodes, node.gpus);
+}
+
 std::int64_t HardwareProfile::compute_ns(double flops, double gemm_gflop, std::int32_t kernels,
                                          const std::string& dtype) const {
   const double eff = interpolate_log_x(gpu.gemm_efficiency, std::max(gemm_gflop, 1e-12));
@@ -161,7 +184,10 @@ HardwareProfile parse_hardware_profile(const std::string& text, const std::strin
     JsonObject n = r.object("node");
     hw.node.gpus = static_cast<int>(n.integer("gpus", 1, 1024));
     JsonObject p = n.object("pcie");
-    hw.node.pcie.gen = static_cast<int>(p.integer("gen", 1, 7));
+    hw.node.pcie.link = p.string_or("link", "pcie");
+    if (hw.node.pcie.link != "pcie" && hw.node.pcie.link != "nvlink-c2c")
+      p.fail("link", fmt::format("unknown host link '{}'; valid: pcie, nvlink-c2c", hw.node.pcie.link));
+    hw.node.pcie.gen = hw.node.pcie.link == "pcie" ? static_cast<int>(p.integer("gen", 1, 7)) : 0;
     hw.node.pcie.lane_GBps = p.number("lane_GBps", 1e-3, 1e5);
     hw.node.pcie.uplink_GBps = p.number("uplink_GBps", 1e-3, 1e5);
     hw.node.pcie.latency = duration_from_us(p.number("latency_us", 0, 1e5));
@@ -195,8 +221,8 @@ HardwareProfile parse_hardware_profile(const std::string& text, const std::strin
     hw.node.pcie.h2d_GBps_by_size = read_curve(p, "h2d_GBps_by_size", "bytes", "GBps", 1e5, false);
     hw.node.pcie.d2h_GBps_by_size = read_curve(p, "d2h_GBps_by_size", "bytes", "GBps", 1e5, false);
     hw.node.pcie.sources =
-        read_sources(p, {"gen", "lane_GBps", "uplink_GBps", "root_complex_GBps", "latency_us", "switches",
-                         "peer_to_peer", "h2d_GBps_by_size", "d2h_GBps_by_size"});
+        read_sources(p, {"link", "gen", "lane_GBps", "uplink_GBps", "root_complex_GBps", "latency_us",
+                         "switches", "peer_to_peer", "h2d_GBps_by_size", "d2h_GBps_by_size"});
     p.finish();
     JsonObject nv = n.object("nvlink");
     hw.node.nvlink.GBps_per_direction = nv.number("GBps_per_direction", 0, 1e5);
@@ -221,8 +247,14 @@ HardwareProfile parse_hardware_profile(const std::string& text, const std::strin
         hw.node.nvlink.groups.push_back(members);
       }
     }
+    hw.node.nvlink.domain_nodes = static_cast<int>(nv.integer_or("domain_nodes", 1, 1, 4096));
+    if (hw.node.nvlink.domain_nodes > 1 &&
+        (!hw.node.nvlink.groups.empty() || hw.node.nvlink.GBps_per_direction <= 0))
+      nv.fail("domain_nodes",
+              "an NVLink domain of several nodes needs NVLink between all GPUs of a node (a rate > 0, no "
+              "groups)");
     hw.node.nvlink.sources = read_sources(nv, {"GBps_per_direction", "latency_us", "allreduce_busbw_GBps",
-                                               "allreduce_busbw_by_size", "groups"});
+                                               "allreduce_busbw_by_size", "groups", "domain_nodes"});
     nv.finish();
     n.finish();
   }
@@ -276,11 +308,14 @@ std::string hardware_profile_to_json(const HardwareProfile& hw) {
             {"gemm_efficiency", curve_json(hw.gpu.gemm_efficiency, "gemm_gflop", "efficiency")}};
   if (hw.gpu.hbm_efficiency != 1.0) g["hbm_efficiency"] = hw.gpu.hbm_efficiency;
   write_sources(g, hw.gpu.sources);
-  json p = {{"gen", hw.node.pcie.gen},
-            {"lane_GBps", hw.node.pcie.lane_GBps},
+  json p = {{"lane_GBps", hw.node.pcie.lane_GBps},
             {"uplink_GBps", hw.node.pcie.uplink_GBps},
             {"latency_us", to_us(hw.node.pcie.latency)},
             {"switches", hw.node.pcie.switches}};
+  if (hw.node.pcie.link == "pcie")
+    p["gen"] = hw.node.pcie.gen;
+  else
+    p["link"] = hw.node.pcie.link;
   if (hw.node.pcie.root_complex_GBps > 0) p["root_complex_GBps"] = hw.node.pcie.root_complex_GBps;
   if (!hw.node.pcie.peer_to_peer) p["peer_to_peer"] = false;
   if (!hw.node.pcie.h2d_GBps_by_size.empty())
@@ -294,6 +329,7 @@ std::string hardware_profile_to_json(const HardwareProfile& hw) {
   if (!hw.node.nvlink.allreduce_busbw_by_size.empty())
     nv["allreduce_busbw_by_size"] = curve_json(hw.node.nvlink.allreduce_busbw_by_size, "bytes", "GBps");
   if (!hw.node.nvlink.groups.empty()) nv["groups"] = hw.node.nvlink.groups;
+  if (hw.node.nvlink.domain_nodes > 1) nv["domain_nodes"] = hw.node.nvlink.domain_nodes;
   write_sources(nv, hw.node.nvlink.sources);
   json h = {{"cpu_model", hw.host.cpu_model},
             {"cores", hw.host.cores},

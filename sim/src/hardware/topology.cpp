@@ -118,10 +118,10 @@ Path Topology::path(Endpoint src, Endpoint dst, std::int64_t bytes) const {
     if (src.node != dst.node) p.latency += hw_->network.latency;
     return p;
   }
-  if (src.node != dst.node) {
+  if (src.node != dst.node && !hw_->nvlink_domain_shared(src.node, dst.node)) {
     p.links = {gpu_link(src.node, src.gpu, kNicTx), gpu_link(dst.node, dst.gpu, kNicRx)};
     p.latency = hw_->network.latency;
-  } else if (nvlinked(src.gpu, dst.gpu)) {
+  } else if (src.node != dst.node || nvlinked(src.gpu, dst.gpu)) {  // one node, or one NVLink domain
     p.links = {gpu_link(src.node, src.gpu, kNvlTx), gpu_link(dst.node, dst.gpu, kNvlRx)};
     p.latency = hw_->node.nvlink.latency;
   } else {
@@ -145,9 +145,9 @@ Path Topology::path(Endpoint src, Endpoint dst, std::int64_t bytes) const {
 Path Topology::ring_path(Endpoint self, Endpoint next, std::int64_t bytes, std::int64_t message_bytes) const {
   Path p = path(self, next, bytes);
   if (self.gpu < 0 || next.gpu < 0) return p;
-  if (self.node != next.node) {
+  if (self.node != next.node && !hw_->nvlink_domain_shared(self.node, next.node)) {
     p.links = {gpu_link(self.node, self.gpu, kNicTx), gpu_link(self.node, self.gpu, kNicRx)};
-  } else if (nvlinked(self.gpu, next.gpu)) {
+  } else if (self.node != next.node || nvlinked(self.gpu, next.gpu)) {  // one node, or one NVLink domain
     p.links = {gpu_link(self.node, self.gpu, kNvlTx), gpu_link(self.node, self.gpu, kNvlRx)};
     // The measured NCCL bus bandwidth, when the profile has one, caps a ring member below the raw port rate.
     p.max_bytes_per_ns = hw_->node.nvlink.allreduce_busbw_GBps;

@@ -266,9 +266,7 @@ void Builder::validate_and_layout() {
   if (in_.pp < 1) bad("--pp", "must be >= 1");
   if (in_.tp < 1) bad("--tp", "must be >= 1");
   if (in_.dp < 1) bad("--dp", "must be >= 1");
-  if (in_.tp > hw.node.gpus || hw.node.gpus % in_.tp != 0)
-    bad("--tp", fmt::format("tp {} must divide the {} GPUs of a node (TP stays inside a node)", in_.tp,
-                            hw.node.gpus));
+  if (const std::string why = hw.tp_placement_error(in_.tp); !why.empty()) bad("--tp", why);
   if (in_.microbatches < 1) bad("--microbatches", "must be >= 1");
   if (!hw.gpu.peak_tflops.count(in_.dtype)) {
     std::string valid;

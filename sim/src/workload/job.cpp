@@ -216,9 +216,7 @@ ScheduleInput make_schedule_input(const JobOptions& j, const ScheduleDescriptor&
   if (j.tp < 1) bad("--tp", "must be >= 1");
   if (j.dp < 1) bad("--dp", "must be >= 1");
   if (j.accum_steps < 1) bad("--accum-steps", "must be >= 1");
-  if (j.tp > in.hw.node.gpus || in.hw.node.gpus % j.tp != 0)
-    bad("--tp", fmt::format("tp {} must divide the {} GPUs of a node (TP stays inside a node)", j.tp,
-                            in.hw.node.gpus));
+  if (const std::string why = in.hw.tp_placement_error(j.tp); !why.empty()) bad("--tp", why);
   in.nodes = j.nodes;
   in.tp = j.tp;
   in.dp = j.dp;

@@ -35,8 +35,11 @@ struct GpuSpec {
   std::map<std::string, std::string> sources;
 };
 
+/// The GPUs' link to the host: PCIe through switches, or a coherent chip-to-chip link (NVLink-C2C on Grace
+/// superchips), described with the same figures (a "switch" is then a CPU with the GPUs attached to it).
 struct PcieSpec {
-  int gen = 4;
+  std::string link = "pcie";     ///< pcie | nvlink-c2c
+  int gen = 4;                   ///< PCIe generation (0 for nvlink-c2c)
   double lane_GBps = 0;          ///< per direction, GPU <-> its switch (x16)
   double uplink_GBps = 0;        ///< per direction, switch <-> root complex, shared by the GPUs under it
   double root_complex_GBps = 0;  ///< per direction, all host<->GPU traffic of the node; 0: not a bottleneck
@@ -60,6 +63,9 @@ struct NvlinkSpec {
   std::vector<CurvePoint> allreduce_busbw_by_size;
   /// GPUs joined by NVLink (e.g. bridged pairs); empty: all GPUs of the node when the rate is > 0.
   std::vector<std::vector<int>> groups;
+  /// Consecutive nodes whose GPUs share one NVLink switch fabric (GB200 NVL72: 18 trays of 4 GPUs): traffic
+  /// between their GPUs takes NVLink, not the network, and tensor parallelism may span them. 1: the node.
+  int domain_nodes = 1;
   std::map<std::string, std::string> sources;
 };
 
@@ -106,6 +112,13 @@ struct HardwareProfile {
 
   /// NVLink group of a GPU, or -1 when its peer traffic goes over PCIe.
   int nvlink_group(int gpu_index) const;
+  /// True when GPUs on these two nodes reach each other over NVLink (one node, or one NVLink domain).
+  bool nvlink_domain_shared(int node_a, int node_b) const;
+  /// GPUs one tensor-parallel group may span: a node, or the NVLink domain of several nodes.
+  int tp_domain_gpus() const;
+  /// Why `tp` cannot run on this hardware (a TP group stays inside a node, or inside an NVLink domain in
+  /// whole nodes), or "" when it can.
+  std::string tp_placement_error(int tp) const;
 
   double peak_flops(const std::string& dtype) const;  ///< FLOP/s
   /// GPU time of `flops` in GEMMs of `gemm_gflop` each, plus `kernels` launches (ns, rounded up).
