@@ -219,7 +219,8 @@ void add_job_options(CLI::App* sim, pipesim::sim::JobOptions& j) {
   sim->add_option("--recompute", j.recompute, "activation recompute: none|selective|full")
       ->capture_default_str();
   sim->add_option("--dtype", j.dtype,
-                  "math dtype: bf16|fp16|fp16_acc16|fp32 (default: bf16 where the GPU has it, else fp16)");
+                  "math dtype: bf16|fp16|fp16_acc16|fp32|fp8 (default: bf16 where the GPU has it, else fp16; "
+                  "fp8: the blocks' GEMMs in FP8 where the profile has an fp8 peak)");
   sim->add_option("--p2p-time-ms", j.p2p_time_ms, "fixed time per pipeline hop instead of bytes/bandwidth")
       ->check(CLI::Range(0.0, 1e6));
   sim->add_flag(
@@ -385,7 +386,7 @@ void add_search_options(CLI::App* cmd, planner::SearchOptions& s, std::string& s
       ->check(CLI::Range(1, 1024));
   cmd->add_option("--lora-rank", s.base.lora_rank, "LoRA fine-tuning rank (0: full fine-tuning)")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{65536}));
-  cmd->add_option("--dtype", s.base.dtype, "math dtype: bf16|fp16|fp16_acc16|fp32");
+  cmd->add_option("--dtype", s.base.dtype, "math dtype: bf16|fp16|fp16_acc16|fp32|fp8");
   add_kernel_options(cmd, s.base);
 }
 

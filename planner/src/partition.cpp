@@ -193,14 +193,14 @@ PartitionProblem make_partition_problem(const sim::ScheduleInput& in, const sim:
       ns = l.fwd_ns + l.bwd_input_ns + l.bwd_weight_ns + std::max<sim::Duration>(0, l.recompute_ns);
     } else {
       ns = hw.op_ns(l.fwd_flops / t, l.gemm_gflop, l.kernels, in.dtype, 0, l.expert_fwd_flops / t,
-                    l.expert_gemm_gflop, l.expert_weight_bytes) +
+                    l.expert_gemm_gflop, l.expert_weight_bytes, 0, 0, l.wide_fwd_flops / t) +
            hw.op_ns((l.bwd_input_flops + l.bwd_weight_flops) / t, l.gemm_gflop, 2 * l.kernels, in.dtype, 0,
                     (l.expert_bwd_input_flops + l.expert_bwd_weight_flops) / t, l.expert_gemm_gflop,
-                    2 * l.expert_weight_bytes) +
-           (l.recompute_flops > 0
-                ? hw.op_ns(l.recompute_flops / t, l.gemm_gflop, l.kernels, in.dtype, 0,
-                           l.expert_recompute_flops / t, l.expert_gemm_gflop, l.expert_weight_bytes)
-                : 0) +
+                    2 * l.expert_weight_bytes, 0, 0, (l.wide_bwd_input_flops + l.wide_bwd_weight_flops) / t) +
+           (l.recompute_flops > 0 ? hw.op_ns(l.recompute_flops / t, l.gemm_gflop, l.kernels, in.dtype, 0,
+                                             l.expert_recompute_flops / t, l.expert_gemm_gflop,
+                                             l.expert_weight_bytes, 0, 0, l.wide_recompute_flops / t)
+                                  : 0) +
            hw.memory_ns(l.fwd_mem_bytes + l.bwd_mem_bytes + l.recompute_mem_bytes);
       // TP collectives: forward and backward each move the layer's bus bytes.
       ns += sim::duration_for_work(2.0 * static_cast<double>(l.tp_bus_bytes), tp_GBps * 1e9);

@@ -75,16 +75,29 @@ std::int64_t HardwareProfile::compute_ns(double flops, double gemm_gflop, std::i
 std::int64_t HardwareProfile::op_ns(double flops, double gemm_gflop, std::int32_t kernels,
                                     const std::string& dtype, std::int64_t mem_bytes, double expert_flops,
                                     double expert_gemm_gflop, std::int64_t expert_weight_bytes,
-                                    double attention_flops, std::int64_t attention_bytes) const {
+                                    double attention_flops, std::int64_t attention_bytes,
+                                    double wide_flops) const {
   // Score GEMMs over materialized scores: the longer of their FLOPs and their score traffic.
   if (attention_bytes <= 0) attention_flops = 0;
+  // FP8 recipes run the blocks' (and experts') GEMMs in FP8 and keep attention and the output head in 16
+  // bits.
+  const bool fp8 = dtype == "fp8";
+  const std::string& wide = fp8 ? sixteen_bit_dtype() : dtype;
+  if (!fp8) wide_flops = 0;  // one precision: the op's FLOPs are timed together
   std::int64_t ns =
-      compute_ns(flops - expert_flops - attention_flops, gemm_gflop, kernels, dtype) + memory_ns(mem_bytes);
+      compute_ns(flops - expert_flops - attention_flops - wide_flops, gemm_gflop, kernels, dtype) +
+      memory_ns(mem_bytes);
+  if (wide_flops > 0) ns += compute_ns(wide_flops, gemm_gflop, 0, wide);
   if (attention_flops > 0)
-    ns += std::max(compute_ns(attention_flops, gemm_gflop, 0, dtype), memory_ns(attention_bytes));
+    ns += std::max(compute_ns(attention_flops, gemm_gflop, 0, wide), memory_ns(attention_bytes));
   if (expert_flops > 0)
     ns += std::max(compute_ns(expert_flops, expert_gemm_gflop, 0, dtype), memory_ns(expert_weight_bytes));
   return ns;
+}
+
+const std::string& HardwareProfile::sixteen_bit_dtype() const {
+  static const std::string bf16 = "bf16", fp16 = "fp16";
+  return gpu.peak_tflops.count("bf16") ? bf16 : fp16;
 }
 
 std::int64_t HardwareProfile::memory_ns(std::int64_t bytes) const {
@@ -165,7 +178,7 @@ HardwareProfile parse_hardware_profile(const std::string& text, const std::strin
     JsonObject g = r.object("gpu");
     hw.gpu.model = g.string("model");
     JsonObject pk = g.object("peak_tflops");
-    for (const char* dt : {"bf16", "fp16", "fp16_acc16", "fp32"}) {
+    for (const char* dt : {"bf16", "fp16", "fp16_acc16", "fp32", "fp8"}) {
       if (pk.has(dt)) hw.gpu.peak_tflops[dt] = pk.number(dt, 1e-6, 1e6);  // down to a CPU thread's MFLOP/s
     }
     pk.finish();

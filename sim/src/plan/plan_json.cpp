@@ -150,6 +150,7 @@ std::string plan_to_json(const Plan& plan) {
         for (const auto& s : c->gemms) g.push_back({s.m, s.n, s.k, s.count});
         j["compute"]["gemms"] = std::move(g);
       }
+      if (c->wide_flops > 0) j["compute"]["wide_flops"] = c->wide_flops;
     } else if (const auto* x = std::get_if<TransferWork>(&op.payload)) {
       j["transfer"] = {{"src", x->src},     {"dst", x->dst},
                        {"bytes", x->bytes}, {"latency_steps", x->latency_steps},
@@ -259,11 +260,14 @@ Plan plan_from_json(const std::string& text, const std::string& file) {
                                c.integer_or("expert_weight_bytes", 0, 0, kMaxBytes),
                                c.number_or("attention_flops", 0, 0, 1e30),
                                c.integer_or("attention_bytes", 0, 0, kMaxBytes),
-                               read_gemms(c)};
+                               read_gemms(c),
+                               c.number_or("wide_flops", 0, 0, 1e30)};
       auto& work = std::get<ComputeWork>(op.payload);
       if (work.expert_flops + work.attention_flops > work.flops)
         c.fail("attention_flops", "with expert_flops exceeds flops; valid: 0 .. flops - expert_flops");
       if (work.expert_flops > work.flops) c.fail("expert_flops", "exceeds flops; valid: 0 .. flops");
+      if (work.expert_flops + work.attention_flops + work.wide_flops > work.flops)
+        c.fail("wide_flops", "with expert_flops and attention_flops exceeds flops; valid: 0 .. the rest");
       c.finish();
       ++payloads;
     }

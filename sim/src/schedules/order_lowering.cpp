@@ -64,7 +64,10 @@ ComputeWork backward_work(TaskKind kind, const RangeCost& part, double gemm, std
                      (whole ? 2 : 1) * part.expert_weight_bytes,
                      weight_only ? 0 : part.attn_bwd_in,
                      weight_only ? 0 : part.attn_bwd_bytes,
-                     backward_gemms(part.gemms, !weight_only, kind != TaskKind::kBackwardInput)};
+                     backward_gemms(part.gemms, !weight_only, kind != TaskKind::kBackwardInput),
+                     whole         ? part.wide_bwd_in + part.wide_bwd_w
+                     : weight_only ? part.wide_bwd_w
+                                   : part.wide_bwd_in};
 }
 
 /// A profiled pass's measured time, or -1 to time it from its work.
@@ -147,7 +150,8 @@ class Builder {
                        r.expert_weight_bytes,
                        r.attn_fwd,
                        r.attn_fwd_bytes,
-                       r.gemms};
+                       r.gemms,
+                       r.wide_fwd};
   }
   ComputeWork recompute_work(const RangeCost& r) const {
     return ComputeWork{r.recompute,
@@ -159,7 +163,8 @@ class Builder {
                        r.expert_weight_bytes,
                        r.attn_recompute,
                        r.attn_recompute_bytes,
-                       full_recompute_gemms(r)};
+                       full_recompute_gemms(r),
+                       r.wide_recompute};
   }
   static Duration forward_fixed(const RangeCost& r) { return r.profiled ? r.fwd_ns : Duration{-1}; }
   static Duration recompute_fixed(const RangeCost& r) { return r.profiled ? r.recompute_ns : Duration{-1}; }
@@ -376,14 +381,19 @@ void Builder::size_plan() {
   // Data-parallel collective ids follow the TP ones (one per replica, stage, chunk, microbatch and phase).
   dp_group_base_ = static_cast<std::int32_t>(std::min<std::int64_t>(
       std::int64_t{in_.dp} * in_.pp * in_.virtual_stages * total_mb_ * kTpPhases, kMaxOps * kTpPhases));
+  // A ring is as slow as its slowest hop: where the group leaves rank 0's node (or NVLink domain), a member
+  // there stands for the ring's neighbour.
+  auto leaves_domain = [&](std::int32_t k) {
+    return !in_.hw.nvlink_domain_shared(0, global_rank(k, 0, 0) / in_.hw.node.gpus);
+  };
   for (std::int32_t k = 1; k < in_.dp; ++k) {
-    if (global_rank(k, 0, 0) / in_.hw.node.gpus != 0) {
+    if (leaves_domain(k)) {
       dp_ring_offset_ = k;
       break;
     }
   }
   for (std::int32_t k = 1; k < in_.ep; ++k) {
-    if (global_rank(k, 0, 0) / in_.hw.node.gpus != 0) {
+    if (leaves_domain(k)) {
       ep_ring_offset_ = k;
       break;
     }
@@ -1133,7 +1143,7 @@ Duration Builder::lower_bound() {
   auto timed = [&](const ComputeWork& w, Duration fixed) {  // launches left out: kernels ignored
     if (fixed >= 0) return fixed;
     return in_.hw.op_ns(w.flops, w.gemm_gflop, 0, in_.dtype, w.mem_bytes, w.expert_flops, w.expert_gemm_gflop,
-                        w.expert_weight_bytes, w.attention_flops, w.attention_bytes);
+                        w.expert_weight_bytes, w.attention_flops, w.attention_bytes, w.wide_flops);
   };
   // A TP collective on the compute stream lasts at least its path latency steps plus its bytes at the
   // fastest rate its ring path allows (the slowest link on it, or the measured bus bandwidth cap): flows

@@ -67,6 +67,11 @@ RangeCost range_cost(const std::vector<LayerCost>& layers, std::int32_t begin, s
     r.bwd_in += 2 * l.attention_masked_flops / t;
     r.bwd += 2 * l.attention_masked_flops / t;
     if (l.attention_recompute_flops > 0) r.recompute += l.attention_masked_flops / t;
+    r.wide_fwd += l.wide_fwd_flops / t;
+    r.wide_bwd_in += l.wide_bwd_input_flops / t;
+    r.wide_bwd_w += l.wide_bwd_weight_flops / t;
+    r.wide_recompute += l.wide_recompute_flops / t;
+    if (l.role == LayerRole::kBlock) r.wide_checkpoint_recompute += l.wide_fwd_flops / t;
     r.attn_fwd += l.attention_fwd_flops / t;
     r.attn_bwd_in += l.attention_bwd_flops / t;
     r.attn_recompute += l.attention_recompute_flops / t;

@@ -39,6 +39,8 @@ struct RangeCost {
   /// above) and the score bytes they move, per pass.
   std::int64_t grad_accum_mem = 0;  ///< accumulating the weight gradients (weight-gradient pass)
   double attn_fwd = 0, attn_bwd_in = 0, attn_recompute = 0;
+  /// FP8 recipes: of each pass's FLOPs per TP rank, what stays in 16 bits (LayerCost::wide_*).
+  double wide_fwd = 0, wide_bwd_in = 0, wide_bwd_w = 0, wide_recompute = 0, wide_checkpoint_recompute = 0;
   std::int64_t attn_fwd_bytes = 0, attn_bwd_bytes = 0, attn_recompute_bytes = 0;
   std::int32_t kernels = 0;
   bool profiled = false;  ///< measured times below replace the FLOP-based ones

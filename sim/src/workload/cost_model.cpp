@@ -195,7 +195,7 @@ double block_forward_flops_per_token(const ModelSpec& m, std::int64_t block, std
 std::int64_t optimizer_step_bytes_per_param(const std::string& dtype) {
   if (dtype == "fp32") return 4 + 28 + 4;
   constexpr std::int64_t kCopyGrad = 2 + 4, kNorm = 4, kAdam = 16 + 12, kCopyParam = 4 + 2, kZeroGrad = 2;
-  const std::int64_t unscale = dtype == "bf16" ? 0 : 4 + 4;  // fp16 loss scaling
+  const std::int64_t unscale = dtype == "bf16" || dtype == "fp8" ? 0 : 4 + 4;  // fp16 loss scaling
   return kCopyGrad + unscale + kNorm + kAdam + kCopyParam + kZeroGrad;
 }
 
@@ -311,6 +311,11 @@ std::vector<LayerCost> model_layer_costs(const ModelSpec& m, const CostOptions& 
       c.attention_fwd_bytes = 4 * scores;                 // QK^T writes each score, AV reads it: 2 B each
       c.attention_bwd_bytes = 2 * c.attention_fwd_bytes;  // dP written; P, dS, dS read
     }
+    if (o.fp8 && o.attention == AttentionKernel::kFlash) {
+      c.wide_fwd_flops = attn;
+      c.wide_bwd_input_flops = 2 * attn;
+      c.wide_recompute_flops = o.recompute == Recompute::kFull ? attn : 0;
+    }
     const BlockTraffic traffic = block_traffic(m, o);
     c.fwd_mem_bytes = traffic.forward;
     c.bwd_mem_bytes = backward_traffic(traffic.forward);
@@ -350,6 +355,7 @@ std::vector<LayerCost> model_layer_costs(const ModelSpec& m, const CostOptions& 
   head.fwd_flops = logits;
   head.bwd_input_flops = logits;
   head.bwd_weight_flops = logits;
+  if (o.fp8) head.wide_fwd_flops = head.wide_bwd_input_flops = head.wide_bwd_weight_flops = logits;
   head.gemm_gflop = logits / static_cast<double>(t) / 1e9;
   head.gemms = {{b * s, ceil_div(m.vocab, t), h, 1}};
   head.kernels = 6;

@@ -232,10 +232,11 @@ ScheduleInput make_schedule_input(const JobOptions& j, const ScheduleDescriptor&
   in.accum_steps = j.accum_steps;
   in.iterations = j.iterations > 0 ? j.iterations : schedule.default_iterations;
   in.dtype = !j.dtype.empty() ? j.dtype : (in.hw.gpu.peak_tflops.count("bf16") ? "bf16" : "fp16");
-  if (in.dtype != "bf16" && in.dtype != "fp16" && in.dtype != "fp16_acc16" && in.dtype != "fp32")
+  if (in.dtype != "bf16" && in.dtype != "fp16" && in.dtype != "fp16_acc16" && in.dtype != "fp32" &&
+      in.dtype != "fp8")
     bad("--dtype",
         fmt::format("unknown dtype '{}'; valid: bf16, fp16, fp16_acc16 (fp16 GEMMs accumulating in "
-                    "fp16), fp32",
+                    "fp16), fp32, fp8 (the blocks' GEMMs in FP8, attention and the output head in 16 bits)",
                     in.dtype));
   in.recompute = parse_recompute(j.recompute);
   in.optimizer_bytes_per_param = optimizer_step_bytes_per_param(in.dtype);
@@ -320,6 +321,7 @@ ScheduleInput make_schedule_input(const JobOptions& j, const ScheduleDescriptor&
       co.lora_rank = j.lora_rank;
       co.ep = in.ep;
       co.moe_imbalance = j.moe_imbalance;
+      co.fp8 = in.dtype == "fp8";
       in.costs.push_back(model_layer_costs(m, co));
     }
     in.cost_of_microbatch.push_back(it->second);

@@ -86,6 +86,9 @@ struct LayerCost {
   /// Adding this microbatch's weight gradients into the step's accumulated ones (weight-gradient pass).
   std::int64_t grad_accum_bytes = 0;
   std::int64_t recompute_mem_bytes = 0;
+  /// FP8 recipes (CostOptions::fp8): of each pass's FLOPs (before the TP split), what stays in 16 bits, the
+  /// flash attention core and the output head (unfused attention's score GEMMs are separate above).
+  double wide_fwd_flops = 0, wide_bwd_input_flops = 0, wide_bwd_weight_flops = 0, wide_recompute_flops = 0;
 };
 
 /// A block's stored activations in Korthikanti's count are 34 s*b*h bytes; 14 of them (the inputs of the
@@ -122,6 +125,9 @@ struct CostOptions {
   std::int32_t ep = 1;
   double moe_imbalance = 1;
   GradAccumulation grad_accumulation = GradAccumulation::kFused;
+  /// An FP8 recipe (Transformer Engine style): the blocks' GEMMs in FP8, the attention core and the output
+  /// head in 16 bits (LayerCost::wide_*).
+  bool fp8 = false;
 };
 
 /// Bytes a memory-bound kernel moves per element: 2 B activations (bf16/fp16), read once and written once.

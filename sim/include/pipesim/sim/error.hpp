@@ -33,10 +33,14 @@ class InputError : public std::runtime_error {
     std::string out;
     for (char ch : s) {
       const auto c = static_cast<unsigned char>(ch);
-      if (c == '\n') out += "\\n";
-      else if (c == '\t') out += "\\t";
-      else if (c < 0x20 || c == 0x7f) out += std::string("\\x") + hex[c >> 4] + hex[c & 15];
-      else out += ch;
+      if (c == '\n')
+        out += "\\n";
+      else if (c == '\t')
+        out += "\\t";
+      else if (c < 0x20 || c == 0x7f)
+        out += std::string("\\x") + hex[c >> 4] + hex[c & 15];
+      else
+        out += ch;
     }
     return out;
   }

@@ -23,7 +23,7 @@ double interpolate_log_x(const std::vector<CurvePoint>& curve, double x);
 
 struct GpuSpec {
   std::string model;
-  std::map<std::string, double> peak_tflops;  ///< dense TFLOP/s per dtype ("bf16", "fp16", "fp32")
+  std::map<std::string, double> peak_tflops;  ///< dense TFLOP/s per dtype ("bf16", "fp16", "fp32", "fp8")
   std::int64_t hbm_bytes = 0;
   double hbm_GBps = 0;
   /// Share of hbm_GBps that streaming kernels (norms, activations, softmax, optimizer) achieve; 1 when the
@@ -131,7 +131,10 @@ struct HardwareProfile {
   std::int64_t op_ns(double flops, double gemm_gflop, std::int32_t kernels, const std::string& dtype,
                      std::int64_t mem_bytes, double expert_flops = 0, double expert_gemm_gflop = 0,
                      std::int64_t expert_weight_bytes = 0, double attention_flops = 0,
-                     std::int64_t attention_bytes = 0) const;
+                     std::int64_t attention_bytes = 0, double wide_flops = 0) const;
+  /// The 16-bit dtype of the profile (bf16 where the GPU has it, else fp16): what an FP8 recipe keeps for
+  /// attention and the output head.
+  const std::string& sixteen_bit_dtype() const;
   /// GPU time of a memory-bound kernel moving `bytes` to and from HBM (ns, rounded up).
   std::int64_t memory_ns(std::int64_t bytes) const;
 };

@@ -1,0 +1,82 @@
+// FP8 training (--dtype fp8): the blocks' GEMMs at the profile's FP8 peak; the attention core and the output
+// head at its 16-bit peak, as Transformer Engine recipes run them; everything else as in bf16.
+#include <gtest/gtest.h>
+
+#include "pipesim/sim/engine.hpp"
+#include "pipesim/sim/hardware.hpp"
+#include "pipesim/sim/job.hpp"
+#include "pipesim/sim/plan_json.hpp"
+#include "test_helpers.hpp"
+
+namespace pipesim::sim {
+namespace {
+
+TEST(Fp8, GemmsAtTheFp8PeakAndTheRestAtTheSixteenBitPeak) {
+  HardwareProfile hw = load_hardware_profile("h100-sxm-8x");
+  ASSERT_DOUBLE_EQ(hw.gpu.peak_tflops.at("fp8"), 1979);
+  hw.gpu.gemm_efficiency = {{1, 0.5}};  // every GEMM at half of peak, for round numbers
+  hw.gpu.launch_overhead = 0;
+  // 2 TFLOP of which 0.5 stay 16-bit: 1.5e12 / (1979e12 x 0.5) s = 1,515,917.1 ns and
+  // 0.5e12 / (989e12 x 0.5) s = 1,011,122.3 ns, each rounded up.
+  EXPECT_EQ(hw.op_ns(2e12, 100, 0, "fp8", 0, 0, 0, 0, 0, 0, 0.5e12), 1515918 + 1011123);
+  // In bf16 the same op runs at 989 TFLOP/s throughout: 4,044,489.4 ns; its 16-bit share changes nothing.
+  EXPECT_EQ(hw.op_ns(2e12, 100, 0, "bf16", 0), 4044490);
+  EXPECT_EQ(hw.op_ns(2e12, 100, 0, "bf16", 0, 0, 0, 0, 0, 0, 0.5e12), 4044490);
+  // Unfused attention's score GEMMs stay 16-bit too: 0.5e12 of score FLOPs against 1 byte of scores.
+  EXPECT_EQ(hw.op_ns(2e12, 100, 0, "fp8", 0, 0, 0, 0, 0.5e12, 1), 1515918 + 1011123);
+}
+
+JobOptions llama8b(const std::string& dtype) {
+  JobOptions j = testing::job("llama3-8b", "h100-sxm-8x", 2, 1, 1, 4);
+  j.seq = 4096;
+  j.dtype = dtype;
+  return j;
+}
+
+TEST(Fp8, AttentionAndTheOutputHeadAreTheSixteenBitShare) {
+  const ScheduleInput in = make_schedule_input(llama8b("fp8"), find_schedule("1f1b"));
+  const auto& layers = in.costs.front();
+  const LayerCost& block = layers[1];
+  const LayerCost& head = layers.back();
+  // Causal flash attention: 4 x (s/2) x (heads x head_dim) FLOPs per token, forward; twice that backward.
+  const double tokens = 4096, attn = tokens * 4.0 * 2048 * 4096;
+  EXPECT_DOUBLE_EQ(block.wide_fwd_flops, attn);
+  EXPECT_DOUBLE_EQ(block.wide_bwd_input_flops, 2 * attn);
+  EXPECT_DOUBLE_EQ(block.wide_bwd_weight_flops, 0);
+  // The output head: 2 x tokens x hidden x vocab in each of its three GEMMs.
+  const double logits = 2 * tokens * 4096 * 128256;
+  EXPECT_DOUBLE_EQ(head.wide_fwd_flops, logits);
+  EXPECT_DOUBLE_EQ(head.wide_bwd_input_flops, logits);
+  EXPECT_DOUBLE_EQ(head.wide_bwd_weight_flops, logits);
+  // bf16 records none, so its plans are as before.
+  const ScheduleInput bf16 = make_schedule_input(llama8b("bf16"), find_schedule("1f1b"));
+  for (const auto& l : bf16.costs.front()) EXPECT_EQ(l.wide_fwd_flops + l.wide_bwd_input_flops, 0);
+}
+
+TEST(Fp8, StepIsFasterButNotTwiceAndMfuStaysBelowPeak) {
+  auto bf16 = testing::simulate("1f1b", make_schedule_input(llama8b("bf16"), find_schedule("1f1b")));
+  auto fp8 = testing::simulate("1f1b", make_schedule_input(llama8b("fp8"), find_schedule("1f1b")));
+  EXPECT_LT(testing::step_ns(fp8), testing::step_ns(bf16));
+  EXPECT_GT(2 * testing::step_ns(fp8), testing::step_ns(bf16));  // attention, head and memory-bound work
+  EXPECT_GT(fp8.metrics.mfu, 0);
+  EXPECT_LE(fp8.metrics.mfu, 1);
+  EXPECT_EQ(fp8.metrics.peak_gpu_mem_bytes, bf16.metrics.peak_gpu_mem_bytes);  // activations kept 16-bit
+  // The plan carries each op's 16-bit share and replays to the same timeline.
+  const std::string text = plan_to_json(fp8.plan);
+  EXPECT_NE(text.find("\"wide_flops\""), std::string::npos);
+  EXPECT_EQ(plan_to_json(bf16.plan).find("\"wide_flops\""), std::string::npos);
+  Plan back = plan_from_json(text, "fp8.json");
+  EXPECT_EQ(Engine{}.run(back).end, fp8.timeline.end);
+}
+
+TEST(Fp8, ProfilesWithoutAnFp8PeakRefuseIt) {
+  JobOptions j = llama8b("fp8");
+  j.hw = "a100-80g-sxm-8x";
+  const std::string e = testing::error_of(
+      [&] { build_plan(find_schedule("1f1b"), make_schedule_input(j, find_schedule("1f1b"))); });
+  EXPECT_NE(e.find("--dtype: a100-80g-sxm-8x has no fp8 peak; valid: bf16, fp16, fp32"), std::string::npos)
+      << e;
+}
+
+}  // namespace
+}  // namespace pipesim::sim
