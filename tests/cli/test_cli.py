@@ -628,6 +628,12 @@ class BadInput(unittest.TestCase):
         self.expect_error(["simulate", "--iterations", "0"], "--iterations")
         self.expect_error(["simulate", "--hw", "v100-sxm2-4x", "--dtype", "bf16", "--schedule", "1f1b"],
                           "--dtype: v100-sxm2-4x has no bf16 peak; valid: fp16")
+        self.expect_error(["simulate", "--hw", "a100-80g-sxm-8x", "--dtype", "fp8", "--schedule", "1f1b"],
+                          "--dtype: a100-80g-sxm-8x has no fp8 peak; valid: bf16, fp16, fp32")
+        self.expect_error(["simulate", "--dtype", "fp4"], "--dtype: unknown dtype 'fp4'", "fp8")
+        self.expect_error(["simulate", "--hw", "gb200-nvl72", "--tp", "16", "--dp", "1", "--pp", "1",
+                           "--schedule", "1f1b"],
+                          "--tp: tp 16 must divide the 72 GPUs of an NVLink domain (18 nodes of 4)")
         self.expect_error(["simulate", "--model", "qwen3-235b-a22b", "--schedule", "roundpipe"],
                           "of weights and gradients, above RoundPipe's per-stage cap")
         self.expect_error(["simulate", "--model", "gpt-40b", "--hw", "h100-sxm-8x", "--pp", "16", "--tp", "8",
