@@ -86,7 +86,10 @@ nlohmann::ordered_json quote_json(const planner::ClusterQuote& q) {
   j["gpu_hours"] = q.gpu_hours;
   j["usd_per_gpu_hour"] = q.usd_per_gpu_hour;
   j["usd"] = q.usd;
-  j["energy_kwh"] = nullptr;  // the shipped profiles carry no board power figure yet
+  if (q.energy_kwh > 0)
+    j["energy_kwh"] = q.energy_kwh;
+  else
+    j["energy_kwh"] = nullptr;  // the profile has no board power figure
   j["headroom_bytes"] = q.headroom_bytes;
   j["losses"] = {
       {"idle", q.idle_share}, {"recompute", q.recompute_share}, {"below_peak", q.below_peak_share}};
@@ -122,9 +125,9 @@ int run_buy(BuyCommandOptions o) {
                            r.steps, r.tokens_per_step, b.search.global_batch,
                            r.tokens_per_step / b.search.global_batch,
                            b.tokens > 0 ? fmt::format(" = {:.4g} tokens", b.tokens) : "");
-  std::cout << fmt::format("  {:<18} {:>5}  {:<46} {:>8} {:>10} {:>5} {:>8} {:>11} {:>11} {:>8}  {}\n",
+  std::cout << fmt::format("  {:<18} {:>5}  {:<46} {:>8} {:>10} {:>5} {:>8} {:>11} {:>11} {:>7} {:>8}  {}\n",
                            "cluster", "GPUs", "best configuration", "step (s)", "tokens/s", "MFU%", "days",
-                           "GPU-hours", "$", "free GiB", "loses most to");
+                           "GPU-hours", "$", "MWh", "free GiB", "loses most to");
   int meeting = 0;
   for (const auto& q : r.clusters) {
     if (!q.answered()) {
@@ -135,11 +138,12 @@ int run_buy(BuyCommandOptions o) {
     meeting += q.meets_constraints ? 1 : 0;
     const auto& m = q.best.metrics;
     std::cout << fmt::format(
-        "{} {:<18} {:>5}  {:<46} {:>8.3f} {:>10.0f} {:>5.1f} {:>8.2f} {:>11.0f} {:>11} {:>8.1f}  {} "
+        "{} {:<18} {:>5}  {:<46} {:>8.3f} {:>10.0f} {:>5.1f} {:>8.2f} {:>11.0f} {:>11} {:>7} {:>8.1f}  {} "
         "{:.0f}%{}\n",
         q.pareto ? '*' : ' ', q.hw, q.gpus, configuration(q.best), m.step_time_s, m.tokens_per_s, 100 * m.mfu,
         q.time_to_train_s / 86400.0, q.gpu_hours,
         q.usd_per_gpu_hour > 0 ? fmt::format("{:.0f}", q.usd) : "no price",
+        q.energy_kwh > 0 ? fmt::format("{:.1f}", q.energy_kwh / 1000.0) : "-",
         static_cast<double>(q.headroom_bytes) / (1 << 30), q.limiter.substr(0, q.limiter.find(" (")),
         100 * std::max({q.idle_share, q.recompute_share, q.below_peak_share}),
         q.meets_constraints ? "" : "  (misses the constraints)");

@@ -293,6 +293,8 @@ class Buy(unittest.TestCase):
             self.assertEqual(c["gpu_hours"], c["gpus"] * (152588 * step) / 3600)
             self.assertEqual(c["usd_per_gpu_hour"], prices[c["hw"]])
             self.assertEqual(c["usd"], c["gpus"] * (152588 * step) / 3600 * prices[c["hw"]])
+            watts = {"h100-sxm-8x": 700, "l40s-8x": 350}[c["hw"]]  # the profiles' board power
+            self.assertEqual(c["energy_kwh"], c["gpus"] * (152588 * step) / 3600 * watts / 1000)
             self.assertAlmostEqual(c["plan"]["mfu"] + sum(c["losses"].values()), 1.0, places=9)
         front = [c for c in r["clusters"] if c["pareto"]]
         for c in front:  # nothing else is both at least as fast and as cheap, and better in one
@@ -306,6 +308,7 @@ class Buy(unittest.TestCase):
         self.assertEqual(rc, 0, err)
         self.assertIn("skipped: not whole nodes of 8 GPUs", out)
         self.assertIn("* h100-sxm-8x", out)
+        self.assertIn(" MWh ", out)
         rc, out, err = run("buy", *self.JOB, "--hw", "h100-sxm-8x", "--gpus", "8", "--tokens", "1e12",
                            "--max-usd", "1", "--deadline-days", "0.5")
         self.assertEqual(rc, 0, err)  # an answer, not an error

@@ -63,6 +63,10 @@ TEST(Buy, EveryClusterIsThePlannersAnswerPricedByHand) {
     EXPECT_EQ(q.time_to_train_s, seconds);
     EXPECT_EQ(q.gpu_hours, 8.0 * seconds / 3600.0);
     EXPECT_EQ(q.usd, 8.0 * seconds / 3600.0 * price);
+    // Energy: the 8 GPUs at their rated board power for the whole run.
+    const double watts = sim::load_hardware_profile(q.hw).gpu.board_W;
+    EXPECT_GT(watts, 0) << q.hw;
+    EXPECT_EQ(q.energy_kwh, 8.0 * seconds / 3600.0 * watts / 1000.0);
     EXPECT_NEAR(q.best.metrics.mfu + q.idle_share + q.recompute_share + q.below_peak_share, 1.0, 1e-9);
     EXPECT_TRUE(q.meets_constraints);
   }
@@ -114,7 +118,8 @@ TEST(Buy, BadInputIsAnInputError) {
   const auto dir = std::filesystem::temp_directory_path() / "pipesim_buy_test";
   std::filesystem::create_directories(dir);
   const auto path = (dir / "priceless.json").string();
-  nlohmann::json hw = nlohmann::json::parse(sim::hardware_profile_to_json(sim::load_hardware_profile("l40s-8x")));
+  nlohmann::json hw =
+      nlohmann::json::parse(sim::hardware_profile_to_json(sim::load_hardware_profile("l40s-8x")));
   hw.erase("gpu_hour_usd");
   hw["name"] = "priceless";
   std::ofstream(path) << hw.dump();

@@ -189,8 +189,9 @@ HardwareProfile parse_hardware_profile(const std::string& text, const std::strin
     hw.gpu.hbm_efficiency = g.number_or("hbm_efficiency", 1.0, 0.01, 1.0);
     hw.gpu.launch_overhead = duration_from_us(g.number("launch_overhead_us", 0, 1e4));
     hw.gpu.gemm_efficiency = read_curve(g, "gemm_efficiency", "gemm_gflop", "efficiency", 1.0, true);
+    hw.gpu.board_W = g.number_or("board_W", 0, 0, 1e4);
     hw.gpu.sources = read_sources(g, {"model", "peak_tflops", "hbm_bytes", "hbm_GBps", "hbm_efficiency",
-                                      "launch_overhead_us", "gemm_efficiency"});
+                                      "launch_overhead_us", "gemm_efficiency", "board_W"});
     g.finish();
   }
   {
@@ -320,6 +321,7 @@ std::string hardware_profile_to_json(const HardwareProfile& hw) {
             {"launch_overhead_us", to_us(hw.gpu.launch_overhead)},
             {"gemm_efficiency", curve_json(hw.gpu.gemm_efficiency, "gemm_gflop", "efficiency")}};
   if (hw.gpu.hbm_efficiency != 1.0) g["hbm_efficiency"] = hw.gpu.hbm_efficiency;
+  if (hw.gpu.board_W > 0) g["board_W"] = hw.gpu.board_W;
   write_sources(g, hw.gpu.sources);
   json p = {{"lane_GBps", hw.node.pcie.lane_GBps},
             {"uplink_GBps", hw.node.pcie.uplink_GBps},

@@ -32,6 +32,7 @@ struct GpuSpec {
   Duration launch_overhead = 0;  ///< per kernel launch (`launch_overhead_us` in the file)
   /// GEMM efficiency (fraction of peak) against the work of one GEMM in GFLOP.
   std::vector<CurvePoint> gemm_efficiency;  ///< x = gemm_gflop, y = efficiency
+  double board_W = 0;                       ///< rated board power (TDP), for energy estimates; 0: unknown
   std::map<std::string, std::string> sources;
 };
 
