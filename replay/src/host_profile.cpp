@@ -51,6 +51,7 @@ sim::HardwareProfile host_backend_profile(const std::string& name) {
   hw.gpu.hbm_GBps = 2 * copy;                          // a memory-bound byte is read once and written once
   hw.gpu.hbm_efficiency = 1;
   hw.gpu.launch_overhead = 0;
+  hw.gpu.board_W = 0;  // no energy figure for CPU threads
   hw.gpu.sources = {{"peak_tflops", "FMA rate of one thread: " + how},
                     {"gemm_efficiency", "the FMA work has no shape: 1 at every size"},
                     {"hbm_GBps", "memcpy rate of one thread, read + write: " + how},

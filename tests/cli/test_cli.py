@@ -196,6 +196,14 @@ class Simulate(unittest.TestCase):
                 names = {e.get("name", "") for e in json.load(f)["traceEvents"]}
             self.assertTrue(any(n.startswith("fill") for n in names), names)
 
+    def test_spec_sheet_profile(self):
+        # Datasheet figures only: pipesim completes the profile and runs on it like on a shipped one.
+        sheet = os.path.join(SRC, "docs", "spec-sheet-h100.json")
+        rc, out, err = run("simulate", "--hw", sheet, "--model", "llama3-8b", "--pp", "2", "--tp", "4",
+                           "--schedule", "1f1b", "--format", "json")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(json.loads(out)["hardware"], "h100-spec-sheet")
+
     def test_listings(self):
         rc, out, _ = run("schedules")
         self.assertEqual(rc, 0)
@@ -637,6 +645,11 @@ class BadInput(unittest.TestCase):
         self.expect_error(["simulate", "--hw", "gb200-nvl72", "--tp", "16", "--dp", "1", "--pp", "1",
                            "--schedule", "1f1b"],
                           "--tp: tp 16 must divide the 72 GPUs of an NVLink domain (18 nodes of 4)")
+        with tempfile.TemporaryDirectory() as d:  # a spec sheet with a typo
+            bad = os.path.join(d, "spec.json")
+            with open(os.path.join(SRC, "docs", "spec-sheet-h100.json")) as f, open(bad, "w") as g:
+                g.write(f.read().replace('"hbm_TBps"', '"hbm_TBs"'))
+            self.expect_error(["simulate", "--hw", bad], f"{bad}: /gpu/hbm_TBps: missing required key")
         self.expect_error(["simulate", "--model", "qwen3-235b-a22b", "--schedule", "roundpipe"],
                           "of weights and gradients, above RoundPipe's per-stage cap")
         self.expect_error(["simulate", "--model", "gpt-40b", "--hw", "h100-sxm-8x", "--pp", "16", "--tp", "8",

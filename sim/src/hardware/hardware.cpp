@@ -8,6 +8,7 @@
 
 #include "core/data_dir.hpp"
 #include "core/json_reader.hpp"
+#include "hardware/spec_sheet.hpp"
 #include "pipesim/sim/json_text.hpp"
 #include "pipesim/sim/time.hpp"
 
@@ -160,6 +161,9 @@ json curve_json(const std::vector<CurvePoint>& c, const char* xkey, const char* 
 
 HardwareProfile parse_hardware_profile(const std::string& text, const std::string& file) {
   json root = detail::parse_json_text(text, file);
+  // A spec sheet (datasheet figures only) is completed into a profile with stated default efficiencies.
+  if (root.is_object() && root.value("format", json()) == "pipesim-spec")
+    return parse_hardware_profile(complete_spec_sheet(text, file), file);
   JsonObject r(root, file, "");
   if (r.string("format") != "pipesim-hw") r.fail("format", "expected \"pipesim-hw\"");
   if (r.integer("version", 0, 1000) != 1) r.fail("version", "unsupported version; valid: 1");
