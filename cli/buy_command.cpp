@@ -91,9 +91,11 @@ nlohmann::ordered_json quote_json(const planner::ClusterQuote& q) {
   else
     j["energy_kwh"] = nullptr;  // the profile has no board power figure
   j["headroom_bytes"] = q.headroom_bytes;
-  j["losses"] = {
-      {"idle", q.idle_share}, {"recompute", q.recompute_share}, {"below_peak", q.below_peak_share}};
+  nlohmann::ordered_json losses = nlohmann::ordered_json::object();
+  for (const auto& l : q.losses) losses[l.key] = l.share;
+  j["losses"] = std::move(losses);
   j["limiter"] = q.limiter;
+  j["microbatch_held_by_memory"] = q.microbatch_held_by_memory;
   j["meets_constraints"] = q.meets_constraints;
   j["pareto"] = q.pareto;
   j["plan"] = candidate_json(q.best);
@@ -144,9 +146,10 @@ int run_buy(BuyCommandOptions o) {
         q.time_to_train_s / 86400.0, q.gpu_hours,
         q.usd_per_gpu_hour > 0 ? fmt::format("{:.0f}", q.usd) : "no price",
         q.energy_kwh > 0 ? fmt::format("{:.1f}", q.energy_kwh / 1000.0) : "-",
-        static_cast<double>(q.headroom_bytes) / (1 << 30), q.limiter.substr(0, q.limiter.find(" (")),
-        100 * std::max({q.idle_share, q.recompute_share, q.below_peak_share}),
-        q.meets_constraints ? "" : "  (misses the constraints)");
+        static_cast<double>(q.headroom_bytes) / (1 << 30), q.limiter, 100 * q.losses.front().share,
+        (q.microbatch_held_by_memory ? fmt::format(", memory holds b at {:g}", q.best.job.microbatch_size)
+                                     : std::string()) +
+            (q.meets_constraints ? "" : "  (misses the constraints)"));
   }
   std::vector<std::string> limits;
   if (b.max_usd > 0) limits.push_back(fmt::format("at most ${:.0f}", b.max_usd));
@@ -159,7 +162,9 @@ int run_buy(BuyCommandOptions o) {
     std::cout << fmt::format(
         "* on the time/cost Pareto front of the {} clusters that {}\n", meeting,
         limits.empty() ? std::string("fit") : fmt::format("meet {}", fmt::join(limits, ", ")));
-  std::cout << "losses are shares of GPU time; MFU + idle + recompute + kernels below peak = 100%\n";
+  std::cout << "losses are shares of GPU time: MFU + bubbles + exposed TP/PP/DP communication + offload + "
+               "optimizer "
+               "+ recompute + kernels below peak + other idle = 100% (--format json lists each)\n";
   return 0;
 }
 

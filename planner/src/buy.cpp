@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "pipesim/sim/engine.hpp"
 #include "pipesim/sim/error.hpp"
 #include "pipesim/sim/hardware.hpp"
 
@@ -39,21 +40,47 @@ void check_options(const BuyOptions& o) {
   }
 }
 
-/// Where a GPU's time goes besides model FLOPs at peak (see ClusterQuote).
+/// Where a GPU's time goes besides model FLOPs at peak (see ClusterQuote): the simulated time breakdown, its
+/// kernel time split into model FLOPs at peak, recompute and the rest (kernels below peak).
 void split_losses(ClusterQuote& q) {
   const sim::Metrics& m = q.best.metrics;
-  q.idle_share = std::clamp(m.bubble_fraction, 0.0, 1.0);
-  q.recompute_share = std::max(0.0, m.hfu - m.mfu);
-  q.below_peak_share = std::max(0.0, 1.0 - q.idle_share - m.hfu);
-  const std::pair<double, const char*> losses[] = {
-      {q.idle_share, "idle time (pipeline bubbles, exposed communication, host work)"},
-      {q.recompute_share, "recompute"},
-      {q.below_peak_share,
-       "kernels below peak (GEMM efficiency, memory-bound work, collectives on the "
-       "compute stream)"}};
-  q.limiter = std::max_element(std::begin(losses), std::end(losses), [](const auto& a, const auto& b) {
-                return a.first < b.first;
-              })->second;
+  const sim::TimeBreakdown& t = m.time;
+  const double recompute = std::max(0.0, m.hfu - m.mfu);
+  std::vector<Loss> losses{{"bubbles", "pipeline bubbles", t.pipeline_bubble},
+                           {"tp_comm", "exposed TP communication", t.tp_comm},
+                           {"pp_comm", "exposed pipeline transfers", t.pp_comm},
+                           {"dp_comm", "exposed data-parallel communication", t.dp_comm},
+                           {"offload", "offload transfers and host work", t.offload},
+                           {"optimizer", "optimizer step", t.optimizer},
+                           {"recompute", "recompute", recompute},
+                           {"other", "other idle time", t.other}};
+  double lost = 0;
+  for (const Loss& l : losses) lost += l.share;
+  // What remains of GPU time: kernels running below the dtype's peak (GEMM efficiency, memory-bound work).
+  losses.push_back({"below_peak", "kernels below peak", std::max(0.0, 1.0 - m.mfu - lost)});
+  std::stable_sort(losses.begin(), losses.end(),
+                   [](const Loss& a, const Loss& b) { return a.share > b.share; });
+  q.limiter = losses.front().what;
+  q.losses = std::move(losses);
+}
+
+/// Would the same layout with twice the microbatch (half the microbatches) fit? When not, memory held the
+/// microbatch size down. Configurations the schedule refuses at the larger size tell nothing.
+bool microbatch_held_by_memory(const Candidate& best, double max_mem_fraction) {
+  Candidate c = best;
+  constexpr double kLargestSearched = 8;  // the search's microbatch sizes are 1, 2, 4 and 8
+  if (c.job.microbatches % 2 != 0 || c.job.microbatches < 2 || c.job.microbatch_size * 2 > kLargestSearched)
+    return false;
+  c.job.microbatch_size *= 2;
+  c.job.microbatches /= 2;
+  try {
+    const sim::Plan plan = candidate_plan(c);
+    const sim::Metrics m = sim::compute_metrics(plan, sim::Engine{}.run(plan));
+    return m.oom || static_cast<double>(m.peak_gpu_mem_bytes) >
+                        max_mem_fraction * static_cast<double>(plan.hw.gpu.hbm_bytes);
+  } catch (const sim::InputError&) {
+    return false;
+  }
 }
 
 void mark_pareto(std::vector<ClusterQuote>& quotes) {
@@ -137,6 +164,7 @@ BuyResult buy(const BuyOptions& o, std::ostream* progress) {
               static_cast<std::int64_t>(s.max_mem_fraction * static_cast<double>(hw.gpu.hbm_bytes)) -
               q.best.metrics.peak_gpu_mem_bytes;
           split_losses(q);
+          q.microbatch_held_by_memory = microbatch_held_by_memory(q.best, o.search.max_mem_fraction);
           q.meets_constraints = (o.max_usd <= 0 || q.usd <= o.max_usd) &&
                                 (o.deadline_days <= 0 || q.time_to_train_s <= o.deadline_days * 86400.0);
         }

@@ -304,12 +304,57 @@ class Buy(unittest.TestCase):
             watts = {"h100-sxm-8x": 700, "l40s-8x": 350}[c["hw"]]  # the profiles' board power
             self.assertEqual(c["energy_kwh"], c["gpus"] * (152588 * step) / 3600 * watts / 1000)
             self.assertAlmostEqual(c["plan"]["mfu"] + sum(c["losses"].values()), 1.0, places=9)
+            self.assertEqual(set(c["losses"]), {"bubbles", "tp_comm", "pp_comm", "dp_comm", "offload", "optimizer",
+                                                "recompute", "other", "below_peak"})
+            t = c["plan"]["time_breakdown"]  # the losses are the winner's simulated time breakdown
+            for key, loss in (("pipeline_bubble", "bubbles"), ("tp_comm", "tp_comm"), ("dp_comm", "dp_comm")):
+                self.assertEqual(c["losses"][loss], t[key])
+            self.assertAlmostEqual(sum(t.values()), 1.0, places=9)
+            self.assertEqual(c["limiter"] != "", True)
+            # Memory holds the microbatch when twice it, the layout otherwise the same, exceeds the search's
+            # 90 % of GPU memory.
+            cfg = c["plan"]["config"]
+            if cfg["microbatch_size"] <= 4 and cfg["microbatches"] % 2 == 0:
+                rc, twice, err = run("simulate", "--model", "qwen3-1.7b", "--global-batch", "32", "--seq", "2048",
+                                     "--hw", c["hw"], "--pp", str(cfg["pp"]), "--tp",
+                                     str(cfg["tp"]), "--dp", str(cfg["dp"]), "--schedule", c["plan"]["schedule"],
+                                     "--microbatch-size", str(2 * cfg["microbatch_size"]),
+                                     "--microbatches", str(cfg["microbatches"] // 2), "--format", "json",
+                                     "--recompute", cfg["recompute"], "--partition", cfg["partition"],
+                                     "--virtual-stages", str(cfg["virtual_stages"]),
+                                     *(["--fsdp", cfg["fsdp"]] if cfg["fsdp"] else ["--zero", str(cfg["zero"])]),
+                                     *(["--optimizer-offload"] if cfg["optimizer_offload"] else []))
+                self.assertEqual(rc, 0, err)
+                twice = json.loads(twice)
+                over = twice["oom"] or twice["peak_gpu_mem_bytes"] > 0.9 * twice["gpu_mem_capacity_bytes"]
+                self.assertEqual(c["microbatch_held_by_memory"], over, c["plan"]["config"])
+            else:
+                self.assertFalse(c["microbatch_held_by_memory"])
         front = [c for c in r["clusters"] if c["pareto"]]
         for c in front:  # nothing else is both at least as fast and as cheap, and better in one
             self.assertFalse(any(o is not c and o["time_to_train_s"] <= c["time_to_train_s"] and o["usd"] <= c["usd"]
                                  and (o["time_to_train_s"] < c["time_to_train_s"] or o["usd"] < c["usd"])
                                  for o in r["clusters"]))
         self.assertTrue(front)
+
+    def test_memory_holding_the_microbatch_down_is_named(self):
+        # Qwen3-1.7B at 4K tokens without recompute on 24 GB cards: b 2 does not fit, so b 1 is memory's choice.
+        args = ["--model", "qwen3-1.7b", "--global-batch", "64", "--seq", "4096", "--schedules", "1f1b",
+                "--recompute", "none", "--hw", "rtx4090-8x", "--gpus", "8", "--tokens", "1e10"]
+        rc, out, err = run("buy", *args, "--format", "json")
+        self.assertEqual(rc, 0, err)
+        c = json.loads(out)["clusters"][0]
+        self.assertEqual(c["plan"]["config"]["microbatch_size"], 1)
+        self.assertTrue(c["microbatch_held_by_memory"])
+        rc, twice, err = run("simulate", "--model", "qwen3-1.7b", "--global-batch", "64", "--seq", "4096",
+                             "--hw", "rtx4090-8x", "--dp", "8", "--schedule", "1f1b", "--recompute", "none",
+                             "--zero", str(c["plan"]["config"]["zero"]), "--microbatch-size", "2", "--format", "json")
+        self.assertEqual(rc, 0, err)
+        twice = json.loads(twice)
+        self.assertTrue(twice["oom"] or twice["peak_gpu_mem_bytes"] > 0.9 * twice["gpu_mem_capacity_bytes"])
+        rc, out, err = run("buy", *args)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("memory holds b at 1", out)
 
     def test_table_and_no_cluster_meeting_the_constraints(self):
         rc, out, err = run("buy", *self.JOB, "--hw", "h100-sxm-8x", "--gpus", "8,12", "--tokens", "1e10")

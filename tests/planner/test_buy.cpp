@@ -67,7 +67,10 @@ TEST(Buy, EveryClusterIsThePlannersAnswerPricedByHand) {
     const double watts = sim::load_hardware_profile(q.hw).gpu.board_W;
     EXPECT_GT(watts, 0) << q.hw;
     EXPECT_EQ(q.energy_kwh, 8.0 * seconds / 3600.0 * watts / 1000.0);
-    EXPECT_NEAR(q.best.metrics.mfu + q.idle_share + q.recompute_share + q.below_peak_share, 1.0, 1e-9);
+    double lost = 0;
+    for (const Loss& l : q.losses) lost += l.share;
+    EXPECT_NEAR(q.best.metrics.mfu + lost, 1.0, 1e-9);
+    EXPECT_EQ(q.limiter, q.losses.front().what);
     EXPECT_TRUE(q.meets_constraints);
   }
   // Both answered clusters are on the front unless one is faster and cheaper.

@@ -126,6 +126,7 @@ Metrics compute_metrics(const Plan& plan, const Timeline& tl) {
   }
   m.cpu_optimizer_busy_s = to_seconds(busy_cpu) / m.iterations;
   m.cpu_optimizer_exposed_s = to_seconds(busy_cpu - covered) / m.iterations;
+  m.time = compute_time_breakdown(plan, tl);
   m.oom = tl.oom.oom;
   if (tl.oom.oom) {
     m.oom_device = plan.devices[static_cast<std::size_t>(tl.oom.device)].name;
@@ -165,6 +166,10 @@ std::string metrics_to_json(const Plan& plan, const Metrics& m, double sim_wall_
   j["bubble_breakdown"] = {{"warmup", m.bubble_warmup_fraction},
                            {"intra", m.bubble_intra_fraction},
                            {"drain", m.bubble_drain_fraction}};
+  j["time_breakdown"] = {{"kernels", m.time.kernels},     {"tp_comm", m.time.tp_comm},
+                         {"optimizer", m.time.optimizer}, {"pipeline_bubble", m.time.pipeline_bubble},
+                         {"pp_comm", m.time.pp_comm},     {"dp_comm", m.time.dp_comm},
+                         {"offload", m.time.offload},     {"other", m.time.other}};
   j["tokens_per_s"] = m.tokens_per_s;
   j["tflops_per_gpu"] = m.tflops_per_gpu;
   j["mfu"] = m.mfu;

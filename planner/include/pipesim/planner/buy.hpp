@@ -27,6 +27,14 @@ struct BuyOptions {
 };
 
 /// One cluster's answer.
+/// One cause of lost GPU time and its share of GPU time.
+struct Loss {
+  std::string
+      key;  ///< machine-readable: bubbles, tp_comm, pp_comm, dp_comm, offload, optimizer, recompute, ...
+  std::string what;
+  double share = 0;
+};
+
 struct ClusterQuote {
   std::string hw;
   std::int32_t gpus = 0;
@@ -42,11 +50,15 @@ struct ClusterQuote {
   /// at most, without host, network and cooling; 0 when the profile has no board power figure.
   double energy_kwh = 0;
   std::int64_t headroom_bytes = 0;  ///< allowed GPU memory (the search's share) minus the peak
-  /// Where a GPU's time goes besides useful model FLOPs at peak, as shares of GPU time: idle (pipeline
-  /// bubbles and waits: exposed communication, host work), recompute, and kernels below peak (GEMM
-  /// efficiency, memory-bound work, collectives on the compute stream). mfu + the three = 1.
-  double idle_share = 0, recompute_share = 0, below_peak_share = 0;
-  std::string limiter;  ///< the largest of the three, in words
+  /// Where a GPU's time goes besides useful model FLOPs at peak, as shares of GPU time (mfu + every loss =
+  /// 1), largest first: pipeline bubbles, exposed TP / PP / DP communication, offload transfers and host
+  /// work, the optimizer step, recompute, kernels below peak (GEMM efficiency, memory-bound work), other idle
+  /// time.
+  std::vector<Loss> losses;
+  std::string limiter;  ///< the largest loss, in words
+  /// The same layout with twice the microbatch does not fit memory (the search's share of it): memory, not
+  /// speed, chose this microbatch size.
+  bool microbatch_held_by_memory = false;
   bool meets_constraints = false;
   bool pareto = false;  ///< no other cluster meeting the constraints is both faster and cheaper
   bool answered() const { return skipped.empty() && no_fit.empty(); }

@@ -9,6 +9,7 @@
 
 #include "pipesim/sim/engine.hpp"
 #include "pipesim/sim/plan.hpp"
+#include "pipesim/sim/time_breakdown.hpp"
 
 namespace pipesim::sim {
 
@@ -59,6 +60,7 @@ struct Metrics {
   std::int64_t ops = 0;
   std::uint64_t events = 0;
   std::vector<GpuMetrics> gpus;
+  TimeBreakdown time;  ///< where the simulated GPUs' time goes, over the whole run
 };
 
 Metrics compute_metrics(const Plan& plan, const Timeline& timeline);

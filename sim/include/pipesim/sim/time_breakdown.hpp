@@ -1,0 +1,27 @@
+// Where the GPUs' time goes: every nanosecond of every simulated GPU over the run, on its compute stream,
+// either in an op (kernels, TP collectives, the optimizer step) or idle, and each idle gap charged to what
+// the GPU was waiting for (the dependency of the next op that finished last): another stage's output
+// (a pipeline bubble, and the part of it the p2p transfer itself took), a data-parallel or sharding
+// collective, or host work and transfers (offload). The shares sum to 1.
+#pragma once
+
+#include "pipesim/sim/engine.hpp"
+#include "pipesim/sim/plan.hpp"
+
+namespace pipesim::sim {
+
+struct TimeBreakdown {
+  double kernels = 0;    ///< forward, backward and recompute ops
+  double tp_comm = 0;    ///< collectives on the compute stream (TP, boundary re-gathers, expert all-to-all)
+  double optimizer = 0;  ///< optimizer steps on the GPU
+  double pipeline_bubble = 0;  ///< idle, waiting for another stage's work
+  double pp_comm = 0;          ///< idle while the awaited p2p transfer was on the wire
+  double dp_comm = 0;          ///< idle, waiting for a data-parallel or sharding collective
+  double offload = 0;          ///< idle, waiting for host transfers, NVMe or the CPU optimizer
+  double other = 0;            ///< idle with no dependency to blame (fill jobs, context switches)
+};
+
+/// Shares of GPU time (simulated GPUs x run time) by cause; all zero for an empty run.
+TimeBreakdown compute_time_breakdown(const Plan& plan, const Timeline& timeline);
+
+}  // namespace pipesim::sim
