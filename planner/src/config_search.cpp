@@ -137,7 +137,10 @@ std::vector<Candidate> enumerate(const SearchOptions& o, const sim::HardwareProf
   std::vector<Candidate> protos;  // every configuration, in enumeration order
   for (std::int32_t n : gpu_counts) {
     for (std::int32_t tp : divisors(std::min(n, hw.tp_domain_gpus()))) {
-      if (!hw.tp_placement_error(tp).empty() || model.heads % tp != 0 || n % tp != 0) continue;
+      // The search keeps every GPU of an NVLink domain busy: TP groups that leave some idle are not tried.
+      if (!hw.tp_placement_error(tp).empty() || hw.tp_domain_used_gpus(tp) != hw.tp_domain_gpus() ||
+          model.heads % tp != 0 || n % tp != 0)
+        continue;
       if (o.tp > 0 && tp != o.tp) continue;
       for (std::int32_t pp : divisors(n / tp)) {
         if (pp > model.blocks || (o.pp > 0 && pp != o.pp)) continue;

@@ -687,9 +687,10 @@ class BadInput(unittest.TestCase):
         self.expect_error(["simulate", "--hw", "a100-80g-sxm-8x", "--dtype", "fp8", "--schedule", "1f1b"],
                           "--dtype: a100-80g-sxm-8x has no fp8 peak; valid: bf16, fp16, fp32")
         self.expect_error(["simulate", "--dtype", "fp4"], "--dtype: unknown dtype 'fp4'", "fp8")
-        self.expect_error(["simulate", "--hw", "gb200-nvl72", "--tp", "16", "--dp", "1", "--pp", "1",
+        self.expect_error(["simulate", "--hw", "gb200-nvl72", "--tp", "6", "--dp", "1", "--pp", "1",
                            "--schedule", "1f1b"],
-                          "--tp: tp 16 must divide the 72 GPUs of an NVLink domain (18 nodes of 4)")
+                          "--tp: tp 6 must divide the 4 GPUs of a node or span whole nodes (NVLink domains of 18 "
+                          "nodes of 4)")
         with tempfile.TemporaryDirectory() as d:  # a spec sheet with a typo
             bad = os.path.join(d, "spec.json")
             with open(os.path.join(SRC, "docs", "spec-sheet-h100.json")) as f, open(bad, "w") as g:

@@ -55,16 +55,23 @@ int HardwareProfile::tp_domain_gpus() const {
 }
 
 std::string HardwareProfile::tp_placement_error(int tp) const {
+  // Inside a node a TP group divides its GPUs; beyond it, it spans whole nodes: inside an NVLink domain
+  // (packed, the domain's remainder idle) or across domains over the network.
+  if (tp >= 1 && (tp <= node.gpus ? node.gpus % tp == 0 : tp % node.gpus == 0)) return "";
+  return fmt::format("tp {} must divide the {} GPUs of a node or span whole nodes{}", tp, node.gpus,
+                     tp_domain_gpus() > node.gpus ? fmt::format(" (NVLink domains of {} nodes of {})",
+                                                                node.nvlink.domain_nodes, node.gpus)
+                                                  : "");
+}
+
+int HardwareProfile::tp_domain_used_gpus(int tp) const {
   const int domain = tp_domain_gpus();
-  if (domain == node.gpus) {
-    if (tp <= node.gpus && node.gpus % tp == 0) return "";
-    return fmt::format("tp {} must divide the {} GPUs of a node (TP stays inside a node)", tp, node.gpus);
-  }
-  if (tp <= domain && domain % tp == 0 && (node.gpus % tp == 0 || tp % node.gpus == 0)) return "";
-  return fmt::format(
-      "tp {} must divide the {} GPUs of an NVLink domain ({} nodes of {}) and divide or span whole nodes "
-      "(TP stays inside the domain)",
-      tp, domain, node.nvlink.domain_nodes, node.gpus);
+  return tp > 0 && tp <= domain && domain % tp != 0 ? domain / tp * tp : domain;
+}
+
+std::int64_t HardwareProfile::gpu_slot(std::int64_t rank, int tp) const {
+  const int domain = tp_domain_gpus(), used = tp_domain_used_gpus(tp);
+  return used == domain ? rank : rank / used * domain + rank % used;
 }
 
 std::int64_t HardwareProfile::compute_ns(double flops, double gemm_gflop, std::int32_t kernels,

@@ -102,6 +102,16 @@ class Builder {
     return append_op(plan_, stream, kind, tags, std::move(payload), fixed);
   }
   DeviceId device_of_rank(std::int32_t rank);
+  /// A TP ring member's neighbour in the ring: the next rank, or where the group spans several NVLink
+  /// domains (nodes), the same place in the next domain, so that every member is priced on the ring's
+  /// slowest hop (the network), in symmetric and explicit plans alike.
+  std::int32_t tp_peer(std::int32_t t) const {
+    const std::int32_t domain = in_.hw.tp_domain_gpus();
+    return (t + (in_.tp > domain ? domain : 1)) % in_.tp;
+  }
+  std::int32_t node_of_rank(std::int32_t rank) const {
+    return static_cast<std::int32_t>(in_.hw.gpu_slot(rank, in_.tp) / in_.hw.node.gpus);
+  }
   std::int32_t global_rank(std::int32_t d, std::int32_t stage, std::int32_t t) const {
     return t + in_.tp * (stage + in_.pp * d);
   }
@@ -288,7 +298,9 @@ void Builder::validate_and_layout() {
   if (gpus > kMaxGpus)
     bad("--pp/--tp/--dp", fmt::format("pp*tp*dp = {} GPUs; valid: at most {}", gpus, kMaxGpus));
   gpus_total_ = static_cast<std::int32_t>(gpus);
-  std::int32_t need_nodes = (gpus_total_ + hw.node.gpus - 1) / hw.node.gpus;
+  // TP groups that do not divide an NVLink domain leave its remainder idle: the job spans more nodes.
+  const std::int64_t last_slot = hw.gpu_slot(gpus_total_ - 1, in_.tp);
+  std::int32_t need_nodes = static_cast<std::int32_t>(last_slot / hw.node.gpus + 1);
   if (in_.nodes > 0 && in_.nodes < need_nodes)
     bad("--nodes", fmt::format("pp*tp*dp = {} GPUs need {} nodes of {} GPUs; given {}", gpus_total_,
                                need_nodes, hw.node.gpus, in_.nodes));
@@ -384,7 +396,7 @@ void Builder::size_plan() {
   // A ring is as slow as its slowest hop: where the group leaves rank 0's node (or NVLink domain), a member
   // there stands for the ring's neighbour.
   auto leaves_domain = [&](std::int32_t k) {
-    return !in_.hw.nvlink_domain_shared(0, global_rank(k, 0, 0) / in_.hw.node.gpus);
+    return !in_.hw.nvlink_domain_shared(0, node_of_rank(global_rank(k, 0, 0)));
   };
   for (std::int32_t k = 1; k < in_.dp; ++k) {
     if (leaves_domain(k)) {
@@ -408,8 +420,9 @@ DeviceId Builder::device_of_rank(std::int32_t rank) {
     Device dev;
     dev.name = fmt::format("gpu{}", rank);
     dev.kind = DeviceKind::kGpu;
-    dev.node = rank / in_.hw.node.gpus;
-    dev.local_index = rank % in_.hw.node.gpus;
+    const std::int64_t slot = in_.hw.gpu_slot(rank, in_.tp);
+    dev.node = static_cast<std::int32_t>(slot / in_.hw.node.gpus);
+    dev.local_index = static_cast<std::int32_t>(slot % in_.hw.node.gpus);
     plan_.devices.push_back(dev);
     d = static_cast<DeviceId>(plan_.devices.size() - 1);
   }
@@ -421,7 +434,7 @@ OpId Builder::emit_tp_collective(StreamId stream, DeviceId self, std::int32_t d,
                                  std::int32_t multiplier) {
   TransferWork w;
   w.src = self;
-  w.dst = device_of_rank(global_rank(d, stage, (t + 1) % in_.tp));
+  w.dst = device_of_rank(global_rank(d, stage, tp_peer(t)));
   w.bytes = cc.tp_bus * multiplier;
   w.latency_steps = 2 * (in_.tp - 1) * cc.tp_collectives * multiplier;
   // One collective's buffer: the bus bytes are 2(t-1)/t of it per collective.
@@ -456,7 +469,7 @@ void Builder::emit_boundary_regather(GpuRank& g, const Task& task, std::int32_t 
   if (piece <= 0) return;
   TransferWork w;
   w.src = g.self;
-  w.dst = device_of_rank(global_rank(g.d, g.stage, (g.t + 1) % in_.tp));
+  w.dst = device_of_rank(global_rank(g.d, g.stage, tp_peer(g.t)));
   w.bytes = (in_.tp - 1) * piece;
   w.latency_steps = in_.tp - 1;
   w.message_bytes = in_.tp * piece;
@@ -1149,10 +1162,12 @@ Duration Builder::lower_bound() {
   // fastest rate its ring path allows (the slowest link on it, or the measured bus bandwidth cap): flows
   // sharing links only go slower. Replica 0's TP rank 0 of each stage, as lowered.
   const std::int32_t gpn = in_.hw.node.gpus;
-  const Topology topology(in_.hw, (global_rank(0, in_.pp - 1, in_.tp - 1)) / gpn + 1);
+  auto slot = [&](std::int32_t rank) { return in_.hw.gpu_slot(rank, in_.tp); };
+  const Topology topology(in_.hw, static_cast<int>(slot(global_rank(0, in_.pp - 1, in_.tp - 1)) / gpn + 1));
   auto tp_ns = [&](std::int32_t stage, const RangeCost& c, std::int32_t multiplier) -> Duration {
     if (in_.tp <= 1 || c.tp_bus <= 0 || c.tp_collectives <= 0) return 0;
-    const std::int32_t self = global_rank(0, stage, 0), next = global_rank(0, stage, 1);
+    const auto self = static_cast<std::int32_t>(slot(global_rank(0, stage, 0)));
+    const auto next = static_cast<std::int32_t>(slot(global_rank(0, stage, tp_peer(0))));
     const std::int64_t bytes = c.tp_bus * multiplier;
     const std::int64_t message = c.tp_bus * in_.tp / (2 * (in_.tp - 1) * std::int64_t{c.tp_collectives});
     const Path p = topology.ring_path({self / gpn, self % gpn}, {next / gpn, next % gpn}, bytes, message);
@@ -1269,7 +1284,23 @@ Duration order_based_lower_bound(const ScheduleDescriptor& schedule, const Sched
   return Builder(schedule, input).lower_bound();
 }
 
-Plan lower_order_based(const ScheduleDescriptor& schedule, const ScheduleInput& input) {
+namespace {
+
+/// Says so in the plan when TP groups leave GPUs of each NVLink domain idle or cross the network.
+void note_tp_placement(Plan& plan, const ScheduleInput& in) {
+  const int domain = in.hw.tp_domain_gpus(), used = in.hw.tp_domain_used_gpus(in.tp);
+  std::string note;
+  if (in.tp > domain)
+    note = fmt::format("tp {} spans {} {}: its collectives cross the network", in.tp, in.tp / domain,
+                       domain == in.hw.node.gpus ? "nodes" : "NVLink domains");
+  else if (used != domain)
+    note = fmt::format("tp {} packs {} groups into each {}-GPU NVLink domain: {} of its GPUs idle", in.tp,
+                       used / in.tp, domain, domain - used);
+  if (note.empty()) return;
+  plan.meta.note = plan.meta.note.empty() ? note : plan.meta.note + "; " + note;
+}
+
+Plan lower_layout(const ScheduleDescriptor& schedule, const ScheduleInput& input) {
   if (input.explicit_replicas || input.tp * input.dp == 1)
     return Builder(schedule, input).build(input.explicit_replicas);
   Plan plan = Builder(schedule, input).build(false);
@@ -1292,6 +1323,14 @@ Plan lower_order_based(const ScheduleDescriptor& schedule, const ScheduleInput& 
           "replicas share host CPUs, memory and drives for the offloaded state; simulated explicitly";
     }
   }
+  return plan;
+}
+
+}  // namespace
+
+Plan lower_order_based(const ScheduleDescriptor& schedule, const ScheduleInput& input) {
+  Plan plan = lower_layout(schedule, input);
+  note_tp_placement(plan, input);
   return plan;
 }
 

@@ -52,16 +52,90 @@ TEST(NvlinkDomain, TrafficBetweenTraysOfOneRackTakesNvlinkAndLeavesItForTheNetwo
 TEST(NvlinkDomain, TensorParallelismSpansWholeTraysInsideTheDomain) {
   const HardwareProfile gb = load_hardware_profile("gb200-nvl72");
   EXPECT_EQ(gb.tp_domain_gpus(), 72);
-  for (int tp : {1, 2, 4, 8, 12, 24, 36, 72}) EXPECT_EQ(gb.tp_placement_error(tp), "") << tp;
-  // 16 does not divide the 72 GPUs of the rack (a fifth group would straddle two racks); 6 splits a tray.
-  EXPECT_NE(gb.tp_placement_error(16).find("must divide the 72 GPUs of an NVLink domain (18 nodes of 4)"),
+  for (int tp : {1, 2, 4, 8, 12, 16, 24, 36, 72, 144}) EXPECT_EQ(gb.tp_placement_error(tp), "") << tp;
+  // 16 does not divide the 72 GPUs of the rack: four groups fill 64 of them, the other 8 stay idle, and
+  // the fifth group starts on the next rack. 6 splits a tray.
+  EXPECT_EQ(gb.tp_domain_used_gpus(16), 64);
+  EXPECT_EQ(gb.tp_domain_used_gpus(8), 72);
+  EXPECT_EQ(gb.gpu_slot(63, 16), 63);
+  EXPECT_EQ(gb.gpu_slot(64, 16), 72);
+  EXPECT_EQ(gb.gpu_slot(130, 16), 146);  // third rack (2 x 72), third GPU
+  EXPECT_EQ(gb.gpu_slot(130, 8), 130);
+  EXPECT_NE(gb.tp_placement_error(6).find("tp 6 must divide the 4 GPUs of a node or span whole nodes"),
             std::string::npos)
-      << gb.tp_placement_error(16);
-  EXPECT_NE(gb.tp_placement_error(6), "");
+      << gb.tp_placement_error(6);
   const HardwareProfile hgx = load_hardware_profile("b200-sxm-8x");
   EXPECT_EQ(hgx.tp_domain_gpus(), 8);
-  EXPECT_NE(hgx.tp_placement_error(16).find("must divide the 8 GPUs of a node (TP stays inside a node)"),
+  EXPECT_EQ(hgx.tp_placement_error(16), "");  // two whole nodes, over the network
+  EXPECT_EQ(hgx.tp_domain_used_gpus(16), 8);
+  EXPECT_EQ(hgx.gpu_slot(15, 16), 15);
+  EXPECT_NE(hgx.tp_placement_error(12).find("tp 12 must divide the 8 GPUs of a node or span whole nodes"),
             std::string::npos);
+}
+
+/// The first TP all-reduce of llama3-8b with tp 16 (one pipeline, two microbatches) on `hw`: its transfer,
+/// its simulated duration, and the plan's note.
+struct Tp16 {
+  TransferWork w;
+  Duration ns = 0;
+  std::string note;
+  std::int32_t src_node = 0, dst_node = 0;
+};
+Tp16 tp16(const std::string& hw) {
+  JobOptions j = testing::job("llama3-8b", hw, 1, 16, 1, 2);
+  j.seq = 2048;
+  auto r = testing::simulate("1f1b", make_schedule_input(j, find_schedule("1f1b")));
+  for (std::size_t i = 0; i < r.plan.ops.size(); ++i) {
+    const Op& op = r.plan.ops[i];
+    if (op.kind != OpKind::kAllReduce) continue;
+    Tp16 out{std::get<TransferWork>(op.payload), r.timeline.end[i] - r.timeline.start[i], r.plan.meta.note};
+    out.src_node = r.plan.devices[static_cast<std::size_t>(out.w.src)].node;
+    out.dst_node = r.plan.devices[static_cast<std::size_t>(out.w.dst)].node;
+    return out;
+  }
+  ADD_FAILURE() << "no TP all-reduce on " << hw;
+  return {};
+}
+
+TEST(NvlinkDomain, Tp16StaysOnNvlinkInAnNvl72RackAndCrossesTheNetworkOnHgxNodes) {
+  // The same job, tp 16: on GB200 NVL72 the group spans four trays of one rack; every ring hop goes through
+  // the NVLink switches (900 GB/s ports), capped by the measured bus bandwidth at the message size. On HGX
+  // B200 it spans two nodes: the ring's slowest hop leaves the node through a 50 GB/s NIC, and every member
+  // is priced on it.
+  const Tp16 gb = tp16("gb200-nvl72"), hgx = tp16("b200-sxm-8x");
+  EXPECT_EQ(gb.note, "tp 16 packs 4 groups into each 72-GPU NVLink domain: 8 of its GPUs idle");
+  EXPECT_EQ(hgx.note, "tp 16 spans 2 nodes: its collectives cross the network");
+  // Same bytes on both: 2(n-1)/n of each collective's buffer per GPU, 2(n-1) latency steps per collective.
+  ASSERT_EQ(gb.w.bytes, hgx.w.bytes);
+  ASSERT_EQ(gb.w.latency_steps, hgx.w.latency_steps);
+  EXPECT_EQ(gb.w.latency_steps % (2 * 15), 0);
+  EXPECT_TRUE(load_hardware_profile("gb200-nvl72").nvlink_domain_shared(gb.src_node, gb.dst_node));
+  EXPECT_EQ(hgx.src_node, 0);
+  EXPECT_EQ(hgx.dst_node, 1);
+  const HardwareProfile gbp = load_hardware_profile("gb200-nvl72"),
+                        hgxp = load_hardware_profile("b200-sxm-8x");
+  const double bus = interpolate_log_x(gbp.node.nvlink.allreduce_busbw_by_size,
+                                       static_cast<double>(gb.w.message_bytes));  // GB/s = bytes per ns
+  ASSERT_LT(bus, gbp.node.nvlink.GBps_per_direction);
+  auto expect = [](const TransferWork& w, Duration latency, double bytes_per_ns) {
+    return w.latency_steps * latency +
+           static_cast<Duration>(std::ceil(static_cast<double>(w.bytes) / bytes_per_ns));
+  };
+  EXPECT_EQ(gb.ns, expect(gb.w, gbp.node.nvlink.latency, bus));
+  EXPECT_EQ(hgx.ns, expect(hgx.w, hgxp.network.latency, hgxp.network.nic_GBps));
+  EXPECT_GT(hgx.ns, 4 * gb.ns);
+  // Every member is priced on the same hop, so simulating one replica stands for all of them: tp 16 x pp 2
+  // x dp 2 (two racks of GB200, eight HGX nodes) takes the same step either way.
+  for (const char* hw : {"gb200-nvl72", "b200-sxm-8x"}) {
+    JobOptions j = testing::job("llama3-8b", hw, 2, 16, 2, 4);
+    j.seq = 1024;
+    const Duration sym =
+        testing::step_ns(testing::simulate("1f1b", make_schedule_input(j, find_schedule("1f1b"))));
+    j.explicit_replicas = true;
+    const Duration exp =
+        testing::step_ns(testing::simulate("1f1b", make_schedule_input(j, find_schedule("1f1b"))));
+    EXPECT_EQ(sym, exp) << hw;
+  }
 }
 
 /// Step and the longest data-parallel gradient all-reduce (the collective stream's; TP all-reduces run on

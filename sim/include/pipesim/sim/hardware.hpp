@@ -120,6 +120,12 @@ struct HardwareProfile {
   /// Why `tp` cannot run on this hardware (a TP group stays inside a node, or inside an NVLink domain in
   /// whole nodes), or "" when it can.
   std::string tp_placement_error(int tp) const;
+  /// GPUs of each NVLink domain that TP groups of `tp` occupy: whole groups only (tp 16 on a 72-GPU domain
+  /// uses 64 and leaves 8 idle); the whole domain when tp divides it.
+  int tp_domain_used_gpus(int tp) const;
+  /// Cluster slot (node x GPUs per node + index) of job rank `rank` when ranks fill each NVLink domain's
+  /// used GPUs in order (ranks are numbered TP-fastest, so TP groups never straddle domains).
+  std::int64_t gpu_slot(std::int64_t rank, int tp) const;
 
   double peak_flops(const std::string& dtype) const;  ///< FLOP/s
   /// GPU time of `flops` in GEMMs of `gemm_gflop` each, plus `kernels` launches (ns, rounded up).
