@@ -50,12 +50,19 @@ cuda_abi::Request flatten(const sim::Plan& plan, double scale) {
     return it == gpu_index.end() ? -1 : it->second;
   };
   for (const auto& s : plan.streams) r.streams.push_back({gpu_of(s.device)});
+  r.resident_bytes.assign(static_cast<std::size_t>(r.gpus), 0);
+  for (const auto& [device, index] : gpu_index)
+    r.resident_bytes[static_cast<std::size_t>(index)] =
+        plan.devices[static_cast<std::size_t>(device)].resident_bytes;
   std::map<std::int32_t, std::vector<OpId>> groups;
   for (std::size_t i = 0; i < plan.ops.size(); ++i) {
     const sim::Op& op = plan.ops[i];
     cuda_abi::Op o;
     o.stream = op.stream;
     for (OpId d : op.deps) o.waits.push_back(d);
+    // Memory is the plan's, at full size: the work scale shrinks time, not what a GPU must hold.
+    o.alloc_bytes = op.alloc_bytes;
+    o.free_bytes = op.free_bytes;
     const sim::DeviceId dev = plan.streams[static_cast<std::size_t>(op.stream)].device;
     if (op.fixed_duration >= 0) {
       o.work = cuda_abi::Work::kFixed;
@@ -167,11 +174,20 @@ std::vector<sim::Timeline> run_cuda_replay(const sim::Plan& plan, const ReplayOp
                           fmt::format("the cuda replay did not run: {}; valid here: host", out.why_not));
   const auto host = calibrate::probe_host();
   env.host = fmt::format("{}; {} ({} logical CPUs)", out.device, host.cpu_model, host.cores);
+  env.timing = out.timing;
+  // The pools' high-water marks, by plan device (GPUs in plan order, as flattened); -1 elsewhere.
+  std::vector<sim::DeviceId> gpu_devices;
+  for (std::size_t d = 0; d < plan.devices.size(); ++d)
+    if (plan.devices[d].kind == sim::DeviceKind::kGpu) gpu_devices.push_back(static_cast<sim::DeviceId>(d));
   std::vector<sim::Timeline> runs;
   for (std::size_t k = 0; k < out.start.size(); ++k) {
     sim::Timeline tl;
     tl.start = out.start[k];
     tl.end = out.end[k];
+    tl.peak_bytes.assign(plan.devices.size(), -1);
+    if (k < out.peak_bytes.size())
+      for (std::size_t g = 0; g < out.peak_bytes[k].size() && g < gpu_devices.size(); ++g)
+        tl.peak_bytes[static_cast<std::size_t>(gpu_devices[g])] = out.peak_bytes[k][g];
     runs.push_back(std::move(tl));
   }
   return runs;

@@ -3,15 +3,26 @@
 // a topological order, each dependency an event wait; compute ops as cuBLAS bf16 GEMMs of the op's GEMM size
 // (square, as many as its FLOPs take) plus device copies for its memory-bound bytes; transfers as device,
 // peer or pinned-host copies; fixed durations as a kernel spinning on the global timer; CPU optimizer steps
-// as host functions running the calibration's Adam. Start and end of every op are timing events read against
-// an origin event recorded on every GPU after all of them were synchronized.
+// as host functions running the calibration's Adam. Memory effects come from each GPU's stream-ordered pool
+// (cudaMallocAsync / cudaFreeAsync at the plan's allocations and frees), its high-water mark read back per
+// run. Op times come from CUPTI activity records (each op's kernels and copies tagged with its id through an
+// external correlation id, put on the origin's clock by a marker kernel) where CUPTI is available, and from
+// timing events against an origin event recorded on every GPU after all were synchronized otherwise.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
+#if defined(PIPESIM_WITH_CUPTI)
+#include <cupti.h>
+#endif
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
+#include <deque>
+#include <limits>
+#include <map>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -80,6 +91,120 @@ int gemm_side(double gflop) {
   return std::clamp(static_cast<int>(std::lround(n / 64)) * 64, 64, kMaxGemm);
 }
 
+/// An allocation of the plan on a GPU's pool: its pointer and the bytes of it not yet freed.
+struct Block {
+  void* ptr;
+  std::int64_t left;
+};
+
+#if defined(PIPESIM_WITH_CUPTI) && defined(CUPTI_API_VERSION) && CUPTI_API_VERSION >= 130000
+#define PIPESIM_CUPTI_RECORDS 1
+/// CUPTI activity records of one run: each op's first start and last end on the GPU timestamp clock, by the
+/// external correlation id its issue pushed (op id + 1; 0 is the origin markers).
+class ActivityLog {
+ public:
+  static ActivityLog& get() {
+    static ActivityLog log;
+    return log;
+  }
+  /// Enables the records; "" or why CUPTI cannot trace here (then the caller keeps the events).
+  std::string enable() {
+    if (cuptiActivityRegisterCallbacks(&requested, &completed) != CUPTI_SUCCESS)
+      return "cuptiActivityRegisterCallbacks failed";
+    for (CUpti_ActivityKind k : {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
+                                 CUPTI_ACTIVITY_KIND_MEMCPY2, CUPTI_ACTIVITY_KIND_MEMSET,
+                                 CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION}) {
+      const CUptiResult e = cuptiActivityEnable(k);
+      if (e != CUPTI_SUCCESS) {
+        const char* text = nullptr;
+        cuptiGetResultString(e, &text);
+        return std::string("cuptiActivityEnable: ") + (text ? text : "unknown error");
+      }
+    }
+    return "";
+  }
+  void clear() {
+    std::lock_guard lock(mutex_);
+    external_.clear();
+    spans_.clear();
+  }
+  void flush() { cuptiActivityFlushAll(1); }
+  struct Span {
+    std::uint32_t device;
+    std::uint64_t start, end;
+  };
+  /// Per external id and device: the first start and last end of the records tagged with it.
+  std::map<std::pair<std::uint64_t, std::uint32_t>, Span> spans() const {
+    std::lock_guard lock(mutex_);
+    std::map<std::pair<std::uint64_t, std::uint32_t>, Span> out;
+    for (const auto& [correlation, ext] : external_) {
+      const auto it = spans_.find(correlation);
+      if (it == spans_.end()) continue;
+      auto [o, fresh] = out.try_emplace({ext, it->second.device}, it->second);
+      if (!fresh) {
+        o->second.start = std::min(o->second.start, it->second.start);
+        o->second.end = std::max(o->second.end, it->second.end);
+      }
+    }
+    return out;
+  }
+
+ private:
+  static void CUPTIAPI requested(std::uint8_t** buffer, std::size_t* size, std::size_t* max_records) {
+    constexpr std::size_t kBytes = std::size_t{8} << 20;
+    *buffer = static_cast<std::uint8_t*>(aligned_alloc(8, kBytes));
+    *size = *buffer ? kBytes : 0;
+    *max_records = 0;
+  }
+  static void CUPTIAPI completed(CUcontext, std::uint32_t, std::uint8_t* buffer, std::size_t, std::size_t valid) {
+    get().read(buffer, valid);
+    free(buffer);
+  }
+  void read(std::uint8_t* buffer, std::size_t valid) {
+    std::lock_guard lock(mutex_);
+    CUpti_Activity* record = nullptr;
+    while (cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) {
+      switch (record->kind) {
+        case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+        case CUPTI_ACTIVITY_KIND_KERNEL: {
+          const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
+          add(k->correlationId, k->deviceId, k->start, k->end);
+          break;
+        }
+        case CUPTI_ACTIVITY_KIND_MEMCPY: {
+          const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
+          add(m->correlationId, m->deviceId, m->start, m->end);
+          break;
+        }
+        case CUPTI_ACTIVITY_KIND_MEMSET: {
+          const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(record);
+          add(m->correlationId, m->deviceId, m->start, m->end);
+          break;
+        }
+        case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
+          const auto* e = reinterpret_cast<const CUpti_ActivityExternalCorrelation*>(record);
+          if (e->externalKind == CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0)
+            external_[e->correlationId] = e->externalId;
+          break;
+        }
+        default:
+          break;  // MEMCPY2 (peer copies) and others: their ops keep the event times
+      }
+    }
+  }
+  void add(std::uint32_t correlation, std::uint32_t device, std::uint64_t start, std::uint64_t end) {
+    auto [it, fresh] = spans_.try_emplace(correlation, Span{device, start, end});
+    if (!fresh) {
+      it->second.start = std::min(it->second.start, start);
+      it->second.end = std::max(it->second.end, end);
+    }
+  }
+  mutable std::mutex mutex_;
+  std::map<std::uint32_t, std::uint64_t> external_;  // CUPTI correlation id -> external id
+  std::map<std::uint32_t, Span> spans_;              // CUPTI correlation id -> its records' span
+};
+#endif
+
 class Replayer {
  public:
   explicit Replayer(const Request& r) : r_(r) {
@@ -127,6 +252,22 @@ class Replayer {
       check(cudaSetDevice(static_cast<int>(g)), "cudaSetDevice");
       check(cudaEventCreate(&origin_[g]), "cudaEventCreate");
     }
+    pools_.resize(gpus_.size());
+    live_.resize(gpus_.size());
+    resident_.assign(gpus_.size(), nullptr);
+    for (std::size_t g = 0; g < gpus_.size(); ++g) {
+      check(cudaDeviceGetDefaultMemPool(&pools_[g], static_cast<int>(g)), "cudaDeviceGetDefaultMemPool");
+      // Keep freed memory in the pool between runs (no release to the driver at synchronization points).
+      std::uint64_t keep = std::numeric_limits<std::uint64_t>::max();
+      check(cudaMemPoolSetAttribute(pools_[g], cudaMemPoolAttrReleaseThreshold, &keep), "cudaMemPoolSetAttribute");
+    }
+#if defined(PIPESIM_CUPTI_RECORDS)
+    const std::string why = ActivityLog::get().enable();
+    cupti_ = why.empty();
+    timing_ = cupti_ ? "CUPTI activity records" : "CUDA events (CUPTI: " + why + ")";
+#else
+    timing_ = "CUDA events (built without CUPTI)";
+#endif
     host_from_.assign(kCopyBytes, 1);
     host_to_.assign(kCopyBytes, 0);
     adam_calls_.resize(r.ops.size());
@@ -150,15 +291,36 @@ class Replayer {
     }
   }
 
-  /// One run of the whole plan; start/end in ns from the origin.
-  void run(std::vector<std::int64_t>& start, std::vector<std::int64_t>& end) {
+  const std::string& timing() const { return timing_; }
+
+  /// One run of the whole plan; start/end in ns from the origin, each GPU pool's high-water mark.
+  void run(std::vector<std::int64_t>& start, std::vector<std::int64_t>& end, std::vector<std::int64_t>& peak) {
     for (std::size_t g = 0; g < gpus_.size(); ++g) {
       check(cudaSetDevice(static_cast<int>(g)), "cudaSetDevice");
       check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+      std::uint64_t zero = 0;
+      check(cudaMemPoolSetAttribute(pools_[g], cudaMemPoolAttrUsedMemHigh, &zero), "cudaMemPoolSetAttribute");
     }
+#if defined(PIPESIM_CUPTI_RECORDS)
+    if (cupti_) {
+      ActivityLog::get().flush();
+      ActivityLog::get().clear();
+    }
+#endif
     for (std::size_t g = 0; g < gpus_.size(); ++g) {
       check(cudaSetDevice(static_cast<int>(g)), "cudaSetDevice");
       check(cudaEventRecord(origin_[g], nullptr), "cudaEventRecord");
+#if defined(PIPESIM_CUPTI_RECORDS)
+      // The origin on the CUPTI clock: a zero-length marker kernel right after the origin event.
+      if (cupti_) {
+        cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, kOriginTag);
+        spin_kernel<<<1, 1>>>(0);
+        std::uint64_t ignored = 0;
+        cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &ignored);
+      }
+#endif
+      const std::int64_t resident = g < r_.resident_bytes.size() ? r_.resident_bytes[g] : 0;
+      if (resident > 0) allocate(static_cast<int>(g), &resident_[g], resident, nullptr, -1);
     }
     for (std::int32_t id : r_.issue_order) issue(id);
     wait_all();
@@ -172,9 +334,86 @@ class Replayer {
       start[i] = static_cast<std::int64_t>(std::llround(static_cast<double>(a) * 1e6));
       end[i] = std::max(start[i], static_cast<std::int64_t>(std::llround(static_cast<double>(b) * 1e6)));
     }
+#if defined(PIPESIM_CUPTI_RECORDS)
+    if (cupti_) cupti_times(start, end);
+#endif
+    peak.assign(gpus_.size(), 0);
+    for (std::size_t g = 0; g < gpus_.size(); ++g) {
+      std::uint64_t high = 0;
+      check(cudaMemPoolGetAttribute(pools_[g], cudaMemPoolAttrUsedMemHigh, &high), "cudaMemPoolGetAttribute");
+      peak[g] = static_cast<std::int64_t>(high);
+      // What the plan left allocated (and the resident state) goes back before the next run.
+      check(cudaSetDevice(static_cast<int>(g)), "cudaSetDevice");
+      for (const Block& b : live_[g]) check(cudaFreeAsync(b.ptr, nullptr), "cudaFreeAsync");
+      live_[g].clear();
+      if (resident_[g]) check(cudaFreeAsync(resident_[g], nullptr), "cudaFreeAsync");
+      resident_[g] = nullptr;
+      check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    }
   }
 
  private:
+  static constexpr std::uint64_t kOriginTag = 0;
+
+#if defined(PIPESIM_CUPTI_RECORDS)
+  /// Replaces the event times of ops that launched GPU work by their CUPTI records', on the event origin's
+  /// clock (each GPU's origin marker kernel starts at the origin).
+  void cupti_times(std::vector<std::int64_t>& start, std::vector<std::int64_t>& end) const {
+    ActivityLog& log = ActivityLog::get();
+    log.flush();
+    const auto spans = log.spans();
+    std::map<std::uint32_t, std::uint64_t> origin;  // CUPTI device id -> its marker's start
+    for (const auto& [key, span] : spans)
+      if (key.first == kOriginTag) origin[key.second] = span.start;
+    for (const auto& [key, span] : spans) {
+      if (key.first == kOriginTag) continue;
+      const auto o = origin.find(key.second);
+      if (o == origin.end() || span.start < o->second) continue;  // no marker on that GPU: keep the events
+      const auto i = static_cast<std::size_t>(key.first - 1);
+      if (i >= start.size()) continue;
+      start[i] = static_cast<std::int64_t>(span.start - o->second);
+      end[i] = std::max(start[i], static_cast<std::int64_t>(span.end - o->second));
+    }
+  }
+#endif
+
+  /// A stream-ordered allocation from GPU `g`'s pool; an out-of-memory names the op.
+  void allocate(int g, void** ptr, std::int64_t bytes, cudaStream_t st, std::int32_t op) {
+    check(cudaSetDevice(g), "cudaSetDevice");
+    const cudaError_t e = cudaMallocAsync(ptr, static_cast<std::size_t>(bytes), st);
+    if (e != cudaSuccess)
+      throw CudaError((op >= 0 ? "op " + std::to_string(op) : std::string("resident state")) + " allocates " +
+                      std::to_string(bytes) + " bytes on GPU " + std::to_string(g) + ": " +
+                      cudaGetErrorString(e));
+  }
+
+  /// The op's allocation before its work.
+  void allocate_for(std::int32_t id, int dev, cudaStream_t st) {
+    const Op& op = r_.ops[static_cast<std::size_t>(id)];
+    if (op.alloc_bytes <= 0 || r_.streams[static_cast<std::size_t>(op.stream)].gpu < 0) return;
+    void* p = nullptr;
+    allocate(dev, &p, op.alloc_bytes, st, id);
+    live_[static_cast<std::size_t>(dev)].push_back({p, op.alloc_bytes});
+  }
+
+  /// The op's frees after its work: the GPU's oldest live allocations first (the plan frees what the
+  /// earliest microbatch still holds), a block going back once all of it is freed.
+  void free_after(std::int32_t id, int dev, cudaStream_t st) {
+    const Op& op = r_.ops[static_cast<std::size_t>(id)];
+    if (op.free_bytes <= 0 || r_.streams[static_cast<std::size_t>(op.stream)].gpu < 0) return;
+    auto& live = live_[static_cast<std::size_t>(dev)];
+    for (std::int64_t need = op.free_bytes; need > 0 && !live.empty();) {
+      Block& b = live.front();
+      const std::int64_t take = std::min(need, b.left);
+      b.left -= take;
+      need -= take;
+      if (b.left == 0) {
+        check(cudaFreeAsync(b.ptr, st), "cudaFreeAsync");
+        live.pop_front();
+      }
+    }
+  }
+
   int device_of_stream(int s) const {
     const int g = r_.streams[static_cast<std::size_t>(s)].gpu;
     return g >= 0 ? g : 0;  // host streams order their host functions on GPU 0's runtime
@@ -190,6 +429,12 @@ class Replayer {
       if (r_.ops[static_cast<std::size_t>(w)].stream != op.stream)
         check(cudaStreamWaitEvent(st, end_[static_cast<std::size_t>(w)], 0), "cudaStreamWaitEvent");
     check(cudaEventRecord(start_[static_cast<std::size_t>(id)], st), "cudaEventRecord");
+    allocate_for(id, dev, st);
+#if defined(PIPESIM_CUPTI_RECORDS)
+    if (cupti_)
+      cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0,
+                                             static_cast<std::uint64_t>(id) + 1);
+#endif
     Gpu& gpu = gpus_[static_cast<std::size_t>(dev)];
     switch (op.work) {
       case Work::kFixed:
@@ -238,6 +483,13 @@ class Replayer {
       case Work::kNone:
         break;
     }
+#if defined(PIPESIM_CUPTI_RECORDS)
+    if (cupti_) {
+      std::uint64_t ignored = 0;
+      cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &ignored);
+    }
+#endif
+    free_after(id, dev, st);
     check(cudaEventRecord(end_[static_cast<std::size_t>(id)], st), "cudaEventRecord");
   }
 
@@ -304,6 +556,11 @@ class Replayer {
   std::vector<AdamCall> adam_calls_;
   std::vector<HostCopy> host_copies_;
   std::vector<char> host_from_, host_to_;
+  std::vector<cudaMemPool_t> pools_;
+  std::vector<std::deque<Block>> live_;  // per GPU: the plan's allocations not yet freed, oldest first
+  std::vector<void*> resident_;          // per GPU: the resident state's allocation
+  bool cupti_ = false;
+  std::string timing_;
 };
 
 std::string describe_devices(int gpus) {
@@ -335,17 +592,20 @@ extern "C" void pipesim_cuda_replay_entry(const pipesim::replay::cuda_abi::Reque
     }
     Replayer replayer(*request);
     out->device = describe_devices(std::max(1, request->gpus));
-    std::vector<std::int64_t> start, end;
-    replayer.run(start, end);  // warm-up: cuBLAS heuristics, first touches
+    std::vector<std::int64_t> start, end, peak;
+    replayer.run(start, end, peak);  // warm-up: cuBLAS heuristics, first touches, the pools' first growth
     for (int k = 0; k < request->iterations; ++k) {
-      replayer.run(start, end);
+      replayer.run(start, end, peak);
       out->start.push_back(start);
       out->end.push_back(end);
+      out->peak_bytes.push_back(peak);
     }
+    out->timing = replayer.timing();
     out->ran = true;
   } catch (const std::exception& ex) {
     out->why_not = ex.what();
     out->start.clear();
     out->end.clear();
+    out->peak_bytes.clear();
   }
 }

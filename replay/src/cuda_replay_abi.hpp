@@ -23,6 +23,9 @@ struct Op {
   std::int64_t params = 0;                  ///< CPU Adam: parameters
   std::int32_t threads = 1;                 ///< CPU Adam: threads
   std::vector<std::int32_t> waits;          ///< ops this one waits for (dependencies, collective peers' deps)
+  /// Memory effects on the op's GPU, from its stream-ordered pool: allocated before the op's work, freed
+  /// (the GPU's oldest live allocations first) after it.
+  std::int64_t alloc_bytes = 0, free_bytes = 0;
 };
 
 struct Stream {
@@ -34,6 +37,8 @@ struct Request {
   std::vector<Op> ops;
   std::vector<std::int32_t> issue_order;  ///< a topological order of the ops (dependencies and stream order)
   std::int32_t gpus = 0;
+  std::vector<std::int64_t>
+      resident_bytes;  ///< per GPU: allocated for the whole run (weights, optimizer state)
   int iterations = 1;
   double timeout_s = 60;
   /// Runs the calibration's CPU Adam over `params` parameters on `threads` threads (host streams' ops).
@@ -46,6 +51,9 @@ struct Outcome {
   std::string device;  ///< GPU model(s), driver and runtime versions
   /// Per measured run: start and end of every op in ns from the run's origin.
   std::vector<std::vector<std::int64_t>> start, end;
+  /// Per measured run and GPU: the memory pool's high-water mark (bytes in use at its peak).
+  std::vector<std::vector<std::int64_t>> peak_bytes;
+  std::string timing;  ///< how op times were taken: CUPTI activity records, or CUDA events and why
 };
 
 }  // namespace pipesim::replay::cuda_abi

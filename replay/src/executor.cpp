@@ -386,7 +386,12 @@ ReplayResult replay_plan(const Plan& plan, const ReplayOptions& o) {
   auto unscale = [&](TimePoint t) { return static_cast<TimePoint>(static_cast<double>(t) / o.work_scale); };
   for (auto& t : result.timeline.start) t = unscale(t);
   for (auto& t : result.timeline.end) t = unscale(t);
+  // A backend that measured its GPUs' memory (the CUDA pools) reports that peak instead of the plan's
+  // accounting in measured order.
+  const std::vector<std::int64_t> measured_peak = result.timeline.peak_bytes;
   apply_memory(plan, result.timeline);
+  for (std::size_t d = 0; d < measured_peak.size() && d < result.timeline.peak_bytes.size(); ++d)
+    if (measured_peak[d] >= 0) result.timeline.peak_bytes[d] = measured_peak[d];
   result.timeline.source = "measured (" + result.environment.backend + ")";
   return result;
 }
@@ -396,6 +401,7 @@ std::string environment_json(const ReplayEnvironment& e) {
       {"backend", e.backend},       {"host", e.host},
       {"threads", e.threads},       {"compute_gflops_per_thread", e.compute_gflops_per_thread},
       {"work_scale", e.work_scale}, {"iteration_s", e.iteration_s}};
+  if (!e.timing.empty()) j["timing"] = e.timing;
   return pipesim::sim::json_text(j);
 }
 

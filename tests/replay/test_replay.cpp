@@ -114,6 +114,12 @@ TEST(Replay, CudaBackendReplaysOrSaysWhyNot) {
       GTEST_SKIP() << why;
     }
     expect_order_holds(plan, r.timeline, name);
+    EXPECT_FALSE(r.environment.timing.empty());
+    // Each GPU's pool held at least its resident state.
+    for (std::size_t d = 0; d < plan.devices.size(); ++d) {
+      if (plan.devices[d].kind != sim::DeviceKind::kGpu) continue;
+      EXPECT_GE(r.timeline.peak_bytes[d], plan.devices[d].resident_bytes) << name << " device " << d;
+    }
   }
 }
 

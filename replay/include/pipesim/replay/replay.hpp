@@ -34,6 +34,8 @@ struct ReplayEnvironment {
   double compute_gflops_per_thread = 0;  ///< host backend: the rate compute ops' FLOPs run at, measured
   double work_scale = 1;
   std::vector<double> iteration_s;  ///< makespan of each measured run
+  std::string
+      timing;  ///< CUDA backend: how op times were taken (CUPTI activity records, or CUDA events and why)
 };
 
 struct ReplayResult {
