@@ -102,6 +102,14 @@ nlohmann::ordered_json quote_json(const planner::ClusterQuote& q) {
   return j;
 }
 
+/// The two largest losses, e.g. "kernels below peak 26%, exposed TP communication 17%".
+std::string largest_losses(const planner::ClusterQuote& q) {
+  std::string out;
+  for (std::size_t i = 0; i < std::min<std::size_t>(2, q.losses.size()); ++i)
+    out += fmt::format("{}{} {:.0f}%", i ? ", " : "", q.losses[i].what, 100 * q.losses[i].share);
+  return out;
+}
+
 }  // namespace
 
 int run_buy(BuyCommandOptions o) {
@@ -129,7 +137,7 @@ int run_buy(BuyCommandOptions o) {
                            b.tokens > 0 ? fmt::format(" = {:.4g} tokens", b.tokens) : "");
   std::cout << fmt::format("  {:<18} {:>5}  {:<46} {:>8} {:>10} {:>5} {:>8} {:>11} {:>11} {:>7} {:>8}  {}\n",
                            "cluster", "GPUs", "best configuration", "step (s)", "tokens/s", "MFU%", "days",
-                           "GPU-hours", "$", "MWh", "free GiB", "loses most to");
+                           "GPU-hours", "$", "MWh", "free GiB", "loses most to (share of GPU time)");
   int meeting = 0;
   for (const auto& q : r.clusters) {
     if (!q.answered()) {
@@ -140,13 +148,12 @@ int run_buy(BuyCommandOptions o) {
     meeting += q.meets_constraints ? 1 : 0;
     const auto& m = q.best.metrics;
     std::cout << fmt::format(
-        "{} {:<18} {:>5}  {:<46} {:>8.3f} {:>10.0f} {:>5.1f} {:>8.2f} {:>11.0f} {:>11} {:>7} {:>8.1f}  {} "
-        "{:.0f}%{}\n",
+        "{} {:<18} {:>5}  {:<46} {:>8.3f} {:>10.0f} {:>5.1f} {:>8.2f} {:>11.0f} {:>11} {:>7} {:>8.1f}  {}{}\n",
         q.pareto ? '*' : ' ', q.hw, q.gpus, configuration(q.best), m.step_time_s, m.tokens_per_s, 100 * m.mfu,
         q.time_to_train_s / 86400.0, q.gpu_hours,
         q.usd_per_gpu_hour > 0 ? fmt::format("{:.0f}", q.usd) : "no price",
         q.energy_kwh > 0 ? fmt::format("{:.1f}", q.energy_kwh / 1000.0) : "-",
-        static_cast<double>(q.headroom_bytes) / (1 << 30), q.limiter, 100 * q.losses.front().share,
+        static_cast<double>(q.headroom_bytes) / (1 << 30), largest_losses(q),
         (q.microbatch_held_by_memory ? fmt::format(", memory holds b at {:g}", q.best.job.microbatch_size)
                                      : std::string()) +
             (q.meets_constraints ? "" : "  (misses the constraints)"));
