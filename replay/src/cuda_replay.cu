@@ -229,9 +229,12 @@ class Replayer {
       check(cudaMalloc(&d.to, kCopyBytes), "cudaMalloc");
       check(cudaMallocHost(&d.pinned, kCopyBytes), "cudaMallocHost");
       for (int p = 0; p < static_cast<int>(gpus_.size()); ++p) {
+        if (p == g) continue;
         int can = 0;
-        if (p != g && cudaDeviceCanAccessPeer(&can, g, p) == cudaSuccess && can)
+        if (cudaDeviceCanAccessPeer(&can, g, p) == cudaSuccess && can)
           cudaDeviceEnablePeerAccess(p, 0);
+        else
+          no_peer_.push_back(std::to_string(g) + "->" + std::to_string(p));
       }
       cudaGetLastError();  // peer access already enabled is not an error here
     }
@@ -292,6 +295,13 @@ class Replayer {
   }
 
   const std::string& timing() const { return timing_; }
+  /// GPU pairs without peer access, whose copies the driver stages through host memory; "" when none.
+  std::string peer_note() const {
+    if (no_peer_.empty()) return "";
+    std::string pairs;
+    for (const auto& p : no_peer_) pairs += (pairs.empty() ? "" : ", ") + p;
+    return "no peer access (" + pairs + "): those GPU-to-GPU copies are staged through host memory";
+  }
 
   /// One run of the whole plan; start/end in ns from the origin, each GPU pool's high-water mark.
   void run(std::vector<std::int64_t>& start, std::vector<std::int64_t>& end, std::vector<std::int64_t>& peak) {
@@ -561,6 +571,7 @@ class Replayer {
   std::vector<void*> resident_;          // per GPU: the resident state's allocation
   bool cupti_ = false;
   std::string timing_;
+  std::vector<std::string> no_peer_;  // "src->dst" GPU pairs without peer access
 };
 
 std::string describe_devices(int gpus) {
@@ -601,6 +612,7 @@ extern "C" void pipesim_cuda_replay_entry(const pipesim::replay::cuda_abi::Reque
       out->peak_bytes.push_back(peak);
     }
     out->timing = replayer.timing();
+    if (const std::string note = replayer.peer_note(); !note.empty()) out->device += "; " + note;
     out->ran = true;
   } catch (const std::exception& ex) {
     out->why_not = ex.what();
