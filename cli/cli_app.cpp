@@ -216,6 +216,12 @@ void add_job_options(CLI::App* sim, pipesim::sim::JobOptions& j) {
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 24));
   sim->add_option("--virtual-stages", j.virtual_stages, "model chunks per rank (interleaved-1f1b)")
       ->check(CLI::Range(1, 1024));
+  sim->add_option("--first-stage-layers", j.first_stage_layers,
+                  "transformer blocks of the first model chunk (0: the embedding alone); the rest balanced")
+      ->check(CLI::Range(0, 100000));
+  sim->add_option("--last-stage-layers", j.last_stage_layers,
+                  "transformer blocks of the last model chunk (0: the output layer and loss alone)")
+      ->check(CLI::Range(0, 100000));
   sim->add_option("--recompute", j.recompute, "activation recompute: none|selective|full")
       ->capture_default_str();
   sim->add_option("--dtype", j.dtype,

@@ -234,6 +234,37 @@ class Planner(unittest.TestCase):
         self.assertEqual(rc, 0, err)
         self.assertIn("backward_layer_ranges", json.loads(out))
 
+    def test_uneven_first_and_last_stages(self):
+        def partition(*args):
+            rc, out, err = run("simulate", "--model", "llama3-8b", "--hw", "h100-sxm-8x", "--seq", "1024",
+                               "--format", "json", *args)
+            self.assertEqual(rc, 0, err)
+            return json.loads(out)["partition"]
+        # 32 blocks: the embedding and the head alone, 16 + 16 between.
+        self.assertEqual(partition("--pp", "4", "--schedule", "1f1b", "--first-stage-layers", "0",
+                                   "--last-stage-layers", "0"), [0, 16, 16, 0])
+        # Interleaved, 8 chunks: one block on each end, the other 30 over the 6 chunks between.
+        self.assertEqual(partition("--pp", "4", "--virtual-stages", "2", "--schedule", "interleaved-1f1b",
+                                   "--first-stage-layers", "1", "--last-stage-layers", "1"), [1, 5, 5, 5, 5, 5, 5, 1])
+        # Only the last given: 32 - 2 = 30 over 3 chunks.
+        self.assertEqual(partition("--pp", "4", "--schedule", "1f1b", "--last-stage-layers", "2"), [10, 10, 10, 2])
+        # Llama 3 405B's 8K-phase layout (pp 16, one block per chunk of 8 per rank, embedding and output alone):
+        # 126 blocks over the 126 chunks between, as one flag pair instead of a 128-entry list.
+        rc, out, err = run("simulate", "--model", "llama3-405b", "--hw", "h100-sxm-8x", "--tp", "8", "--pp", "16",
+                           "--dp", "1", "--virtual-stages", "8", "--schedule", "interleaved-1f1b", "--microbatches",
+                           "16", "--seq", "1024", "--first-stage-layers", "0", "--last-stage-layers", "0",
+                           "--format", "json")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(json.loads(out)["partition"], [0] + [1] * 126 + [0])
+        for args, fragment in [
+                (["--partition", "8,8,8,8", "--first-stage-layers", "0"], "give either --partition"),
+                (["--first-stage-layers", "20", "--last-stage-layers", "20"], "20 + 20 blocks"),
+                (["--pp", "1", "--first-stage-layers", "0"], "a first and a last stage need at least 2")]:
+            rc, _, err = run("simulate", "--model", "llama3-8b", "--schedule", "1f1b", *args)
+            self.assertEqual(rc, 2, err)
+            self.assertEqual(len(err.strip().splitlines()), 1, err)
+            self.assertIn(fragment, err)
+
     def test_plan_writes_an_executable_winner(self):
         with tempfile.TemporaryDirectory() as d:
             plan = os.path.join(d, "best.json")

@@ -209,6 +209,42 @@ AllSchedulePlans plans_of_all_schedules(const JobOptions& job) {
   return out;
 }
 
+namespace {
+
+/// The partition of --first-stage-layers / --last-stage-layers: those blocks on the first and last model
+/// chunk, the rest balanced over the chunks between (the first `rest mod middle` get one more).
+std::vector<std::int32_t> uneven_ends_partition(const JobOptions& j, const ScheduleInput& in,
+                                                const ModelSpec& m) {
+  auto bad = [](const std::string& flag, const std::string& msg) { throw InputError(flag, "", msg); };
+  const char* flag = j.first_stage_layers >= 0 ? "--first-stage-layers" : "--last-stage-layers";
+  if (!j.partition.empty())
+    bad(flag, "give either --partition or the first and last stages' blocks, not both");
+  const std::int64_t chunks = std::int64_t{in.pp} * in.virtual_stages;
+  const std::int64_t blocks = m.layers;
+  const std::int64_t first = std::max(0, j.first_stage_layers), last = std::max(0, j.last_stage_layers);
+  const std::int64_t fixed = (j.first_stage_layers >= 0 ? 1 : 0) + (j.last_stage_layers >= 0 ? 1 : 0);
+  if (chunks < 2)
+    bad(flag, fmt::format("pp x virtual stages = {} model chunk; a first and a last stage need at least 2",
+                          chunks));
+  if (first + last > blocks)
+    bad(flag,
+        fmt::format("{} + {} blocks on the first and last stages; the model has {}", first, last, blocks));
+  const std::int64_t middle = chunks - fixed, rest = blocks - first - last;
+  if (middle == 0 && rest > 0)
+    bad(flag,
+        fmt::format("{} blocks left for no chunk between the first and the last; valid: first + last = {}",
+                    rest, blocks));
+  std::vector<std::int32_t> part;
+  part.reserve(static_cast<std::size_t>(chunks));
+  if (j.first_stage_layers >= 0) part.push_back(static_cast<std::int32_t>(first));
+  for (std::int64_t c = 0; c < middle; ++c)
+    part.push_back(static_cast<std::int32_t>(rest / middle + (c < rest % middle ? 1 : 0)));
+  if (j.last_stage_layers >= 0) part.push_back(static_cast<std::int32_t>(last));
+  return part;
+}
+
+}  // namespace
+
 ScheduleInput make_schedule_input(const JobOptions& j, const ScheduleDescriptor& schedule) {
   ScheduleInput in;
   in.hw = j.loaded_hw ? *j.loaded_hw : load_hardware_profile(j.hw);
@@ -299,6 +335,9 @@ ScheduleInput make_schedule_input(const JobOptions& j, const ScheduleDescriptor&
       bad("--tp", "a profiled workload holds measured per-GPU times; profile it at the TP degree you run");
     in.costs.push_back(std::move(w.layers));
     in.cost_of_microbatch.assign(static_cast<std::size_t>(in.microbatches), 0);
+    if (j.first_stage_layers >= 0 || j.last_stage_layers >= 0)
+      bad(j.first_stage_layers >= 0 ? "--first-stage-layers" : "--last-stage-layers",
+          "applies to --model; give a profiled workload's stages with --partition");
     return in;
   }
   ModelSpec m = j.loaded_model ? *j.loaded_model : load_model(j.model);
@@ -326,6 +365,7 @@ ScheduleInput make_schedule_input(const JobOptions& j, const ScheduleDescriptor&
     }
     in.cost_of_microbatch.push_back(it->second);
   }
+  if (j.first_stage_layers >= 0 || j.last_stage_layers >= 0) in.partition = uneven_ends_partition(j, in, m);
   return in;
 }
 

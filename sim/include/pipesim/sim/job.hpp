@@ -33,6 +33,10 @@ struct JobOptions {
   std::int32_t iterations = 0;  ///< 0: the schedule's default (1 for synchronous schedules)
   std::int64_t seq = 0;         ///< 0: the workload's, or 2048
   std::string partition;
+  /// Transformer blocks of the first and of the last model chunk (-1: balanced like the rest); the other
+  /// chunks share the remaining blocks evenly. 0 leaves the embedding, or the output layer and the loss, a
+  /// chunk of their own (Llama 3's layout).
+  std::int32_t first_stage_layers = -1, last_stage_layers = -1;
   std::string recompute = "none";
   std::string dtype;        ///< empty: bf16 where the GPU has it, else fp16
   double p2p_time_ms = -1;  ///< >= 0: fixed time per pipeline hop
