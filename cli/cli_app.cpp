@@ -224,6 +224,10 @@ void add_job_options(CLI::App* sim, pipesim::sim::JobOptions& j) {
       ->check(CLI::Range(0, 100000));
   sim->add_option("--recompute", j.recompute, "activation recompute: none|selective|full")
       ->capture_default_str();
+  sim->add_option("--doc-mask", j.doc_mask_tokens,
+                  "document masking: average tokens per document packed into a sequence (attention stays "
+                  "within a document)")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 24));
   sim->add_option("--dtype", j.dtype,
                   "math dtype: bf16|fp16|fp16_acc16|fp32|fp8 (default: bf16 where the GPU has it, else fp16; "
                   "fp8: the blocks' GEMMs in FP8 where the profile has an fp8 peak)");

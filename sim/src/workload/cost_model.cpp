@@ -106,12 +106,14 @@ double block_gemm_flops_per_token(const ModelSpec& m) {
 }
 
 // Average keys a query attends to: all of them in an encoder, half under causal attention (fewer with a
-// sliding window).
-double attended_keys(const ModelSpec& m, std::int64_t block, std::int64_t seq) {
-  const double s = static_cast<double>(seq);
+// sliding window). With document masking (documents of `doc` tokens packed into the sequence, 0: none) a
+// query sees only its own document: the same counts over a document instead of the sequence.
+double attended_keys(const ModelSpec& m, std::int64_t block, std::int64_t seq, std::int64_t doc) {
+  const std::int64_t span = doc > 0 && doc < seq ? doc : seq;  // the tokens a query may see
+  const double s = static_cast<double>(span);
   if (!m.causal) return s;
   bool sliding = !m.layer_is_sliding.empty() && m.layer_is_sliding[static_cast<std::size_t>(block)];
-  if (sliding && m.sliding_window < seq) {
+  if (sliding && m.sliding_window < span) {
     const double w = static_cast<double>(m.sliding_window);
     return w * (1.0 - w / (2.0 * s));
   }
@@ -119,8 +121,8 @@ double attended_keys(const ModelSpec& m, std::int64_t block, std::int64_t seq) {
 }
 
 // Attention-core FLOPs per token (QK^T and AV): 4 * keys * q.
-double attention_flops_per_token(const ModelSpec& m, std::int64_t block, std::int64_t seq) {
-  return 4.0 * attended_keys(m, block, seq) * static_cast<double>(m.heads * m.head_dim);
+double attention_flops_per_token(const ModelSpec& m, std::int64_t block, std::int64_t seq, std::int64_t doc) {
+  return 4.0 * attended_keys(m, block, seq, doc) * static_cast<double>(m.heads * m.head_dim);
 }
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
@@ -189,7 +191,7 @@ std::int64_t block_params(const ModelSpec& m) {
 }
 
 double block_forward_flops_per_token(const ModelSpec& m, std::int64_t block, std::int64_t seq) {
-  return block_gemm_flops_per_token(m) + attention_flops_per_token(m, block, seq);
+  return block_gemm_flops_per_token(m) + attention_flops_per_token(m, block, seq, 0);
 }
 
 std::int64_t optimizer_step_bytes_per_param(const std::string& dtype) {
@@ -256,7 +258,7 @@ std::vector<LayerCost> model_layer_costs(const ModelSpec& m, const CostOptions& 
     LayerCost c;
     c.role = LayerRole::kBlock;
     const double gemm = tokens * gemm_tok;
-    const double attn = tokens * attention_flops_per_token(m, i, s);
+    const double attn = tokens * attention_flops_per_token(m, i, s, o.doc_tokens);
     c.fwd_flops = gemm + attn;
     c.bwd_input_flops = gemm + 2 * attn;  // dX of every GEMM; attention core backward is twice its forward
     c.bwd_weight_flops = gemm;            // dW of every GEMM

@@ -344,6 +344,9 @@ ScheduleInput make_schedule_input(const JobOptions& j, const ScheduleDescriptor&
   in.model_name = m.name;
   in.seq = j.seq > 0 ? j.seq : 2048;
   if (in.seq > (std::int64_t{1} << 24)) bad("--seq", "valid: 1 .. 16777216");
+  if (j.doc_mask_tokens < 0 || j.doc_mask_tokens > in.seq)
+    bad("--doc-mask",
+        fmt::format("{} tokens per document; valid: 1 .. the sequence ({})", j.doc_mask_tokens, in.seq));
   if (m.heads % j.tp != 0)
     bad("--tp", fmt::format("{} attention heads are not divisible by tp = {}", m.heads, j.tp));
   check_expert_parallelism(j, m, schedule);
@@ -361,6 +364,7 @@ ScheduleInput make_schedule_input(const JobOptions& j, const ScheduleDescriptor&
       co.ep = in.ep;
       co.moe_imbalance = j.moe_imbalance;
       co.fp8 = in.dtype == "fp8";
+      co.doc_tokens = j.doc_mask_tokens;
       in.costs.push_back(model_layer_costs(m, co));
     }
     in.cost_of_microbatch.push_back(it->second);

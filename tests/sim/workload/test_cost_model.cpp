@@ -84,6 +84,34 @@ TEST(CostModel, BlockFlopsByHand) {
   EXPECT_DOUBLE_EQ(gl.back().fwd_flops, 2 * S * H * 50257);           // logits
 }
 
+TEST(CostModel, DocumentMaskingCutsFlashAttentionWorkNotUnfused) {
+  // Llama-2-7B at 8K tokens packed with 2K-token documents: a query attends to half of its document (1,024
+  // keys on average) instead of half the sequence (4,096): a quarter of the attention-core FLOPs.
+  ModelSpec m = load_model("llama2-7b");
+  const std::int64_t s = 8192, h = 4096;
+  CostOptions o{1, s, 1, Recompute::kNone};
+  o.attention = AttentionKernel::kFlash;
+  const auto whole = model_layer_costs(m, o);
+  o.doc_tokens = 2048;
+  const auto docs = model_layer_costs(m, o);
+  const double tokens = s;
+  EXPECT_DOUBLE_EQ(whole[1].fwd_flops - docs[1].fwd_flops, 4.0 * (4096 - 1024) * h * tokens);
+  EXPECT_DOUBLE_EQ(whole[1].bwd_input_flops - docs[1].bwd_input_flops, 2 * 4.0 * (4096 - 1024) * h * tokens);
+  EXPECT_DOUBLE_EQ(whole[1].bwd_weight_flops, docs[1].bwd_weight_flops);
+  // Documents as long as the sequence change nothing.
+  o.doc_tokens = s;
+  EXPECT_DOUBLE_EQ(model_layer_costs(m, o)[1].fwd_flops, whole[1].fwd_flops);
+  // Unfused attention computes every score anyway: the useful FLOPs shrink, the masked ones grow as much.
+  o.attention = AttentionKernel::kUnfused;
+  o.doc_tokens = 0;
+  const auto unfused = model_layer_costs(m, o);
+  o.doc_tokens = 2048;
+  const auto unfused_docs = model_layer_costs(m, o);
+  EXPECT_DOUBLE_EQ(unfused[1].attention_fwd_flops, unfused_docs[1].attention_fwd_flops);
+  EXPECT_DOUBLE_EQ(unfused_docs[1].attention_masked_flops - unfused[1].attention_masked_flops,
+                   4.0 * (4096 - 1024) * h * tokens);
+}
+
 TEST(CostModel, GqaAndMoeFlops) {
   ModelSpec q = load_model("qwen3-235b-a22b");
   const double h = 4096, qd = 64 * 128, kv = 4 * 128;

@@ -128,6 +128,10 @@ struct CostOptions {
   /// An FP8 recipe (Transformer Engine style): the blocks' GEMMs in FP8, the attention core and the output
   /// head in 16 bits (LayerCost::wide_*).
   bool fp8 = false;
+  /// Document masking: documents of this many tokens on average packed into each sequence, attention only
+  /// within a document (0: the whole sequence). Kernels that skip masked blocks (flash attention) do that
+  /// much less attention work; unfused attention computes every score anyway.
+  std::int64_t doc_tokens = 0;
 };
 
 /// Bytes a memory-bound kernel moves per element: 2 B activations (bf16/fp16), read once and written once.
