@@ -13,6 +13,39 @@
 
 namespace pipesim::sim::testing {
 
+/// A tiny plan on one h100-sxm-8x node: `gpus` GPUs (one compute and one send stream each, streams 2g and
+/// 2g + 1) and the host (two CPU streams); more streams with `add_stream`.
+struct PlanMaker {
+  Plan plan;
+  explicit PlanMaker(int gpus) {
+    plan.hw = load_hardware_profile("h100-sxm-8x");
+    plan.meta.schedule = "hand";
+    for (int g = 0; g < gpus; ++g) {
+      plan.devices.push_back({"gpu" + std::to_string(g), DeviceKind::kGpu, 0, g, 0});
+      plan.streams.push_back({g, StreamKind::kCompute, "compute"});
+      plan.streams.push_back({g, StreamKind::kP2PSend, "p2p_send"});
+    }
+    plan.devices.push_back({"host", DeviceKind::kHost, 0, 0, 0});
+    plan.streams.push_back({gpus, StreamKind::kCpu, "cpu"});
+    plan.streams.push_back({gpus, StreamKind::kCpu, "cpu2"});
+  }
+  StreamId add_stream(DeviceId device, StreamKind kind, std::string name) {
+    plan.streams.push_back({device, kind, std::move(name)});
+    return static_cast<StreamId>(plan.streams.size() - 1);
+  }
+  OpId add(StreamId s, Payload p, Duration fixed, std::vector<OpId> deps = {},
+           OpKind kind = OpKind::kForward) {
+    Op op;
+    op.stream = s;
+    op.kind = kind;
+    op.payload = p;
+    op.fixed_duration = fixed;
+    op.deps = std::move(deps);
+    plan.ops.push_back(op);
+    return static_cast<OpId>(plan.ops.size() - 1);
+  }
+};
+
 /// `blocks` identical blocks with the given per-microbatch times (ns) and bytes, no embedding or head.
 inline std::vector<LayerCost> uniform_layers(int blocks, Duration fwd, Duration bwd_in, Duration bwd_w,
                                              std::int64_t act_bytes = 0, std::int64_t param_bytes = 0) {

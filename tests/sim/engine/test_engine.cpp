@@ -3,35 +3,12 @@
 #include "pipesim/sim/engine.hpp"
 #include "pipesim/sim/error.hpp"
 #include "pipesim/sim/hardware.hpp"
+#include "test_helpers.hpp"
 
 namespace pipesim::sim {
 namespace {
 
-/// A tiny plan on one h100-sxm-8x node: `gpus` GPUs (one compute and one send stream each) and the host.
-struct PlanMaker {
-  Plan plan;
-  explicit PlanMaker(int gpus) {
-    plan.hw = load_hardware_profile("h100-sxm-8x");
-    plan.meta.schedule = "hand";
-    for (int g = 0; g < gpus; ++g) {
-      plan.devices.push_back({"gpu" + std::to_string(g), DeviceKind::kGpu, 0, g, 0});
-      plan.streams.push_back({g, StreamKind::kCompute, "compute"});
-      plan.streams.push_back({g, StreamKind::kP2PSend, "p2p_send"});
-    }
-    plan.devices.push_back({"host", DeviceKind::kHost, 0, 0, 0});
-    plan.streams.push_back({gpus, StreamKind::kCpu, "cpu"});
-    plan.streams.push_back({gpus, StreamKind::kCpu, "cpu2"});
-  }
-  OpId add(StreamId s, Payload p, Duration fixed, std::vector<OpId> deps = {}) {
-    Op op;
-    op.stream = s;
-    op.payload = p;
-    op.fixed_duration = fixed;
-    op.deps = std::move(deps);
-    plan.ops.push_back(op);
-    return static_cast<OpId>(plan.ops.size() - 1);
-  }
-};
+using testing::PlanMaker;
 
 TEST(Engine, MemoryBoundBytesAddStreamingTimeToTheGemmTime) {
   PlanMaker pm(1);

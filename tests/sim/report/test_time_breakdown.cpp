@@ -20,33 +20,17 @@ double sum(const TimeBreakdown& t) {
 TEST(TimeBreakdown, HandPlanChargesEachGapToWhatItWaitedFor) {
   // gpu0: forward A [0,100) then sends P [100,150) to gpu1; gpu1: forward B [150,250) after P, its gradient
   // all-reduce C [250,280) on the collective stream, the optimizer O [280,290) after C.
-  Plan plan;
-  plan.hw = load_hardware_profile("h100-sxm-8x");
-  plan.meta.schedule = "hand";
-  for (int g = 0; g < 2; ++g) {
-    plan.devices.push_back({"gpu" + std::to_string(g), DeviceKind::kGpu, 0, g, 0});
-    plan.streams.push_back({g, StreamKind::kCompute, "compute"});
-    plan.streams.push_back({g, StreamKind::kP2PSend, "p2p_send"});
-    plan.streams.push_back({g, StreamKind::kCollective, "collective"});
-  }
-  auto add = [&](StreamId s, OpKind kind, Payload p, Duration fixed, std::vector<OpId> deps) {
-    Op op;
-    op.stream = s;
-    op.kind = kind;
-    op.payload = p;
-    op.fixed_duration = fixed;
-    op.deps = std::move(deps);
-    plan.ops.push_back(op);
-    return static_cast<OpId>(plan.ops.size() - 1);
-  };
+  testing::PlanMaker pm(2);  // streams: gpu0 compute 0, send 1; gpu1 compute 2, send 3; host 4, 5
+  const StreamId collective = pm.add_stream(1, StreamKind::kCollective, "collective");
   TransferWork to_gpu1;
   to_gpu1.src = 0;
   to_gpu1.dst = 1;
-  const OpId a = add(0, OpKind::kForward, ComputeWork{}, 100, {});
-  const OpId p = add(1, OpKind::kP2P, to_gpu1, 50, {a});
-  const OpId b = add(3, OpKind::kForward, ComputeWork{}, 100, {p});
-  const OpId c = add(5, OpKind::kAllReduce, TransferWork{}, 30, {b});
-  add(3, OpKind::kOptimizer, MemoryWork{}, 10, {c});
+  const OpId a = pm.add(0, ComputeWork{}, 100);
+  const OpId p = pm.add(1, to_gpu1, 50, {a}, OpKind::kP2P);
+  const OpId b = pm.add(2, ComputeWork{}, 100, {p});
+  const OpId c = pm.add(collective, TransferWork{}, 30, {b}, OpKind::kAllReduce);
+  pm.add(2, MemoryWork{}, 10, {c}, OpKind::kOptimizer);
+  const Plan& plan = pm.plan;
   const Timeline tl = Engine{}.run(plan);
   ASSERT_EQ(tl.end.back(), 290);
   const TimeBreakdown t = compute_time_breakdown(plan, tl);
