@@ -1,5 +1,6 @@
 #include "pipesim/sim/memory_budget.hpp"
 
+#include <malloc.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -33,6 +34,16 @@ double usable_memory_bytes() {
 
 double default_memory_budget_bytes() {
   return 0.5 * usable_memory_bytes();
+}
+
+void fit_allocator_to_limits() {
+  rlimit as{}, data{};
+  const bool limited = (::getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) ||
+                       (::getrlimit(RLIMIT_DATA, &data) == 0 && data.rlim_cur != RLIM_INFINITY);
+  // glibc reserves 64-128 MiB of address space for each thread's malloc arena; under a small limit the
+  // reservation fails and every allocation of a worker thread retries it (a plan search took minutes instead
+  // of a second under 64 MiB). One arena keeps allocation working within the limit.
+  if (limited) ::mallopt(M_ARENA_MAX, 1);
 }
 
 std::string memory_limit_text() {
