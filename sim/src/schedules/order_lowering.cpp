@@ -109,6 +109,15 @@ class Builder {
     const std::int32_t domain = in_.hw.tp_domain_gpus();
     return (t + (in_.tp > domain ? domain : 1)) % in_.tp;
   }
+  /// The model chunk a rank's local chunk holds, and the rank (stage) of a model chunk (ChunkPlacement).
+  std::int32_t model_chunk(std::int32_t local, std::int32_t stage) const {
+    if (sched_.placement == ChunkPlacement::kV) return local == 0 ? stage : 2 * in_.pp - 1 - stage;
+    return local * in_.pp + stage;
+  }
+  std::int32_t stage_of_chunk(std::int32_t chunk) const {
+    if (sched_.placement == ChunkPlacement::kV) return chunk < in_.pp ? chunk : 2 * in_.pp - 1 - chunk;
+    return chunk % in_.pp;
+  }
   std::int32_t node_of_rank(std::int32_t rank) const {
     return static_cast<std::int32_t>(in_.hw.gpu_slot(rank, in_.tp) / in_.hw.node.gpus);
   }
@@ -539,7 +548,7 @@ void Builder::emit_gpu(std::size_t replica, std::int32_t stage) {
 std::int64_t Builder::place_weights(const GpuRank& g) {
   std::int64_t trainable = 0, weights = 0, resident = 0;
   for (std::int32_t v = 0; v < in_.virtual_stages; ++v) {
-    const RangeCost& cc = chunk_costs_[0][static_cast<std::size_t>(v * in_.pp + g.stage)];
+    const RangeCost& cc = chunk_costs_[0][static_cast<std::size_t>(model_chunk(v, g.stage))];
     trainable += cc.trainable;
     weights += layer_weight_params(cc);
     resident += cc.param_bytes;
@@ -571,7 +580,7 @@ void Builder::emit_task(GpuRank& g, const Task& task, std::int32_t iter, std::in
   const StreamId compute = g.stream(kComputeSlot);
   const bool tp_comm = in_.tp > 1;
   const std::int32_t mb = (iter * in_.accum_steps + round) * in_.microbatches + task.microbatch;
-  const std::int32_t chunk = task.chunk * in_.pp + g.stage;
+  const std::int32_t chunk = model_chunk(task.chunk, g.stage);
   const RangeCost& cc = chunk_costs_[static_cast<std::size_t>(
       in_.cost_of_microbatch[static_cast<std::size_t>(task.microbatch)])][static_cast<std::size_t>(chunk)];
   OpTags tags{g.stage, task.chunk, mb, cc.begin, cc.end, iter};
@@ -713,7 +722,7 @@ void Builder::reduce_layer_gradients(GpuRank& g, const RangeCost& layer, const O
 void Builder::emit_layerwise_task(GpuRank& g, const Task& task, std::int32_t iter, std::int32_t round) {
   const StreamId compute = g.stream(kComputeSlot);
   const std::int32_t mb = (iter * in_.accum_steps + round) * in_.microbatches + task.microbatch;
-  const std::int32_t chunk = task.chunk * in_.pp + g.stage;
+  const std::int32_t chunk = model_chunk(task.chunk, g.stage);
   const auto table =
       static_cast<std::size_t>(in_.cost_of_microbatch[static_cast<std::size_t>(task.microbatch)]);
   const RangeCost& cc = chunk_costs_[table][static_cast<std::size_t>(chunk)];
@@ -864,7 +873,7 @@ std::vector<Builder::Bucket> Builder::gradient_buckets(const RangeCost& cc) cons
 void Builder::emit_grad_sync_after_backward(GpuRank& g, std::int32_t iter) {
   // Megatron-LM's local DDP: every chunk's gradients, bucket by bucket, once the GPU's backward is done.
   for (std::int32_t v = 0; v < in_.virtual_stages; ++v) {
-    const RangeCost& cc = chunk_costs_[0][static_cast<std::size_t>(v * in_.pp + g.stage)];
+    const RangeCost& cc = chunk_costs_[0][static_cast<std::size_t>(model_chunk(v, g.stage))];
     for (const Bucket& b : gradient_buckets(cc))
       emit_gradient_reduction(g, OpTags{g.stage, v, -1, b.lo, b.hi, iter}, b.params, last_compute_op_);
   }
@@ -873,7 +882,7 @@ void Builder::emit_grad_sync_after_backward(GpuRank& g, std::int32_t iter) {
 OpId Builder::emit_param_allgather(GpuRank& g, std::int32_t iter, OpId after) {
   OpId last = after;
   for (std::int32_t v = 0; v < in_.virtual_stages; ++v) {
-    const RangeCost& cc = chunk_costs_[0][static_cast<std::size_t>(v * in_.pp + g.stage)];
+    const RangeCost& cc = chunk_costs_[0][static_cast<std::size_t>(model_chunk(v, g.stage))];
     for (const Bucket& b : gradient_buckets(cc)) {
       OpId ag =
           emit_dp_collective(g, OpKind::kAllGather, kCollectiveSlot, OpTags{g.stage, v, -1, b.lo, b.hi, iter},
@@ -952,8 +961,8 @@ void Builder::emit_p2p(std::size_t replica, std::int32_t stage) {
   const DeviceId self = plan_.streams[static_cast<std::size_t>(send)].device;
   const auto r = static_cast<std::int32_t>(replica);
   auto device_of_chunk = [&](std::int32_t chunk) {
-    const auto& cs =
-        streams_[replica * static_cast<std::size_t>(in_.pp) + static_cast<std::size_t>(chunk % in_.pp)];
+    const auto& cs = streams_[replica * static_cast<std::size_t>(in_.pp) +
+                              static_cast<std::size_t>(stage_of_chunk(chunk))];
     return plan_.streams[static_cast<std::size_t>(cs[0])].device;
   };
   for (std::int32_t round = 0; round < in_.accum_steps * in_.iterations; ++round) {
@@ -962,7 +971,7 @@ void Builder::emit_p2p(std::size_t replica, std::int32_t stage) {
       const bool fwd = task.kind == TaskKind::kForward;
       const std::int32_t mb = round * in_.microbatches + task.microbatch;
       const std::int32_t iter = round / in_.accum_steps;
-      const std::int32_t chunk = task.chunk * in_.pp + stage;
+      const std::int32_t chunk = model_chunk(task.chunk, stage);
       const std::int32_t peer = fwd ? chunk + 1 : chunk - 1;
       if (peer < 0 || peer >= chunks_) continue;
       Slot& from = slot(r, chunk, mb);
@@ -1213,7 +1222,7 @@ Duration Builder::lower_bound() {
   auto task_ns = [&](const Task& task, std::int32_t stage) {
     const auto table =
         static_cast<std::size_t>(in_.cost_of_microbatch[static_cast<std::size_t>(task.microbatch)]);
-    const auto chunk = static_cast<std::size_t>(task.chunk * in_.pp + stage);
+    const auto chunk = static_cast<std::size_t>(model_chunk(task.chunk, stage));
     Duration& memo =
         known[(table * chunk_costs_.front().size() + chunk) * kKinds + static_cast<std::size_t>(task.kind)];
     if (memo < 0) memo = task_ns_uncached(task, stage, table, chunk);
@@ -1228,7 +1237,7 @@ Duration Builder::lower_bound() {
   auto gradient_only = [&](const Task& task, std::int32_t stage) {
     const auto table =
         static_cast<std::size_t>(in_.cost_of_microbatch[static_cast<std::size_t>(task.microbatch)]);
-    const RangeCost& cc = chunk_costs_[table][static_cast<std::size_t>(task.chunk * in_.pp + stage)];
+    const RangeCost& cc = chunk_costs_[table][static_cast<std::size_t>(model_chunk(task.chunk, stage))];
     if (!shards_params())
       return timed(backward_work(task.kind, cc, cc.gemm, 0), backward_fixed(task.kind, cc));
     Duration d = 0;
@@ -1244,7 +1253,7 @@ Duration Builder::lower_bound() {
     if (in_.sharding.offload_optimizer) return 0;
     std::int64_t trainable = 0;
     for (std::int32_t v = 0; v < in_.virtual_stages; ++v)
-      trainable += chunk_costs_[0][static_cast<std::size_t>(v * in_.pp + stage)].trainable;
+      trainable += chunk_costs_[0][static_cast<std::size_t>(model_chunk(v, stage))].trainable;
     const std::int64_t updated =
         in_.sharding.stage == ZeroStage::k0 ? trainable : (trainable + shard_ranks() - 1) / shard_ranks();
     return in_.hw.memory_ns(updated * in_.optimizer_bytes_per_param);
@@ -1281,6 +1290,9 @@ Duration Builder::lower_bound() {
 }
 
 Duration order_based_lower_bound(const ScheduleDescriptor& schedule, const ScheduleInput& input) {
+  // The proof follows microbatch 0's forward down the stages in the loop placement; a V placement has no
+  // proven bound yet, and 0 (never pruned) is always sound.
+  if (schedule.placement != ChunkPlacement::kLoop) return 0;
   return Builder(schedule, input).lower_bound();
 }
 

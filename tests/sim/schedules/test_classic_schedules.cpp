@@ -61,6 +61,46 @@ TEST(ClassicSchedules, ZbH1MatchesClosedForm) {
   EXPECT_EQ(step_ns(zb) - 8 * 3 * f, (step_ns(one) - 8 * 3 * f) / 3);
 }
 
+TEST(ClassicSchedules, ZbVReachesTheCriticalPathBound) {
+  // Uniform chunk passes F = B = W = u, zero-time hops: every rank runs 2m chunks x (F + B + W) = 6m u of
+  // work, and the last rank can start nothing before microbatch 0's forward has come down p - 1 chunks: no
+  // schedule beats 6m u + (p-1) u. ZB-V's order reaches it for p <= 4 and any m >= p; beyond, it stays within
+  // (p-1) u of it, never above ZB-H1's bubble on whole stages of 2u passes ((p-1)(F+B-W) = 2(p-1) u; 1F1B's
+  // is 6(p-1) u).
+  const Duration u = 1'000'000;
+  for (int p = 2; p <= 9; ++p)
+    for (int m = p; m <= 3 * p + 1; ++m) {
+      const Duration bound = static_cast<Duration>(6 * m + p - 1) * u;
+      const Duration step = step_ns(simulate("zb-v", uniform_input(p, m, u, u, u, 2)));
+      if (p <= 4) {
+        EXPECT_EQ(step, bound) << "p=" << p << " m=" << m;
+      } else {
+        EXPECT_GE(step, bound) << "p=" << p << " m=" << m;
+        EXPECT_LE(step, bound + (p - 1) * u) << "p=" << p << " m=" << m;
+      }
+      const Duration zb_h1 = step_ns(simulate("zb-h1", uniform_input(p, m, 2 * u, 2 * u, 2 * u)));
+      EXPECT_LE(step - 6 * m * u, zb_h1 - 6 * m * u) << "p=" << p << " m=" << m;
+    }
+  // The V: rank r holds model chunks r and 2p-1-r, so the first and the last chunk share rank 0.
+  auto r = simulate("zb-v", uniform_input(4, 8, u, u, u, 2));
+  std::map<int, std::set<std::int32_t>> chunks_of_rank;  // stage -> the layers (one per chunk) it runs
+  for (const Op& op : r.plan.ops)
+    if (op.kind == OpKind::kForward) chunks_of_rank[op.tags.stage].insert(op.tags.layer_begin);
+  EXPECT_EQ(chunks_of_rank[0], (std::set<std::int32_t>{0, 7}));
+  EXPECT_EQ(chunks_of_rank[3], (std::set<std::int32_t>{3, 4}));
+}
+
+TEST(ClassicSchedules, ZbVHoldsNoMoreActivationsThan1f1b) {
+  // Chunks of half a stage: at most 2p chunk activations in flight per rank, 1F1B's p whole stages.
+  const std::int64_t act = 1'000'000;
+  for (int p : {2, 4, 8})
+    for (int m : {p, 2 * p}) {
+      auto one = simulate("1f1b", uniform_input(p, m, 2 * kF, kB, kB, 1, 2 * act));
+      auto v = simulate("zb-v", uniform_input(p, m, kF, kB / 2, kB / 2, 2, act));
+      EXPECT_LE(v.metrics.peak_gpu_mem_bytes, one.metrics.peak_gpu_mem_bytes) << "p=" << p << " m=" << m;
+    }
+}
+
 TEST(ClassicSchedules, PeakActivationsPerRank) {
   const std::int64_t act = 1'000'000;
   for (int p : {2, 4, 8})
@@ -76,7 +116,7 @@ TEST(ClassicSchedules, PeakActivationsPerRank) {
 }
 
 TEST(ClassicSchedules, EveryPassRunsOnceInDependencyOrder) {
-  for (const char* name : {"gpipe", "1f1b", "interleaved-1f1b", "zb-h1"}) {
+  for (const char* name : {"gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-v"}) {
     const ScheduleDescriptor& s = find_schedule(name);
     const int v = s.default_virtual_stages;
     auto r = simulate(name, uniform_input(4, 8, kF, kB / 2, kB / 2, v));

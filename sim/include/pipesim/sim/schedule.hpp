@@ -128,6 +128,11 @@ struct PartitionerHints {
   std::function<OwnPartition(const ScheduleInput&)> own_partition;
 };
 
+/// Where a rank's model chunks sit: kLoop puts chunk k on rank k mod pp (chunks k, k + pp, ... on one rank:
+/// interleaved 1F1B); kV puts the first pp chunks down the ranks and the next pp back up (rank r holds chunks
+/// r and 2pp - 1 - r: ZB-V), so the last chunk shares rank 0 with the first.
+enum class ChunkPlacement : std::uint8_t { kLoop, kV };
+
 // ---- The descriptor ----
 
 struct ScheduleDescriptor {
@@ -141,6 +146,7 @@ struct ScheduleDescriptor {
   std::vector<ScheduleParameter> parameters;
   bool multi_chunk = false;      ///< runs v > 1 model chunks per rank (--virtual-stages)
   bool splits_backward = false;  ///< emits backward_input / backward_weight instead of backward
+  ChunkPlacement placement = ChunkPlacement::kLoop;
   std::int32_t default_virtual_stages = 1;
   std::int32_t default_iterations = 1;  ///< asynchronous schedules need several to reach a steady state
   /// Default microbatches: per_gpu x pp + extra (classic 4p, SPipe 2P, RoundPipe G+1).
