@@ -111,9 +111,9 @@ class ActivityLog {
   std::string enable() {
     if (cuptiActivityRegisterCallbacks(&requested, &completed) != CUPTI_SUCCESS)
       return "cuptiActivityRegisterCallbacks failed";
-    for (CUpti_ActivityKind k : {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
-                                 CUPTI_ACTIVITY_KIND_MEMCPY2, CUPTI_ACTIVITY_KIND_MEMSET,
-                                 CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION}) {
+    for (CUpti_ActivityKind k :
+         {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMCPY2,
+          CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION}) {
       const CUptiResult e = cuptiActivityEnable(k);
       if (e != CUPTI_SUCCESS) {
         const char* text = nullptr;
@@ -156,7 +156,8 @@ class ActivityLog {
     *size = *buffer ? kBytes : 0;
     *max_records = 0;
   }
-  static void CUPTIAPI completed(CUcontext, std::uint32_t, std::uint8_t* buffer, std::size_t, std::size_t valid) {
+  static void CUPTIAPI completed(CUcontext, std::uint32_t, std::uint8_t* buffer, std::size_t,
+                                 std::size_t valid) {
     get().read(buffer, valid);
     free(buffer);
   }
@@ -166,21 +167,15 @@ class ActivityLog {
     while (cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) {
       switch (record->kind) {
         case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
-        case CUPTI_ACTIVITY_KIND_KERNEL: {
-          const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
-          add(k->correlationId, k->deviceId, k->start, k->end);
+        case CUPTI_ACTIVITY_KIND_KERNEL:
+          add_span<CUpti_ActivityKernel10>(record);
           break;
-        }
-        case CUPTI_ACTIVITY_KIND_MEMCPY: {
-          const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
-          add(m->correlationId, m->deviceId, m->start, m->end);
+        case CUPTI_ACTIVITY_KIND_MEMCPY:
+          add_span<CUpti_ActivityMemcpy6>(record);
           break;
-        }
-        case CUPTI_ACTIVITY_KIND_MEMSET: {
-          const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(record);
-          add(m->correlationId, m->deviceId, m->start, m->end);
+        case CUPTI_ACTIVITY_KIND_MEMSET:
+          add_span<CUpti_ActivityMemset4>(record);
           break;
-        }
         case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
           const auto* e = reinterpret_cast<const CUpti_ActivityExternalCorrelation*>(record);
           if (e->externalKind == CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0)
@@ -191,6 +186,12 @@ class ActivityLog {
           break;  // MEMCPY2 (peer copies) and others: their ops keep the event times
       }
     }
+  }
+  /// A kernel, copy or memset record: the same four fields in each record type.
+  template <typename Record>
+  void add_span(const CUpti_Activity* record) {
+    const auto* r = reinterpret_cast<const Record*>(record);
+    add(r->correlationId, r->deviceId, r->start, r->end);
   }
   void add(std::uint32_t correlation, std::uint32_t device, std::uint64_t start, std::uint64_t end) {
     auto [it, fresh] = spans_.try_emplace(correlation, Span{device, start, end});
@@ -262,7 +263,8 @@ class Replayer {
       check(cudaDeviceGetDefaultMemPool(&pools_[g], static_cast<int>(g)), "cudaDeviceGetDefaultMemPool");
       // Keep freed memory in the pool between runs (no release to the driver at synchronization points).
       std::uint64_t keep = std::numeric_limits<std::uint64_t>::max();
-      check(cudaMemPoolSetAttribute(pools_[g], cudaMemPoolAttrReleaseThreshold, &keep), "cudaMemPoolSetAttribute");
+      check(cudaMemPoolSetAttribute(pools_[g], cudaMemPoolAttrReleaseThreshold, &keep),
+            "cudaMemPoolSetAttribute");
     }
 #if defined(PIPESIM_CUPTI_RECORDS)
     const std::string why = ActivityLog::get().enable();
@@ -294,7 +296,9 @@ class Replayer {
     }
   }
 
-  const std::string& timing() const { return timing_; }
+  const std::string& timing() const {
+    return timing_;
+  }
   /// GPU pairs without peer access, whose copies the driver stages through host memory; "" when none.
   std::string peer_note() const {
     if (no_peer_.empty()) return "";
@@ -304,7 +308,8 @@ class Replayer {
   }
 
   /// One run of the whole plan; start/end in ns from the origin, each GPU pool's high-water mark.
-  void run(std::vector<std::int64_t>& start, std::vector<std::int64_t>& end, std::vector<std::int64_t>& peak) {
+  void run(std::vector<std::int64_t>& start, std::vector<std::int64_t>& end,
+           std::vector<std::int64_t>& peak) {
     for (std::size_t g = 0; g < gpus_.size(); ++g) {
       check(cudaSetDevice(static_cast<int>(g)), "cudaSetDevice");
       check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
