@@ -201,9 +201,17 @@ void add_job_options(CLI::App* sim, pipesim::sim::JobOptions& j) {
   sim->add_option("--hw", j.hw, "hardware profile name or file")->capture_default_str();
   sim->add_option("--nodes", j.nodes, "nodes of the hardware profile (default: as many as pp*tp*dp needs)")
       ->check(CLI::Range(1, 1 << 20));
-  sim->add_option("--pp", j.pp, "pipeline stages (default: GPUs / (tp*dp))")->check(CLI::Range(1, 1 << 20));
+  sim->add_option("--pp", j.pp, "pipeline stages (default: GPUs / (tp*cp*dp))")
+      ->check(CLI::Range(1, 1 << 20));
   sim->add_option("--tp", j.tp, "tensor-parallel degree")->check(CLI::Range(1, 1024));
   sim->add_option("--dp", j.dp, "data-parallel degree")->check(CLI::Range(1, 1 << 20));
+  sim->add_option("--cp", j.cp,
+                  "context-parallel degree: GPUs each sequence is split over (ranks ordered tp, cp, pp, dp)")
+      ->check(CLI::Range(1, 1024));
+  sim->add_option("--cp-attention", j.cp_attention,
+                  "context-parallel attention: ring (keys and values passed round a ring, overlapping the "
+                  "attention) or allgather (gathered before it, as Llama 3)")
+      ->capture_default_str();
   sim->add_option("--microbatches", j.microbatches, "microbatches per pipeline flush (M)")
       ->check(CLI::Range(1, 1 << 24));
   sim->add_option("--microbatch-size", j.microbatch_size, "sequences per microbatch (b)")

@@ -50,6 +50,7 @@ void split_losses(ClusterQuote& q) {
                            {"tp_comm", "exposed TP communication", t.tp_comm},
                            {"pp_comm", "exposed pipeline transfers", t.pp_comm},
                            {"dp_comm", "exposed data-parallel communication", t.dp_comm},
+                           {"cp_comm", "exposed context-parallel communication", t.cp_comm},
                            {"offload", "offload transfers and host work", t.offload},
                            {"optimizer", "optimizer step", t.optimizer},
                            {"recompute", "recompute", recompute},

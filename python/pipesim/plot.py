@@ -13,7 +13,7 @@ KIND_COLOURS = {
     "recompute": "#8172B3", "optimizer": "#FFBF00", "p2p": "#937860", "allreduce": "#DA8BC3",
     "allgather": "#8C8C8C", "reducescatter": "#CCB974", "alltoall": "#64B5CD", "h2d": "#17BECF",
     "d2h": "#BCBD22", "nvme_read": "#9EDAE5", "nvme_write": "#DBDB8D", "fill": "#2CA02C",
-    "context_switch": "#98DF8A", "bubble": "#FFFFFF",
+    "context_switch": "#98DF8A", "bubble": "#FFFFFF", "sync": "#FFFFFF",
 }
 
 

@@ -335,7 +335,7 @@ class Buy(unittest.TestCase):
             watts = {"h100-sxm-8x": 700, "l40s-8x": 350}[c["hw"]]  # the profiles' board power
             self.assertEqual(c["energy_kwh"], c["gpus"] * (152588 * step) / 3600 * watts / 1000)
             self.assertAlmostEqual(c["plan"]["mfu"] + sum(c["losses"].values()), 1.0, places=9)
-            self.assertEqual(set(c["losses"]), {"bubbles", "tp_comm", "pp_comm", "dp_comm", "offload", "optimizer",
+            self.assertEqual(set(c["losses"]), {"bubbles", "tp_comm", "pp_comm", "dp_comm", "cp_comm", "offload", "optimizer",
                                                 "recompute", "other", "below_peak"})
             t = c["plan"]["time_breakdown"]  # the losses are the winner's simulated time breakdown
             for key, loss in (("pipeline_bubble", "bubbles"), ("tp_comm", "tp_comm"), ("dp_comm", "dp_comm")):
@@ -684,7 +684,7 @@ class BadInput(unittest.TestCase):
         self.expect_error(["simulate", "--format", "xml"], "--format")
         self.expect_error([], "subcommand")
         self.expect_error(["simulate", "--seq", "16000000", "--microbatch-size", "64"], "--seq/--microbatch-size")
-        self.expect_error(["simulate", "--pp", "4", "--dp", "1048576"], "--pp/--tp/--dp: pp*tp*dp = 4194304 GPUs")
+        self.expect_error(["simulate", "--pp", "4", "--dp", "1048576"], "--pp/--tp/--cp/--dp: pp*tp*cp*dp = 4194304 GPUs")
         self.expect_error(["simulate", "--microbatches", "16000000"], "--microbatches: 16000000 microbatches",
                           "valid: at most 1048576")
         self.expect_error(["simulate", "--global-batch", "1099511627776", "--pp", "2"], "--global-batch:",

@@ -40,6 +40,8 @@ const char* to_string(OpKind k) {
       return "alltoall";
     case OpKind::kBubble:
       return "bubble";
+    case OpKind::kSync:
+      return "sync";
   }
   return "?";
 }
@@ -57,7 +59,8 @@ OpId append_op(Plan& plan, StreamId stream, OpKind kind, const OpTags& tags, Pay
 
 std::string schedule_label(const PlanMeta& meta) {
   return meta.schedule + (meta.data_parallel == "ddp" ? "" : " " + meta.data_parallel) +
-         (meta.ep > 1 ? " ep" + std::to_string(meta.ep) : "");
+         (meta.ep > 1 ? " ep" + std::to_string(meta.ep) : "") +
+         (meta.cp > 1 ? " cp" + std::to_string(meta.cp) : "");
 }
 
 const char* to_string(StreamKind k) {

@@ -29,7 +29,7 @@ constexpr OpKind kOpKinds[] = {
     OpKind::kRecompute, OpKind::kH2D,           OpKind::kD2H,           OpKind::kP2P,
     OpKind::kAllReduce, OpKind::kAllGather,     OpKind::kReduceScatter, OpKind::kOptimizer,
     OpKind::kFill,      OpKind::kContextSwitch, OpKind::kNvmeRead,      OpKind::kNvmeWrite,
-    OpKind::kAllToAll,  OpKind::kBubble};
+    OpKind::kAllToAll,  OpKind::kBubble,        OpKind::kSync};
 constexpr StreamKind kStreamKinds[] = {StreamKind::kCompute, StreamKind::kH2D,     StreamKind::kD2H,
                                        StreamKind::kP2PSend, StreamKind::kP2PRecv, StreamKind::kCollective,
                                        StreamKind::kCpu,     StreamKind::kFill,    StreamKind::kNvme};
@@ -66,6 +66,7 @@ json meta_json(const PlanMeta& m) {
             {"partition", m.partition},
             {"note", m.note}};
   // Written only where they act, so plans without shared host links read as before.
+  if (m.cp > 1) j["cp"] = m.cp;
   if (m.node_twins > 1) j["node_twins"] = m.node_twins;
   if (m.switch_twins > 1) j["switch_twins"] = m.switch_twins;
   return j;
@@ -89,6 +90,9 @@ PlanMeta meta_from(JsonObject o) {
   m.replicas = o.string("replicas");
   m.data_parallel = o.string_or("data_parallel", "ddp");
   m.ep = static_cast<std::int32_t>(o.integer_or("ep", 1, 1, 1 << 20));
+  m.cp = static_cast<std::int32_t>(o.integer_or("cp", 1, 1, 1 << 20));
+  if (std::int64_t{m.pp} * m.tp * m.cp * m.dp > (std::int64_t{1} << 24))
+    o.fail("dp", "pp x tp x cp x dp exceeds 16777216 GPUs");
   m.simulated_gpus = static_cast<std::int32_t>(o.integer("simulated_gpus", 0, kI32));
   m.node_twins = static_cast<std::int32_t>(o.integer_or("node_twins", 1, 1, 1 << 20));
   m.switch_twins = static_cast<std::int32_t>(o.integer_or("switch_twins", 1, 1, 1 << 20));

@@ -146,6 +146,7 @@ std::string metrics_to_json(const Plan& plan, const Metrics& m, double sim_wall_
   j["pp"] = plan.meta.pp;
   j["tp"] = plan.meta.tp;
   j["dp"] = plan.meta.dp;
+  if (plan.meta.cp > 1) j["cp"] = plan.meta.cp;
   j["virtual_stages"] = plan.meta.virtual_stages;
   j["microbatches"] = plan.meta.microbatches;
   j["accum_steps"] = plan.meta.accum_steps;
@@ -169,7 +170,8 @@ std::string metrics_to_json(const Plan& plan, const Metrics& m, double sim_wall_
   j["time_breakdown"] = {{"kernels", m.time.kernels},     {"tp_comm", m.time.tp_comm},
                          {"optimizer", m.time.optimizer}, {"pipeline_bubble", m.time.pipeline_bubble},
                          {"pp_comm", m.time.pp_comm},     {"dp_comm", m.time.dp_comm},
-                         {"offload", m.time.offload},     {"other", m.time.other}};
+                         {"cp_comm", m.time.cp_comm},     {"offload", m.time.offload},
+                         {"other", m.time.other}};
   j["tokens_per_s"] = m.tokens_per_s;
   j["tflops_per_gpu"] = m.tflops_per_gpu;
   j["mfu"] = m.mfu;

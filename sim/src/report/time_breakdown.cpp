@@ -8,11 +8,11 @@ namespace pipesim::sim {
 
 namespace {
 
-enum class Cause { kPipeline, kDataParallel, kOffload, kOther };
+enum class Cause { kPipeline, kDataParallel, kContextParallel, kOffload, kOther };
 
 /// Shares accumulated in nanoseconds, turned into fractions at the end.
 struct Tally {
-  Duration kernels = 0, tp = 0, optimizer = 0, bubble = 0, pp = 0, dp = 0, offload = 0, other = 0;
+  Duration kernels = 0, tp = 0, optimizer = 0, bubble = 0, pp = 0, dp = 0, cp = 0, offload = 0, other = 0;
 };
 
 class Attribution {
@@ -49,6 +49,9 @@ class Attribution {
       case Cause::kDataParallel:
         t.dp += span;
         break;
+      case Cause::kContextParallel:
+        t.cp += span;
+        break;
       case Cause::kOffload:
         t.offload += span;
         break;
@@ -75,6 +78,7 @@ class Attribution {
       default:
         break;
     }
+    if (s.name == kContextParallelStream) return Cause::kContextParallel;
     if (is_collective(op.kind) && s.kind != StreamKind::kCompute) return Cause::kDataParallel;
     return Cause::kPipeline;  // another GPU's compute, its TP collectives, or a p2p transfer
   }
@@ -150,6 +154,7 @@ TimeBreakdown compute_time_breakdown(const Plan& plan, const Timeline& tl) {
   out.pipeline_bubble = share(t.bubble);
   out.pp_comm = share(t.pp);
   out.dp_comm = share(t.dp);
+  out.cp_comm = share(t.cp);
   out.offload = share(t.offload);
   out.other = share(t.other);
   return out;

@@ -37,6 +37,7 @@ enum StreamSlot : std::size_t {
   kH2DSlot,
   kCpuSlot,
   kNvmeSlot,
+  kCpSlot,  ///< context parallelism's key/value exchange
   kStreamSlots
 };
 
@@ -121,9 +122,13 @@ class Builder {
   std::int32_t node_of_rank(std::int32_t rank) const {
     return static_cast<std::int32_t>(in_.hw.gpu_slot(rank, in_.tp) / in_.hw.node.gpus);
   }
+  /// Ranks are ordered tp, cp, pp, dp. `d` indexes the gradient replicas (cp x dp): cp rank d % cp of
+  /// data-parallel rank d / cp.
   std::int32_t global_rank(std::int32_t d, std::int32_t stage, std::int32_t t) const {
-    return t + in_.tp * (stage + in_.pp * d);
+    return t + in_.tp * (d % in_.cp + in_.cp * (stage + in_.pp * (d / in_.cp)));
   }
+  /// GPUs that hold the same weights and reduce their gradients together: cp x dp.
+  std::int32_t grad_replicas() const { return in_.cp * in_.dp; }
   Slot& slot(std::int32_t replica, std::int32_t chunk, std::int32_t mb) {
     return slots_[(static_cast<std::size_t>(replica) * static_cast<std::size_t>(chunks_) +
                    static_cast<std::size_t>(chunk)) *
@@ -193,7 +198,8 @@ class Builder {
   bool offloads() const { return in_.sharding.offload_optimizer || in_.sharding.offload_params; }
   /// The data-parallel rings a collective can run over: the shard group (the whole DP group unless HSDP),
   /// HSDP's replicas of a shard on other nodes, or the expert-parallel group.
-  enum class DpGroup : std::uint8_t { kShard, kReplicas, kExperts };
+  /// (kContext: the context-parallel group, for the attention's key/value exchange.)
+  enum class DpGroup : std::uint8_t { kShard, kReplicas, kExperts, kContext };
   /// `count` collectives of `buffer_bytes` buffers in all over one of this GPU's data-parallel groups, on
   /// `slot` after `after`; kNone when the group is one GPU.
   OpId emit_dp_collective(GpuRank& g, OpKind kind, StreamSlot slot, const OpTags& tags,
@@ -201,6 +207,15 @@ class Builder {
   /// Expert parallelism: the chunk's token dispatch and combine all-to-alls of one pass, on the compute
   /// stream after `after` (Megatron-LM runs them between the router and the experts, not overlapped).
   OpId emit_expert_alltoall(GpuRank& g, const RangeCost& cc, const OpTags& tags, OpId after = kNone);
+  /// Context parallelism, ring attention: a marker before a pass (its pipeline input feeds it) that the ring
+  /// starts after, so that the ring runs beside the pass; kNone without a ring.
+  OpId fork_context_ring(const GpuRank& g, const Task& task, const RangeCost& cc, const OpTags& tags,
+                         Slot& sl);
+  /// The pass's key/value exchange over the context-parallel group, after `fork` (ring) or after the pass's
+  /// last op `last` (all-gather), and the marker that holds the compute stream until it is done; kNone
+  /// without one.
+  OpId join_context_exchange(GpuRank& g, const Task& task, const RangeCost& cc, const OpTags& tags, OpId fork,
+                             OpId last);
   /// Layers [lo, hi) of a chunk in gradient buckets of about dp_bucket_params, last layer first.
   struct Bucket {
     std::int32_t lo, hi;
@@ -251,6 +266,7 @@ class Builder {
   std::int32_t chunks_ = 0, total_mb_ = 0, gpus_total_ = 0, max_chunk_layers_ = 1;
   std::int32_t dp_ring_offset_ = 1;  // DP ring neighbour distance: crosses nodes whenever the group does
   std::int32_t ep_ring_offset_ = 1;  // the same inside an expert-parallel group
+  std::int32_t cp_ring_offset_ = 1;  // and inside a context-parallel group
   std::vector<std::vector<RangeCost>> chunk_costs_;                // [cost table][chunk]
   std::vector<std::vector<RangeCost>> layer_costs_;                // ZeRO-3: [cost table][layer]
   std::map<std::array<std::int64_t, 5>, std::int32_t> dp_groups_;  // explicit replicas: collective ids
@@ -303,15 +319,16 @@ void Builder::validate_and_layout() {
     bad("--virtual-stages", fmt::format("schedule {} uses one chunk per rank; valid: 1", sched_.name));
   if (std::string why = sched_.check({in_.pp, in_.microbatches, in_.virtual_stages}); !why.empty())
     bad("--schedule", fmt::format("{}: {}", sched_.name, why));
-  const std::int64_t gpus = std::int64_t{in_.pp} * in_.tp * in_.dp;
+  if (in_.cp < 1) bad("--cp", "must be >= 1");
+  const std::int64_t gpus = std::int64_t{in_.pp} * in_.tp * in_.cp * in_.dp;
   if (gpus > kMaxGpus)
-    bad("--pp/--tp/--dp", fmt::format("pp*tp*dp = {} GPUs; valid: at most {}", gpus, kMaxGpus));
+    bad("--pp/--tp/--cp/--dp", fmt::format("pp*tp*cp*dp = {} GPUs; valid: at most {}", gpus, kMaxGpus));
   gpus_total_ = static_cast<std::int32_t>(gpus);
   // TP groups that do not divide an NVLink domain leave its remainder idle: the job spans more nodes.
   const std::int64_t last_slot = hw.gpu_slot(gpus_total_ - 1, in_.tp);
   std::int32_t need_nodes = static_cast<std::int32_t>(last_slot / hw.node.gpus + 1);
   if (in_.nodes > 0 && in_.nodes < need_nodes)
-    bad("--nodes", fmt::format("pp*tp*dp = {} GPUs need {} nodes of {} GPUs; given {}", gpus_total_,
+    bad("--nodes", fmt::format("pp*tp*cp*dp = {} GPUs need {} nodes of {} GPUs; given {}", gpus_total_,
                                need_nodes, hw.node.gpus, in_.nodes));
   plan_.nodes = need_nodes;  // nodes beyond the job's are idle: no links or devices are built for them
   if (in_.costs.empty()) bad("--model", "no layers to simulate");
@@ -401,15 +418,22 @@ void Builder::size_plan() {
   total_mb_ = static_cast<std::int32_t>(rounds);
   // Data-parallel collective ids follow the TP ones (one per replica, stage, chunk, microbatch and phase).
   dp_group_base_ = static_cast<std::int32_t>(std::min<std::int64_t>(
-      std::int64_t{in_.dp} * in_.pp * in_.virtual_stages * total_mb_ * kTpPhases, kMaxOps * kTpPhases));
+      std::int64_t{grad_replicas()} * in_.pp * in_.virtual_stages * total_mb_ * kTpPhases,
+      kMaxOps * kTpPhases));
   // A ring is as slow as its slowest hop: where the group leaves rank 0's node (or NVLink domain), a member
   // there stands for the ring's neighbour.
   auto leaves_domain = [&](std::int32_t k) {
     return !in_.hw.nvlink_domain_shared(0, node_of_rank(global_rank(k, 0, 0)));
   };
-  for (std::int32_t k = 1; k < in_.dp; ++k) {
+  for (std::int32_t k = 1; k < grad_replicas(); ++k) {
     if (leaves_domain(k)) {
       dp_ring_offset_ = k;
+      break;
+    }
+  }
+  for (std::int32_t k = 1; k < in_.cp; ++k) {
+    if (leaves_domain(k)) {
+      cp_ring_offset_ = k;
       break;
     }
   }
@@ -519,7 +543,7 @@ void Builder::emit_gpu(std::size_t replica, std::int32_t stage) {
         // as its backward produces them; otherwise the last flush's last backward of each chunk carries them.
         const bool grad_task =
             order[k].kind == TaskKind::kBackward || order[k].kind == TaskKind::kBackwardWeight;
-        const bool carries_dp = in_.dp > 1 && in_.overlap_grad_sync &&
+        const bool carries_dp = grad_replicas() > 1 && in_.overlap_grad_sync &&
                                 (in_.sharding.stage == ZeroStage::k2
                                      ? grad_task
                                      : round == in_.accum_steps - 1 &&
@@ -540,7 +564,7 @@ void Builder::emit_gpu(std::size_t replica, std::int32_t stage) {
         last_compute_op_ = static_cast<OpId>(k);
         break;
       }
-    if (in_.dp > 1 && !in_.overlap_grad_sync) emit_grad_sync_after_backward(g, iter);
+    if (grad_replicas() > 1 && !in_.overlap_grad_sync) emit_grad_sync_after_backward(g, iter);
     previous_update = g.weights_updated = emit_optimizer(g, iter);
   }
 }
@@ -587,10 +611,12 @@ void Builder::emit_task(GpuRank& g, const Task& task, std::int32_t iter, std::in
   Slot& sl = slot(static_cast<std::int32_t>(g.replica), chunk, mb);
   mark_wait(g, task, chunk, tags, sl);
   emit_boundary_regather(g, task, chunk, cc, tags, sl);
+  const OpId fork = fork_context_ring(g, task, cc, tags, sl);
   if (task.kind == TaskKind::kForward) {
     OpId f = add_op(compute, OpKind::kForward, tags, forward_work(cc), forward_fixed(cc));
     plan_.ops[static_cast<std::size_t>(f)].alloc_bytes = cc.stored;
     sl.fwd_first = sl.fwd_done = f;
+    if (OpId join = join_context_exchange(g, task, cc, tags, fork, f); join != kNone) sl.fwd_done = join;
     if (tp_comm && cc.tp_bus > 0)
       sl.fwd_done = emit_tp_collective(compute, g.self, g.d, g.stage, g.t, cc, tags, 0, 1);
     if (OpId a2a = emit_expert_alltoall(g, cc, tags); a2a != kNone) sl.fwd_done = a2a;
@@ -619,6 +645,7 @@ void Builder::emit_task(GpuRank& g, const Task& task, std::int32_t iter, std::in
   if (task.kind != TaskKind::kBackwardWeight) {
     sl.bwd_first = first;
     sl.bwd_done = last;
+    if (OpId join = join_context_exchange(g, task, cc, tags, fork, last); join != kNone) sl.bwd_done = join;
     if (tp_comm && cc.tp_bus > 0)
       sl.bwd_done = emit_tp_collective(compute, g.self, g.d, g.stage, g.t, cc, tags, 2, 1);
     if (OpId a2a = emit_expert_alltoall(g, cc, tags); a2a != kNone) sl.bwd_done = a2a;
@@ -729,6 +756,8 @@ void Builder::emit_layerwise_task(GpuRank& g, const Task& task, std::int32_t ite
   const auto& layers = layer_costs_[table];
   Slot& sl = slot(static_cast<std::int32_t>(g.replica), chunk, mb);
   mark_wait(g, task, chunk, OpTags{g.stage, task.chunk, mb, cc.begin, cc.end, iter}, sl);
+  const OpId fork =
+      fork_context_ring(g, task, cc, OpTags{g.stage, task.chunk, mb, cc.begin, cc.end, iter}, sl);
   const bool tp_comm = in_.tp > 1;
   const bool last_round = round == in_.accum_steps - 1;
   auto layer_tags = [&](std::int32_t i) { return OpTags{g.stage, task.chunk, mb, i, i + 1, iter}; };
@@ -749,6 +778,8 @@ void Builder::emit_layerwise_task(GpuRank& g, const Task& task, std::int32_t ite
       if (sl.fwd_first == kNone) sl.fwd_first = f;
       sl.fwd_done = f;
     }
+    if (OpId join = join_context_exchange(g, task, cc, chunk_tags, fork, sl.fwd_done); join != kNone)
+      sl.fwd_done = join;
     if (tp_comm && cc.tp_bus > 0) sl.fwd_done = emit_tp(0);
     if (OpId a2a = emit_expert_alltoall(g, cc, chunk_tags); a2a != kNone) sl.fwd_done = a2a;
     return;
@@ -781,6 +812,8 @@ void Builder::emit_layerwise_task(GpuRank& g, const Task& task, std::int32_t ite
     if (task.kind != TaskKind::kBackwardInput) reduce_layer_gradients(g, lc, tags, b, last_round);
   }
   if (weight_only) return;
+  if (OpId join = join_context_exchange(g, task, cc, chunk_tags, fork, sl.bwd_done); join != kNone)
+    sl.bwd_done = join;
   const bool recomputed = in_.recompute == Recompute::kFull && (cc.recompute > 0 || cc.recompute_ns > 0);
   if (tp_comm && cc.tp_bus > 0) {
     if (recomputed) emit_tp(1);
@@ -795,22 +828,26 @@ OpId Builder::emit_dp_collective(GpuRank& g, OpKind kind, StreamSlot slot, const
   const std::int32_t shard = shard_ranks();
   // Ring members and this GPU's neighbour: the shard group (the whole DP group unless HSDP), one rank of
   // every shard group for HSDP's all-reduce between nodes, or the expert-parallel group.
-  const std::int32_t n = group == DpGroup::kReplicas  ? in_.dp / shard
+  const std::int32_t n = group == DpGroup::kReplicas  ? grad_replicas() / shard
+                         : group == DpGroup::kContext ? in_.cp
                          : group == DpGroup::kExperts ? in_.ep
                                                       : shard;
   const std::int64_t sequence = g.dp_sequence++;
   if (n < 2 || buffer_bytes <= 0) return kNone;
   std::int32_t peer, group_index;
   if (group == DpGroup::kReplicas) {
-    peer = (g.d + shard) % in_.dp;
+    peer = (g.d + shard) % grad_replicas();
     group_index = g.d % shard;
+  } else if (group == DpGroup::kContext) {
+    peer = g.d / n * n + (g.d % n + cp_ring_offset_) % n;
+    group_index = g.d / n;
   } else if (group == DpGroup::kExperts) {
     peer = g.d / n * n + (g.d % n + ep_ring_offset_) % n;
     group_index = g.d / n;
   } else {
     // The whole group's ring crosses nodes whenever the group does.
-    peer =
-        shard == in_.dp ? (g.d + dp_ring_offset_) % in_.dp : g.d / shard * shard + (g.d % shard + 1) % shard;
+    peer = shard == grad_replicas() ? (g.d + dp_ring_offset_) % grad_replicas()
+                                    : g.d / shard * shard + (g.d % shard + 1) % shard;
     group_index = g.d / shard;
   }
   TransferWork w;
@@ -840,6 +877,47 @@ OpId Builder::emit_expert_alltoall(GpuRank& g, const RangeCost& cc, const OpTags
   if (cc.ep_alltoalls == 0) return kNone;
   return emit_dp_collective(g, OpKind::kAllToAll, kComputeSlot, tags, cc.ep_alltoall, DpGroup::kExperts,
                             after, cc.ep_alltoalls);
+}
+
+OpId Builder::fork_context_ring(const GpuRank& g, const Task& task, const RangeCost& cc, const OpTags& tags,
+                                Slot& sl) {
+  if (in_.cp < 2 || cc.cp_kv <= 0 || in_.cp_attention != CpAttention::kRing ||
+      task.kind == TaskKind::kBackwardWeight)
+    return kNone;
+  const OpId fork = add_op(g.stream(kComputeSlot), OpKind::kSync, tags, ComputeWork{}, 0);
+  OpId& wait = task.kind == TaskKind::kForward ? sl.fwd_wait : sl.bwd_wait;
+  if (wait == kNone) wait = fork;  // the pass's pipeline input arrives before the ring starts
+  return fork;
+}
+
+OpId Builder::join_context_exchange(GpuRank& g, const Task& task, const RangeCost& cc, const OpTags& tags,
+                                    OpId fork, OpId last) {
+  if (in_.cp < 2 || cc.cp_kv <= 0 || task.kind == TaskKind::kBackwardWeight) return kNone;
+  // Each rank holds 1/cp of the keys and values (cc.cp_kv over the range's attention layers); a pass moves
+  // the other cp - 1 shares of each layer's, one collective per layer.
+  const std::int64_t kv = in_.cp * cc.cp_kv;
+  const bool forward = task.kind == TaskKind::kForward;
+  OpId exchanged = kNone;
+  if (in_.cp_attention == CpAttention::kRing) {
+    // Ring attention: cp - 1 steps per layer, each passing one key/value block to the next rank while the
+    // attention runs on the block in hand. The backward passes the blocks again with their gradients, and
+    // a full recompute's forward passes them once more.
+    const std::int64_t passes =
+        forward ? 1 : 2 + (in_.recompute == Recompute::kFull && cc.recompute > 0 ? 1 : 0);
+    exchanged = emit_dp_collective(g, OpKind::kAllGather, kCpSlot, tags, passes * kv, DpGroup::kContext, fork,
+                                   cc.cp_layers);
+  } else {
+    // All-gather attention (Llama 3): keys and values gathered before the attention of each layer; the
+    // backward gathers them again and reduce-scatters their gradients. Nothing overlaps them.
+    exchanged =
+        emit_dp_collective(g, OpKind::kAllGather, kCpSlot, tags, kv, DpGroup::kContext, last, cc.cp_layers);
+    if (!forward)
+      exchanged = emit_dp_collective(g, OpKind::kReduceScatter, kCpSlot, tags, kv, DpGroup::kContext,
+                                     exchanged, cc.cp_layers);
+  }
+  const OpId join = add_op(g.stream(kComputeSlot), OpKind::kSync, tags, ComputeWork{}, 0);
+  plan_.ops[static_cast<std::size_t>(join)].deps.push_back(exchanged);
+  return join;
 }
 
 void Builder::emit_gradient_reduction(GpuRank& g, const OpTags& tags, std::int64_t params, OpId after) {
@@ -1009,7 +1087,7 @@ Plan Builder::build(bool explicit_replicas) {
   device_of_rank_.assign(static_cast<std::size_t>(plan_.nodes) * static_cast<std::size_t>(in_.hw.node.gpus),
                          kNone);
   if (explicit_) {
-    for (std::int32_t d = 0; d < in_.dp; ++d)
+    for (std::int32_t d = 0; d < grad_replicas(); ++d)
       for (std::int32_t t = 0; t < in_.tp; ++t) replicas_.push_back({d, t});
   } else {
     replicas_.push_back({0, 0});
@@ -1034,8 +1112,10 @@ Plan Builder::build(bool explicit_replicas) {
       };
       add_stream(kComputeSlot, dev, StreamKind::kCompute, "compute");
       add_stream(kP2PSendSlot, dev, StreamKind::kP2PSend, "p2p_send");
-      if (in_.dp > 1) add_stream(kCollectiveSlot, dev, StreamKind::kCollective, "collective");
-      if (in_.dp > 1 && shards_params()) add_stream(kGatherSlot, dev, StreamKind::kCollective, "allgather");
+      if (grad_replicas() > 1) add_stream(kCollectiveSlot, dev, StreamKind::kCollective, "collective");
+      if (grad_replicas() > 1 && shards_params())
+        add_stream(kGatherSlot, dev, StreamKind::kCollective, "allgather");
+      if (in_.cp > 1) add_stream(kCpSlot, dev, StreamKind::kCollective, kContextParallelStream);
       if (offloads()) {
         add_stream(kD2HSlot, dev, StreamKind::kD2H, "d2h");
         add_stream(kH2DSlot, dev, StreamKind::kH2D, "h2d");
@@ -1066,6 +1146,7 @@ Plan Builder::build(bool explicit_replicas) {
   m.pp = in_.pp;
   m.tp = in_.tp;
   m.dp = in_.dp;
+  m.cp = in_.cp;
   m.recompute = to_string(in_.recompute);
   m.replicas = explicit_ ? "explicit" : "symmetric";
   m.data_parallel = describe(in_.sharding);
@@ -1105,6 +1186,7 @@ SharedLinkUse shared_link_use(const Plan& plan) {
 /// replicas only where every node repeats the pattern of the simulated replica's nodes and every stage has
 /// as many GPUs on a node (and under a switch) as every other: none otherwise.
 std::optional<std::pair<std::int32_t, std::int32_t>> twin_counts(const ScheduleInput& in) {
+  if (in.cp > 1) return std::nullopt;  // the ranks of a context-parallel group sit between tp and pp
   const std::int64_t g = in.hw.node.gpus, tp = in.tp, replica = std::int64_t{in.tp} * in.pp;
   const std::int64_t total = replica * in.dp;
   std::int64_t node = 0;
@@ -1138,7 +1220,7 @@ std::optional<std::pair<std::int32_t, std::int32_t>> twin_counts(const ScheduleI
 
 /// True when a node holding a simulated GPU also holds GPUs of replicas that are not simulated.
 bool shares_host_with_replicas(const Plan& plan, const ScheduleInput& in) {
-  const std::int64_t gpn = in.hw.node.gpus, total = std::int64_t{in.pp} * in.tp * in.dp;
+  const std::int64_t gpn = in.hw.node.gpus, total = std::int64_t{in.pp} * in.tp * in.cp * in.dp;
   std::vector<std::int64_t> simulated(static_cast<std::size_t>(plan.nodes), 0);
   std::vector<char> has_stream(plan.devices.size(), 0);
   for (const auto& s : plan.streams) has_stream[static_cast<std::size_t>(s.device)] = 1;
@@ -1313,7 +1395,7 @@ void note_tp_placement(Plan& plan, const ScheduleInput& in) {
 }
 
 Plan lower_layout(const ScheduleDescriptor& schedule, const ScheduleInput& input) {
-  if (input.explicit_replicas || input.tp * input.dp == 1)
+  if (input.explicit_replicas || input.tp * input.cp * input.dp == 1)
     return Builder(schedule, input).build(input.explicit_replicas);
   Plan plan = Builder(schedule, input).build(false);
   const SharedLinkUse use = shared_link_use(plan);

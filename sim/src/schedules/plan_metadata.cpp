@@ -20,8 +20,9 @@ void fill_job_metadata(PlanMeta& m, const ScheduleInput& in,
       model += l.fwd_flops + l.bwd_input_flops + l.bwd_weight_flops;
       hardware += l.fwd_flops + l.bwd_input_flops + l.bwd_weight_flops + recompute_flops(l);
     }
-  m.model_flops_per_step = model * in.accum_steps * in.dp;
-  m.hardware_flops_per_step = hardware * in.accum_steps * in.dp;
+  // The costs are one context-parallel rank's share of each sequence.
+  m.model_flops_per_step = model * in.accum_steps * in.dp * in.cp;
+  m.hardware_flops_per_step = hardware * in.accum_steps * in.dp * in.cp;
 }
 
 }  // namespace pipesim::sim

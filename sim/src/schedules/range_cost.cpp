@@ -62,6 +62,8 @@ RangeCost range_cost(const std::vector<LayerCost>& layers, std::int32_t begin, s
     r.working_bytes += l.stored_activation_bytes + l.recompute_extra_bytes - l.attention_score_bytes;
     r.tp_bus += l.tp_bus_bytes;
     r.tp_collectives += l.tp_collectives;
+    r.cp_kv += l.cp_kv_bytes;
+    if (l.cp_kv_bytes > 0) ++r.cp_layers;
     // Unfused attention also computes the masked scores: hardware work beyond the model's FLOPs.
     r.fwd += l.attention_masked_flops / t;
     r.bwd_in += 2 * l.attention_masked_flops / t;

@@ -55,6 +55,10 @@ struct RangeCost {
   std::int64_t working_bytes = 0;
   std::int64_t tp_bus = 0;  ///< TP collective bus bytes per pass
   std::int32_t tp_collectives = 0;
+  /// Context parallelism: the keys and values of one forward over the range's attention layers (cp_layers
+  /// of them), per rank (LayerCost::cp_kv_bytes).
+  std::int64_t cp_kv = 0;
+  std::int32_t cp_layers = 0;
   std::int64_t ep_alltoall = 0;  ///< expert-parallel all-to-all buffers per pass (dispatch + combine)
   std::int32_t ep_alltoalls = 0;
   std::int64_t param_bytes = 0;   ///< weights, gradients and optimizer state on the GPU

@@ -71,6 +71,17 @@ std::int64_t grad_accumulation_bytes_per_param(GradAccumulation g) {
   return 0;
 }
 
+CpAttention parse_cp_attention(const std::string& s) {
+  if (s == "ring") return CpAttention::kRing;
+  if (s == "allgather") return CpAttention::kAllGather;
+  throw InputError("--cp-attention", "",
+                   fmt::format("unknown context-parallel attention '{}'; valid: ring, allgather", s));
+}
+
+const char* to_string(CpAttention a) {
+  return a == CpAttention::kRing ? "ring" : "allgather";
+}
+
 const char* to_string(AttentionKernel a) {
   return a == AttentionKernel::kFlash ? "flash" : "unfused";
 }
@@ -201,7 +212,12 @@ std::int64_t optimizer_step_bytes_per_param(const std::string& dtype) {
   return kCopyGrad + unscale + kNorm + kAdam + kCopyParam + kZeroGrad;
 }
 
-std::vector<LayerCost> model_layer_costs(const ModelSpec& m, const CostOptions& o) {
+std::vector<LayerCost> model_layer_costs(const ModelSpec& m, const CostOptions& whole) {
+  if (whole.cp < 1 || whole.seq % whole.cp != 0)
+    throw InputError("--cp", "", fmt::format("cp {} must divide the sequence ({})", whole.cp, whole.seq));
+  // Under context parallelism everything below is one rank's: s/cp tokens of each sequence.
+  CostOptions o = whole;
+  o.seq = whole.seq / whole.cp;
   const std::int64_t t = o.tp, b = o.microbatch_size, s = o.seq, h = m.hidden;
   // Byte counts are int64: refuse shapes whose attention scores or logits would not fit (about 1 EB).
   const double largest =
@@ -258,7 +274,9 @@ std::vector<LayerCost> model_layer_costs(const ModelSpec& m, const CostOptions& 
     LayerCost c;
     c.role = LayerRole::kBlock;
     const double gemm = tokens * gemm_tok;
-    const double attn = tokens * attention_flops_per_token(m, i, s, o.doc_tokens);
+    // A rank's queries see the keys of the whole sequence (the causal balance of CP's chunk pairs keeps the
+    // average at the sequence's).
+    const double attn = tokens * attention_flops_per_token(m, i, whole.seq, o.doc_tokens);
     c.fwd_flops = gemm + attn;
     c.bwd_input_flops = gemm + 2 * attn;  // dX of every GEMM; attention core backward is twice its forward
     c.bwd_weight_flops = gemm;            // dW of every GEMM
@@ -322,6 +340,7 @@ std::vector<LayerCost> model_layer_costs(const ModelSpec& m, const CostOptions& 
     c.fwd_mem_bytes = traffic.forward;
     c.bwd_mem_bytes = backward_traffic(traffic.forward);
     c.output_bytes = boundary;
+    if (whole.cp > 1) c.cp_kv_bytes = 2 * 2 * b * s * ceil_div(m.kv_heads, t) * m.head_dim;
     c.tp_bus_bytes = 2 * tp_bus;
     c.tp_collectives = t > 1 ? 2 : 0;
     // Korthikanti et al.: s*b*h*(34 + 5*a*s/h) bytes per layer, split by t with TP + sequence parallel;

@@ -115,6 +115,33 @@ void check_expert_parallelism(const JobOptions& j, const ModelSpec& m, const Sch
                             schedule.name));
 }
 
+// Context parallelism splits each sequence of a model's attention layers: it needs the model's costs, a
+// sequence of 2 cp balanced chunks, flash-attention kernels (what ring and all-gather attention are built
+// on) and an order-based schedule; expert parallelism, HSDP and offload are not modelled beside it.
+void check_context_parallelism(const JobOptions& j, std::int64_t seq, const ScheduleDescriptor& schedule) {
+  if (j.cp < 1 || j.cp > 1024) bad("--cp", fmt::format("{}; valid: 1 .. 1024", j.cp));
+  parse_cp_attention(j.cp_attention);
+  if (j.cp == 1) return;
+  auto refuse = [&](const std::string& why) { bad("--cp", why); };
+  if (!j.workload.empty()) refuse("applies to --model; a profiled workload holds measured per-GPU times");
+  if (seq % (2 * j.cp) != 0)
+    refuse(
+        fmt::format("the sequence ({}) is split into 2 x cp = {} chunks for causal balance and must be a "
+                    "multiple of it",
+                    seq, 2 * j.cp));
+  if (j.attention != "flash")
+    refuse("context-parallel attention runs on flash attention; valid: --attention flash");
+  if (schedule.kind != ScheduleKind::kOrderBased)
+    refuse(
+        fmt::format("{} places one pipeline its own way; context parallelism runs with the order-based "
+                    "schedules (see pipesim schedules)",
+                    schedule.name));
+  if (j.ep != 1) refuse("expert parallelism beside context parallelism is not modelled; valid: --ep 1");
+  if (j.fsdp == "hybrid") refuse("HSDP beside context parallelism is not modelled; valid: --fsdp full");
+  if (j.offload != "none" || j.optimizer_offload)
+    refuse("offload beside context parallelism is not modelled; valid: --offload none");
+}
+
 // --zero / --fsdp / --offload into what the data-parallel group shards and offloads.
 DataParallelSharding resolve_sharding(const JobOptions& j, const ScheduleInput& in,
                                       const ScheduleDescriptor& schedule) {
@@ -158,7 +185,7 @@ DataParallelSharding resolve_sharding(const JobOptions& j, const ScheduleInput& 
         fmt::format("{} places weights and optimizer state its own way; sharded data parallelism runs with "
                     "the order-based schedules (see pipesim schedules)",
                     schedule.name));
-  s.shard_group = in.dp;
+  s.shard_group = in.dp * in.cp;  // the gradients are reduced over cp x dp
   if (s.hybrid) {
     // HSDP shards over the data-parallel ranks of one node and replicates across nodes.
     const std::int32_t per_node = in.hw.node.gpus / std::min(in.hw.node.gpus, in.tp * in.pp);
@@ -254,14 +281,18 @@ ScheduleInput make_schedule_input(const JobOptions& j, const ScheduleDescriptor&
   if (j.accum_steps < 1) bad("--accum-steps", "must be >= 1");
   if (const std::string why = in.hw.tp_placement_error(j.tp); !why.empty()) bad("--tp", why);
   in.nodes = j.nodes;
+  if (j.cp < 1 || j.cp > 1024) bad("--cp", fmt::format("{}; valid: 1 .. 1024", j.cp));
   in.tp = j.tp;
   in.dp = j.dp;
+  in.cp = j.cp;
+  in.cp_attention = parse_cp_attention(j.cp_attention);
   in.pp = j.pp;
   if (in.pp == 0) {
     std::int32_t gpus = std::max(1, j.nodes) * in.hw.node.gpus;
-    if (gpus % (j.tp * j.dp) != 0)
-      bad("--pp", fmt::format("not given, and tp x dp = {} does not divide the {} GPUs", j.tp * j.dp, gpus));
-    in.pp = gpus / (j.tp * j.dp);
+    const std::int64_t others = std::int64_t{j.tp} * j.dp * j.cp;
+    if (gpus % others != 0)
+      bad("--pp", fmt::format("not given, and tp x cp x dp = {} does not divide the {} GPUs", others, gpus));
+    in.pp = static_cast<std::int32_t>(gpus / others);
   }
   if (in.pp < 1) bad("--pp", "must be >= 1");
   in.virtual_stages = j.virtual_stages > 0 ? j.virtual_stages : schedule.default_virtual_stages;
@@ -331,6 +362,7 @@ ScheduleInput make_schedule_input(const JobOptions& j, const ScheduleDescriptor&
         bad("--microbatch-size",
             fmt::format("the workload was profiled at microbatch size {}; the batch gives {}",
                         w.microbatch_size, s));
+    check_context_parallelism(j, in.seq, schedule);
     if (j.tp > 1)
       bad("--tp", "a profiled workload holds measured per-GPU times; profile it at the TP degree you run");
     in.costs.push_back(std::move(w.layers));
@@ -350,6 +382,7 @@ ScheduleInput make_schedule_input(const JobOptions& j, const ScheduleDescriptor&
   if (m.heads % j.tp != 0)
     bad("--tp", fmt::format("{} attention heads are not divisible by tp = {}", m.heads, j.tp));
   check_expert_parallelism(j, m, schedule);
+  check_context_parallelism(j, in.seq, schedule);
   in.ep = j.ep;
   std::map<std::int64_t, std::int32_t> table_of_size;
   for (std::int64_t s : batch.sizes) {
@@ -365,6 +398,7 @@ ScheduleInput make_schedule_input(const JobOptions& j, const ScheduleDescriptor&
       co.moe_imbalance = j.moe_imbalance;
       co.fp8 = in.dtype == "fp8";
       co.doc_tokens = j.doc_mask_tokens;
+      co.cp = j.cp;
       in.costs.push_back(model_layer_costs(m, co));
     }
     in.cost_of_microbatch.push_back(it->second);

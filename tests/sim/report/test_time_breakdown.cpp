@@ -13,8 +13,8 @@ namespace pipesim::sim {
 namespace {
 
 double sum(const TimeBreakdown& t) {
-  return t.kernels + t.tp_comm + t.optimizer + t.pipeline_bubble + t.pp_comm + t.dp_comm + t.offload +
-         t.other;
+  return t.kernels + t.tp_comm + t.optimizer + t.pipeline_bubble + t.pp_comm + t.dp_comm + t.cp_comm +
+         t.offload + t.other;
 }
 
 TEST(TimeBreakdown, HandPlanChargesEachGapToWhatItWaitedFor) {

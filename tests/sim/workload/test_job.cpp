@@ -92,7 +92,7 @@ TEST(Job, ImpossibleConfigsNameTheFlag) {
   j.nodes = 1;
   j.dp = 2;
   j.pp = 8;
-  EXPECT_EQ(err(j).rfind("--nodes: pp*tp*dp = 16 GPUs need 2 nodes", 0), 0u) << err(j);
+  EXPECT_EQ(err(j).rfind("--nodes: pp*tp*cp*dp = 16 GPUs need 2 nodes", 0), 0u) << err(j);
   j = {};
   j.microbatches = 6;
   EXPECT_EQ(

@@ -26,6 +26,12 @@ enum class AttentionKernel { kUnfused, kFlash };
 /// 4: 10 B per parameter per microbatch); or as PyTorch autograd does, into the 16-bit `.grad` (read 2 + 2,
 /// write 2: 6 B).
 enum class GradAccumulation { kFused, kMainGrad, kAutograd };
+/// How context-parallel attention gets the other ranks' keys and values: passed round a ring block by block,
+/// each step's transfer overlapping the attention on the block before (ring attention, Transformer Engine's
+/// p2p); or all-gathered before the attention and their gradients reduce-scattered after it (Llama 3).
+enum class CpAttention { kRing, kAllGather };
+CpAttention parse_cp_attention(const std::string& s);  ///< ring, allgather; throws InputError otherwise
+const char* to_string(CpAttention a);
 AttentionKernel parse_attention(const std::string& s);  ///< throws InputError listing the valid names
 const char* to_string(AttentionKernel a);
 
@@ -78,6 +84,9 @@ struct LayerCost {
   std::int64_t attention_fwd_bytes = 0, attention_bwd_bytes = 0;
   std::int64_t ep_alltoall_bytes = 0;
   std::int32_t ep_alltoalls = 0;  ///< all-to-alls per pass
+  /// Context parallelism: this rank's keys and values of one forward (bf16, per TP rank): what it passes
+  /// round the context-parallel ring, or contributes to the all-gather, cp - 1 times per pass (0: no CP).
+  std::int64_t cp_kv_bytes = 0;
   // HBM traffic of the memory-bound kernels per TP rank (norms, activation functions, dropout, residual adds,
   // softmax over materialized scores, the loss), priced at the GPU's streaming bandwidth. The backward's
   // belongs to the input-gradient pass; the weight-gradient pass is GEMMs only.
@@ -132,6 +141,10 @@ struct CostOptions {
   /// within a document (0: the whole sequence). Kernels that skip masked blocks (flash attention) do that
   /// much less attention work; unfused attention computes every score anyway.
   std::int64_t doc_tokens = 0;
+  /// Context parallelism: each sequence split over `cp` ranks (2 cp chunks, rank r holding chunks r and
+  /// 2cp-1-r, so causal attention is balanced): every per-token cost and activation on s/cp tokens, each
+  /// query still attending over the whole sequence's keys.
+  std::int32_t cp = 1;
 };
 
 /// Bytes a memory-bound kernel moves per element: 2 B activations (bf16/fp16), read once and written once.

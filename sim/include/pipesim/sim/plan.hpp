@@ -71,6 +71,10 @@ enum class OpKind : std::uint8_t {
   /// output (the first runs when the stream gets there, the second when the input has arrived), so a fill
   /// scheduler or a replay engine can see the bubble.
   kBubble,
+  /// Zero-time op on a compute stream that work on another stream of the GPU starts after (a fork) or that
+  /// holds the stream until that work is done (a join): context parallelism's ring attention passes keys
+  /// and values beside the attention it feeds.
+  kSync,
 };
 
 /// GPU math: time = flops / (peak(dtype) x efficiency(gemm_gflop)) + kernels x launch overhead.
@@ -142,6 +146,9 @@ struct Op {
   std::vector<OpId> deps;
 };
 
+/// The stream on which a GPU exchanges context-parallel keys and values (a collective stream).
+inline constexpr const char* kContextParallelStream = "cp";
+
 /// What the plan was generated from; carried through to results so outputs are self-describing.
 struct PlanMeta {
   std::string schedule;
@@ -157,6 +164,7 @@ struct PlanMeta {
   std::int64_t lora_rank = 0;  ///< 0: full fine-tuning
   std::string replicas = "symmetric";
   std::int32_t ep = 1;                ///< MoE expert parallelism
+  std::int32_t cp = 1;                ///< context parallelism: GPUs each sequence is split over
   std::string data_parallel = "ddp";  ///< ddp, zero-1/2/3 or fsdp-hybrid, with any offload (see sharding.hpp)
   std::int32_t simulated_gpus = 0;    ///< GPUs instantiated; the others are identical replicas
   /// Symmetric plans: job GPUs on a node that each simulated GPU stands for at the node's shared host
@@ -180,7 +188,7 @@ struct Plan {
   std::vector<Stream> streams;
   std::vector<Op> ops;
 
-  std::int32_t num_gpus() const { return meta.pp * meta.tp * meta.dp; }
+  std::int32_t num_gpus() const { return meta.pp * meta.tp * meta.cp * meta.dp; }
 };
 
 inline bool is_collective(OpKind k) {

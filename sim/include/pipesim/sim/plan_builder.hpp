@@ -23,6 +23,10 @@ struct ScheduleInput {
   std::int32_t nodes = 0;      ///< 0: as many as pp*tp*dp needs
   std::int32_t pp = 1, tp = 1, dp = 1;
   std::int32_t ep = 1;  ///< MoE expert parallelism: experts split over groups of ep data-parallel ranks
+  /// Context parallelism: each sequence split over cp ranks (ranks ordered tp, cp, pp, dp); weights are
+  /// replicated over them and their gradients reduced over cp x dp.
+  std::int32_t cp = 1;
+  CpAttention cp_attention = CpAttention::kRing;
   std::int32_t virtual_stages = 1;
   std::int32_t microbatches = 1;
   std::int32_t accum_steps = 1;

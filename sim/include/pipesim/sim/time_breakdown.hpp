@@ -2,7 +2,8 @@
 // either in an op (kernels, TP collectives, the optimizer step) or idle, and each idle gap charged to what
 // the GPU was waiting for (the dependency of the next op that finished last): another stage's output
 // (a pipeline bubble, and the part of it the p2p transfer itself took), a data-parallel or sharding
-// collective, or host work and transfers (offload). The shares sum to 1.
+// collective, context parallelism's key/value exchange, or host work and transfers (offload). The shares sum
+// to 1.
 #pragma once
 
 #include "pipesim/sim/engine.hpp"
@@ -17,6 +18,7 @@ struct TimeBreakdown {
   double pipeline_bubble = 0;  ///< idle, waiting for another stage's work
   double pp_comm = 0;          ///< idle while the awaited p2p transfer was on the wire
   double dp_comm = 0;          ///< idle, waiting for a data-parallel or sharding collective
+  double cp_comm = 0;          ///< idle, waiting for context parallelism's key/value exchange
   double offload = 0;          ///< idle, waiting for host transfers, NVMe or the CPU optimizer
   double other = 0;            ///< idle with no dependency to blame (fill jobs, context switches)
 };
