@@ -63,8 +63,9 @@ std::string configuration(const planner::Candidate& c) {
   std::string text = fmt::format("{} pp{} tp{} dp{} b{} m{}", c.schedule, c.job.pp, c.job.tp, c.job.dp,
                                  static_cast<std::int64_t>(c.job.microbatch_size), c.job.microbatches);
   if (c.job.virtual_stages > 1) text += fmt::format(" v{}", c.job.virtual_stages);
+  if (c.job.cp > 1) text += fmt::format(" cp{}", c.job.cp);
   if (c.job.recompute != "none") text += fmt::format(" {}", c.job.recompute);
-  if (c.job.dp > 1 && planner::data_parallel_mode(c.job) != "ddp")
+  if (c.job.dp * c.job.cp > 1 && planner::data_parallel_mode(c.job) != "ddp")
     text +=
         fmt::format(" {}{}", planner::data_parallel_mode(c.job), c.job.optimizer_offload ? "+offload" : "");
   return text;
@@ -148,7 +149,8 @@ int run_buy(BuyCommandOptions o) {
     meeting += q.meets_constraints ? 1 : 0;
     const auto& m = q.best.metrics;
     std::cout << fmt::format(
-        "{} {:<18} {:>5}  {:<46} {:>8.3f} {:>10.0f} {:>5.1f} {:>8.2f} {:>11.0f} {:>11} {:>7} {:>8.1f}  {}{}\n",
+        "{} {:<18} {:>5}  {:<46} {:>8.3f} {:>10.0f} {:>5.1f} {:>8.2f} {:>11.0f} {:>11} {:>7} {:>8.1f}  "
+        "{}{}\n",
         q.pareto ? '*' : ' ', q.hw, q.gpus, configuration(q.best), m.step_time_s, m.tokens_per_s, 100 * m.mfu,
         q.time_to_train_s / 86400.0, q.gpu_hours,
         q.usd_per_gpu_hour > 0 ? fmt::format("{:.0f}", q.usd) : "no price",

@@ -384,6 +384,13 @@ void add_search_options(CLI::App* cmd, planner::SearchOptions& s, std::string& s
   cmd->add_option("--tp", s.tp, "fix the tensor-parallel degree (default: searched)")
       ->check(CLI::Range(1, 1024));
   cmd->add_option("--pp", s.pp, "fix the pipeline degree (default: searched)")->check(CLI::Range(1, 1 << 20));
+  cmd->add_option(
+         "--cp", s.cp,
+         "fix the context-parallel degree (default: 1, and from 16384 tokens every power of two that "
+         "splits the sequence)")
+      ->check(CLI::Range(1, 1024));
+  cmd->add_option("--cp-attention", s.base.cp_attention, "context-parallel attention: ring or allgather")
+      ->capture_default_str();
   cmd->add_option("--microbatch-size", s.microbatch_size,
                   "fix the microbatch size (default: 1, 2, 4, 8 tried)")
       ->check(CLI::IsMember({1, 2, 4, 8}));

@@ -29,6 +29,7 @@ nlohmann::ordered_json config_json(const planner::Candidate& c) {
           {"pp", c.job.pp},
           {"tp", c.job.tp},
           {"dp", c.job.dp},
+          {"cp", c.job.cp},
           {"microbatch_size", static_cast<std::int64_t>(c.job.microbatch_size)},
           {"microbatches", c.job.microbatches},
           {"virtual_stages", std::max(1, c.job.virtual_stages)},
@@ -101,9 +102,10 @@ int run_plan(const PlanOptions& o) {
         i + 1, c.schedule, fmt::format("{}/{}/{}", c.job.pp, c.job.tp, c.job.dp),
         static_cast<std::int64_t>(c.job.microbatch_size), c.job.microbatches,
         std::max(1, c.job.virtual_stages), c.job.recompute,
-        (c.job.dp > 1 ? planner::data_parallel_mode(c.job) : "-") +
+        (c.job.dp * c.job.cp > 1 ? planner::data_parallel_mode(c.job) : "-") +
             (c.job.optimizer_offload ? "+offload" : "") +
-            (c.job.ep > 1 ? fmt::format(" ep{}", c.job.ep) : ""),
+            (c.job.ep > 1 ? fmt::format(" ep{}", c.job.ep) : "") +
+            (c.job.cp > 1 ? fmt::format(" cp{}", c.job.cp) : ""),
         m.step_time_s, m.tokens_per_s, 100 * m.mfu, gib(m.peak_gpu_mem_bytes), c.usd_per_million_tokens);
   }
   // Why the winner wins: its slowest stage, its bubble, and its memory headroom.
@@ -124,6 +126,8 @@ int run_plan(const PlanOptions& o) {
           m0.peak_gpu_mem_bytes),
       100 * s.max_mem_fraction);
   if (!r.why_sharded.empty()) std::cout << "why sharded: " << r.why_sharded << "\n";
+  if (!r.why_context_parallel.empty())
+    std::cout << "why context parallel: " << r.why_context_parallel << "\n";
   if (r.ranked.size() > 1)
     std::cout << fmt::format("runner-up is {:.1f}% slower: {}\n",
                              100 * (r.ranked[1].metrics.step_time_s / m0.step_time_s - 1), r.ranked[1].key());

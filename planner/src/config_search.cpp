@@ -26,8 +26,9 @@ std::string data_parallel_mode(const sim::JobOptions& job) {
 }
 
 std::string Candidate::key() const {
-  return fmt::format("{} pp{} tp{} dp{} b{} m{} v{} {}{}{}{}{}", schedule, job.pp, job.tp, job.dp,
-                     job.microbatch_size, job.microbatches, std::max(1, job.virtual_stages), job.recompute,
+  return fmt::format("{} pp{} tp{}{} dp{} b{} m{} v{} {}{}{}{}{}", schedule, job.pp, job.tp,
+                     job.cp > 1 ? fmt::format(" cp{}", job.cp) : "", job.dp, job.microbatch_size,
+                     job.microbatches, std::max(1, job.virtual_stages), job.recompute,
                      data_parallel_mode(job) == "ddp" ? "" : " " + data_parallel_mode(job),
                      job.ep > 1 ? fmt::format(" ep{}", job.ep) : "", job.optimizer_offload ? " offload" : "",
                      job.partition.empty() ? "" : " partition " + job.partition);
@@ -110,6 +111,22 @@ Model describe_model(const sim::JobOptions& base) {
   return m;
 }
 
+/// Context-parallel degrees to try on `rest` GPUs (those left by tp x pp): 1, and for long sequences
+/// (kContextParallelFromSeq tokens and more) the powers of two that divide `rest` and split the sequence into
+/// 2 cp equal chunks; only the given one when fixed.
+std::vector<std::int32_t> context_degrees(const SearchOptions& o, std::int32_t rest) {
+  const std::int64_t seq = o.base.seq > 0 ? o.base.seq : 2048;
+  std::vector<std::int32_t> out;
+  for (std::int32_t cp = 1; cp <= rest && cp <= 1024; cp *= 2) {
+    if (o.cp > 0 && cp != o.cp) continue;
+    if (cp > 1 && (seq < kContextParallelFromSeq || rest % cp != 0 || seq % (2 * cp) != 0 ||
+                   !o.base.workload.empty() || o.base.attention != "flash"))
+      continue;
+    out.push_back(cp);
+  }
+  return out;
+}
+
 /// Every configuration worth a look, with its optimal partition and lower bound; memory misfits dropped.
 std::vector<Candidate> enumerate(const SearchOptions& o, const sim::HardwareProfile& hw,
                                  SearchResult& stats) {
@@ -144,56 +161,63 @@ std::vector<Candidate> enumerate(const SearchOptions& o, const sim::HardwareProf
       if (o.tp > 0 && tp != o.tp) continue;
       for (std::int32_t pp : divisors(n / tp)) {
         if (pp > model.blocks || (o.pp > 0 && pp != o.pp)) continue;
-        const std::int32_t dp = n / (tp * pp);
-        if (o.global_batch % dp != 0) continue;
-        const std::int64_t per_pipeline = o.global_batch / dp;
-        for (std::int64_t b : {1, 2, 4, 8}) {
-          if (o.microbatch_size > 0 && b != o.microbatch_size) continue;
-          if (per_pipeline % b != 0) continue;
-          const std::int64_t m = per_pipeline / b;
-          for (const sim::ScheduleDescriptor* sp : schedules) {
-            const sim::ScheduleDescriptor& s = *sp;
-            const sim::PlannerHints& h = s.planner;
-            const bool order_based = s.kind == sim::ScheduleKind::kOrderBased;
-            if (h.shape == sim::ClusterShape::kOnePipelineNode && (tp != 1 || dp != 1 || pp != n)) continue;
-            if (order_based && pp == 1 && !h.stands_for_single_stage)
-              continue;  // one stage: every order runs the same passes
-            for (std::int32_t v : h.virtual_stages) {
-              const sim::ScheduleShape shape{pp, static_cast<std::int32_t>(std::min<std::int64_t>(m, kMaxM)),
-                                             v};
-              if (order_based && (model.blocks < pp * v || !s.check(shape).empty())) continue;
-              for (sim::Recompute rc : h.recomputes) {
-                if (!o.recomputes.empty() && std::find(o.recomputes.begin(), o.recomputes.end(),
-                                                       sim::to_string(rc)) == o.recomputes.end())
-                  continue;
-                for (const std::string& mode : modes) {
-                  if (mode != "ddp" && (dp == 1 || !order_based)) continue;  // nothing to shard
-                  // MoE: experts split over 1, 2, 4, ... data-parallel ranks (dividing dp and the experts).
-                  for (std::int32_t ep = 1; ep <= dp; ep *= 2) {
-                    if (ep > 1 &&
-                        (!order_based || model.experts == 0 || model.experts % ep != 0 || dp % ep != 0))
-                      continue;  // dense models have no experts to split
-                    // Expert parallelism runs beside plain DP or a sharded optimizer (Megatron-LM's pairing).
-                    if (ep > 1 && mode != "ddp" && mode != "zero-1") continue;
-                    for (bool offload : {false, true}) {
-                      if (offload && !h.with_optimizer_offload) continue;
-                      Candidate c;
-                      c.schedule = s.name;
-                      c.job = o.base;
-                      c.job.pp = pp;
-                      c.job.tp = tp;
-                      c.job.dp = dp;
-                      c.job.microbatch_size = static_cast<double>(b);
-                      c.job.microbatches = m;
-                      c.job.global_batch = 0;
-                      c.job.virtual_stages = v;
-                      c.job.recompute = sim::to_string(rc);
-                      c.job.optimizer_offload = offload;
-                      apply_data_parallel_mode(mode, c.job);
-                      c.job.ep = ep;
-                      c.job.nodes = 0;
-                      ++stats.enumerated;
-                      protos.push_back(std::move(c));
+        for (std::int32_t cp : context_degrees(o, n / (tp * pp))) {
+          const std::int32_t dp = n / (tp * pp * cp);
+          if (o.global_batch % dp != 0) continue;
+          const std::int64_t per_pipeline = o.global_batch / dp;
+          for (std::int64_t b : {1, 2, 4, 8}) {
+            if (o.microbatch_size > 0 && b != o.microbatch_size) continue;
+            if (per_pipeline % b != 0) continue;
+            const std::int64_t m = per_pipeline / b;
+            for (const sim::ScheduleDescriptor* sp : schedules) {
+              const sim::ScheduleDescriptor& s = *sp;
+              const sim::PlannerHints& h = s.planner;
+              const bool order_based = s.kind == sim::ScheduleKind::kOrderBased;
+              if (h.shape == sim::ClusterShape::kOnePipelineNode && (tp != 1 || dp != 1 || pp != n)) continue;
+              if (cp > 1 && !order_based)
+                continue;  // context parallelism runs with the order-based schedules
+              if (order_based && pp == 1 && !h.stands_for_single_stage)
+                continue;  // one stage: every order runs the same passes
+              for (std::int32_t v : h.virtual_stages) {
+                const sim::ScheduleShape shape{
+                    pp, static_cast<std::int32_t>(std::min<std::int64_t>(m, kMaxM)), v};
+                if (order_based && (model.blocks < pp * v || !s.check(shape).empty())) continue;
+                for (sim::Recompute rc : h.recomputes) {
+                  if (!o.recomputes.empty() && std::find(o.recomputes.begin(), o.recomputes.end(),
+                                                         sim::to_string(rc)) == o.recomputes.end())
+                    continue;
+                  for (const std::string& mode : modes) {
+                    if (mode != "ddp" && (dp * cp == 1 || !order_based)) continue;  // nothing to shard
+                    if (cp > 1 && mode == "fsdp-hybrid") continue;
+                    // MoE: experts split over 1, 2, 4, ... data-parallel ranks (dividing dp and the experts).
+                    for (std::int32_t ep = 1; ep <= dp; ep *= 2) {
+                      if (ep > 1 &&
+                          (!order_based || model.experts == 0 || model.experts % ep != 0 || dp % ep != 0))
+                        continue;  // dense models have no experts to split
+                      // Expert parallelism runs beside plain DP or a sharded optimizer (Megatron-LM's
+                      // pairing).
+                      if (ep > 1 && (cp > 1 || (mode != "ddp" && mode != "zero-1"))) continue;
+                      for (bool offload : {false, true}) {
+                        if (offload && (!h.with_optimizer_offload || cp > 1)) continue;
+                        Candidate c;
+                        c.schedule = s.name;
+                        c.job = o.base;
+                        c.job.pp = pp;
+                        c.job.tp = tp;
+                        c.job.dp = dp;
+                        c.job.cp = cp;
+                        c.job.microbatch_size = static_cast<double>(b);
+                        c.job.microbatches = m;
+                        c.job.global_batch = 0;
+                        c.job.virtual_stages = v;
+                        c.job.recompute = sim::to_string(rc);
+                        c.job.optimizer_offload = offload;
+                        apply_data_parallel_mode(mode, c.job);
+                        c.job.ep = ep;
+                        c.job.nodes = 0;
+                        ++stats.enumerated;
+                        protos.push_back(std::move(c));
+                      }
                     }
                   }
                 }
@@ -300,6 +324,25 @@ std::string why_sharded(const std::vector<Candidate>& ranked, const Candidate* l
       gib(hw.gpu.hbm_bytes), mode, gib(best.metrics.peak_gpu_mem_bytes));
 }
 
+/// When the best configuration splits sequences over context-parallel ranks: against the best one that does
+/// not (more TP, PP or DP instead).
+std::string why_context_parallel(const std::vector<Candidate>& ranked) {
+  const Candidate& best = ranked.front();
+  if (best.job.cp <= 1) return "";
+  const auto whole =
+      std::find_if(ranked.begin(), ranked.end(), [](const Candidate& c) { return c.job.cp == 1; });
+  if (whole == ranked.end())
+    return fmt::format(
+        "cp {}: every configuration keeping whole sequences on a GPU was cut, by memory or by a lower bound "
+        "slower than the ranked ones (--cp 1 ranks them)",
+        best.job.cp);
+  return fmt::format(
+      "cp {} is {:.1f}% faster than the best configuration keeping whole sequences on a GPU "
+      "({}, {:.4f} s)",
+      best.job.cp, 100 * (whole->metrics.step_time_s / best.metrics.step_time_s - 1), whole->key(),
+      whole->metrics.step_time_s);
+}
+
 }  // namespace
 
 SearchResult search(const SearchOptions& o, std::ostream* progress) {
@@ -336,7 +379,7 @@ SearchResult search(const SearchOptions& o, std::ostream* progress) {
   // that time on its GPUs. The queue runs in that order, so once one candidate cannot enter the top K no
   // later one can.
   auto usd_bound = [&](const Candidate& c) {
-    const double gpus = static_cast<double>(c.job.pp) * c.job.tp * c.job.dp;
+    const double gpus = static_cast<double>(c.job.pp) * c.job.tp * c.job.cp * c.job.dp;
     const double tokens = static_cast<double>(c.job.microbatches) * c.job.microbatch_size * c.job.dp *
                           static_cast<double>(o.base.seq > 0 ? o.base.seq : 2048);
     return gpus * usd * sim::to_seconds(c.lower_bound_ns) / 3600.0 / tokens * 1e6;
@@ -441,7 +484,10 @@ SearchResult search(const SearchOptions& o, std::ostream* progress) {
   if (bar) *progress << "\n";
   std::sort(done.begin(), done.end(),
             [&](const Candidate& a, const Candidate& b) { return a.ranks_before(b, o.objective); });
-  if (!done.empty()) result.why_sharded = why_sharded(done, leanest_ddp_oom.get(), hw);
+  if (!done.empty()) {
+    result.why_sharded = why_sharded(done, leanest_ddp_oom.get(), hw);
+    result.why_context_parallel = why_context_parallel(done);
+  }
   if (static_cast<std::int32_t>(done.size()) > o.top) done.resize(static_cast<std::size_t>(o.top));
   result.ranked = std::move(done);
   return result;

@@ -27,6 +27,23 @@ MPI_ENV = dict(os.environ, ASAN_OPTIONS="detect_leaks=0", OMPI_MCA_plm="isolated
 
 
 class Simulate(unittest.TestCase):
+    def test_context_parallelism(self):
+        # The same 8 GPUs at 32K tokens, once as tp 8 and once as tp 4 x cp 2: both report 8 GPUs, the same
+        # tokens per step, and the cp run says so; its time breakdown has the exchange's share.
+        def row(*args):
+            rc, out, err = run("simulate", "--model", "llama3-8b", "--hw", "h100-sxm-8x", "--seq", "32768",
+                               "--pp", "1", "--schedule", "1f1b", "--microbatches", "2", "--format", "json", *args)
+            self.assertEqual(rc, 0, err)
+            return json.loads(out)
+        tp8, cp2 = row("--tp", "8"), row("--tp", "4", "--cp", "2", "--cp-attention", "allgather")
+        self.assertEqual(cp2["num_gpus"], 8)
+        self.assertEqual(cp2["cp"], 2)
+        self.assertNotIn("cp", tp8)
+        self.assertAlmostEqual(cp2["tokens_per_s"] * cp2["step_time_s"], tp8["tokens_per_s"] * tp8["step_time_s"],
+                               delta=1e-6 * tp8["tokens_per_s"])
+        self.assertGreater(cp2["time_breakdown"]["cp_comm"], 0)
+        self.assertEqual(tp8["time_breakdown"]["cp_comm"], 0)
+
     def test_json_keys_for_every_schedule(self):
         rc, out, err = run("simulate", "--model", "llama2-7b", "--hw", "h100-sxm-8x", "--pp", "4", "--tp", "2",
                            "--dp", "2", "--microbatches", "8", "--format", "json")
@@ -682,6 +699,11 @@ class BadInput(unittest.TestCase):
         self.expect_error(["simulate", "--pp", "8", "--dp", "2", "--nodes", "1"], "--nodes")
         self.expect_error(["simulate", "--schedule", "1f1b", "--pp", "64"], "exceeds the model's 32 transformer blocks")
         self.expect_error(["simulate", "--format", "xml"], "--format")
+        self.expect_error(["simulate", "--cp", "2", "--cp-attention", "striped"], "--cp-attention",
+                          "valid: ring, allgather")
+        self.expect_error(["simulate", "--cp", "4", "--seq", "1004"], "--cp:", "2 x cp = 8 chunks")
+        self.expect_error(["simulate", "--cp", "0"], "--cp")
+        self.expect_error(["simulate", "--cp", "2", "--attention", "unfused"], "--cp:", "--attention flash")
         self.expect_error([], "subcommand")
         self.expect_error(["simulate", "--seq", "16000000", "--microbatch-size", "64"], "--seq/--microbatch-size")
         self.expect_error(["simulate", "--pp", "4", "--dp", "1048576"], "--pp/--tp/--cp/--dp: pp*tp*cp*dp = 4194304 GPUs")

@@ -167,5 +167,31 @@ TEST(ConfigSearch, BadOptions) {
   EXPECT_THROW(search(o, nullptr), sim::InputError);
 }
 
+TEST(ConfigSearch, SplitsLongSequencesOverContextParallelRanksWhenThatWins) {
+  // llama3-8b at 64K tokens on 64 H100s: whole sequences per GPU need tp 8 (or memory runs out); splitting
+  // each over 8 ranks keeps the GEMMs whole and wins. Short sequences are never split.
+  SearchOptions o;
+  o.base.model = "llama3-8b";
+  o.base.hw = "h100-sxm-8x";
+  o.base.seq = 65536;
+  o.gpus = 64;
+  o.global_batch = 64;
+  o.top = 3;
+  o.threads = 2;
+  const SearchResult split = search(o, nullptr);
+  ASSERT_FALSE(split.ranked.empty());
+  const Candidate& best = split.ranked.front();
+  EXPECT_GT(best.job.cp, 1) << best.key();
+  EXPECT_EQ(best.job.pp * best.job.tp * best.job.cp * best.job.dp, 64);
+  EXPECT_EQ(best.metrics.num_gpus, 64);
+  EXPECT_NE(split.why_context_parallel.find(fmt::format("cp {}", best.job.cp)), std::string::npos);
+  o.cp = 1;
+  const SearchResult whole = search(o, nullptr);
+  ASSERT_FALSE(whole.ranked.empty());
+  EXPECT_GT(whole.ranked.front().metrics.step_time_s, best.metrics.step_time_s);
+  EXPECT_TRUE(whole.why_context_parallel.empty());
+  for (const auto& c : default_search().ranked) EXPECT_EQ(c.job.cp, 1) << c.key();  // 2,048 tokens
+}
+
 }  // namespace
 }  // namespace pipesim::planner

@@ -16,6 +16,9 @@
 
 namespace pipesim::planner {
 
+/// From this sequence length on the search also splits sequences over context-parallel ranks.
+inline constexpr std::int64_t kContextParallelFromSeq = 16384;
+
 struct SearchOptions {
   sim::JobOptions base;  ///< model or workload, hardware, seq, dtype, LoRA; parallel layout is searched
   std::int32_t gpus = 8;
@@ -31,6 +34,9 @@ struct SearchOptions {
   std::int32_t threads = 0;  ///< 0: hardware concurrency
   /// Layout constraints (0 / empty: searched): a fixed tp or pp, and the recompute policies to try.
   std::int32_t tp = 0, pp = 0;
+  /// A fixed context-parallel degree (0: searched: 1, and for sequences of kContextParallelFromSeq tokens
+  /// or more every power of two that splits them).
+  std::int32_t cp = 0;
   std::int64_t microbatch_size = 0;  ///< one of 1, 2, 4, 8
   std::vector<std::string> recomputes;
   /// Data-parallel modes to try where dp > 1 with an order-based schedule: ddp, zero-1, zero-2, zero-3,
@@ -69,6 +75,7 @@ struct SearchResult {
   /// When the winner shards its data-parallel state: why, against the best plain data-parallel run (faster
   /// by how much, or: plain data parallelism does not fit memory).
   std::string why_sharded;
+  std::string why_context_parallel;  ///< when the winner uses context parallelism: against the best without
 };
 
 /// Runs the search; progress (a bar on long searches) goes to `progress` when not null.
