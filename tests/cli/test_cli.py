@@ -51,7 +51,7 @@ class Simulate(unittest.TestCase):
         rows = json.loads(out)
         # With dp > 1 every order-based schedule also runs with ZeRO 1-3.
         self.assertEqual([(r["schedule"], r["data_parallel"]) for r in rows],
-                         [(s, z) for s in ["gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-v"]
+                         [(s, z) for s in ["gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-v", "dualpipe"]
                           for z in ["ddp", "zero-1", "zero-2", "zero-3"]])
         for r in rows:
             for k in ["schedule", "num_gpus", "step_time_s", "bubble_fraction", "tokens_per_s", "tflops_per_gpu",

@@ -113,11 +113,20 @@ class Builder {
   /// The model chunk a rank's local chunk holds, and the rank (stage) of a model chunk (ChunkPlacement).
   std::int32_t model_chunk(std::int32_t local, std::int32_t stage) const {
     if (sched_.placement == ChunkPlacement::kV) return local == 0 ? stage : 2 * in_.pp - 1 - stage;
+    if (sched_.placement == ChunkPlacement::kDual) return local == 0 ? stage : 2 * in_.pp - 1 - stage;
     return local * in_.pp + stage;
   }
   std::int32_t stage_of_chunk(std::int32_t chunk) const {
-    if (sched_.placement == ChunkPlacement::kV) return chunk < in_.pp ? chunk : 2 * in_.pp - 1 - chunk;
+    if (sched_.placement != ChunkPlacement::kLoop) return chunk < in_.pp ? chunk : 2 * in_.pp - 1 - chunk;
     return chunk % in_.pp;
+  }
+  /// A microbatch's path starts at a chunk that takes the data and ends at one that computes the loss: the
+  /// first and last of all chunks, or with two copies of the model (kDual) those of each copy.
+  bool takes_data(std::int32_t chunk) const {
+    return sched_.placement == ChunkPlacement::kDual ? chunk % in_.pp == 0 : chunk == 0;
+  }
+  bool takes_loss(std::int32_t chunk) const {
+    return sched_.placement == ChunkPlacement::kDual ? chunk % in_.pp == in_.pp - 1 : chunk == chunks_ - 1;
   }
   std::int32_t node_of_rank(std::int32_t rank) const {
     return static_cast<std::int32_t>(in_.hw.gpu_slot(rank, in_.tp) / in_.hw.node.gpus);
@@ -241,6 +250,9 @@ class Builder {
   /// With bubble markers: the start and end markers before a task whose input comes from another stage;
   /// returns the end marker (what that input's transfer gates), or kNone.
   void mark_wait(const GpuRank& g, const Task& task, std::int32_t chunk, const OpTags& tags, Slot& sl);
+  /// A task paired with the one before it (Task::paired_with_next): a marker ahead of the pair that its
+  /// input arrives at, so the pair starts only when both inputs are there.
+  void pair_inputs(const GpuRank& g, const Task& next, std::int32_t iter, std::int32_t round);
   /// A backward pass as one op, or split into gradient buckets each followed by its DP all-reduce; returns
   /// the first and last compute op.
   std::pair<OpId, OpId> emit_backward(const GpuRank& g, const Task& task, const RangeCost& cc,
@@ -360,22 +372,28 @@ void Builder::layout_chunks(const BlockSpan& span) {
   auto bad = [](const std::string& flag, const std::string& msg) { throw InputError(flag, "", msg); };
   const std::int32_t blocks = span.count;
   chunks_ = in_.pp * in_.virtual_stages;
+  // Two copies of the model (DualPipe) split it into pp stages; the other placements into every chunk.
+  const std::int32_t stages = model_stages(sched_.placement, in_.pp, in_.virtual_stages);
+  const char* what = stages == chunks_ ? "pp x virtual stages" : "pp (each stage held twice)";
   std::vector<std::int32_t> part = in_.partition;
   if (part.empty()) {
-    if (blocks < chunks_)
-      bad("--pp", fmt::format("pp x virtual stages = {} chunks exceeds the model's {} transformer blocks",
-                              chunks_, blocks));
-    part = balanced_partition(blocks, chunks_);
+    if (blocks < stages)
+      bad("--pp",
+          fmt::format("{} = {} chunks exceeds the model's {} transformer blocks", what, stages, blocks));
+    part = balanced_partition(blocks, stages);
   }
-  if (static_cast<std::int32_t>(part.size()) != chunks_)
-    bad("--partition",
-        fmt::format("has {} entries; expected pp x virtual stages = {}", part.size(), chunks_));
+  if (static_cast<std::int32_t>(part.size()) != stages)
+    bad("--partition", fmt::format("has {} entries; expected {} = {}", part.size(), what, stages));
   if (std::accumulate(part.begin(), part.end(), 0) != blocks)
     bad("--partition", fmt::format("sums to {}; the model has {} transformer blocks",
                                    std::accumulate(part.begin(), part.end(), 0), blocks));
   plan_.meta.partition = part;
 
-  const auto ranges = chunk_layer_ranges(span, static_cast<std::int32_t>(in_.costs.front().size()), part);
+  auto ranges = chunk_layer_ranges(span, static_cast<std::int32_t>(in_.costs.front().size()), part);
+  if (stages != chunks_) {  // the second copy
+    const auto first_copy = ranges;
+    ranges.insert(ranges.end(), first_copy.begin(), first_copy.end());
+  }
   for (std::size_t c = 0; c < ranges.size(); ++c)
     if (ranges[c].first == ranges[c].second)
       bad("--partition", fmt::format("chunk {} would hold no layer at all; every stage needs a layer", c));
@@ -496,7 +514,7 @@ void Builder::emit_boundary_regather(GpuRank& g, const Task& task, std::int32_t 
   if (!in_.regather_boundaries || in_.tp == 1 || in_.pp == 1 || task.kind == TaskKind::kBackwardWeight)
     return;
   const bool fwd = task.kind == TaskKind::kForward;
-  if (fwd ? chunk == 0 : chunk == chunks_ - 1) return;  // its input is the data or the loss
+  if (fwd ? takes_data(chunk) : takes_loss(chunk)) return;  // its input is the data or the loss
   // Each TP rank holds 1/t of the boundary (the p2p carried that piece); the all-gather brings the rest.
   const std::int64_t piece = fwd ? cc.input_bytes : cc.output_bytes;
   if (piece <= 0) return;
@@ -535,6 +553,7 @@ void Builder::emit_gpu(std::size_t replica, std::int32_t stage) {
     const std::size_t iteration_begin = plan_.ops.size();
     for (std::int32_t round = 0; round < in_.accum_steps; ++round) {
       for (std::size_t k = 0; k < order.size(); ++k) {
+        if (order[k].paired_with_next && k + 1 < order.size()) pair_inputs(g, order[k + 1], iter, round);
         if (shards_params()) {
           emit_layerwise_task(g, order[k], iter, round);
           continue;
@@ -589,11 +608,23 @@ std::int64_t Builder::place_weights(const GpuRank& g) {
   return trainable;
 }
 
+void Builder::pair_inputs(const GpuRank& g, const Task& next, std::int32_t iter, std::int32_t round) {
+  const std::int32_t mb = (iter * in_.accum_steps + round) * in_.microbatches + next.microbatch;
+  const std::int32_t chunk = model_chunk(next.chunk, g.stage);
+  Slot& sl = slot(static_cast<std::int32_t>(g.replica), chunk, mb);
+  const bool fwd = next.kind == TaskKind::kForward;
+  if (next.kind == TaskKind::kBackwardWeight || (fwd ? takes_data(chunk) : takes_loss(chunk))) return;
+  // The next task's input arrives at a marker ahead of this one, which runs after it.
+  (fwd ? sl.fwd_wait : sl.bwd_wait) = add_op(g.stream(kComputeSlot), OpKind::kSync,
+                                             OpTags{g.stage, next.chunk, mb, -1, -1, iter}, ComputeWork{}, 0);
+}
+
 void Builder::mark_wait(const GpuRank& g, const Task& task, std::int32_t chunk, const OpTags& tags,
                         Slot& sl) {
   if (!in_.bubble_markers || in_.pp == 1 || task.kind == TaskKind::kBackwardWeight) return;
+  if ((task.kind == TaskKind::kForward ? sl.fwd_wait : sl.bwd_wait) != kNone) return;  // a pair's marker
   const bool fwd = task.kind == TaskKind::kForward;
-  if (fwd ? chunk == 0 : chunk == chunks_ - 1) return;  // its input is the data or the loss: no wait
+  if (fwd ? takes_data(chunk) : takes_loss(chunk)) return;  // its input is the data or the loss: no wait
   const StreamId compute = g.stream(kComputeSlot);
   add_op(compute, OpKind::kBubble, tags, ComputeWork{}, 0);
   (fwd ? sl.fwd_wait : sl.bwd_wait) = add_op(compute, OpKind::kBubble, tags, ComputeWork{}, 0);
@@ -1051,7 +1082,7 @@ void Builder::emit_p2p(std::size_t replica, std::int32_t stage) {
       const std::int32_t iter = round / in_.accum_steps;
       const std::int32_t chunk = model_chunk(task.chunk, stage);
       const std::int32_t peer = fwd ? chunk + 1 : chunk - 1;
-      if (peer < 0 || peer >= chunks_) continue;
+      if (fwd ? takes_loss(chunk) : takes_data(chunk)) continue;  // the path ends here
       Slot& from = slot(r, chunk, mb);
       Slot& to = slot(r, peer, mb);
       OpId produced = fwd ? from.fwd_done : from.bwd_done;

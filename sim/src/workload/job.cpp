@@ -241,12 +241,12 @@ namespace {
 /// The partition of --first-stage-layers / --last-stage-layers: those blocks on the first and last model
 /// chunk, the rest balanced over the chunks between (the first `rest mod middle` get one more).
 std::vector<std::int32_t> uneven_ends_partition(const JobOptions& j, const ScheduleInput& in,
-                                                const ModelSpec& m) {
+                                                const ModelSpec& m, ChunkPlacement placement) {
   auto bad = [](const std::string& flag, const std::string& msg) { throw InputError(flag, "", msg); };
   const char* flag = j.first_stage_layers >= 0 ? "--first-stage-layers" : "--last-stage-layers";
   if (!j.partition.empty())
     bad(flag, "give either --partition or the first and last stages' blocks, not both");
-  const std::int64_t chunks = std::int64_t{in.pp} * in.virtual_stages;
+  const std::int64_t chunks = model_stages(placement, in.pp, in.virtual_stages);
   const std::int64_t blocks = m.layers;
   const std::int64_t first = std::max(0, j.first_stage_layers), last = std::max(0, j.last_stage_layers);
   const std::int64_t fixed = (j.first_stage_layers >= 0 ? 1 : 0) + (j.last_stage_layers >= 0 ? 1 : 0);
@@ -403,7 +403,8 @@ ScheduleInput make_schedule_input(const JobOptions& j, const ScheduleDescriptor&
     }
     in.cost_of_microbatch.push_back(it->second);
   }
-  if (j.first_stage_layers >= 0 || j.last_stage_layers >= 0) in.partition = uneven_ends_partition(j, in, m);
+  if (j.first_stage_layers >= 0 || j.last_stage_layers >= 0)
+    in.partition = uneven_ends_partition(j, in, m, schedule.placement);
   return in;
 }
 

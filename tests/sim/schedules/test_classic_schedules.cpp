@@ -90,6 +90,56 @@ TEST(ClassicSchedules, ZbVReachesTheCriticalPathBound) {
   EXPECT_EQ(chunks_of_rank[3], (std::set<std::int32_t>{3, 4}));
 }
 
+TEST(ClassicSchedules, DualPipeHasItsPublishedBubble) {
+  // Uniform stages, zero-time hops, the input-gradient pass as long as the forward (F = B_in) and any W:
+  // DualPipe's step is M(F + B) + (pp/2 - 1)(F&B + B - 3W), B the whole backward and F&B a forward and a
+  // backward paired, against 1F1B's (pp - 1)(F + B) and ZB1P's (ZB-H1) (pp - 1)(F + B - 2W) on the same
+  // stages (DeepSeek-V3 technical report, Table 2).
+  const Duration u = 1'000'000;
+  for (Duration w : {u, u / 2, u / 4})
+    for (int p = 2; p <= 8; p += 2)
+      for (int m : {2 * p, 2 * p + 2, 4 * p}) {
+        const Duration f = u, b = u + w;  // forward; whole backward (input gradient u, weight gradient w)
+        auto in = uniform_input(p, m, f, u, w);
+        in.virtual_stages = 2;  // each rank holds two stages of one block: stage r and stage p - 1 - r
+        const Duration work = m * (f + b);
+        EXPECT_EQ(step_ns(simulate("dualpipe", in)), work + (p / 2 - 1) * ((f + b) + b - 3 * w))
+            << "p=" << p << " m=" << m << " w=" << w;
+        EXPECT_EQ(step_ns(simulate("1f1b", uniform_input(p, m, f, u, w))), work + (p - 1) * (f + b));
+        EXPECT_EQ(step_ns(simulate("zb-h1", uniform_input(p, m, f, u, w))), work + (p - 1) * (f + b - 2 * w));
+      }
+}
+
+TEST(ClassicSchedules, DualPipeHoldsEachStageTwiceAndRunsEveryPassOnce) {
+  // llama3-8b over 4 ranks: rank r runs stages r and 3 - r (blocks 8r .. 8r+7 and the mirror), so every
+  // rank holds two stages' weights: twice 1F1B's in all. Each microbatch runs one copy, each pass once.
+  const Plan dual = testing::plan_of("dualpipe", testing::job("llama3-8b", "h100-sxm-8x", 4, 1, 1, 8));
+  const Plan one = testing::plan_of("1f1b", testing::job("llama3-8b", "h100-sxm-8x", 4, 1, 1, 8));
+  std::int64_t dual_weights = 0, one_weights = 0;
+  for (const Device& d : dual.devices) dual_weights += d.resident_bytes;
+  for (const Device& d : one.devices) one_weights += d.resident_bytes;
+  EXPECT_EQ(dual_weights, 2 * one_weights);
+  std::map<int, std::set<std::int32_t>> first_layer_of_rank;
+  std::map<std::pair<int, int>, int> forwards, input_grads, weight_grads;  // (first layer, microbatch)
+  for (const Op& op : dual.ops) {
+    const std::pair key{op.tags.layer_begin, op.tags.microbatch};
+    if (op.kind == OpKind::kForward) {
+      first_layer_of_rank[op.tags.stage].insert(op.tags.layer_begin);
+      ++forwards[key];
+    }
+    if (op.kind == OpKind::kBackward || op.kind == OpKind::kBackwardInput) ++input_grads[key];
+    if (op.kind == OpKind::kBackward || op.kind == OpKind::kBackwardWeight) ++weight_grads[key];
+  }
+  // Layer 0 is the embedding: stage 0 holds layers 0 .. 8 (embedding + 8 blocks), stage 3 the head.
+  EXPECT_EQ(first_layer_of_rank[0], (std::set<std::int32_t>{0, 25}));
+  EXPECT_EQ(first_layer_of_rank[1], (std::set<std::int32_t>{9, 17}));
+  EXPECT_EQ(forwards.size(), 4u * 8u);
+  for (const auto* passes : {&forwards, &input_grads, &weight_grads}) {
+    EXPECT_EQ(passes->size(), 4u * 8u);
+    for (const auto& [key, n] : *passes) EXPECT_EQ(n, 1) << key.first << " mb " << key.second;
+  }
+}
+
 TEST(ClassicSchedules, ZbVHoldsNoMoreActivationsThan1f1b) {
   // Chunks of half a stage: at most 2p chunk activations in flight per rank, 1F1B's p whole stages.
   const std::int64_t act = 1'000'000;

@@ -29,6 +29,9 @@ struct Task {
   TaskKind kind = TaskKind::kForward;
   std::int32_t microbatch = 0;
   std::int32_t chunk = 0;  ///< virtual stage index on this rank, 0 .. v-1
+  /// Runs overlapped with the next task of the order (DualPipe's forward-backward pairs): the pair starts
+  /// only once the inputs of both have arrived, then takes both passes' compute.
+  bool paired_with_next = false;
 };
 
 struct ScheduleShape {
@@ -130,8 +133,17 @@ struct PartitionerHints {
 
 /// Where a rank's model chunks sit: kLoop puts chunk k on rank k mod pp (chunks k, k + pp, ... on one rank:
 /// interleaved 1F1B); kV puts the first pp chunks down the ranks and the next pp back up (rank r holds chunks
-/// r and 2pp - 1 - r: ZB-V), so the last chunk shares rank 0 with the first.
-enum class ChunkPlacement : std::uint8_t { kLoop, kV };
+/// r and 2pp - 1 - r: ZB-V), so the last chunk shares rank 0 with the first. kDual (DualPipe) splits the
+/// model into pp stages and holds each twice: rank r holds stage r for the microbatches that enter at rank 0
+/// (the first half) and stage pp - 1 - r for those that enter at rank pp - 1 (the second half); model chunks
+/// 0 .. pp-1 are the first copy down the ranks, pp .. 2pp-1 the second copy up them, and a microbatch runs
+/// through one copy only.
+enum class ChunkPlacement : std::uint8_t { kLoop, kV, kDual };
+
+/// Distinct layer ranges a placement splits the model into: pp x v, or pp when each is held twice (kDual).
+inline std::int32_t model_stages(ChunkPlacement placement, std::int32_t pp, std::int32_t virtual_stages) {
+  return placement == ChunkPlacement::kDual ? pp : pp * virtual_stages;
+}
 
 // ---- The descriptor ----
 
