@@ -1385,12 +1385,16 @@ Duration Builder::lower_bound() {
         last_gradient = task;
       }
     }
-    const bool starts_with_first_forward = !order.empty() && order.front().kind == TaskKind::kForward &&
+    // The chain through the stages (head, tail) follows the loop placement; under the others only each
+    // rank's own serial compute bounds the step.
+    const bool loop = sched_.placement == ChunkPlacement::kLoop;
+    const bool starts_with_first_forward = loop && !order.empty() &&
+                                           order.front().kind == TaskKind::kForward &&
                                            order.front().microbatch == 0 && order.front().chunk == 0;
     const Duration start = starts_with_first_forward ? head : 0;
     const Duration earlier_rounds = round * (in_.accum_steps - 1);
     bound = std::max(bound, start + earlier_rounds + round + optimizer(stage));
-    if (!last_gradient) {
+    if (!last_gradient || !loop) {
       tail = -1;  // the chain below needs every stage's last gradient task
     } else if (tail >= 0) {
       // The chain ends with stage 0's last gradient task, which its optimizer step follows.
@@ -1403,9 +1407,8 @@ Duration Builder::lower_bound() {
 }
 
 Duration order_based_lower_bound(const ScheduleDescriptor& schedule, const ScheduleInput& input) {
-  // The proof follows microbatch 0's forward down the stages in the loop placement; a V placement has no
-  // proven bound yet, and 0 (never pruned) is always sound.
-  if (schedule.placement != ChunkPlacement::kLoop) return 0;
+  // The chain of microbatch 0's forward down the stages is proven for the loop placement; under the V and
+  // the two-copy placements the bound is each rank's own serial compute and optimizer step.
   return Builder(schedule, input).lower_bound();
 }
 

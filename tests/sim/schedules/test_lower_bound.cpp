@@ -27,18 +27,19 @@ T pick(std::mt19937& rng, const std::vector<T>& from) {
 
 TEST(LowerBound, NeverExceedsTheSimulatedStep) {
   std::mt19937 rng(20261123);
-  const std::vector<std::string> schedules{"gpipe", "1f1b", "interleaved-1f1b", "zb-h1"};
+  const std::vector<std::string> schedules{"gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-v", "dualpipe"};
   const std::vector<std::string> models{"llama2-7b", "qwen3-1.7b", "gpt-oss-20b"};
   const std::vector<std::string> hws{"h100-sxm-8x", "rtx4090-8x", "a100-80g-sxm-8x"};
   const std::vector<int> degrees{1, 2, 4};
   std::int64_t checked = 0, positive = 0, tight = 0;
-  for (int trial = 0; trial < 120; ++trial) {
+  for (int trial = 0; trial < 180; ++trial) {
     JobOptions j = testing::job(pick(rng, models), pick(rng, hws), pick(rng, degrees), pick(rng, {1, 2}),
                                 pick(rng, {1, 2}), 0);
     const std::string name = pick(rng, schedules);
-    j.virtual_stages = name == "interleaved-1f1b" ? 2 : 1;
-    j.microbatches =
-        j.pp * std::uniform_int_distribution<int>(1, 3)(rng) + (name == "interleaved-1f1b" ? 0 : 1);
+    const bool two_chunks = name == "interleaved-1f1b" || name == "zb-v" || name == "dualpipe";
+    j.virtual_stages = two_chunks ? 2 : 1;
+    j.microbatches = j.pp * std::uniform_int_distribution<int>(1, 3)(rng) + (two_chunks ? 0 : 1);
+    if (name == "dualpipe") j.microbatches = 2 * j.pp * std::uniform_int_distribution<int>(1, 2)(rng);
     j.microbatch_size = pick(rng, {1.0, 2.0});
     j.seq = pick(rng, std::vector<std::int64_t>{512, 1024, 2048});
     j.recompute = pick(rng, std::vector<std::string>{"none", "selective", "full"});
@@ -49,6 +50,8 @@ TEST(LowerBound, NeverExceedsTheSimulatedStep) {
     j.blocking_p2p = pick(rng, {true, false});
     j.accum_steps = pick(rng, {1, 2});
     if (j.dp > 1) j.zero = pick(rng, {0, 1, 2, 3});
+    j.cp = pick(rng, {1, 1, 2});
+    if (j.cp > 1) j.attention = "flash";
     const auto& s = find_schedule(name);
     Duration bound = 0;
     Plan plan;

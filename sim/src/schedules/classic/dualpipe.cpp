@@ -117,7 +117,7 @@ ScheduleDescriptor describe_dualpipe() {
   d.default_virtual_stages = 2;
   d.placement = ChunkPlacement::kDual;
   d.planner.virtual_stages = {2};
-  d.planner.tried_by_default = false;            // no proven lower bound: every candidate would be simulated
+  d.planner.tried_by_default = false;  // its lower bound is only each rank's own work: few are pruned
   d.partitioner.rule = PartitionRule::kOwnRule;  // balanced stages: the partition search assumes one copy
   d.order = dualpipe_order;
   return d;

@@ -127,7 +127,7 @@ ScheduleDescriptor describe_zb_v() {
   d.default_virtual_stages = 2;
   d.placement = ChunkPlacement::kV;
   d.planner.virtual_stages = {2};
-  d.planner.tried_by_default = false;  // no proven lower bound: every candidate would be simulated
+  d.planner.tried_by_default = false;  // its lower bound is only each rank's own work: few are pruned
   d.partitioner.rule =
       PartitionRule::kOwnRule;  // balanced blocks: the partition search assumes loop placement
   d.order = zb_v_order;
