@@ -212,6 +212,10 @@ void add_job_options(CLI::App* sim, pipesim::sim::JobOptions& j) {
                   "context-parallel attention: ring (keys and values passed round a ring, overlapping the "
                   "attention) or allgather (gathered before it, as Llama 3)")
       ->capture_default_str();
+  sim->add_option("--rank-order", j.rank_order,
+                  "order of the ranks: tp-cp-pp-dp (a pipeline's stages side by side) or tp-cp-dp-pp "
+                  "(data-parallel replicas side by side, as Megatron-LM)")
+      ->capture_default_str();
   sim->add_option("--microbatches", j.microbatches, "microbatches per pipeline flush (M)")
       ->check(CLI::Range(1, 1 << 24));
   sim->add_option("--microbatch-size", j.microbatch_size, "sequences per microbatch (b)")
@@ -390,6 +394,8 @@ void add_search_options(CLI::App* cmd, planner::SearchOptions& s, std::string& s
          "splits the sequence)")
       ->check(CLI::Range(1, 1024));
   cmd->add_option("--cp-attention", s.base.cp_attention, "context-parallel attention: ring or allgather")
+      ->capture_default_str();
+  cmd->add_option("--rank-order", s.base.rank_order, "order of the ranks: tp-cp-pp-dp or tp-cp-dp-pp")
       ->capture_default_str();
   cmd->add_option("--microbatch-size", s.microbatch_size,
                   "fix the microbatch size (default: 1, 2, 4, 8 tried)")

@@ -131,10 +131,11 @@ class Builder {
   std::int32_t node_of_rank(std::int32_t rank) const {
     return static_cast<std::int32_t>(in_.hw.gpu_slot(rank, in_.tp) / in_.hw.node.gpus);
   }
-  /// Ranks are ordered tp, cp, pp, dp. `d` indexes the gradient replicas (cp x dp): cp rank d % cp of
-  /// data-parallel rank d / cp.
+  /// Ranks are ordered tp, cp, then pp, dp (or dp, pp: ScheduleInput::dp_inside_pp). `d` indexes the
+  /// gradient replicas (cp x dp): cp rank d % cp of data-parallel rank d / cp.
   std::int32_t global_rank(std::int32_t d, std::int32_t stage, std::int32_t t) const {
-    return t + in_.tp * (d % in_.cp + in_.cp * (stage + in_.pp * (d / in_.cp)));
+    const std::int32_t outer = in_.dp_inside_pp ? d / in_.cp + in_.dp * stage : stage + in_.pp * (d / in_.cp);
+    return t + in_.tp * (d % in_.cp + in_.cp * outer);
   }
   /// GPUs that hold the same weights and reduce their gradients together: cp x dp.
   std::int32_t grad_replicas() const { return in_.cp * in_.dp; }
@@ -1217,7 +1218,8 @@ SharedLinkUse shared_link_use(const Plan& plan) {
 /// replicas only where every node repeats the pattern of the simulated replica's nodes and every stage has
 /// as many GPUs on a node (and under a switch) as every other: none otherwise.
 std::optional<std::pair<std::int32_t, std::int32_t>> twin_counts(const ScheduleInput& in) {
-  if (in.cp > 1) return std::nullopt;  // the ranks of a context-parallel group sit between tp and pp
+  // The patterns below are of tp x pp replicas laid side by side.
+  if (in.cp > 1 || in.dp_inside_pp) return std::nullopt;
   const std::int64_t g = in.hw.node.gpus, tp = in.tp, replica = std::int64_t{in.tp} * in.pp;
   const std::int64_t total = replica * in.dp;
   std::int64_t node = 0;
@@ -1414,8 +1416,9 @@ Duration order_based_lower_bound(const ScheduleDescriptor& schedule, const Sched
 
 namespace {
 
-/// Says so in the plan when TP groups leave GPUs of each NVLink domain idle or cross the network.
-void note_tp_placement(Plan& plan, const ScheduleInput& in) {
+/// Says so in the plan when TP groups leave GPUs of each NVLink domain idle or cross the network, and when
+/// the ranks are not in the default order.
+void note_placement(Plan& plan, const ScheduleInput& in) {
   const int domain = in.hw.tp_domain_gpus(), used = in.hw.tp_domain_used_gpus(in.tp);
   std::string note;
   if (in.tp > domain)
@@ -1424,6 +1427,7 @@ void note_tp_placement(Plan& plan, const ScheduleInput& in) {
   else if (used != domain)
     note = fmt::format("tp {} packs {} groups into each {}-GPU NVLink domain: {} of its GPUs idle", in.tp,
                        used / in.tp, domain, domain - used);
+  if (in.dp_inside_pp) note += std::string(note.empty() ? "" : "; ") + "ranks ordered tp, cp, dp, pp";
   if (note.empty()) return;
   plan.meta.note = plan.meta.note.empty() ? note : plan.meta.note + "; " + note;
 }
@@ -1458,7 +1462,7 @@ Plan lower_layout(const ScheduleDescriptor& schedule, const ScheduleInput& input
 
 Plan lower_order_based(const ScheduleDescriptor& schedule, const ScheduleInput& input) {
   Plan plan = lower_layout(schedule, input);
-  note_tp_placement(plan, input);
+  note_placement(plan, input);
   return plan;
 }
 

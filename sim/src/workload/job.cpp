@@ -186,6 +186,10 @@ DataParallelSharding resolve_sharding(const JobOptions& j, const ScheduleInput& 
                     "the order-based schedules (see pipesim schedules)",
                     schedule.name));
   s.shard_group = in.dp * in.cp;  // the gradients are reduced over cp x dp
+  if (s.hybrid && in.dp_inside_pp)
+    bad("--fsdp",
+        "hybrid shards over the replicas of a node as tp-cp-pp-dp places them; valid: --rank-order "
+        "tp-cp-pp-dp");
   if (s.hybrid) {
     // HSDP shards over the data-parallel ranks of one node and replicates across nodes.
     const std::int32_t per_node = in.hw.node.gpus / std::min(in.hw.node.gpus, in.tp * in.pp);
@@ -286,6 +290,12 @@ ScheduleInput make_schedule_input(const JobOptions& j, const ScheduleDescriptor&
   in.dp = j.dp;
   in.cp = j.cp;
   in.cp_attention = parse_cp_attention(j.cp_attention);
+  if (j.rank_order != "tp-cp-pp-dp" && j.rank_order != "tp-cp-dp-pp")
+    bad("--rank-order",
+        fmt::format("unknown order '{}'; valid: tp-cp-pp-dp (pipeline stages inside data-parallel replicas), "
+                    "tp-cp-dp-pp (replicas inside stages, as Megatron-LM)",
+                    j.rank_order));
+  in.dp_inside_pp = j.rank_order == "tp-cp-dp-pp";
   in.pp = j.pp;
   if (in.pp == 0) {
     std::int32_t gpus = std::max(1, j.nodes) * in.hw.node.gpus;

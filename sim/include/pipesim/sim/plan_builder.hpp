@@ -27,6 +27,10 @@ struct ScheduleInput {
   /// replicated over them and their gradients reduced over cp x dp.
   std::int32_t cp = 1;
   CpAttention cp_attention = CpAttention::kRing;
+  /// Rank order outside tp and cp: pipeline stages then data-parallel replicas (pipesim's default: a DP ring
+  /// spans nodes, a pipeline stays near), or replicas then stages (Megatron-LM's tp-cp-dp-pp: DP rings stay
+  /// near, pipeline hops cross nodes).
+  bool dp_inside_pp = false;
   std::int32_t virtual_stages = 1;
   std::int32_t microbatches = 1;
   std::int32_t accum_steps = 1;
