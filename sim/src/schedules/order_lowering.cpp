@@ -13,6 +13,7 @@
 #include "hardware/topology.hpp"
 #include "pipesim/sim/error.hpp"
 #include "schedules/layer_ranges.hpp"
+#include "schedules/paired_partition.hpp"
 #include "schedules/plan_metadata.hpp"
 #include "schedules/plan_size_guard.hpp"
 #include "schedules/range_cost.hpp"
@@ -381,7 +382,10 @@ void Builder::layout_chunks(const BlockSpan& span) {
     if (blocks < stages)
       bad("--pp",
           fmt::format("{} = {} chunks exceeds the model's {} transformer blocks", what, stages, blocks));
-    part = balanced_partition(blocks, stages);
+    // Two chunks per rank (a V, or two copies): the pairs even out the embedding and the output layer.
+    if (sched_.placement != ChunkPlacement::kLoop)
+      part = paired_partition(in_.costs.front(), span, in_.pp, sched_.placement);
+    if (part.empty()) part = balanced_partition(blocks, stages);
   }
   if (static_cast<std::int32_t>(part.size()) != stages)
     bad("--partition", fmt::format("has {} entries; expected {} = {}", part.size(), what, stages));

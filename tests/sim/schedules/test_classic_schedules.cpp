@@ -113,7 +113,9 @@ TEST(ClassicSchedules, DualPipeHasItsPublishedBubble) {
 TEST(ClassicSchedules, DualPipeHoldsEachStageTwiceAndRunsEveryPassOnce) {
   // llama3-8b over 4 ranks: rank r runs stages r and 3 - r (blocks 8r .. 8r+7 and the mirror), so every
   // rank holds two stages' weights: twice 1F1B's in all. Each microbatch runs one copy, each pass once.
-  const Plan dual = testing::plan_of("dualpipe", testing::job("llama3-8b", "h100-sxm-8x", 4, 1, 1, 8));
+  JobOptions even = testing::job("llama3-8b", "h100-sxm-8x", 4, 1, 1, 8);
+  even.partition = "8,8,8,8";  // one copy's stages (the default split evens out the output layer instead)
+  const Plan dual = testing::plan_of("dualpipe", even);
   const Plan one = testing::plan_of("1f1b", testing::job("llama3-8b", "h100-sxm-8x", 4, 1, 1, 8));
   std::int64_t dual_weights = 0, one_weights = 0;
   for (const Device& d : dual.devices) dual_weights += d.resident_bytes;
