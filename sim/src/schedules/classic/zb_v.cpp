@@ -4,8 +4,10 @@
 // grad). The order is a greedy list schedule of unit-time passes (F = B = W, zero-time hops): at each time
 // step a rank runs a ready B if it has one, else a ready F while the chunk activations it holds stay within
 // 1F1B's (2p: p microbatches of a whole stage), else its oldest pending W; among ready passes the earliest
-// microbatch first, then the later chunk. Executing the order with real costs cannot deadlock: the unit-time
-// schedule is a witness that every pass's dependencies come earlier.
+// microbatch first, then the later chunk. The same with F before B is built too and the shorter kept: one of
+// the two reaches the critical-path bound 6m + p - 1 for m = p and every m >= 2p. Executing the order with
+// real costs cannot deadlock: the unit-time schedule is a witness that every pass's dependencies come
+// earlier.
 #include <array>
 #include <deque>
 #include <map>
@@ -23,8 +25,14 @@ std::string needs_two_chunks(const ScheduleShape& s) {
   return s.virtual_stages != 2 ? "places two model chunks per rank in a V; --virtual-stages must be 2" : "";
 }
 
-/// Every rank's order, from one unit-time list schedule of all ranks.
-std::vector<std::vector<Task>> zb_v_orders(std::int32_t p, std::int32_t m) {
+struct Orders {
+  std::vector<std::vector<Task>> ranks;
+  std::int64_t makespan = 0;  ///< unit-time steps the list schedule took
+};
+
+/// Every rank's order, from one unit-time list schedule of all ranks: at each step a rank runs a ready B,
+/// else a ready F within the activation budget, else its oldest pending W (`forward_first`: F before B).
+Orders zb_v_orders(std::int32_t p, std::int32_t m, bool forward_first) {
   const std::int32_t chunks = 2 * p;
   // Step after which each pass has finished (-1: not yet), [microbatch * chunks + model chunk].
   const auto cells = static_cast<std::size_t>(m) * static_cast<std::size_t>(chunks);
@@ -42,10 +50,13 @@ std::vector<std::vector<Task>> zb_v_orders(std::int32_t p, std::int32_t m) {
   };
   std::vector<Rank> ranks(static_cast<std::size_t>(p));
   for (std::int32_t r = 0; r < p; ++r) ranks[static_cast<std::size_t>(r)].chunk = {r, chunks - 1 - r};
-  std::vector<std::vector<Task>> orders(static_cast<std::size_t>(p));
+  Orders out;
+  std::vector<std::vector<Task>>& orders = out.ranks;
+  orders.resize(static_cast<std::size_t>(p));
   std::int64_t left = 3 * std::int64_t{m} * chunks;
   std::vector<Task> picks(static_cast<std::size_t>(p));
-  for (std::int64_t t = 0; left > 0; ++t) {
+  std::int64_t t = 0;
+  for (; left > 0; ++t) {
     // Every rank picks from what finished before step t; the picks are committed together.
     for (std::int32_t r = 0; r < p; ++r) {
       Rank& k = ranks[static_cast<std::size_t>(r)];
@@ -53,21 +64,32 @@ std::vector<std::vector<Task>> zb_v_orders(std::int32_t p, std::int32_t m) {
       auto earlier = [&](std::int32_t i, std::int32_t local) {
         return pick.microbatch < 0 || i < pick.microbatch || (i == pick.microbatch && local > pick.chunk);
       };
-      for (std::int32_t local : {1, 0}) {  // a ready B
-        const std::int32_t i = k.next_b[static_cast<std::size_t>(local)],
-                           c = k.chunk[static_cast<std::size_t>(local)];
-        if (i >= m || !done_before(f_done[at(i, c)], t)) continue;
-        const bool ready = c == chunks - 1 || done_before(b_done[at(i, c + 1)], t);
-        if (ready && earlier(i, local)) pick = {TaskKind::kBackwardInput, i, local};
-      }
-      if (pick.microbatch < 0 && k.held < 2 * p)
-        for (std::int32_t local : {1, 0}) {  // else a ready F within the activation budget
+      auto pick_backward = [&] {
+        for (std::int32_t local : {1, 0}) {  // a ready B
+          const std::int32_t i = k.next_b[static_cast<std::size_t>(local)],
+                             c = k.chunk[static_cast<std::size_t>(local)];
+          if (i >= m || !done_before(f_done[at(i, c)], t)) continue;
+          const bool ready = c == chunks - 1 || done_before(b_done[at(i, c + 1)], t);
+          if (ready && earlier(i, local)) pick = {TaskKind::kBackwardInput, i, local};
+        }
+      };
+      auto pick_forward = [&] {
+        if (k.held >= 2 * p) return;
+        for (std::int32_t local : {1, 0}) {  // a ready F within the activation budget
           const std::int32_t i = k.next_f[static_cast<std::size_t>(local)],
                              c = k.chunk[static_cast<std::size_t>(local)];
           if (i >= m) continue;
           const bool ready = c == 0 || done_before(f_done[at(i, c - 1)], t);
           if (ready && earlier(i, local)) pick = {TaskKind::kForward, i, local};
         }
+      };
+      if (forward_first) {
+        pick_forward();
+        if (pick.microbatch < 0) pick_backward();
+      } else {
+        pick_backward();
+        if (pick.microbatch < 0) pick_forward();
+      }
       if (pick.microbatch < 0 && !k.pending_w.empty()) {  // else the oldest pending W
         pick = k.pending_w.front();
         k.pending_w.pop_front();
@@ -94,7 +116,15 @@ std::vector<std::vector<Task>> zb_v_orders(std::int32_t p, std::int32_t m) {
       }
     }
   }
-  return orders;
+  out.makespan = t;
+  return out;
+}
+
+/// The shorter of the two list schedules (B first, or F first), B first on a tie.
+std::vector<std::vector<Task>> best_zb_v_orders(std::int32_t p, std::int32_t m) {
+  Orders backward_first = zb_v_orders(p, m, false), forward_first = zb_v_orders(p, m, true);
+  return forward_first.makespan < backward_first.makespan ? std::move(forward_first.ranks)
+                                                          : std::move(backward_first.ranks);
 }
 
 /// The order of `rank`: the whole list schedule is built once per shape (every rank asks for its part).
@@ -106,7 +136,7 @@ std::vector<Task> zb_v_order(const ScheduleShape& s, std::int32_t rank) {
   auto it = cache.find(key);
   if (it == cache.end()) {
     if (cache.size() > 64) cache.clear();  // a planner search visits a few shapes; keep the cache small
-    it = cache.emplace(key, zb_v_orders(s.pp, s.microbatches)).first;
+    it = cache.emplace(key, best_zb_v_orders(s.pp, s.microbatches)).first;
   }
   return it->second[static_cast<std::size_t>(rank)];
 }
@@ -128,8 +158,7 @@ ScheduleDescriptor describe_zb_v() {
   d.placement = ChunkPlacement::kV;
   d.planner.virtual_stages = {2};
   d.planner.tried_by_default = false;  // its lower bound is only each rank's own work: few are pruned
-  d.partitioner.rule =
-      PartitionRule::kOwnRule;  // balanced blocks: the partition search assumes loop placement
+  d.partitioner.rule = PartitionRule::kOwnRule;  // paired (paired_partition.hpp): the search assumes a loop
   d.order = zb_v_order;
   return d;
 }
