@@ -170,14 +170,12 @@ TEST(ConfigSearch, BadOptions) {
 TEST(ConfigSearch, SplitsLongSequencesOverContextParallelRanksWhenThatWins) {
   // llama3-8b at 64K tokens on 64 H100s: whole sequences per GPU need tp 8 (or memory runs out); splitting
   // each over 8 ranks keeps the GEMMs whole and wins. Short sequences are never split.
-  SearchOptions o;
+  SearchOptions o = small_search();
   o.base.model = "llama3-8b";
-  o.base.hw = "h100-sxm-8x";
   o.base.seq = 65536;
   o.gpus = 64;
   o.global_batch = 64;
   o.top = 3;
-  o.threads = 2;
   const SearchResult split = search(o, nullptr);
   ASSERT_FALSE(split.ranked.empty());
   const Candidate& best = split.ranked.front();

@@ -23,4 +23,17 @@ inline ScheduleDescriptor classic_descriptor(std::string name, std::string sourc
   return d;
 }
 
+/// What the schedules with two chunks per rank off the loop placement share (ZB-V's V, DualPipe's two
+/// copies): B and W split, v = 2, their own placement, a per-rank lower bound only (so the planner tries them
+/// when named) and the paired default partition (paired_partition.hpp) instead of the partition search.
+inline void place_two_chunks_per_rank(ScheduleDescriptor& d, ChunkPlacement placement) {
+  d.multi_chunk = true;
+  d.splits_backward = true;
+  d.default_virtual_stages = 2;
+  d.placement = placement;
+  d.planner.virtual_stages = {2};
+  d.planner.tried_by_default = false;
+  d.partitioner.rule = PartitionRule::kOwnRule;
+}
+
 }  // namespace pipesim::sim::detail

@@ -11,6 +11,7 @@
 #include <deque>
 
 #include "schedules/builtin.hpp"
+#include "schedules/classic/classic.hpp"
 
 namespace pipesim::sim::detail {
 
@@ -112,13 +113,7 @@ ScheduleDescriptor describe_dualpipe() {
   d.check = check_dualpipe;
   d.constraints = {"pp even", "two copies of each stage per rank (--virtual-stages 2)",
                    "microbatches even and at least 2 x pp"};
-  d.multi_chunk = true;
-  d.splits_backward = true;
-  d.default_virtual_stages = 2;
-  d.placement = ChunkPlacement::kDual;
-  d.planner.virtual_stages = {2};
-  d.planner.tried_by_default = false;  // its lower bound is only each rank's own work: few are pruned
-  d.partitioner.rule = PartitionRule::kOwnRule;  // balanced stages: the partition search assumes one copy
+  place_two_chunks_per_rank(d, ChunkPlacement::kDual);
   d.order = dualpipe_order;
   return d;
 }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "schedules/builtin.hpp"
+#include "schedules/classic/classic.hpp"
 
 namespace pipesim::sim::detail {
 
@@ -152,13 +153,7 @@ ScheduleDescriptor describe_zb_v() {
                        ScheduleKind::kOrderBased);
   d.check = needs_two_chunks;
   d.constraints = {"two model chunks per rank in a V (--virtual-stages 2)"};
-  d.multi_chunk = true;
-  d.splits_backward = true;
-  d.default_virtual_stages = 2;
-  d.placement = ChunkPlacement::kV;
-  d.planner.virtual_stages = {2};
-  d.planner.tried_by_default = false;  // its lower bound is only each rank's own work: few are pruned
-  d.partitioner.rule = PartitionRule::kOwnRule;  // paired (paired_partition.hpp): the search assumes a loop
+  place_two_chunks_per_rank(d, ChunkPlacement::kV);
   d.order = zb_v_order;
   return d;
 }
