@@ -113,8 +113,8 @@ class Builder {
   }
   /// The model chunk a rank's local chunk holds, and the rank (stage) of a model chunk (ChunkPlacement).
   std::int32_t model_chunk(std::int32_t local, std::int32_t stage) const {
-    if (sched_.placement == ChunkPlacement::kV) return local == 0 ? stage : 2 * in_.pp - 1 - stage;
-    if (sched_.placement == ChunkPlacement::kDual) return local == 0 ? stage : 2 * in_.pp - 1 - stage;
+    // V and two copies alike: the second chunk of rank r is 2pp-1-r (up the ranks).
+    if (sched_.placement != ChunkPlacement::kLoop) return local == 0 ? stage : 2 * in_.pp - 1 - stage;
     return local * in_.pp + stage;
   }
   std::int32_t stage_of_chunk(std::int32_t chunk) const {
@@ -425,11 +425,12 @@ void Builder::size_plan() {
   if (in_.iterations < 1 || in_.iterations > 10000) bad("--iterations", "valid: 1 .. 10000");
   const std::int64_t rounds = std::int64_t{in_.microbatches} * in_.accum_steps * in_.iterations;
   const std::int64_t instantiated = explicit_ ? gpus : in_.pp;
-  // About six ops per (GPU, chunk, microbatch), four per layer with sharded parameters: refuse plans that
-  // would not fit in memory rather than thrash.
-  // (In doubles: the product of untrusted counts may exceed int64.)
-  double estimate = static_cast<double>(instantiated) * in_.virtual_stages * static_cast<double>(rounds) *
-                    static_cast<double>(shards_params() ? 4 * max_chunk_layers_ + 2 : 6);
+  // About six ops per (GPU, chunk, microbatch), four per layer with sharded parameters, six more with context
+  // parallelism (each pass's exchange and its sync ops): refuse plans that would not fit in memory rather
+  // than thrash. (In doubles: the product of untrusted counts may exceed int64.)
+  double estimate =
+      static_cast<double>(instantiated) * in_.virtual_stages * static_cast<double>(rounds) *
+      static_cast<double>((shards_params() ? 4 * max_chunk_layers_ + 2 : 6) + (in_.cp > 1 ? 6 : 0));
   const char* flag = explicit_ ? "--replicas" : "--microbatches";
   const std::string fewer = fmt::format("use fewer microbatches or accumulation steps{}",
                                         explicit_ ? ", or --replicas symmetric" : "");
