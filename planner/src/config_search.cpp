@@ -113,12 +113,12 @@ Model describe_model(const sim::JobOptions& base) {
 
 /// Context-parallel degrees to try on `rest` GPUs (those left by tp x pp): 1, and for long sequences
 /// (kContextParallelFromSeq tokens and more) the powers of two that divide `rest` and split the sequence into
-/// 2 cp equal chunks; only the given one when fixed.
+/// 2 cp equal chunks; only the given one when fixed (checked up front by check_fixed_cp).
 std::vector<std::int32_t> context_degrees(const SearchOptions& o, std::int32_t rest) {
+  if (o.cp > 0) return rest % o.cp == 0 ? std::vector<std::int32_t>{o.cp} : std::vector<std::int32_t>{};
   const std::int64_t seq = o.base.seq > 0 ? o.base.seq : 2048;
   std::vector<std::int32_t> out;
   for (std::int32_t cp = 1; cp <= rest && cp <= 1024; cp *= 2) {
-    if (o.cp > 0 && cp != o.cp) continue;
     if (cp > 1 && (seq < kContextParallelFromSeq || rest % cp != 0 || seq % (2 * cp) != 0 ||
                    !o.base.workload.empty() || o.base.attention != "flash"))
       continue;
@@ -345,6 +345,21 @@ std::string why_context_parallel(const std::vector<Candidate>& ranked) {
 
 }  // namespace
 
+/// A fixed --cp must split the sequence into 2 cp chunks and the GPUs into groups, on flash attention.
+void check_fixed_cp(const SearchOptions& o) {
+  if (o.cp == 0) return;
+  const std::int64_t seq = o.base.seq > 0 ? o.base.seq : 2048;
+  auto bad = [](const std::string& why) { throw sim::InputError("--cp", "", why); };
+  if (o.cp < 0 || o.cp > 1024) bad(fmt::format("{}; valid: 1 .. 1024", o.cp));
+  if (o.cp == 1) return;
+  if (o.gpus % o.cp != 0) bad(fmt::format("cp {} must divide --gpus {}", o.cp, o.gpus));
+  if (seq % (2 * o.cp) != 0)
+    bad(fmt::format("the sequence ({}) is split into 2 x cp = {} chunks and must be a multiple of it", seq,
+                    2 * o.cp));
+  if (!o.base.workload.empty()) bad("applies to --model; a profiled workload holds measured per-GPU times");
+  if (o.base.attention != "flash") bad("context-parallel attention runs on flash attention");
+}
+
 SearchResult search(const SearchOptions& o, std::ostream* progress) {
   if (o.gpus < 1) throw sim::InputError("--gpus", "", "must be >= 1");
   if (!(o.gpu_hour_usd >= 0 && o.gpu_hour_usd <= 1e6))
@@ -362,6 +377,7 @@ SearchResult search(const SearchOptions& o, std::ostream* progress) {
     throw sim::InputError(o.tp > 0 && o.gpus % o.tp != 0 ? "--tp" : "--pp", "",
                           fmt::format("must divide --gpus {} (with the other)", o.gpus));
   for (const auto& s : o.schedules) sim::find_schedule(s);
+  check_fixed_cp(o);
   const sim::HardwareProfile hw = sim::load_hardware_profile(o.base.hw);
   const double usd = o.gpu_hour_usd > 0 ? o.gpu_hour_usd : hw.gpu_hour_usd;
   if (o.objective == "cost" && usd <= 0)

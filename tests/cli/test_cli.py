@@ -703,6 +703,10 @@ class BadInput(unittest.TestCase):
                           "valid: ring, allgather")
         self.expect_error(["simulate", "--cp", "4", "--seq", "1004"], "--cp:", "2 x cp = 8 chunks")
         self.expect_error(["simulate", "--cp", "0"], "--cp")
+        self.expect_error(["plan", "--gpus", "6", "--global-batch", "6", "--seq", "4096", "--cp", "3"],
+                          "--cp: the sequence (4096) is split into 2 x cp = 6 chunks")
+        self.expect_error(["plan", "--gpus", "8", "--global-batch", "8", "--seq", "4096", "--cp", "16"],
+                          "--cp: cp 16 must divide --gpus 8")
         self.expect_error(["simulate", "--cp", "2", "--attention", "unfused"], "--cp:", "--attention flash")
         self.expect_error([], "subcommand")
         self.expect_error(["simulate", "--seq", "16000000", "--microbatch-size", "64"], "--seq/--microbatch-size")
