@@ -193,6 +193,11 @@ void add_kernel_options(CLI::App* sim, pipesim::sim::JobOptions& j) {
                   "DP gradient all-reduce: overlap (buckets during the backward) or after-backward")
       ->check(CLI::IsMember({"overlap", "after-backward"}))
       ->capture_default_str();
+  sim->add_option("--tp-overlap", j.tp_overlap,
+                  "the backward's TP collectives: backward (beside its GEMMs, Megatron-LM's asynchronous TP "
+                  "communication since 2022) or none (each waits on the compute stream, Megatron-LM 2021)")
+      ->check(CLI::IsMember({"backward", "none"}))
+      ->capture_default_str();
 }
 
 void add_job_options(CLI::App* sim, pipesim::sim::JobOptions& j) {

@@ -33,13 +33,15 @@ std::vector<sim::CurvePoint> merge(const std::vector<sim::CurvePoint>& base,
 /// time is all launches and memory traffic.
 double efficiency_of(const sim::HardwareProfile& hw, const sim::ComputeWork& c, const std::string& dtype,
                      double measured_ns) {
-  const double fixed = static_cast<double>(hw.gpu.launch_overhead * c.kernels + hw.memory_ns(c.mem_bytes));
+  const double fixed =
+      static_cast<double>(hw.gpu.launch_overhead * c.kernels + hw.memory_ns(c.mem_bytes - c.score_bytes) +
+                          hw.score_memory_ns(c.score_bytes));
   const double attention = c.attention_bytes > 0 ? c.attention_flops : 0;
   const double dense = c.flops - c.expert_flops - attention;
   const double peak = hw.peak_flops(dtype) / 1e9;  // FLOP per ns
   // Attention's score GEMMs are compute-bound (they share the efficiency) unless their bytes take longer.
   double eff = measured_ns > fixed ? (dense + attention) / (peak * (measured_ns - fixed)) : 0;
-  const double score_ns = static_cast<double>(hw.memory_ns(c.attention_bytes));
+  const double score_ns = static_cast<double>(hw.score_memory_ns(c.attention_bytes));
   if (attention > 0 && eff > 0 && attention / (peak * eff) < score_ns)
     eff = measured_ns > fixed + score_ns ? dense / (peak * (measured_ns - fixed - score_ns)) : 0;
   return eff;

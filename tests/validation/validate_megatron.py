@@ -28,10 +28,11 @@ import subprocess
 import sys
 import tempfile
 
-ROW_BOUND_PCT = 13.5
-MEAN_BOUND_PCT = 4.5
-# Korthikanti et al. 2022 (Megatron-LM a year later, no data parallelism): the goal's bounds hold already.
-ROW_BOUND_2022_PCT = 5.0
+ROW_BOUND_PCT = 7.0
+MEAN_BOUND_PCT = 3.0
+# Korthikanti et al. 2022 (Megatron-LM a year later, no data parallelism): the mean holds the goal's 3 %; one
+# row (530B, sequence parallelism + selective recompute) is 5.05 % optimistic.
+ROW_BOUND_2022_PCT = 5.5
 MEAN_BOUND_2022_PCT = 3.0
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -68,7 +69,8 @@ def model_file(tmp, r):
 
 
 # How Megatron-LM ran in 2021 (see the module docstring); fp16 mixed precision.
-FRAMEWORK = ["--dtype", "fp16", "--dropout", "--no-sequence-parallel", "--blocking-p2p", "--attention", "unfused"]
+FRAMEWORK = ["--dtype", "fp16", "--dropout", "--no-sequence-parallel", "--blocking-p2p", "--attention", "unfused",
+             "--tp-overlap", "none"]
 DDP = {"local": ["--grad-sync", "after-backward", "--grad-accumulation", "main-grad"],
        "torch": ["--grad-sync", "overlap", "--grad-accumulation", "autograd"]}
 
@@ -122,8 +124,8 @@ def simulate(pipesim, tmp, r, choice, options):
 
 # Megatron-LM in 2022 (Korthikanti et al.): the same kernels, with the weight-gradient GEMMs accumulating into
 # the fp32 main gradients (gradient-accumulation fusion); the paper's two configurations of each model.
-FRAMEWORK_2022 = [a for a in FRAMEWORK if a != "--no-sequence-parallel"] + ["--grad-sync", "after-backward",
-                                                                          "--grad-accumulation", "fused"]
+FRAMEWORK_2022 = FRAMEWORK[:FRAMEWORK.index("--no-sequence-parallel")] + FRAMEWORK[FRAMEWORK.index("--no-sequence-parallel") + 1:FRAMEWORK.index("--tp-overlap")] + [
+    "--grad-sync", "after-backward", "--grad-accumulation", "fused", "--tp-overlap", "backward"]
 CONFIGS_2022 = {"full_recompute_s": ("full recompute", ["--recompute", "full", "--no-sequence-parallel"]),
                 "present_work_s": ("selective + SP", ["--recompute", "selective"])}
 

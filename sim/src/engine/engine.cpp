@@ -322,7 +322,7 @@ Duration Run::compute_duration(const Op& op, DeviceId device) const {
   if (const auto* c = std::get_if<ComputeWork>(&op.payload))
     return hw.op_ns(c->flops, c->gemm_gflop, c->kernels, plan_.meta.dtype, c->mem_bytes, c->expert_flops,
                     c->expert_gemm_gflop, c->expert_weight_bytes, c->attention_flops, c->attention_bytes,
-                    c->wide_flops);
+                    c->wide_flops, c->score_bytes);
   if (const auto* m = std::get_if<MemoryWork>(&op.payload)) {
     if (plan_.devices[static_cast<std::size_t>(device)].kind == DeviceKind::kGpu)
       return hw.memory_ns(m->bytes);

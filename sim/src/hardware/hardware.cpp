@@ -83,8 +83,8 @@ std::int64_t HardwareProfile::compute_ns(double flops, double gemm_gflop, std::i
 std::int64_t HardwareProfile::op_ns(double flops, double gemm_gflop, std::int32_t kernels,
                                     const std::string& dtype, std::int64_t mem_bytes, double expert_flops,
                                     double expert_gemm_gflop, std::int64_t expert_weight_bytes,
-                                    double attention_flops, std::int64_t attention_bytes,
-                                    double wide_flops) const {
+                                    double attention_flops, std::int64_t attention_bytes, double wide_flops,
+                                    std::int64_t score_bytes) const {
   // Score GEMMs over materialized scores: the longer of their FLOPs and their score traffic.
   if (attention_bytes <= 0) attention_flops = 0;
   // FP8 recipes run the blocks' (and experts') GEMMs in FP8 and keep attention and the output head in 16
@@ -93,11 +93,15 @@ std::int64_t HardwareProfile::op_ns(double flops, double gemm_gflop, std::int32_
   const std::string& wide = fp8 ? sixteen_bit_dtype() : dtype;
   if (!fp8) wide_flops = 0;  // one precision: the op's FLOPs are timed together
   std::int64_t ns =
-      compute_ns(flops - expert_flops - attention_flops - wide_flops, gemm_gflop, kernels, dtype) +
-      memory_ns(mem_bytes);
+      compute_ns(flops - expert_flops - attention_flops - wide_flops, gemm_gflop, kernels, dtype);
+  // Of the memory-bound bytes, the softmax, mask and dropout over unfused attention's scores run at the
+  // score kernels' own bandwidth.
+  const bool own_score_rate = gpu.unfused_attention_efficiency > 0 && score_bytes > 0;
+  ns += own_score_rate ? memory_ns(mem_bytes - score_bytes) + score_memory_ns(score_bytes)
+                       : memory_ns(mem_bytes);
   if (wide_flops > 0) ns += compute_ns(wide_flops, gemm_gflop, 0, wide);
   if (attention_flops > 0)
-    ns += std::max(compute_ns(attention_flops, gemm_gflop, 0, wide), memory_ns(attention_bytes));
+    ns += std::max(compute_ns(attention_flops, gemm_gflop, 0, wide), score_memory_ns(attention_bytes));
   if (expert_flops > 0)
     ns += std::max(compute_ns(expert_flops, expert_gemm_gflop, 0, dtype), memory_ns(expert_weight_bytes));
   return ns;
@@ -110,6 +114,12 @@ const std::string& HardwareProfile::sixteen_bit_dtype() const {
 
 std::int64_t HardwareProfile::memory_ns(std::int64_t bytes) const {
   return duration_for_work(static_cast<double>(bytes), gpu.hbm_GBps * 1e9 * gpu.hbm_efficiency);
+}
+
+std::int64_t HardwareProfile::score_memory_ns(std::int64_t bytes) const {
+  const double efficiency =
+      gpu.unfused_attention_efficiency > 0 ? gpu.unfused_attention_efficiency : gpu.hbm_efficiency;
+  return duration_for_work(static_cast<double>(bytes), gpu.hbm_GBps * 1e9 * efficiency);
 }
 
 double HardwareProfile::adam_params_per_s(int threads) const {
@@ -198,11 +208,13 @@ HardwareProfile parse_hardware_profile(const std::string& text, const std::strin
     hw.gpu.hbm_bytes = g.integer("hbm_bytes", 1, std::int64_t{1} << 50);
     hw.gpu.hbm_GBps = g.number("hbm_GBps", 1e-3, 1e6);
     hw.gpu.hbm_efficiency = g.number_or("hbm_efficiency", 1.0, 0.01, 1.0);
+    hw.gpu.unfused_attention_efficiency = g.number_or("unfused_attention_efficiency", 0, 0.01, 1.0);
     hw.gpu.launch_overhead = duration_from_us(g.number("launch_overhead_us", 0, 1e4));
     hw.gpu.gemm_efficiency = read_curve(g, "gemm_efficiency", "gemm_gflop", "efficiency", 1.0, true);
     hw.gpu.board_W = g.number_or("board_W", 0, 0, 1e4);
-    hw.gpu.sources = read_sources(g, {"model", "peak_tflops", "hbm_bytes", "hbm_GBps", "hbm_efficiency",
-                                      "launch_overhead_us", "gemm_efficiency", "board_W"});
+    hw.gpu.sources =
+        read_sources(g, {"model", "peak_tflops", "hbm_bytes", "hbm_GBps", "hbm_efficiency",
+                         "unfused_attention_efficiency", "launch_overhead_us", "gemm_efficiency", "board_W"});
     g.finish();
   }
   {
@@ -332,6 +344,8 @@ std::string hardware_profile_to_json(const HardwareProfile& hw) {
             {"launch_overhead_us", to_us(hw.gpu.launch_overhead)},
             {"gemm_efficiency", curve_json(hw.gpu.gemm_efficiency, "gemm_gflop", "efficiency")}};
   if (hw.gpu.hbm_efficiency != 1.0) g["hbm_efficiency"] = hw.gpu.hbm_efficiency;
+  if (hw.gpu.unfused_attention_efficiency > 0)
+    g["unfused_attention_efficiency"] = hw.gpu.unfused_attention_efficiency;
   if (hw.gpu.board_W > 0) g["board_W"] = hw.gpu.board_W;
   write_sources(g, hw.gpu.sources);
   json p = {{"lane_GBps", hw.node.pcie.lane_GBps},

@@ -155,6 +155,7 @@ std::string plan_to_json(const Plan& plan) {
         j["compute"]["gemms"] = std::move(g);
       }
       if (c->wide_flops > 0) j["compute"]["wide_flops"] = c->wide_flops;
+      if (c->score_bytes > 0) j["compute"]["score_bytes"] = c->score_bytes;
     } else if (const auto* x = std::get_if<TransferWork>(&op.payload)) {
       j["transfer"] = {{"src", x->src},     {"dst", x->dst},
                        {"bytes", x->bytes}, {"latency_steps", x->latency_steps},
@@ -265,8 +266,11 @@ Plan plan_from_json(const std::string& text, const std::string& file) {
                                c.number_or("attention_flops", 0, 0, 1e30),
                                c.integer_or("attention_bytes", 0, 0, kMaxBytes),
                                read_gemms(c),
-                               c.number_or("wide_flops", 0, 0, 1e30)};
+                               c.number_or("wide_flops", 0, 0, 1e30),
+                               c.integer_or("score_bytes", 0, 0, kMaxBytes)};
       auto& work = std::get<ComputeWork>(op.payload);
+      if (work.score_bytes > work.mem_bytes)
+        c.fail("score_bytes", "exceeds mem_bytes; valid: 0 .. mem_bytes");
       if (work.expert_flops + work.attention_flops > work.flops)
         c.fail("attention_flops", "with expert_flops exceeds flops; valid: 0 .. flops - expert_flops");
       if (work.expert_flops > work.flops) c.fail("expert_flops", "exceeds flops; valid: 0 .. flops");

@@ -39,6 +39,7 @@ enum StreamSlot : std::size_t {
   kCpuSlot,
   kNvmeSlot,
   kCpSlot,  ///< context parallelism's key/value exchange
+  kTpSlot,  ///< the backward's TP collectives that overlap its GEMMs (ScheduleInput::overlap_tp_backward)
   kStreamSlots
 };
 
@@ -69,7 +70,8 @@ ComputeWork backward_work(TaskKind kind, const RangeCost& part, double gemm, std
                      backward_gemms(part.gemms, !weight_only, kind != TaskKind::kBackwardInput),
                      whole         ? part.wide_bwd_in + part.wide_bwd_w
                      : weight_only ? part.wide_bwd_w
-                                   : part.wide_bwd_in};
+                                   : part.wide_bwd_in,
+                     weight_only ? 0 : part.bwd_score_mem};
 }
 
 /// A profiled pass's measured time, or -1 to time it from its work.
@@ -146,9 +148,11 @@ class Builder {
                       static_cast<std::size_t>(total_mb_) +
                   static_cast<std::size_t>(mb)];
   }
+  /// A pass's TP collectives on `stream`: `halves` halves of the forward's volume (the forward's two
+  /// all-reduces, or all-gather + reduce-scatter pairs, are 2).
   OpId emit_tp_collective(StreamId stream, DeviceId self, std::int32_t replica_d, std::int32_t stage,
                           std::int32_t t, const RangeCost& cc, OpTags tags, std::int32_t phase,
-                          std::int32_t multiplier);
+                          std::int32_t halves = 2);
   /// The TP ring of (replica, stage) as an engine group: one per chunk, microbatch and `phase`.
   void set_tp_group(TransferWork& w, std::int32_t d, std::int32_t stage, const OpTags& tags,
                     std::int32_t phase) const;
@@ -165,6 +169,32 @@ class Builder {
     OpId weights_updated = kNone;    // the op that last updated this GPU's weights (its optimizer step)
     StreamId stream(StreamSlot s) const { return streams[s]; }
   };
+  /// The backward's TP collectives in halves of the forward's volume: `exposed` on the compute stream after
+  /// the pass, `hidden` on the TP stream beside its GEMMs. Without sequence parallelism the backward
+  /// all-reduces the input gradient of each column-parallel layer (the forward's volume); with it, it also
+  /// all-gathers again the inputs that only the weight gradient needs (Megatron-LM keeps them split): 1.5x.
+  /// Overlapped (Megatron-LM's asynchronous TP communication), the all-reduce runs beside the
+  /// weight-gradient GEMMs (`after_input`); with sequence parallelism the re-gather runs beside the
+  /// input-gradient GEMMs and the reduce-scatter beside the weight-gradient ones, and only the all-gathers
+  /// of the row-parallel layers' output gradients stay exposed. A split backward (zero-bubble B and W) has no
+  /// weight-gradient GEMMs beside its B: nothing hides there.
+  struct TpBackward {
+    std::int32_t exposed = 0, hidden = 0;
+    bool after_input = false;
+  };
+  TpBackward tp_backward(TaskKind kind) const {
+    const bool sp = in_.sequence_parallel;
+    if (!in_.overlap_tp_backward || kind != TaskKind::kBackward) return {sp ? 3 : 2, 0, false};
+    return sp ? TpBackward{1, 2, false} : TpBackward{0, 2, true};
+  }
+  /// A zero-time sync op on the compute stream for the hidden TP collectives to start from.
+  OpId fork_tp(const GpuRank& g, const OpTags& tags) {
+    return add_op(g.stream(kComputeSlot), OpKind::kSync, tags, ComputeWork{}, 0);
+  }
+  /// The hidden TP collectives of a backward on the TP stream after `after`; with `exposed_halves` the
+  /// exposed ones on the compute stream, then a sync op joining both: the pass's end.
+  OpId emit_tp_backward(const GpuRank& g, const RangeCost& cc, const OpTags& tags, OpId after,
+                        const TpBackward& how);
   /// Scatter/gather pipeline boundaries: a chunk whose input (forward) or output gradient (backward)
   /// arrived from another stage split over the TP ranks re-gathers it over NVLink before it runs.
   void emit_boundary_regather(GpuRank& g, const Task& task, std::int32_t chunk, const RangeCost& cc,
@@ -186,7 +216,8 @@ class Builder {
                        r.attn_fwd,
                        r.attn_fwd_bytes,
                        r.gemms,
-                       r.wide_fwd};
+                       r.wide_fwd,
+                       r.fwd_score_mem};
   }
   ComputeWork recompute_work(const RangeCost& r) const {
     return ComputeWork{r.recompute,
@@ -199,7 +230,8 @@ class Builder {
                        r.attn_recompute,
                        r.attn_recompute_bytes,
                        full_recompute_gemms(r),
-                       r.wide_recompute};
+                       r.wide_recompute,
+                       r.recompute_score_mem};
   }
   static Duration forward_fixed(const RangeCost& r) { return r.profiled ? r.fwd_ns : Duration{-1}; }
   static Duration recompute_fixed(const RangeCost& r) { return r.profiled ? r.recompute_ns : Duration{-1}; }
@@ -257,10 +289,12 @@ class Builder {
   void pair_inputs(const GpuRank& g, const Task& next, std::int32_t iter, std::int32_t round);
   /// A backward pass as one op, or split into gradient buckets each followed by its DP all-reduce; returns
   /// the first and last compute op.
+  /// A backward-kind pass over the chunk as one op; `launch_share` of the whole backward's two launches per
+  /// kernel (1 each for a backward split in two by the lowering itself).
   std::pair<OpId, OpId> emit_backward(const GpuRank& g, const Task& task, const RangeCost& cc,
-                                      const OpTags& tags);
+                                      const OpTags& tags, std::int32_t launch_share = 2);
   std::pair<OpId, OpId> emit_gradient_buckets(GpuRank& g, const Task& task, const RangeCost& cc,
-                                              const OpTags& tags);
+                                              const OpTags& tags, std::int32_t launch_share = 2);
   /// One bucket's gradient reduction of `params` after op `after`, on the collective stream.
   void emit_gradient_reduction(GpuRank& g, const OpTags& tags, std::int64_t params, OpId after);
   void emit_grad_sync_after_backward(GpuRank& g, std::int32_t iter);
@@ -488,17 +522,31 @@ DeviceId Builder::device_of_rank(std::int32_t rank) {
 
 OpId Builder::emit_tp_collective(StreamId stream, DeviceId self, std::int32_t d, std::int32_t stage,
                                  std::int32_t t, const RangeCost& cc, OpTags tags, std::int32_t phase,
-                                 std::int32_t multiplier) {
+                                 std::int32_t halves) {
   TransferWork w;
   w.src = self;
   w.dst = device_of_rank(global_rank(d, stage, tp_peer(t)));
-  w.bytes = cc.tp_bus * multiplier;
-  w.latency_steps = 2 * (in_.tp - 1) * cc.tp_collectives * multiplier;
+  w.bytes = cc.tp_bus * halves / 2;
+  w.latency_steps = (in_.tp - 1) * cc.tp_collectives * halves;
   // One collective's buffer: the bus bytes are 2(t-1)/t of it per collective.
   if (cc.tp_collectives > 0)
     w.message_bytes = cc.tp_bus * in_.tp / (2 * (in_.tp - 1) * std::int64_t{cc.tp_collectives});
   set_tp_group(w, d, stage, tags, phase);
   return add_op(stream, OpKind::kAllReduce, tags, w, -1);
+}
+
+OpId Builder::emit_tp_backward(const GpuRank& g, const RangeCost& cc, const OpTags& tags, OpId after,
+                               const TpBackward& how) {
+  // Phase 2 is the backward's; the exposed part under sequence parallelism takes the backward re-gather's
+  // phase (4), which boundaries split by sequence parallelism never use.
+  const OpId hidden =
+      emit_tp_collective(g.stream(kTpSlot), g.self, g.d, g.stage, g.t, cc, tags, 2, how.hidden);
+  plan_.ops[static_cast<std::size_t>(hidden)].deps.push_back(after);
+  if (how.exposed > 0)
+    emit_tp_collective(g.stream(kComputeSlot), g.self, g.d, g.stage, g.t, cc, tags, 4, how.exposed);
+  const OpId join = add_op(g.stream(kComputeSlot), OpKind::kSync, tags, ComputeWork{}, 0);
+  plan_.ops[static_cast<std::size_t>(join)].deps.push_back(hidden);
+  return join;
 }
 
 void Builder::set_tp_group(TransferWork& w, std::int32_t d, std::int32_t stage, const OpTags& tags,
@@ -655,7 +703,7 @@ void Builder::emit_task(GpuRank& g, const Task& task, std::int32_t iter, std::in
     sl.fwd_first = sl.fwd_done = f;
     if (OpId join = join_context_exchange(g, task, cc, tags, fork, f); join != kNone) sl.fwd_done = join;
     if (tp_comm && cc.tp_bus > 0)
-      sl.fwd_done = emit_tp_collective(compute, g.self, g.d, g.stage, g.t, cc, tags, 0, 1);
+      sl.fwd_done = emit_tp_collective(compute, g.self, g.d, g.stage, g.t, cc, tags, 0);
     if (OpId a2a = emit_expert_alltoall(g, cc, tags); a2a != kNone) sl.fwd_done = a2a;
     return;
   }
@@ -665,7 +713,7 @@ void Builder::emit_task(GpuRank& g, const Task& task, std::int32_t iter, std::in
       first = add_op(compute, OpKind::kRecompute, tags, recompute_work(cc), recompute_fixed(cc));
       plan_.ops[static_cast<std::size_t>(first)].alloc_bytes = cc.extra;
       if (tp_comm && in_.recompute == Recompute::kFull && cc.tp_bus > 0)
-        emit_tp_collective(compute, g.self, g.d, g.stage, g.t, cc, tags, 1, 1);
+        emit_tp_collective(compute, g.self, g.d, g.stage, g.t, cc, tags, 1);
       if (in_.recompute == Recompute::kFull) emit_expert_alltoall(g, cc, tags);
     }
   }
@@ -675,29 +723,47 @@ void Builder::emit_task(GpuRank& g, const Task& task, std::int32_t iter, std::in
   const std::int64_t frees = whole         ? cc.stored + cc.extra
                              : weight_only ? cc.weight_grad_share
                                            : cc.stored - cc.weight_grad_share + cc.extra;
-  auto [first_b, last] =
-      carries_dp ? emit_gradient_buckets(g, task, cc, tags) : emit_backward(g, task, cc, tags);
+  const TpBackward tp = tp_comm && cc.tp_bus > 0 ? tp_backward(task.kind) : TpBackward{};
+  OpId tp_after = kNone;  // where the hidden TP collectives start
+  std::pair<OpId, OpId> ops;
+  if (tp.hidden > 0 && tp.after_input) {
+    // The input gradients first, their all-reduce beside the weight-gradient GEMMs.
+    Task input = task, weight = task;
+    input.kind = TaskKind::kBackwardInput;
+    weight.kind = TaskKind::kBackwardWeight;
+    tp_after = emit_backward(g, input, cc, tags, 1).first;
+    ops = carries_dp ? emit_gradient_buckets(g, weight, cc, tags, 1) : emit_backward(g, weight, cc, tags, 1);
+    ops.first = tp_after;
+  } else {
+    if (tp.hidden > 0) tp_after = fork_tp(g, tags);
+    ops = carries_dp ? emit_gradient_buckets(g, task, cc, tags) : emit_backward(g, task, cc, tags);
+    if (tp_after != kNone) ops.first = tp_after;
+  }
+  auto [first_b, last] = ops;
   plan_.ops[static_cast<std::size_t>(last)].free_bytes = frees;
   if (first == kNone) first = first_b;
   if (task.kind != TaskKind::kBackwardWeight) {
     sl.bwd_first = first;
     sl.bwd_done = last;
     if (OpId join = join_context_exchange(g, task, cc, tags, fork, last); join != kNone) sl.bwd_done = join;
-    if (tp_comm && cc.tp_bus > 0)
-      sl.bwd_done = emit_tp_collective(compute, g.self, g.d, g.stage, g.t, cc, tags, 2, 1);
+    if (tp.hidden > 0)
+      sl.bwd_done = emit_tp_backward(g, cc, tags, tp_after, tp);
+    else if (tp.exposed > 0)
+      sl.bwd_done = emit_tp_collective(compute, g.self, g.d, g.stage, g.t, cc, tags, 2, tp.exposed);
     if (OpId a2a = emit_expert_alltoall(g, cc, tags); a2a != kNone) sl.bwd_done = a2a;
   }
 }
 
 std::pair<OpId, OpId> Builder::emit_backward(const GpuRank& g, const Task& task, const RangeCost& cc,
-                                             const OpTags& tags) {
-  OpId b = add_op(g.stream(kComputeSlot), backward_kind(task.kind), tags,
-                  backward_work(task.kind, cc, cc.gemm, cc.kernels * 2), backward_fixed(task.kind, cc));
+                                             const OpTags& tags, std::int32_t launch_share) {
+  OpId b =
+      add_op(g.stream(kComputeSlot), backward_kind(task.kind), tags,
+             backward_work(task.kind, cc, cc.gemm, cc.kernels * launch_share), backward_fixed(task.kind, cc));
   return {b, b};
 }
 
 std::pair<OpId, OpId> Builder::emit_gradient_buckets(GpuRank& g, const Task& task, const RangeCost& cc,
-                                                     const OpTags& tags) {
+                                                     const OpTags& tags, std::int32_t launch_share) {
   // Split the chunk's last gradient pass into buckets (layers in reverse order) so each bucket's all-reduce
   // overlaps the rest of the backward.
   const auto& table =
@@ -708,7 +774,8 @@ std::pair<OpId, OpId> Builder::emit_gradient_buckets(GpuRank& g, const Task& tas
     OpTags bt = tags;
     bt.layer_begin = bucket.lo;
     bt.layer_end = bucket.hi;
-    const std::int32_t kernels = cc.kernels * 2 * (bucket.hi - bucket.lo) / std::max(1, cc.end - cc.begin);
+    const std::int32_t kernels =
+        cc.kernels * launch_share * (bucket.hi - bucket.lo) / std::max(1, cc.end - cc.begin);
     OpId b = add_op(g.stream(kComputeSlot), backward_kind(task.kind), bt,
                     backward_work(task.kind, part, cc.gemm, kernels), backward_fixed(task.kind, part));
     if (first == kNone) first = b;
@@ -802,7 +869,7 @@ void Builder::emit_layerwise_task(GpuRank& g, const Task& task, std::int32_t ite
   // and keep one collective id per (chunk, microbatch, phase).
   const OpTags chunk_tags{g.stage, task.chunk, mb, cc.begin, cc.end, iter};
   auto emit_tp = [&](std::int32_t phase) {
-    return emit_tp_collective(compute, g.self, g.d, g.stage, g.t, cc, chunk_tags, phase, 1);
+    return emit_tp_collective(compute, g.self, g.d, g.stage, g.t, cc, chunk_tags, phase);
   };
   if (task.kind == TaskKind::kForward) {
     for (std::int32_t i = cc.begin; i < cc.end; ++i) {
@@ -822,6 +889,10 @@ void Builder::emit_layerwise_task(GpuRank& g, const Task& task, std::int32_t ite
     return;
   }
   const bool whole = task.kind == TaskKind::kBackward, weight_only = task.kind == TaskKind::kBackwardWeight;
+  // Overlapped TP collectives run beside the whole chunk's backward here (its layers' input- and
+  // weight-gradient GEMMs alternate).
+  const TpBackward tp = tp_comm && cc.tp_bus > 0 ? tp_backward(task.kind) : TpBackward{};
+  OpId tp_after = kNone;
   for (std::int32_t i = cc.end - 1; i >= cc.begin; --i) {
     const RangeCost& lc = layers[static_cast<std::size_t>(i)];
     const OpTags tags = layer_tags(i);
@@ -833,6 +904,10 @@ void Builder::emit_layerwise_task(GpuRank& g, const Task& task, std::int32_t ite
       first = add_op(compute, OpKind::kRecompute, tags, recompute_work(lc), recompute_fixed(lc));
       plan_.ops[static_cast<std::size_t>(first)].alloc_bytes += lc.extra;
       if (gathered != kNone) plan_.ops[static_cast<std::size_t>(first)].deps.push_back(gathered);
+    }
+    if (tp.hidden > 0 && tp_after == kNone) {
+      tp_after = fork_tp(g, chunk_tags);
+      if (first == kNone) first = tp_after;
     }
     OpId b = add_op(compute, backward_kind(task.kind), tags,
                     backward_work(task.kind, lc, lc.gemm, lc.kernels * 2), backward_fixed(task.kind, lc));
@@ -854,7 +929,9 @@ void Builder::emit_layerwise_task(GpuRank& g, const Task& task, std::int32_t ite
   const bool recomputed = in_.recompute == Recompute::kFull && (cc.recompute > 0 || cc.recompute_ns > 0);
   if (tp_comm && cc.tp_bus > 0) {
     if (recomputed) emit_tp(1);
-    sl.bwd_done = emit_tp(2);
+    sl.bwd_done = tp.hidden > 0
+                      ? emit_tp_backward(g, cc, chunk_tags, tp_after, tp)
+                      : emit_tp_collective(compute, g.self, g.d, g.stage, g.t, cc, chunk_tags, 2, tp.exposed);
   }
   if (recomputed) emit_expert_alltoall(g, cc, chunk_tags);
   if (OpId a2a = emit_expert_alltoall(g, cc, chunk_tags); a2a != kNone) sl.bwd_done = a2a;
@@ -1153,6 +1230,7 @@ Plan Builder::build(bool explicit_replicas) {
       if (grad_replicas() > 1 && shards_params())
         add_stream(kGatherSlot, dev, StreamKind::kCollective, "allgather");
       if (in_.cp > 1) add_stream(kCpSlot, dev, StreamKind::kCollective, kContextParallelStream);
+      if (in_.tp > 1 && in_.overlap_tp_backward) add_stream(kTpSlot, dev, StreamKind::kCollective, "tp");
       if (offloads()) {
         add_stream(kD2HSlot, dev, StreamKind::kD2H, "d2h");
         add_stream(kH2DSlot, dev, StreamKind::kH2D, "h2d");
@@ -1285,7 +1363,8 @@ Duration Builder::lower_bound() {
   auto timed = [&](const ComputeWork& w, Duration fixed) {  // launches left out: kernels ignored
     if (fixed >= 0) return fixed;
     return in_.hw.op_ns(w.flops, w.gemm_gflop, 0, in_.dtype, w.mem_bytes, w.expert_flops, w.expert_gemm_gflop,
-                        w.expert_weight_bytes, w.attention_flops, w.attention_bytes, w.wide_flops);
+                        w.expert_weight_bytes, w.attention_flops, w.attention_bytes, w.wide_flops,
+                        w.score_bytes);
   };
   // A TP collective on the compute stream lasts at least its path latency steps plus its bytes at the
   // fastest rate its ring path allows (the slowest link on it, or the measured bus bandwidth cap): flows
@@ -1293,14 +1372,14 @@ Duration Builder::lower_bound() {
   const std::int32_t gpn = in_.hw.node.gpus;
   auto slot = [&](std::int32_t rank) { return in_.hw.gpu_slot(rank, in_.tp); };
   const Topology topology(in_.hw, static_cast<int>(slot(global_rank(0, in_.pp - 1, in_.tp - 1)) / gpn + 1));
-  auto tp_ns = [&](std::int32_t stage, const RangeCost& c, std::int32_t multiplier) -> Duration {
-    if (in_.tp <= 1 || c.tp_bus <= 0 || c.tp_collectives <= 0) return 0;
+  auto tp_ns = [&](std::int32_t stage, const RangeCost& c, std::int32_t halves) -> Duration {
+    if (in_.tp <= 1 || c.tp_bus <= 0 || c.tp_collectives <= 0 || halves <= 0) return 0;
     const auto self = static_cast<std::int32_t>(slot(global_rank(0, stage, 0)));
     const auto next = static_cast<std::int32_t>(slot(global_rank(0, stage, tp_peer(0))));
-    const std::int64_t bytes = c.tp_bus * multiplier;
+    const std::int64_t bytes = c.tp_bus * halves / 2;
     const std::int64_t message = c.tp_bus * in_.tp / (2 * (in_.tp - 1) * std::int64_t{c.tp_collectives});
     const Path p = topology.ring_path({self / gpn, self % gpn}, {next / gpn, next % gpn}, bytes, message);
-    Duration d = p.latency * 2 * (in_.tp - 1) * c.tp_collectives * multiplier;
+    Duration d = p.latency * (in_.tp - 1) * c.tp_collectives * halves;
     if (p.links.empty() || bytes <= 0) return d;
     double rate = p.max_bytes_per_ns > 0 ? p.max_bytes_per_ns : std::numeric_limits<double>::infinity();
     for (LinkId l : p.links)
@@ -1327,12 +1406,14 @@ Duration Builder::lower_bound() {
   };
   auto task_ns_uncached = [&](const Task& task, std::int32_t stage, std::size_t table, std::size_t chunk) {
     const RangeCost& cc = chunk_costs_[table][chunk];
-    Duration collectives = 0;  // the chunk's TP all-reduces: forward; recompute (full) and backward
+    // The chunk's TP collectives on the compute stream: forward; recompute (full) and the backward's exposed
+    // part.
+    Duration collectives = 0;
     if (task.kind == TaskKind::kForward) {
-      collectives = tp_ns(stage, cc, 1);
+      collectives = tp_ns(stage, cc, 2);
     } else if (task.kind != TaskKind::kBackwardWeight) {
       const bool recomputed = in_.recompute == Recompute::kFull && (cc.recompute > 0 || cc.recompute_ns > 0);
-      collectives = (recomputed ? tp_ns(stage, cc, 1) : 0) + tp_ns(stage, cc, 1);
+      collectives = (recomputed ? tp_ns(stage, cc, 2) : 0) + tp_ns(stage, cc, tp_backward(task.kind).exposed);
     }
     return collectives + compute_ns(task, table, cc);
   };

@@ -36,6 +36,9 @@ RangeCost range_cost(const std::vector<LayerCost>& layers, std::int32_t begin, s
     r.bwd_mem += l.bwd_mem_bytes;
     r.grad_accum_mem += l.grad_accum_bytes;
     r.recompute_mem += l.recompute_mem_bytes;
+    r.fwd_score_mem += l.fwd_score_mem_bytes;
+    r.bwd_score_mem += l.bwd_score_mem_bytes;
+    r.recompute_score_mem += l.recompute_score_mem_bytes;
     weighted += l.fwd_flops * l.gemm_gflop;
     r.kernels += l.kernels;
     if (l.fwd_ns >= 0) {
@@ -50,6 +53,7 @@ RangeCost range_cost(const std::vector<LayerCost>& layers, std::int32_t begin, s
       r.checkpoint_recompute += l.fwd_flops / t;
       r.expert_checkpoint_recompute += l.expert_fwd_flops / t;
       r.checkpoint_recompute_mem += l.fwd_mem_bytes;
+      r.checkpoint_recompute_score_mem += l.fwd_score_mem_bytes;
       r.checkpoint_recompute_ns += std::max<Duration>(0, l.fwd_ns);
     }
     for (const auto& g : l.gemms) {

@@ -28,6 +28,9 @@ struct RangeCost {
   double checkpoint_recompute = 0;
   /// HBM traffic of the memory-bound kernels of each pass (the backward's all in the input-gradient pass).
   std::int64_t fwd_mem = 0, bwd_mem = 0, recompute_mem = 0, checkpoint_recompute_mem = 0;
+  /// Of those, unfused attention's softmax, mask and dropout over the scores (LayerCost::*_score_mem_bytes).
+  std::int64_t fwd_score_mem = 0, bwd_score_mem = 0, recompute_score_mem = 0,
+               checkpoint_recompute_score_mem = 0;
   double gemm = 0;                     ///< FLOP-weighted typical GEMM size, GFLOP per TP rank
   std::vector<GemmShape> gemms;        ///< the forward's dense GEMMs per TP rank (blocks and head)
   std::vector<GemmShape> block_gemms;  ///< the blocks' share: what re-running from a checkpoint runs

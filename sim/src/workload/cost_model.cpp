@@ -153,11 +153,19 @@ std::vector<GemmShape> block_gemms(const ModelSpec& m, std::int64_t tokens, std:
   return g;
 }
 
-/// HBM traffic of one block's memory-bound kernels per TP rank, forward; `attention` is the part over the
-/// attention scores (what selective recompute re-runs).
+/// HBM traffic of one block's memory-bound kernels per TP rank: the forward's, of it `attention` the part
+/// selective recompute re-runs (the score path and the context's copy back), and the share of each pass over
+/// the scores themselves.
 struct BlockTraffic {
-  std::int64_t forward = 0, attention = 0;
+  std::int64_t forward = 0, backward = 0, attention = 0;
+  std::int64_t scores_forward = 0, scores_backward = 0;
 };
+
+/// A memory-bound kernel's backward reads its output gradient and its saved input and writes its input
+/// gradient: three accesses where the forward made two.
+std::int64_t backward_traffic(std::int64_t forward) {
+  return forward * 3 / 2;
+}
 
 BlockTraffic block_traffic(const ModelSpec& m, const CostOptions& o) {
   const std::int64_t t = o.tp, sb = o.seq * o.microbatch_size;
@@ -176,19 +184,18 @@ BlockTraffic block_traffic(const ModelSpec& m, const CostOptions& o) {
   // one.
   const bool gated = m.mlp == MlpKind::kSwiGlu || m.is_moe();
   b.forward += (gated ? 6 : kReadWriteBytes) * inner;
+  b.backward = backward_traffic(b.forward);
   if (o.attention == AttentionKernel::kUnfused) {
-    // Softmax reads and writes the scores; dropout reads and writes them and writes a 1-byte mask; the
-    // context goes back from per-head to token-major layout.
-    b.attention = kReadWriteBytes * scores + (o.dropout ? 5 * scores : 0) + kReadWriteBytes * heads_out;
+    // Softmax reads and writes the scores; dropout reads and writes them and writes a 1-byte mask. In the
+    // backward, dropout reads the gradient and its mask and writes (5 B), softmax reads the gradient and its
+    // output and writes (6 B). The context goes back from per-head to token-major layout.
+    b.scores_forward = kReadWriteBytes * scores + (o.dropout ? 5 * scores : 0);
+    b.scores_backward = 6 * scores + (o.dropout ? 5 * scores : 0);
+    b.attention = b.scores_forward + kReadWriteBytes * heads_out;
     b.forward += b.attention;
+    b.backward += b.scores_backward + backward_traffic(kReadWriteBytes * heads_out);
   }
   return b;
-}
-
-/// A memory-bound kernel's backward reads its output gradient and its saved input and writes its input
-/// gradient: three accesses where the forward made two.
-std::int64_t backward_traffic(std::int64_t forward) {
-  return forward * 3 / 2;
 }
 
 }  // namespace
@@ -338,7 +345,9 @@ std::vector<LayerCost> model_layer_costs(const ModelSpec& m, const CostOptions& 
     }
     const BlockTraffic traffic = block_traffic(m, o);
     c.fwd_mem_bytes = traffic.forward;
-    c.bwd_mem_bytes = backward_traffic(traffic.forward);
+    c.bwd_mem_bytes = traffic.backward;
+    c.fwd_score_mem_bytes = traffic.scores_forward;
+    c.bwd_score_mem_bytes = traffic.scores_backward;
     c.output_bytes = boundary;
     if (whole.cp > 1) c.cp_kv_bytes = 2 * 2 * b * s * ceil_div(m.kv_heads, t) * m.head_dim;
     c.tp_bus_bytes = 2 * tp_bus;
@@ -357,6 +366,7 @@ std::vector<LayerCost> model_layer_costs(const ModelSpec& m, const CostOptions& 
         c.stored_activation_bytes = linear_part;
         c.recompute_flops = o.attention == AttentionKernel::kFlash ? 0 : attn;
         c.recompute_mem_bytes = traffic.attention;
+        c.recompute_score_mem_bytes = traffic.scores_forward;
         c.recompute_extra_bytes = score_part;
         break;
       case Recompute::kFull:  // only the layer input kept; the whole forward re-runs in the backward
@@ -364,6 +374,7 @@ std::vector<LayerCost> model_layer_costs(const ModelSpec& m, const CostOptions& 
         c.recompute_flops = c.fwd_flops;
         c.expert_recompute_flops = c.expert_fwd_flops;
         c.recompute_mem_bytes = c.fwd_mem_bytes;
+        c.recompute_score_mem_bytes = c.fwd_score_mem_bytes;
         c.recompute_extra_bytes = linear_part + score_part - boundary;
         break;
     }

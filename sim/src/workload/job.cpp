@@ -327,6 +327,10 @@ ScheduleInput make_schedule_input(const JobOptions& j, const ScheduleDescriptor&
     bad("--grad-sync", fmt::format("unknown mode '{}'; valid: overlap, after-backward", j.grad_sync));
   in.overlap_grad_sync = j.grad_sync == "overlap";
   in.blocking_p2p = j.blocking_p2p;
+  if (j.tp_overlap != "backward" && j.tp_overlap != "none")
+    bad("--tp-overlap", fmt::format("unknown mode '{}'; valid: backward, none", j.tp_overlap));
+  in.overlap_tp_backward = j.tp_overlap == "backward";
+  in.sequence_parallel = j.tp > 1 && j.sequence_parallel;
   if (!(j.max_memory_gib >= 0 && j.max_memory_gib <= 1e6))
     bad("--max-memory", "valid: 0 (half of this machine's memory) .. 1e6 GiB");
   in.memory_budget_bytes = j.max_memory_gib * 1073741824.0;

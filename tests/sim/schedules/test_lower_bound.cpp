@@ -49,6 +49,7 @@ TEST(LowerBound, NeverExceedsTheSimulatedStep) {
     j.sequence_parallel = pick(rng, {true, false});
     j.blocking_p2p = pick(rng, {true, false});
     j.accum_steps = pick(rng, {1, 2});
+    j.tp_overlap = pick(rng, std::vector<std::string>{"none", "backward"});
     if (j.dp > 1) j.zero = pick(rng, {0, 1, 2, 3});
     j.cp = pick(rng, {1, 1, 2});
     if (j.cp > 1) j.attention = "flash";

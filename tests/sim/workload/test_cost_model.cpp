@@ -221,8 +221,17 @@ TEST(CostModel, MemoryBoundTrafficOfOneBlockByHand) {
   const std::int64_t fwd = 2 * 4 * E + 2 * 7 * E + 4 * inner + 4 * S + 5 * S + 4 * heads_out;
   EXPECT_EQ(fwd, 933'888);
   EXPECT_EQ(layers[1].fwd_mem_bytes, fwd);
-  EXPECT_EQ(layers[1].bwd_mem_bytes, fwd * 3 / 2);  // three accesses per element in the backward
+  // Three accesses per element in the backward (gradient in, saved input, gradient out), except over the
+  // scores: dropout reads the gradient and its 1 B mask and writes (5 B), softmax reads the gradient and its
+  // output and writes (6 B).
+  const std::int64_t scores_bwd = 5 * S + 6 * S;
+  EXPECT_EQ(layers[1].bwd_mem_bytes, (fwd - 4 * S - 5 * S) * 3 / 2 + scores_bwd);
+  EXPECT_EQ(layers[1].bwd_mem_bytes, 1'236'992);
+  // Of those, the score traffic is timed at the unfused-attention bandwidth.
+  EXPECT_EQ(layers[1].fwd_score_mem_bytes, 4 * S + 5 * S);
+  EXPECT_EQ(layers[1].bwd_score_mem_bytes, scores_bwd);
   EXPECT_EQ(layers[1].recompute_mem_bytes, 0);
+  EXPECT_EQ(layers[1].recompute_score_mem_bytes, 0);
   // Head: the final norm, then 38 B per fp32 logit forward and 14 B backward.
   EXPECT_EQ(layers.back().fwd_mem_bytes, 4 * E + 38 * 128 * 1000);
   EXPECT_EQ(layers.back().bwd_mem_bytes, 6 * E + 14 * 128 * 1000);
@@ -233,6 +242,7 @@ TEST(CostModel, MemoryBoundTrafficOfOneBlockByHand) {
   EXPECT_EQ(model_layer_costs(tiny_gpt(), o)[1].recompute_mem_bytes, fwd);
   o.recompute = Recompute::kSelective;
   EXPECT_EQ(model_layer_costs(tiny_gpt(), o)[1].recompute_mem_bytes, 4 * S + 5 * S + 4 * heads_out);
+  EXPECT_EQ(model_layer_costs(tiny_gpt(), o)[1].recompute_score_mem_bytes, 4 * S + 5 * S);
 
   // Sequence parallelism over t = 2 splits the residual stream; TP splits heads and the MLP in any case.
   CostOptions sp{1, 128, 2, Recompute::kNone};
@@ -342,12 +352,30 @@ TEST(CostModel, ScoreGemmsTakeTheLongerOfTheirFlopsAndTheirScoreBytes) {
   const auto bytes = static_cast<std::int64_t>(attention / 128);
   ASSERT_GT(hw.memory_ns(bytes), hw.compute_ns(attention, 500, 0, "fp16"));
   EXPECT_EQ(hw.op_ns(flops, 500, 10, "fp16", 1'000'000, 0, 0, 0, attention, bytes),
-            rest + hw.memory_ns(bytes));
+            rest + hw.score_memory_ns(bytes));
   // Few bytes: the FLOPs decide; no bytes: the attention FLOPs are ordinary GEMM FLOPs.
   EXPECT_EQ(hw.op_ns(flops, 500, 10, "fp16", 1'000'000, 0, 0, 0, attention, 1000),
             rest + hw.compute_ns(attention, 500, 0, "fp16"));
   EXPECT_EQ(hw.op_ns(flops, 500, 10, "fp16", 1'000'000, 0, 0, 0, attention, 0),
             hw.compute_ns(flops, 500, 10, "fp16") + hw.memory_ns(1'000'000));
+}
+
+TEST(CostModel, ScoreKernelsRunAtTheUnfusedAttentionBandwidth) {
+  // A100: 2039 GB/s; streaming kernels at 85 % of it, unfused attention's score kernels at 62 %
+  // (FlashAttention's measurement of standard attention): 1 GB takes ceil(1e9 / 1264.18 GB/s) = 791,027 ns,
+  // not 576,985.
+  HardwareProfile hw = load_hardware_profile("a100-80g-sxm-8x");
+  ASSERT_DOUBLE_EQ(hw.gpu.unfused_attention_efficiency, 0.62);
+  EXPECT_EQ(hw.memory_ns(1'000'000'000), 576'985);
+  EXPECT_EQ(hw.score_memory_ns(1'000'000'000), 791'027);
+  // Of an op's memory-bound bytes, the score share takes the slower rate; the rest the streaming one.
+  const std::int64_t mem = 3'000'000'000, scores = 1'000'000'000;
+  EXPECT_EQ(hw.op_ns(0, 1, 0, "fp16", mem, 0, 0, 0, 0, 0, 0, scores), hw.memory_ns(mem - scores) + 791'027);
+  // Score GEMMs bound by their bytes move them at the same rate.
+  EXPECT_EQ(hw.op_ns(1e6, 1, 0, "fp16", 0, 0, 0, 0, 1e6, scores), hw.compute_ns(0, 1, 0, "fp16") + 791'027);
+  // A profile without the figure times the scores like any streaming kernel.
+  hw.gpu.unfused_attention_efficiency = 0;
+  EXPECT_EQ(hw.op_ns(0, 1, 0, "fp16", mem, 0, 0, 0, 0, 0, 0, scores), hw.memory_ns(mem));
 }
 
 TEST(CostModel, ExpertGemmsTakeTheLongerOfTheirFlopsAndTheirWeightBytes) {

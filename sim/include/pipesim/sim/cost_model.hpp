@@ -95,6 +95,9 @@ struct LayerCost {
   /// Adding this microbatch's weight gradients into the step's accumulated ones (weight-gradient pass).
   std::int64_t grad_accum_bytes = 0;
   std::int64_t recompute_mem_bytes = 0;
+  /// Of the three above, unfused attention's softmax, mask and dropout over the scores (timed at the GPU's
+  /// unfused_attention_efficiency).
+  std::int64_t fwd_score_mem_bytes = 0, bwd_score_mem_bytes = 0, recompute_score_mem_bytes = 0;
   /// FP8 recipes (CostOptions::fp8): of each pass's FLOPs (before the TP split), what stays in 16 bits, the
   /// flash attention core and the output head (unfused attention's score GEMMs are separate above).
   double wide_fwd_flops = 0, wide_bwd_input_flops = 0, wide_bwd_weight_flops = 0, wide_recompute_flops = 0;

@@ -29,6 +29,9 @@ struct GpuSpec {
   /// Share of hbm_GBps that streaming kernels (norms, activations, softmax, optimizer) achieve; 1 when the
   /// profile does not say.
   double hbm_efficiency = 1.0;
+  /// Share of hbm_GBps that unfused attention's kernels over the s^2 scores (the score GEMMs writing and
+  /// reading them, softmax, mask, dropout) achieve; 0: hbm_efficiency.
+  double unfused_attention_efficiency = 0;
   Duration launch_overhead = 0;  ///< per kernel launch (`launch_overhead_us` in the file)
   /// GEMM efficiency (fraction of peak) against the work of one GEMM in GFLOP.
   std::vector<CurvePoint> gemm_efficiency;  ///< x = gemm_gflop, y = efficiency
@@ -138,12 +141,15 @@ struct HardwareProfile {
   std::int64_t op_ns(double flops, double gemm_gflop, std::int32_t kernels, const std::string& dtype,
                      std::int64_t mem_bytes, double expert_flops = 0, double expert_gemm_gflop = 0,
                      std::int64_t expert_weight_bytes = 0, double attention_flops = 0,
-                     std::int64_t attention_bytes = 0, double wide_flops = 0) const;
+                     std::int64_t attention_bytes = 0, double wide_flops = 0,
+                     std::int64_t score_bytes = 0) const;
   /// The 16-bit dtype of the profile (bf16 where the GPU has it, else fp16): what an FP8 recipe keeps for
   /// attention and the output head.
   const std::string& sixteen_bit_dtype() const;
   /// GPU time of a memory-bound kernel moving `bytes` to and from HBM (ns, rounded up).
   std::int64_t memory_ns(std::int64_t bytes) const;
+  /// The same for unfused attention's kernels over the scores (unfused_attention_efficiency).
+  std::int64_t score_memory_ns(std::int64_t bytes) const;
 };
 
 /// Parses a profile from JSON text; `file` names the source in error messages.

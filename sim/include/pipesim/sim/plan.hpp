@@ -98,6 +98,9 @@ struct ComputeWork {
   /// Of `flops`, what an FP8 recipe keeps in 16 bits (the attention core, the output head), timed at the
   /// 16-bit peak; 0 unless the plan's dtype is fp8.
   double wide_flops = 0;
+  /// Of `mem_bytes`, unfused attention's softmax, mask and dropout over the scores, timed at the GPU's
+  /// unfused-attention bandwidth.
+  std::int64_t score_bytes = 0;
 };
 
 /// Bytes moved from src to dst over the links between them (shared by max-min fairness).

@@ -63,6 +63,12 @@ struct ScheduleInput {
   /// Pipeline sends hold the sender's compute stream until they complete (Megatron-LM 2021's blocking
   /// send/recv pairs); false: they overlap the next compute (the sender only waits for the receiver).
   bool blocking_p2p = false;
+  /// TP ranks split the sequence between their collectives (sequence parallelism): the backward also
+  /// all-gathers again the inputs its weight gradients need.
+  bool sequence_parallel = false;
+  /// The backward's TP collectives overlap its GEMMs (Megatron-LM's asynchronous tensor-parallel
+  /// communication, on by default since 2022); false: each waits on the compute stream (Megatron-LM 2021).
+  bool overlap_tp_backward = false;
   /// Memory building and simulating the plan may take; a plan estimated beyond it is refused up front
   /// (0: half of this machine's physical memory).
   double memory_budget_bytes = 0;
