@@ -8,7 +8,7 @@ namespace pipesim::sim {
 
 namespace {
 
-enum class Cause { kPipeline, kDataParallel, kContextParallel, kOffload, kOther };
+enum class Cause { kPipeline, kTensorParallel, kDataParallel, kContextParallel, kOffload, kOther };
 
 /// Shares accumulated in nanoseconds, turned into fractions at the end.
 struct Tally {
@@ -46,6 +46,9 @@ class Attribution {
         }
         break;
       }
+      case Cause::kTensorParallel:  // the exposed part of a TP collective that overlapped the backward
+        t.tp += span;
+        break;
       case Cause::kDataParallel:
         t.dp += span;
         break;
@@ -79,6 +82,7 @@ class Attribution {
         break;
     }
     if (s.name == kContextParallelStream) return Cause::kContextParallel;
+    if (s.name == kTensorParallelStream) return Cause::kTensorParallel;
     if (is_collective(op.kind) && s.kind != StreamKind::kCompute) return Cause::kDataParallel;
     return Cause::kPipeline;  // another GPU's compute, its TP collectives, or a p2p transfer
   }

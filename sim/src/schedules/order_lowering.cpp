@@ -177,14 +177,15 @@ class Builder {
   /// weight-gradient GEMMs (`after_input`); with sequence parallelism the re-gather runs beside the
   /// input-gradient GEMMs and the reduce-scatter beside the weight-gradient ones, and only the all-gathers
   /// of the row-parallel layers' output gradients stay exposed. A split backward (zero-bubble B and W) has no
-  /// weight-gradient GEMMs beside its B: nothing hides there.
+  /// weight-gradient GEMMs beside its B: nothing hides there. Nor under ZeRO-3/FSDP, whose frameworks run
+  /// TP collectives synchronously (PyTorch's FSDP with TP, unless its experimental async TP is on).
   struct TpBackward {
     std::int32_t exposed = 0, hidden = 0;
     bool after_input = false;
   };
   TpBackward tp_backward(TaskKind kind) const {
     const bool sp = in_.sequence_parallel;
-    if (!in_.overlap_tp_backward || kind != TaskKind::kBackward) return {sp ? 3 : 2, 0, false};
+    if (!overlaps_tp() || kind != TaskKind::kBackward) return {sp ? 3 : 2, 0, false};
     return sp ? TpBackward{1, 2, false} : TpBackward{0, 2, true};
   }
   /// A zero-time sync op on the compute stream for the hidden TP collectives to start from.
@@ -237,6 +238,7 @@ class Builder {
   static Duration recompute_fixed(const RangeCost& r) { return r.profiled ? r.recompute_ns : Duration{-1}; }
   // Sharded data parallelism.
   bool shards_params() const { return in_.sharding.stage == ZeroStage::k3; }
+  bool overlaps_tp() const { return in_.tp > 1 && in_.overlap_tp_backward && !shards_params(); }
   std::int32_t shard_ranks() const { return std::max(1, in_.sharding.shard_group); }
   bool offloads() const { return in_.sharding.offload_optimizer || in_.sharding.offload_params; }
   /// The data-parallel rings a collective can run over: the shard group (the whole DP group unless HSDP),
@@ -889,10 +891,6 @@ void Builder::emit_layerwise_task(GpuRank& g, const Task& task, std::int32_t ite
     return;
   }
   const bool whole = task.kind == TaskKind::kBackward, weight_only = task.kind == TaskKind::kBackwardWeight;
-  // Overlapped TP collectives run beside the whole chunk's backward here (its layers' input- and
-  // weight-gradient GEMMs alternate).
-  const TpBackward tp = tp_comm && cc.tp_bus > 0 ? tp_backward(task.kind) : TpBackward{};
-  OpId tp_after = kNone;
   for (std::int32_t i = cc.end - 1; i >= cc.begin; --i) {
     const RangeCost& lc = layers[static_cast<std::size_t>(i)];
     const OpTags tags = layer_tags(i);
@@ -904,10 +902,6 @@ void Builder::emit_layerwise_task(GpuRank& g, const Task& task, std::int32_t ite
       first = add_op(compute, OpKind::kRecompute, tags, recompute_work(lc), recompute_fixed(lc));
       plan_.ops[static_cast<std::size_t>(first)].alloc_bytes += lc.extra;
       if (gathered != kNone) plan_.ops[static_cast<std::size_t>(first)].deps.push_back(gathered);
-    }
-    if (tp.hidden > 0 && tp_after == kNone) {
-      tp_after = fork_tp(g, chunk_tags);
-      if (first == kNone) first = tp_after;
     }
     OpId b = add_op(compute, backward_kind(task.kind), tags,
                     backward_work(task.kind, lc, lc.gemm, lc.kernels * 2), backward_fixed(task.kind, lc));
@@ -929,9 +923,9 @@ void Builder::emit_layerwise_task(GpuRank& g, const Task& task, std::int32_t ite
   const bool recomputed = in_.recompute == Recompute::kFull && (cc.recompute > 0 || cc.recompute_ns > 0);
   if (tp_comm && cc.tp_bus > 0) {
     if (recomputed) emit_tp(1);
-    sl.bwd_done = tp.hidden > 0
-                      ? emit_tp_backward(g, cc, chunk_tags, tp_after, tp)
-                      : emit_tp_collective(compute, g.self, g.d, g.stage, g.t, cc, chunk_tags, 2, tp.exposed);
+    // ZeRO-3's layer-by-layer ops keep every TP collective on the compute stream (see tp_backward).
+    sl.bwd_done = emit_tp_collective(compute, g.self, g.d, g.stage, g.t, cc, chunk_tags, 2,
+                                     tp_backward(task.kind).exposed);
   }
   if (recomputed) emit_expert_alltoall(g, cc, chunk_tags);
   if (OpId a2a = emit_expert_alltoall(g, cc, chunk_tags); a2a != kNone) sl.bwd_done = a2a;
@@ -1230,7 +1224,7 @@ Plan Builder::build(bool explicit_replicas) {
       if (grad_replicas() > 1 && shards_params())
         add_stream(kGatherSlot, dev, StreamKind::kCollective, "allgather");
       if (in_.cp > 1) add_stream(kCpSlot, dev, StreamKind::kCollective, kContextParallelStream);
-      if (in_.tp > 1 && in_.overlap_tp_backward) add_stream(kTpSlot, dev, StreamKind::kCollective, "tp");
+      if (overlaps_tp()) add_stream(kTpSlot, dev, StreamKind::kCollective, kTensorParallelStream);
       if (offloads()) {
         add_stream(kD2HSlot, dev, StreamKind::kD2H, "d2h");
         add_stream(kH2DSlot, dev, StreamKind::kH2D, "h2d");

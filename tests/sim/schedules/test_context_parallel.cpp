@@ -182,7 +182,7 @@ TEST(ContextParallel, GradientsAreReducedOverCpTimesDp) {
     std::int64_t bytes = 0;
     for (const Op& op : plan.ops)
       if (op.kind == OpKind::kAllReduce &&
-          plan.streams[static_cast<std::size_t>(op.stream)].kind == StreamKind::kCollective)
+          plan.streams[static_cast<std::size_t>(op.stream)].name == "collective")
         bytes += std::get<TransferWork>(op.payload).bytes;
     return bytes;
   };

@@ -75,7 +75,7 @@ TEST(OrderLowering, DpBucketsFollowTheLastBackwardAndGateTheOptimizer) {
   std::map<StreamId, std::vector<OpId>> buckets;  // per collective stream
   for (std::size_t i = 0; i < plan.ops.size(); ++i) {
     const Op& op = plan.ops[i];
-    if (plan.streams[static_cast<std::size_t>(op.stream)].kind != StreamKind::kCollective) continue;
+    if (plan.streams[static_cast<std::size_t>(op.stream)].name != "collective") continue;
     ASSERT_EQ(op.kind, OpKind::kAllReduce);
     ASSERT_EQ(op.deps.size(), 1u);
     EXPECT_EQ(plan.ops[static_cast<std::size_t>(op.deps[0])].kind, OpKind::kBackward);
@@ -104,7 +104,7 @@ TEST(OrderLowering, GradSyncAfterTheBackwardWaitsForTheLastComputeOp) {
   std::int64_t buckets = 0;
   for (std::size_t i = 0; i < late.ops.size(); ++i) {
     const Op& op = late.ops[i];
-    if (late.streams[static_cast<std::size_t>(op.stream)].kind != StreamKind::kCollective) continue;
+    if (late.streams[static_cast<std::size_t>(op.stream)].name != "collective") continue;
     ++buckets;
     ASSERT_EQ(op.deps.size(), 1u);
     // Its dependency is the last op on the same GPU's compute stream before the optimizer.

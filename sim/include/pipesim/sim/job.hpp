@@ -61,9 +61,9 @@ struct JobOptions {
   bool bubble_markers = false;  ///< bracket each wait for another stage with `bubble` ops in the plan
   /// DP gradient all-reduce: overlap (buckets during the backward) or after-backward.
   std::string grad_sync = "overlap";
-  /// The backward's TP collectives: none (each waits on the compute stream) or backward (beside its GEMMs,
-  /// Megatron-LM's asynchronous TP communication since 2022).
-  std::string tp_overlap = "none";
+  /// The backward's TP collectives: backward (beside its GEMMs, Megatron-LM's asynchronous TP communication,
+  /// its default since 2022) or none (each waits on the compute stream, as in 2021).
+  std::string tp_overlap = "backward";
   std::int32_t cpu_optimizer_threads = 0;  ///< 0: what the schedule's system uses
   std::int64_t lora_rank = 0;
   /// Schedule parameters as given: flag (e.g. "--spipe-stages") -> its text ("true" for a flag). Each

@@ -151,6 +151,8 @@ struct Op {
 
 /// The stream on which a GPU exchanges context-parallel keys and values (a collective stream).
 inline constexpr const char* kContextParallelStream = "cp";
+/// The stream on which a GPU runs the TP collectives that overlap its backward (a collective stream).
+inline constexpr const char* kTensorParallelStream = "tp";
 
 /// What the plan was generated from; carried through to results so outputs are self-describing.
 struct PlanMeta {
