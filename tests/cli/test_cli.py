@@ -563,6 +563,33 @@ class BadInput(unittest.TestCase):
         for f in fragments:
             self.assertIn(f, lines[0])
 
+    def test_tensor_parallel_overlap_and_score_bandwidth(self):
+        self.expect_error(["simulate", "--tp-overlap", "sideways"], "--tp-overlap", "backward,none")
+        with open(os.path.join(SRC, "hw_profiles", "a100-80g-sxm-8x.json")) as f:
+            profile = json.load(f)
+        profile["gpu"]["unfused_attention_efficiency"] = 1.7
+        with tempfile.TemporaryDirectory() as d:
+            bad_hw = os.path.join(d, "bad-hw.json")
+            with open(bad_hw, "w") as f:
+                json.dump(profile, f)
+            self.expect_error(["simulate", "--hw", bad_hw], bad_hw, "/gpu/unfused_attention_efficiency",
+                              "valid: 0.01 .. 1")
+            plan = os.path.join(d, "tp2.plan.json")
+            rc, _, err = run("simulate", "--model", "llama2-7b", "--hw", "a100-80g-sxm-8x", "--tp", "2", "--pp", "1",
+                             "--seq", "256", "--attention", "unfused", "--dropout", "--schedule", "1f1b",
+                             "--plan-out", plan)
+            self.assertEqual(rc, 0, err)
+            with open(plan) as f:
+                saved = json.load(f)
+            streams = [s["name"] for s in saved["streams"]]
+            self.assertIn("tp", streams)  # the backward's all-reduce beside the weight gradients
+            first = next(i for i, op in enumerate(saved["ops"]) if op.get("compute", {}).get("score_bytes", 0) > 0)
+            saved["ops"][first]["compute"]["score_bytes"] = saved["ops"][first]["compute"]["mem_bytes"] + 1
+            with open(plan, "w") as f:
+                json.dump(saved, f)
+            self.expect_error(["simulate", "--plan", plan], plan, f"/ops/{first}/compute/score_bytes",
+                              "exceeds mem_bytes")
+
     def test_files_that_are_not_json_files(self):
         with tempfile.TemporaryDirectory() as d:
             huge = os.path.join(d, "huge-number.json")
