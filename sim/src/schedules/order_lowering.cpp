@@ -49,12 +49,17 @@ OpKind backward_kind(TaskKind k) {
                                           : OpKind::kBackwardInput;
 }
 
-/// The GPU work of a backward-kind pass over `part` (a chunk, a gradient bucket or one layer).
-ComputeWork backward_work(TaskKind kind, const RangeCost& part, double gemm, std::int32_t kernels) {
+/// The GPU work of a backward-kind pass over `part` (a chunk, a gradient bucket or one layer). With
+/// `rows_with_input` (a backward the lowering splits around its overlapped TP all-reduce) the row-parallel
+/// layers' weight gradients belong to the input-gradient part: they run before the column-parallel layers'
+/// all-reduce, which only those layers' own weight gradients hide.
+ComputeWork backward_work(TaskKind kind, const RangeCost& part, double gemm, std::int32_t kernels,
+                          bool rows_with_input = false) {
   const bool whole = kind == TaskKind::kBackward, weight_only = kind == TaskKind::kBackwardWeight;
+  const double rows = rows_with_input && !whole ? part.bwd_w_row : 0;
   return ComputeWork{whole         ? part.bwd_in + part.bwd_w
-                     : weight_only ? part.bwd_w
-                                   : part.bwd_in,
+                     : weight_only ? part.bwd_w - rows
+                                   : part.bwd_in + rows,
                      gemm,
                      kernels,
                      whole         ? part.bwd_mem + part.grad_accum_mem
@@ -294,9 +299,11 @@ class Builder {
   /// A backward-kind pass over the chunk as one op; `launch_share` of the whole backward's two launches per
   /// kernel (1 each for a backward split in two by the lowering itself).
   std::pair<OpId, OpId> emit_backward(const GpuRank& g, const Task& task, const RangeCost& cc,
-                                      const OpTags& tags, std::int32_t launch_share = 2);
+                                      const OpTags& tags, std::int32_t launch_share = 2,
+                                      bool rows_with_input = false);
   std::pair<OpId, OpId> emit_gradient_buckets(GpuRank& g, const Task& task, const RangeCost& cc,
-                                              const OpTags& tags, std::int32_t launch_share = 2);
+                                              const OpTags& tags, std::int32_t launch_share = 2,
+                                              bool rows_with_input = false);
   /// One bucket's gradient reduction of `params` after op `after`, on the collective stream.
   void emit_gradient_reduction(GpuRank& g, const OpTags& tags, std::int64_t params, OpId after);
   void emit_grad_sync_after_backward(GpuRank& g, std::int32_t iter);
@@ -462,11 +469,12 @@ void Builder::size_plan() {
   const std::int64_t rounds = std::int64_t{in_.microbatches} * in_.accum_steps * in_.iterations;
   const std::int64_t instantiated = explicit_ ? gpus : in_.pp;
   // About six ops per (GPU, chunk, microbatch), four per layer with sharded parameters, six more with context
-  // parallelism (each pass's exchange and its sync ops): refuse plans that would not fit in memory rather
-  // than thrash. (In doubles: the product of untrusted counts may exceed int64.)
-  double estimate =
-      static_cast<double>(instantiated) * in_.virtual_stages * static_cast<double>(rounds) *
-      static_cast<double>((shards_params() ? 4 * max_chunk_layers_ + 2 : 6) + (in_.cp > 1 ? 6 : 0));
+  // parallelism (each pass's exchange and its sync ops), two more with the overlapped TP backward (its split
+  // or fork, and its join): refuse plans that would not fit in memory rather than thrash. (In doubles: the
+  // product of untrusted counts may exceed int64.)
+  double estimate = static_cast<double>(instantiated) * in_.virtual_stages * static_cast<double>(rounds) *
+                    static_cast<double>((shards_params() ? 4 * max_chunk_layers_ + 2 : 6) +
+                                        (in_.cp > 1 ? 6 : 0) + (overlaps_tp() ? 2 : 0));
   const char* flag = explicit_ ? "--replicas" : "--microbatches";
   const std::string fewer = fmt::format("use fewer microbatches or accumulation steps{}",
                                         explicit_ ? ", or --replicas symmetric" : "");
@@ -729,12 +737,14 @@ void Builder::emit_task(GpuRank& g, const Task& task, std::int32_t iter, std::in
   OpId tp_after = kNone;  // where the hidden TP collectives start
   std::pair<OpId, OpId> ops;
   if (tp.hidden > 0 && tp.after_input) {
-    // The input gradients first, their all-reduce beside the weight-gradient GEMMs.
+    // The input gradients (with the row-parallel layers' weight gradients) first, then their all-reduce
+    // beside the column-parallel layers' weight gradients.
     Task input = task, weight = task;
     input.kind = TaskKind::kBackwardInput;
     weight.kind = TaskKind::kBackwardWeight;
-    tp_after = emit_backward(g, input, cc, tags, 1).first;
-    ops = carries_dp ? emit_gradient_buckets(g, weight, cc, tags, 1) : emit_backward(g, weight, cc, tags, 1);
+    tp_after = emit_backward(g, input, cc, tags, 1, true).first;
+    ops = carries_dp ? emit_gradient_buckets(g, weight, cc, tags, 1, true)
+                     : emit_backward(g, weight, cc, tags, 1, true);
     ops.first = tp_after;
   } else {
     if (tp.hidden > 0) tp_after = fork_tp(g, tags);
@@ -757,15 +767,17 @@ void Builder::emit_task(GpuRank& g, const Task& task, std::int32_t iter, std::in
 }
 
 std::pair<OpId, OpId> Builder::emit_backward(const GpuRank& g, const Task& task, const RangeCost& cc,
-                                             const OpTags& tags, std::int32_t launch_share) {
-  OpId b =
-      add_op(g.stream(kComputeSlot), backward_kind(task.kind), tags,
-             backward_work(task.kind, cc, cc.gemm, cc.kernels * launch_share), backward_fixed(task.kind, cc));
+                                             const OpTags& tags, std::int32_t launch_share,
+                                             bool rows_with_input) {
+  OpId b = add_op(g.stream(kComputeSlot), backward_kind(task.kind), tags,
+                  backward_work(task.kind, cc, cc.gemm, cc.kernels * launch_share, rows_with_input),
+                  backward_fixed(task.kind, cc));
   return {b, b};
 }
 
 std::pair<OpId, OpId> Builder::emit_gradient_buckets(GpuRank& g, const Task& task, const RangeCost& cc,
-                                                     const OpTags& tags, std::int32_t launch_share) {
+                                                     const OpTags& tags, std::int32_t launch_share,
+                                                     bool rows_with_input) {
   // Split the chunk's last gradient pass into buckets (layers in reverse order) so each bucket's all-reduce
   // overlaps the rest of the backward.
   const auto& table =
@@ -779,7 +791,8 @@ std::pair<OpId, OpId> Builder::emit_gradient_buckets(GpuRank& g, const Task& tas
     const std::int32_t kernels =
         cc.kernels * launch_share * (bucket.hi - bucket.lo) / std::max(1, cc.end - cc.begin);
     OpId b = add_op(g.stream(kComputeSlot), backward_kind(task.kind), bt,
-                    backward_work(task.kind, part, cc.gemm, kernels), backward_fixed(task.kind, part));
+                    backward_work(task.kind, part, cc.gemm, kernels, rows_with_input),
+                    backward_fixed(task.kind, part));
     if (first == kNone) first = b;
     last = b;
     emit_gradient_reduction(g, bt, bucket.params, b);

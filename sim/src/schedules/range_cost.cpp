@@ -16,6 +16,7 @@ RangeCost range_cost(const std::vector<LayerCost>& layers, std::int32_t begin, s
     r.fwd += l.fwd_flops / t;
     r.bwd_in += l.bwd_input_flops / t;
     r.bwd_w += l.bwd_weight_flops / t;
+    r.bwd_w_row += l.row_bwd_weight_flops / t;
     r.bwd += (l.bwd_input_flops + l.bwd_weight_flops) / t;
     r.recompute += l.recompute_flops / t;
     // The busiest expert-parallel rank sets the pace: its experts do `expert_imbalance` times the average.

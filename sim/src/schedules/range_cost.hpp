@@ -21,6 +21,7 @@ inline constexpr std::int64_t kGpuTrainingBytesPerParam =
 struct RangeCost {
   std::int32_t begin = 0, end = 0;  ///< layers [begin, end)
   double fwd = 0, bwd_in = 0, bwd_w = 0;
+  double bwd_w_row = 0;  ///< of bwd_w, the row-parallel GEMMs' (LayerCost::row_bwd_weight_flops)
   double bwd = 0;        ///< both backward passes, summed layer by layer
   double recompute = 0;  ///< what the recompute policy re-runs in the backward
   /// Forward FLOPs of the blocks: what re-running the range from its input checkpoint costs (embedding and

@@ -287,6 +287,11 @@ std::vector<LayerCost> model_layer_costs(const ModelSpec& m, const CostOptions& 
     c.fwd_flops = gemm + attn;
     c.bwd_input_flops = gemm + 2 * attn;  // dX of every GEMM; attention core backward is twice its forward
     c.bwd_weight_flops = gemm;            // dW of every GEMM
+    if (!m.is_moe()) {
+      const double q = static_cast<double>(m.heads * m.head_dim);
+      c.row_bwd_weight_flops =
+          2.0 * tokens * (q * static_cast<double>(h) + static_cast<double>(h * m.ffn_hidden));
+    }
     c.gemm_gflop = gemm / gemms / static_cast<double>(t) / 1e9;
     c.gemms = block_gemms(m, b * s, t);
     if (m.is_moe()) {
@@ -326,6 +331,7 @@ std::vector<LayerCost> model_layer_costs(const ModelSpec& m, const CostOptions& 
       c.fwd_flops += adapter;
       c.bwd_input_flops += adapter;
       c.bwd_weight_flops = adapter;
+      c.row_bwd_weight_flops = 0;
       c.expert_bwd_weight_flops = 0;  // frozen experts get no weight gradient
     }
     if (o.attention == AttentionKernel::kUnfused) {

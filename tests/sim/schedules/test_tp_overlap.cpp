@@ -61,9 +61,26 @@ TEST(TpOverlap, TheBackwardAllReduceRunsBesideTheWeightGradients) {
   EXPECT_EQ(moved.bytes, std::get<TransferWork>(blocking.plan.ops[blocking_ar[1]].payload).bytes);
   EXPECT_EQ(length(overlap, hidden[0]), length(blocking, blocking_ar[1]));
   ASSERT_LT(length(overlap, hidden[0]), length(overlap, bw[0])) << "hidden entirely at this shape";
+  // Only the column-parallel layers' weight gradients (QKV, gate and up) hide the all-reduce: the
+  // row-parallel ones (output and down projections) run with the input gradients. llama2-7b, 1024 tokens,
+  // tp 2, 32 blocks: 2 x 1024 x 32 x (4096 x 4096 + 4096 x 11008) / 2 FLOPs move to the first op.
+  const std::size_t whole = ops_of(blocking.plan, OpKind::kBackward, "compute")[0];
+  const auto flops = [&](const Simulated& r, std::size_t op) {
+    return std::get<ComputeWork>(r.plan.ops[op].payload).flops;
+  };
+  const double rows = 2.0 * 1024 * 32 * (4096.0 * 4096 + 4096.0 * 11008) / 2;
+  EXPECT_DOUBLE_EQ(flops(overlap, bin[0]) + flops(overlap, bw[0]), flops(blocking, whole));
+  // Against zero-bubble's own input-gradient pass of the same job (B without any weight gradient).
+  JobOptions zb = testing::job("llama2-7b", "h100-sxm-8x", 1, 2, 1, 1);
+  zb.seq = 1024;
+  zb.sequence_parallel = false;
+  const Plan zb_plan = testing::plan_of("zb-h1", zb);
+  const auto zb_input = ops_of(zb_plan, OpKind::kBackwardInput, "compute");
+  ASSERT_EQ(zb_input.size(), 1u);
+  const double input_only = std::get<ComputeWork>(zb_plan.ops[zb_input[0]].payload).flops;
+  EXPECT_NEAR(flops(overlap, bin[0]) - input_only, rows, 1.0);
   // The two halves launch the whole backward's kernels once between them; what the step saves is the
   // all-reduce, less the two halves' rounding against the whole.
-  const std::size_t whole = ops_of(blocking.plan, OpKind::kBackward, "compute")[0];
   const Duration split = length(overlap, bin[0]) + length(overlap, bw[0]) - length(blocking, whole);
   EXPECT_LE(std::abs(split), 2);
   EXPECT_EQ(blocking.step - overlap.step, length(blocking, blocking_ar[1]) - split);
@@ -92,6 +109,31 @@ TEST(TpOverlap, SequenceParallelBackwardMovesHalfAgainAndHidesTwoThirds) {
   EXPECT_EQ(overlap.tl.start[hidden[0]], overlap.tl.start[b[0]]);
   EXPECT_EQ(overlap.tl.start[exposed[1]], overlap.tl.end[b[0]]);
   EXPECT_LT(overlap.step, blocking.step);
+}
+
+TEST(TpOverlap, DataParallelBucketsFollowTheWeightGradientsOnEveryReplica) {
+  // dp 2, pp 2, no sequence parallelism, every replica explicit: the last backward's gradient buckets hang
+  // off its weight-gradient ops, the run completes, and symmetric replicas stand for the explicit ones.
+  JobOptions j = testing::job("llama2-7b", "h100-sxm-8x", 2, 2, 2, 4);
+  j.seq = 1024;
+  j.sequence_parallel = false;
+  j.explicit_replicas = true;
+  const Plan plan = testing::plan_of("1f1b", j);
+  std::int64_t buckets = 0;
+  for (const Op& op : plan.ops) {
+    if (plan.streams[static_cast<std::size_t>(op.stream)].name != "collective") continue;
+    ++buckets;
+    ASSERT_EQ(op.deps.size(), 1u);
+    EXPECT_EQ(plan.ops[static_cast<std::size_t>(op.deps[0])].kind, OpKind::kBackwardWeight);
+  }
+  EXPECT_GT(buckets, 0);
+  const Timeline tl = Engine{}.run(plan);
+  const Metrics explicit_run = compute_metrics(plan, tl);
+  j.explicit_replicas = false;
+  const Plan one = testing::plan_of("1f1b", j);
+  const Metrics symmetric = compute_metrics(one, Engine{}.run(one));
+  EXPECT_EQ(explicit_run.step_span_ns, symmetric.step_span_ns);
+  EXPECT_EQ(explicit_run.peak_gpu_mem_bytes, symmetric.peak_gpu_mem_bytes);
 }
 
 TEST(TpOverlap, RejectsAnUnknownMode) {

@@ -49,6 +49,10 @@ struct LayerCost {
   double fwd_flops = 0;
   double bwd_input_flops = 0;
   double bwd_weight_flops = 0;
+  /// Of bwd_weight_flops, the row-parallel GEMMs' (attention output and MLP down projections): in a layer's
+  /// backward they run before the column-parallel layers', whose weight gradients alone hide the
+  /// asynchronous all-reduce of those layers' input gradients.
+  double row_bwd_weight_flops = 0;
   double recompute_flops = 0;    ///< re-run in the backward under the recompute policy
   double gemm_gflop = 0;         ///< a typical GEMM of the layer, per TP rank
   std::vector<GemmShape> gemms;  ///< the forward's dense GEMMs per TP rank (not the experts')

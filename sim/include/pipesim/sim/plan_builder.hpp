@@ -68,7 +68,7 @@ struct ScheduleInput {
   bool sequence_parallel = false;
   /// The backward's TP collectives overlap its GEMMs (Megatron-LM's asynchronous tensor-parallel
   /// communication, on by default since 2022); false: each waits on the compute stream (Megatron-LM 2021).
-  bool overlap_tp_backward = false;
+  bool overlap_tp_backward = true;
   /// Memory building and simulating the plan may take; a plan estimated beyond it is refused up front
   /// (0: half of this machine's physical memory).
   double memory_budget_bytes = 0;

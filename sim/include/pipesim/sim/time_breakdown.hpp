@@ -14,6 +14,7 @@ namespace pipesim::sim {
 struct TimeBreakdown {
   double kernels = 0;    ///< forward, backward and recompute ops
   double tp_comm = 0;    ///< collectives on the compute stream (TP, boundary re-gathers, expert all-to-all)
+                         ///< and waits for the TP collectives that overlap the backward (the tp stream)
   double optimizer = 0;  ///< optimizer steps on the GPU
   double pipeline_bubble = 0;  ///< idle, waiting for another stage's work
   double pp_comm = 0;          ///< idle while the awaited p2p transfer was on the wire
