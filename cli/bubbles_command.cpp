@@ -160,7 +160,7 @@ int run_bubbles(const BubblesOptions& o) {
   sim::Plan plan;
   if (!o.plan_file.empty()) {
     plan = sim::load_plan(o.plan_file);
-    sim::check_plan_order(plan);
+    sim::check_plan_order(plan, o.plan_file);
   } else {
     const auto& s = sim::find_schedule(o.schedule);
     plan = sim::build_plan(s, sim::make_schedule_input(o.job, s));

@@ -14,7 +14,7 @@ namespace pipesim::cli {
 
 int run_explain(const std::string& plan_file, const std::string& format, int top) {
   sim::Plan plan = sim::load_plan(plan_file);
-  sim::check_plan_order(plan);
+  sim::check_plan_order(plan, plan_file);
   sim::Timeline tl = sim::Engine{}.run(plan);
   sim::CriticalPath cp = sim::critical_path(plan, tl);
   if (format == "json") {

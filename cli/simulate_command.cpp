@@ -171,7 +171,7 @@ int run_simulate(const SimulateOptions& o) {
   std::vector<std::string> skipped;
   if (!o.plan_file.empty()) {
     sim::Plan plan = sim::load_plan(o.plan_file);
-    sim::check_plan_order(plan);  // a cycle is reported with its ops before anything runs
+    sim::check_plan_order(plan, o.plan_file);  // a cycle is reported with its ops before anything runs
     results.push_back(run_plan(std::move(plan), record_memory));
   } else {
     if (o.schedule == "all") {

@@ -628,6 +628,7 @@ class BadInput(unittest.TestCase):
             "regression-duration-near-int64-max.json": "/ops/0/duration_ns: value 9000000000000000000 out of range",
             "regression-alloc-int64-max.json": "/ops/0/alloc_bytes: value 9223372036854775807 out of range",
             "regression-iterations-int32-max.json": "/meta/iterations: 2147483647 iterations, but the ops run 1",
+            "regression-cycle-through-optimizer.json": "the plan can never finish: a cycle of 3 ops",
         }
         for name, needle in expected.items():
             path = os.path.join(corpus, "plan", name)

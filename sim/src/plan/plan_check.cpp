@@ -61,7 +61,7 @@ std::string describe(const Plan& plan, std::size_t i) {
 
 }  // namespace
 
-void check_plan_order(const Plan& plan) {
+void check_plan_order(const Plan& plan, const std::string& file) {
   Graph g = op_graph(plan);
   std::vector<Vertex> parent(boost::num_vertices(g)), cycle;
   CycleFinder vis;
@@ -69,8 +69,9 @@ void check_plan_order(const Plan& plan) {
   vis.cycle = &cycle;
   boost::depth_first_search(g, boost::visitor(vis));
   if (cycle.empty()) return;
-  std::string msg = fmt::format(
-      "the plan can never finish: a cycle of {} ops through dependencies and stream order:", cycle.size());
+  std::string msg =
+      fmt::format("{}the plan can never finish: a cycle of {} ops through dependencies and stream order:",
+                  file.empty() ? "" : file + ": ", cycle.size());
   for (std::size_t k = 0; k < cycle.size() && k < 8; ++k)
     msg += (k ? " -> " : " ") + describe(plan, cycle[k]);
   if (cycle.size() > 8) msg += " -> ...";

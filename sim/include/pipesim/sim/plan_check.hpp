@@ -14,7 +14,7 @@ namespace pipesim::sim {
 
 /// Boost.Graph topological check: throws DeadlockError naming the ops of a cycle (dependencies and
 /// stream order together) when the plan could never run to the end.
-void check_plan_order(const Plan& plan);
+void check_plan_order(const Plan& plan, const std::string& file = "");
 
 struct PathShare {
   std::string what;  ///< e.g. "stage 3 compute", "gpu2 -> gpu3 p2p (node0.gpu2.pcie.up)"
