@@ -197,8 +197,8 @@ class Builder {
   OpId fork_tp(const GpuRank& g, const OpTags& tags) {
     return add_op(g.stream(kComputeSlot), OpKind::kSync, tags, ComputeWork{}, 0);
   }
-  /// The hidden TP collectives of a backward on the TP stream after `after`; with `exposed_halves` the
-  /// exposed ones on the compute stream, then a sync op joining both: the pass's end.
+  /// The hidden TP collectives of a backward (`how.hidden` halves) on the TP stream after `after`, the
+  /// exposed ones (`how.exposed`, if any) on the compute stream, then a sync op joining both: the pass's end.
   OpId emit_tp_backward(const GpuRank& g, const RangeCost& cc, const OpTags& tags, OpId after,
                         const TpBackward& how);
   /// Scatter/gather pipeline boundaries: a chunk whose input (forward) or output gradient (backward)
