@@ -28,11 +28,11 @@ import subprocess
 import sys
 import tempfile
 
-ROW_BOUND_PCT = 7.0
+# One row (7.5B, tp 4) is 5.5 % optimistic; the others are within the goal's 5 %.
+ROW_BOUND_PCT = 6.0
 MEAN_BOUND_PCT = 3.0
-# Korthikanti et al. 2022 (Megatron-LM a year later, no data parallelism): the mean holds the goal's 3 %; one
-# row (530B, sequence parallelism + selective recompute) is 5.05 % optimistic.
-ROW_BOUND_2022_PCT = 5.5
+# Korthikanti et al. 2022 (Megatron-LM a year later, no data parallelism): every row within the goal.
+ROW_BOUND_2022_PCT = 5.0
 MEAN_BOUND_2022_PCT = 3.0
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -107,6 +107,14 @@ class Run {
     std::int32_t deps_left = 0;
     Mode mode = Mode::kTimed;
     bool started = false;
+    bool collective = false;   // a collective on a GPU: slows the compute beside it
+    bool stretchable = false;  // GPU compute that a collective beside it slows
+  };
+  /// A compute op in flight on a GPU where collectives may slow it: nominal nanoseconds still to run.
+  struct Stretched {
+    OpId op = 0;
+    double work_left = 0;
+    TimePoint since = 0;
   };
   struct StreamState {
     DeviceId device = 0;
@@ -133,6 +141,16 @@ class Run {
   void finish(OpId id);
   void schedule_flow_events(const std::vector<FlowId>& flows);
   void adjust_memory(DeviceId d, std::int64_t delta);
+  /// Compute time per nominal nanosecond on device `d` now: 1, or 1 + the slowdown while a collective runs.
+  double stretch(DeviceId d) const {
+    return collectives_on_[static_cast<std::size_t>(d)] > 0 ? 1.0 + slowdown_ : 1.0;
+  }
+  /// The instant `work` nominal nanoseconds end when run at `factor`.
+  TimePoint stretched_end(double work, double factor) const {
+    return after(static_cast<Duration>(std::ceil(std::max(0.0, work) * factor)));
+  }
+  /// A collective started or ended on `d`: the compute in flight there moves to the new rate.
+  void restretch(DeviceId d, double old_factor);
   /// The instant `d` after now; a run that would pass the int64 time range is bad input, not a wrap.
   TimePoint after(Duration d) const {
     TimePoint t;
@@ -171,10 +189,22 @@ class Run {
   std::vector<std::uint32_t> flow_version_;
   std::vector<Duration> op_latency_;
   std::size_t finished_ = 0;
+  // Contention of overlapped collectives with compute (hw.gpu.collective_compute_slowdown); only kept
+  // when the profile names a slowdown.
+  double slowdown_ = 0;
+  std::vector<std::int32_t> collectives_on_;       // per device: collectives in flight
+  std::vector<std::vector<Stretched>> computing_;  // per device: stretchable compute in flight
+  std::vector<std::uint32_t> end_version_;         // per op: bumped when its end event moves
 };
 
 void Run::setup() {
   const std::size_t n = plan_.ops.size();
+  slowdown_ = plan_.hw.gpu.collective_compute_slowdown;
+  if (slowdown_ > 0) {
+    collectives_on_.assign(plan_.devices.size(), 0);
+    computing_.assign(plan_.devices.size(), {});
+    end_version_.assign(n, 0);
+  }
   tl_.start.assign(n, -1);
   tl_.end.assign(n, -1);
   ops_.resize(n);
@@ -192,6 +222,10 @@ void Run::setup() {
     h.deps_left = static_cast<std::int32_t>(op.deps.size());
     h.alloc = op.alloc_bytes;
     h.free = op.free_bytes;
+    if (slowdown_ > 0 && plan_.devices[static_cast<std::size_t>(st.device)].kind == DeviceKind::kGpu) {
+      h.collective = is_collective(op.kind);
+      h.stretchable = std::holds_alternative<ComputeWork>(op.payload) && op.fixed_duration < 0;
+    }
     if (const auto* t = std::get_if<TransferWork>(&op.payload); t && op.fixed_duration < 0) {
       h.mode = Mode::kFlow;
       if (t->group >= 0) group_ids.push_back(t->group);
@@ -269,6 +303,8 @@ Timeline Run::execute() {
     now_ = ev.time;
     ++tl_.events;
     if (ev.type == kOpEnd) {
+      if (slowdown_ > 0 && ev.version != end_version_[static_cast<std::size_t>(ev.target)])
+        continue;  // moved by a collective starting or ending beside it
       finish(ev.target);
     } else if (ev.type == kFlowDone) {
       if (ev.version != flow_version_[static_cast<std::size_t>(ev.target)])
@@ -351,6 +387,15 @@ void Run::start(OpId id) {
   h.started = true;
   tl_.start[i] = now_;
   adjust_memory(dev, h.alloc);
+  if (h.collective) {
+    const double old_factor = stretch(dev);
+    if (collectives_on_[static_cast<std::size_t>(dev)]++ == 0) restretch(dev, old_factor);
+  }
+  if (h.stretchable) {
+    computing_[static_cast<std::size_t>(dev)].push_back({id, static_cast<double>(h.duration), now_});
+    queue_.push(stretched_end(static_cast<double>(h.duration), stretch(dev)), 0, kOpEnd, id, end_version_[i]);
+    return;
+  }
   if (h.mode == Mode::kFlow) {
     const Op& op = plan_.ops[i];
     const auto& t = std::get<TransferWork>(op.payload);
@@ -391,6 +436,15 @@ void Run::finish(OpId id) {
   tl_.end[i] = now_;
   ++finished_;
   adjust_memory(st.device, -h.free);
+  if (h.stretchable) {
+    auto& running = computing_[static_cast<std::size_t>(st.device)];
+    running.erase(
+        std::find_if(running.begin(), running.end(), [id](const Stretched& s) { return s.op == id; }));
+  }
+  if (h.collective) {
+    const double old_factor = stretch(st.device);
+    if (--collectives_on_[static_cast<std::size_t>(st.device)] == 0) restretch(st.device, old_factor);
+  }
   if (h.mode == Mode::kCpu) {
     auto d = static_cast<std::size_t>(st.device);
     cores_free_[d] += std::get<CpuWork>(plan_.ops[i].payload).threads;
@@ -407,6 +461,16 @@ void Run::finish(OpId id) {
   for (auto k = dependents_at_[i]; k < dependents_at_[i + 1]; ++k) {
     OpId d = dependents_[static_cast<std::size_t>(k)];
     if (--ops_[static_cast<std::size_t>(d)].deps_left == 0) try_start(d);
+  }
+}
+
+void Run::restretch(DeviceId d, double old_factor) {
+  const double factor = stretch(d);
+  for (Stretched& s : computing_[static_cast<std::size_t>(d)]) {
+    s.work_left -= static_cast<double>(now_ - s.since) / old_factor;
+    s.since = now_;
+    const auto i = static_cast<std::size_t>(s.op);
+    queue_.push(stretched_end(s.work_left, factor), 0, kOpEnd, s.op, ++end_version_[i]);
   }
 }
 

@@ -209,12 +209,13 @@ HardwareProfile parse_hardware_profile(const std::string& text, const std::strin
     hw.gpu.hbm_GBps = g.number("hbm_GBps", 1e-3, 1e6);
     hw.gpu.hbm_efficiency = g.number_or("hbm_efficiency", 1.0, 0.01, 1.0);
     hw.gpu.unfused_attention_efficiency = g.number_or("unfused_attention_efficiency", 0, 0.01, 1.0);
+    hw.gpu.collective_compute_slowdown = g.number_or("collective_compute_slowdown", 0, 0, 4.0);
     hw.gpu.launch_overhead = duration_from_us(g.number("launch_overhead_us", 0, 1e4));
     hw.gpu.gemm_efficiency = read_curve(g, "gemm_efficiency", "gemm_gflop", "efficiency", 1.0, true);
     hw.gpu.board_W = g.number_or("board_W", 0, 0, 1e4);
-    hw.gpu.sources =
-        read_sources(g, {"model", "peak_tflops", "hbm_bytes", "hbm_GBps", "hbm_efficiency",
-                         "unfused_attention_efficiency", "launch_overhead_us", "gemm_efficiency", "board_W"});
+    hw.gpu.sources = read_sources(
+        g, {"model", "peak_tflops", "hbm_bytes", "hbm_GBps", "hbm_efficiency", "unfused_attention_efficiency",
+            "collective_compute_slowdown", "launch_overhead_us", "gemm_efficiency", "board_W"});
     g.finish();
   }
   {
@@ -346,6 +347,8 @@ std::string hardware_profile_to_json(const HardwareProfile& hw) {
   if (hw.gpu.hbm_efficiency != 1.0) g["hbm_efficiency"] = hw.gpu.hbm_efficiency;
   if (hw.gpu.unfused_attention_efficiency > 0)
     g["unfused_attention_efficiency"] = hw.gpu.unfused_attention_efficiency;
+  if (hw.gpu.collective_compute_slowdown > 0)
+    g["collective_compute_slowdown"] = hw.gpu.collective_compute_slowdown;
   if (hw.gpu.board_W > 0) g["board_W"] = hw.gpu.board_W;
   write_sources(g, hw.gpu.sources);
   json p = {{"lane_GBps", hw.node.pcie.lane_GBps},

@@ -1,6 +1,8 @@
 // Megatron-LM's asynchronous tensor-parallel communication: the backward's TP collectives beside its GEMMs
 // (--tp-overlap backward) against each waiting on the compute stream (none); with sequence parallelism the
 // backward's collectives are 1.5x the forward's, a third of them exposed when overlapped.
+#include <cmath>
+
 #include <gtest/gtest.h>
 
 #include "pipesim/sim/job.hpp"
@@ -15,12 +17,15 @@ struct Simulated {
   Duration step = 0;
 };
 
-Simulated run(bool sequence_parallel, const std::string& overlap) {
+/// llama2-7b at tp 2 on H100s; `slowdown` replaces the profile's collective_compute_slowdown (0 here: the
+/// lowering is checked on its own).
+Simulated run(bool sequence_parallel, const std::string& overlap, double slowdown = 0) {
   JobOptions j = testing::job("llama2-7b", "h100-sxm-8x", 1, 2, 1, 1);
   j.seq = 1024;
   j.sequence_parallel = sequence_parallel;
   j.tp_overlap = overlap;
   Simulated r{testing::plan_of("1f1b", j), {}, 0};
+  r.plan.hw.gpu.collective_compute_slowdown = slowdown;
   r.tl = Engine{}.run(r.plan);
   for (Duration e : r.tl.end) r.step = std::max(r.step, e);
   return r;
@@ -84,6 +89,27 @@ TEST(TpOverlap, TheBackwardAllReduceRunsBesideTheWeightGradients) {
   const Duration split = length(overlap, bin[0]) + length(overlap, bw[0]) - length(blocking, whole);
   EXPECT_LE(std::abs(split), 2);
   EXPECT_EQ(blocking.step - overlap.step, length(blocking, blocking_ar[1]) - split);
+}
+
+TEST(TpOverlap, ComputeBesideTheCollectiveRunsSlowerByTheProfilesFigure) {
+  const Simulated free = run(false, "backward"), contended = run(false, "backward", 0.25);
+  const auto bw = ops_of(free.plan, OpKind::kBackwardWeight, "compute");
+  const auto hidden = ops_of(free.plan, OpKind::kAllReduce, "tp");
+  ASSERT_EQ(bw.size(), 1u);
+  ASSERT_EQ(hidden.size(), 1u);
+  // The collective itself is not slowed; the weight gradients beside it do a/1.25 of their work while it
+  // runs (a = its length), the rest at full speed once it is done.
+  const Duration a = length(free, hidden[0]);
+  EXPECT_EQ(length(contended, hidden[0]), a);
+  const Duration w = length(free, bw[0]);
+  ASSERT_GT(w, a);
+  const auto expected =
+      a + static_cast<Duration>(std::ceil(static_cast<double>(w) - static_cast<double>(a) / 1.25));
+  EXPECT_EQ(length(contended, bw[0]), expected);
+  EXPECT_NEAR(static_cast<double>(expected - w), 0.2 * static_cast<double>(a), 1.0);
+  EXPECT_EQ(contended.step - free.step, expected - w);
+  // Blocking collectives have no compute beside them: nothing changes.
+  EXPECT_EQ(run(false, "none", 0.25).step, run(false, "none").step);
 }
 
 TEST(TpOverlap, SequenceParallelBackwardMovesHalfAgainAndHidesTwoThirds) {

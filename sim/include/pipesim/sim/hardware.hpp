@@ -32,6 +32,9 @@ struct GpuSpec {
   /// Share of hbm_GBps that unfused attention's kernels over the s^2 scores (the score GEMMs writing and
   /// reading them, softmax, mask, dropout) achieve; 0: hbm_efficiency.
   double unfused_attention_efficiency = 0;
+  /// How much longer compute kernels take while a collective runs on the same GPU (its kernels hold SMs
+  /// and memory bandwidth): 0.19 = 19 % longer. 0: overlap is free.
+  double collective_compute_slowdown = 0;
   Duration launch_overhead = 0;  ///< per kernel launch (`launch_overhead_us` in the file)
   /// GEMM efficiency (fraction of peak) against the work of one GEMM in GFLOP.
   std::vector<CurvePoint> gemm_efficiency;  ///< x = gemm_gflop, y = efficiency
