@@ -8,6 +8,7 @@
 #include <variant>
 #include <vector>
 
+#include "pipesim/sim/dep_list.hpp"
 #include "pipesim/sim/gemm_shape.hpp"
 #include "pipesim/sim/hardware.hpp"
 #include "pipesim/sim/time.hpp"
@@ -146,7 +147,7 @@ struct Op {
   Duration fixed_duration = -1;  ///< >= 0 replaces the payload's cost (profiled times, fixed p2p time)
   std::int64_t alloc_bytes = 0;  ///< allocated on the stream's device when the op starts
   std::int64_t free_bytes = 0;   ///< freed when the op ends
-  std::vector<OpId> deps;
+  DepList deps;
 };
 
 /// The stream on which a GPU exchanges context-parallel keys and values (a collective stream).
