@@ -7,6 +7,7 @@
 #include <map>
 #include <numeric>
 #include <optional>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -72,7 +73,9 @@ ComputeWork backward_work(TaskKind kind, const RangeCost& part, double gemm, std
                      (whole ? 2 : 1) * part.expert_weight_bytes,
                      weight_only ? 0 : part.attn_bwd_in,
                      weight_only ? 0 : part.attn_bwd_bytes,
-                     backward_gemms(part.gemms, !weight_only, kind != TaskKind::kBackwardInput),
+                     whole         ? part.bwd_gemms
+                     : weight_only ? part.bwd_weight_gemms
+                                   : part.bwd_input_gemms,
                      whole         ? part.wide_bwd_in + part.wide_bwd_w
                      : weight_only ? part.wide_bwd_w
                                    : part.wide_bwd_in,
@@ -206,8 +209,8 @@ class Builder {
   void emit_boundary_regather(GpuRank& g, const Task& task, std::int32_t chunk, const RangeCost& cc,
                               const OpTags& tags, Slot& sl);
   /// The GEMMs a recompute pass re-runs: the blocks' forward under full recompute; none under selective.
-  std::vector<GemmShape> full_recompute_gemms(const RangeCost& r) const {
-    return in_.recompute == Recompute::kFull ? r.block_gemms : std::vector<GemmShape>{};
+  GemmList full_recompute_gemms(const RangeCost& r) const {
+    return in_.recompute == Recompute::kFull ? r.block_gemms : GemmList{};
   }
   /// The GPU work of the forward and of the recompute pass over `r` (a chunk or one layer), as lowered and as
   /// the lower bound times them; a profiled range's measured times, or -1.
@@ -324,7 +327,15 @@ class Builder {
   std::int32_t dp_ring_offset_ = 1;  // DP ring neighbour distance: crosses nodes whenever the group does
   std::int32_t ep_ring_offset_ = 1;  // the same inside an expert-parallel group
   std::int32_t cp_ring_offset_ = 1;  // and inside a context-parallel group
-  std::vector<std::vector<RangeCost>> chunk_costs_;                // [cost table][chunk]
+  std::vector<std::vector<RangeCost>> chunk_costs_;  // [cost table][chunk]
+  /// Gradient buckets' costs by (cost table, first layer, end layer): the same for every replica and
+  /// microbatch, so computed once (and their GEMM lists shared by every op).
+  std::map<std::tuple<std::size_t, std::int32_t, std::int32_t>, RangeCost> bucket_costs_;
+  const RangeCost& bucket_cost(std::size_t table, std::int32_t lo, std::int32_t hi) {
+    auto [it, added] = bucket_costs_.try_emplace({table, lo, hi});
+    if (added) it->second = range_cost(in_.costs[table], lo, hi, in_.tp);
+    return it->second;
+  }
   std::vector<std::vector<RangeCost>> layer_costs_;                // ZeRO-3: [cost table][layer]
   std::map<std::array<std::int64_t, 5>, std::int32_t> dp_groups_;  // explicit replicas: collective ids
   std::int32_t dp_group_base_ = 0;
@@ -780,11 +791,11 @@ std::pair<OpId, OpId> Builder::emit_gradient_buckets(GpuRank& g, const Task& tas
                                                      bool rows_with_input) {
   // Split the chunk's last gradient pass into buckets (layers in reverse order) so each bucket's all-reduce
   // overlaps the rest of the backward.
-  const auto& table =
-      in_.costs[static_cast<std::size_t>(in_.cost_of_microbatch[static_cast<std::size_t>(task.microbatch)])];
+  const auto table =
+      static_cast<std::size_t>(in_.cost_of_microbatch[static_cast<std::size_t>(task.microbatch)]);
   OpId first = kNone, last = kNone;
   for (const Bucket& bucket : gradient_buckets(cc)) {
-    const RangeCost part = range_cost(table, bucket.lo, bucket.hi, in_.tp);
+    const RangeCost& part = bucket_cost(table, bucket.lo, bucket.hi);
     OpTags bt = tags;
     bt.layer_begin = bucket.lo;
     bt.layer_end = bucket.hi;

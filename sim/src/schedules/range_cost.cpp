@@ -11,6 +11,7 @@ RangeCost range_cost(const std::vector<LayerCost>& layers, std::int32_t begin, s
   r.end = end;
   const auto t = static_cast<double>(tp);
   double weighted = 0, expert_weighted = 0;
+  std::vector<GemmShape> gemms, block_gemms;
   for (std::int32_t i = begin; i < end; ++i) {
     const LayerCost& l = layers[static_cast<std::size_t>(i)];
     r.fwd += l.fwd_flops / t;
@@ -58,8 +59,8 @@ RangeCost range_cost(const std::vector<LayerCost>& layers, std::int32_t begin, s
       r.checkpoint_recompute_ns += std::max<Duration>(0, l.fwd_ns);
     }
     for (const auto& g : l.gemms) {
-      add_gemms(r.gemms, g);
-      if (l.role == LayerRole::kBlock) add_gemms(r.block_gemms, g);
+      add_gemms(gemms, g);
+      if (l.role == LayerRole::kBlock) add_gemms(block_gemms, g);
     }
     r.stored += l.stored_activation_bytes;
     r.extra = std::max(r.extra, l.recompute_extra_bytes);  // recomputed one layer at a time
@@ -91,6 +92,11 @@ RangeCost range_cost(const std::vector<LayerCost>& layers, std::int32_t begin, s
     r.params += (l.params + tp - 1) / tp;
     r.trainable += (l.trainable_params + tp - 1) / tp;
   }
+  r.bwd_gemms = backward_gemms(gemms, true, true);
+  r.bwd_input_gemms = backward_gemms(gemms, true, false);
+  r.bwd_weight_gemms = backward_gemms(gemms, false, true);
+  r.gemms = std::move(gemms);
+  r.block_gemms = std::move(block_gemms);
   r.gemm = r.fwd > 0 ? weighted / (r.fwd * t) : 0;
   r.expert_gemm = r.expert_fwd > 0 ? expert_weighted / (r.expert_fwd * t) : 0;
   r.input_bytes = begin > 0 ? layers[static_cast<std::size_t>(begin - 1)].output_bytes : 0;

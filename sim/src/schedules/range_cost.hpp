@@ -32,9 +32,11 @@ struct RangeCost {
   /// Of those, unfused attention's softmax, mask and dropout over the scores (LayerCost::*_score_mem_bytes).
   std::int64_t fwd_score_mem = 0, bwd_score_mem = 0, recompute_score_mem = 0,
                checkpoint_recompute_score_mem = 0;
-  double gemm = 0;                     ///< FLOP-weighted typical GEMM size, GFLOP per TP rank
-  std::vector<GemmShape> gemms;        ///< the forward's dense GEMMs per TP rank (blocks and head)
-  std::vector<GemmShape> block_gemms;  ///< the blocks' share: what re-running from a checkpoint runs
+  double gemm = 0;       ///< FLOP-weighted typical GEMM size, GFLOP per TP rank
+  GemmList gemms;        ///< the forward's dense GEMMs per TP rank (blocks and head)
+  GemmList block_gemms;  ///< the blocks' share: what re-running from a checkpoint runs
+  /// The backward's: input and weight gradients, input gradients only, weight gradients only.
+  GemmList bwd_gemms, bwd_input_gemms, bwd_weight_gemms;
   /// MoE experts' share of each pass (per TP rank) and their FLOP-weighted GEMM size.
   double expert_fwd = 0, expert_bwd_in = 0, expert_bwd_w = 0, expert_bwd = 0, expert_recompute = 0,
          expert_checkpoint_recompute = 0, expert_gemm = 0;

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
+#include <memory>
 #include <vector>
 
 namespace pipesim::sim {
@@ -12,6 +14,31 @@ struct GemmShape {
   std::int64_t m = 0, n = 0, k = 0;
   std::int64_t count = 0;
   bool operator==(const GemmShape&) const = default;
+};
+
+/// An op's GEMM shapes, immutable and shared by every op that runs the same GEMMs (each microbatch and
+/// replica of a chunk): copying one is a reference count, not an allocation.
+class GemmList {
+ public:
+  GemmList() = default;
+  GemmList(std::vector<GemmShape> shapes)  // NOLINT(google-explicit-constructor): a list is its shapes
+      : shapes_(shapes.empty() ? nullptr
+                               : std::make_shared<const std::vector<GemmShape>>(std::move(shapes))) {}
+  GemmList(std::initializer_list<GemmShape> shapes) : GemmList(std::vector<GemmShape>(shapes)) {}
+  const std::vector<GemmShape>& shapes() const { return shapes_ ? *shapes_ : none(); }
+  std::size_t size() const { return shapes().size(); }
+  bool empty() const { return shapes().empty(); }
+  std::vector<GemmShape>::const_iterator begin() const { return shapes().begin(); }
+  std::vector<GemmShape>::const_iterator end() const { return shapes().end(); }
+  const GemmShape& operator[](std::size_t i) const { return shapes()[i]; }
+  friend bool operator==(const GemmList& a, const GemmList& b) { return a.shapes() == b.shapes(); }
+
+ private:
+  static const std::vector<GemmShape>& none() {
+    static const std::vector<GemmShape> empty;
+    return empty;
+  }
+  std::shared_ptr<const std::vector<GemmShape>> shapes_;
 };
 
 /// Adds `count` GEMMs of `shape` to `into`, merging with an equal shape.

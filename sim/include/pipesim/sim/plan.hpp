@@ -95,7 +95,7 @@ struct ComputeWork {
   double attention_flops = 0;
   std::int64_t attention_bytes = 0;
   /// The dense GEMMs per TP rank (a replay engine's shapes; empty when unknown, e.g. profiled workloads).
-  std::vector<GemmShape> gemms = {};
+  GemmList gemms = {};
   /// Of `flops`, what an FP8 recipe keeps in 16 bits (the attention core, the output head), timed at the
   /// 16-bit peak; 0 unless the plan's dtype is fp8.
   double wide_flops = 0;

@@ -99,12 +99,11 @@ OpId OffloadPlan::recompute(std::int32_t g, const OpTags& tags, const RangeCost&
 
 OpId OffloadPlan::backward(std::int32_t g, const OpTags& tags, const RangeCost& r, std::vector<OpId> deps,
                            std::int64_t alloc, std::int64_t free) {
-  return compute(
-      g, OpKind::kBackward, tags,
-      ComputeWork{r.bwd, r.gemm, 2 * r.kernels, r.bwd_mem + r.grad_accum_mem, r.expert_bwd, r.expert_gemm,
-                  2 * r.expert_weight_bytes, 0, 0, backward_gemms(r.gemms, true, true),
-                  r.wide_bwd_in + r.wide_bwd_w, r.bwd_score_mem},
-      r.profiled ? r.bwd_ns : -1, std::move(deps), alloc, free);
+  return compute(g, OpKind::kBackward, tags,
+                 ComputeWork{r.bwd, r.gemm, 2 * r.kernels, r.bwd_mem + r.grad_accum_mem, r.expert_bwd,
+                             r.expert_gemm, 2 * r.expert_weight_bytes, 0, 0, r.bwd_gemms,
+                             r.wide_bwd_in + r.wide_bwd_w, r.bwd_score_mem},
+                 r.profiled ? r.bwd_ns : -1, std::move(deps), alloc, free);
 }
 
 OpId OffloadPlan::compute(std::int32_t g, OpKind kind, const OpTags& tags, ComputeWork work, Duration fixed,
