@@ -182,8 +182,8 @@ std::vector<sim::Timeline> run_cuda_replay(const sim::Plan& plan, const ReplayOp
   std::vector<sim::Timeline> runs;
   for (std::size_t k = 0; k < out.start.size(); ++k) {
     sim::Timeline tl;
-    tl.start = out.start[k];
-    tl.end = out.end[k];
+    tl.start.assign(out.start[k].begin(), out.start[k].end());
+    tl.end.assign(out.end[k].begin(), out.end[k].end());
     tl.peak_bytes.assign(plan.devices.size(), -1);
     if (k < out.peak_bytes.size())
       for (std::size_t g = 0; g < out.peak_bytes[k].size() && g < gpu_devices.size(); ++g)

@@ -173,28 +173,28 @@ class Run {
   TimePoint now_ = 0;
   Timeline tl_;
 
-  std::vector<HotOp> ops_;
+  HugeVector<HotOp> ops_;
   std::vector<StreamState> streams_;
-  std::vector<OpId> stream_order_;
-  std::vector<OpId> dependents_;  // CSR of reverse deps
-  std::vector<std::int64_t> dependents_at_;
+  HugeVector<OpId> stream_order_;
+  HugeVector<OpId> dependents_;  // CSR of reverse deps
+  HugeVector<std::int64_t> dependents_at_;
   std::vector<std::int64_t> mem_now_;
   std::vector<std::int32_t> cores_free_;
   std::vector<std::deque<OpId>> cpu_waiting_;
   /// Collective groups numbered densely (plans may number them sparsely, up to 2^31): an op's index or -1.
-  std::vector<std::int32_t> group_of_;
+  HugeVector<std::int32_t> group_of_;
   std::vector<std::int32_t> group_ready_;
   std::vector<std::vector<OpId>> group_members_;
   std::vector<OpId> flow_op_;
   std::vector<std::uint32_t> flow_version_;
-  std::vector<Duration> op_latency_;
+  HugeVector<Duration> op_latency_;
   std::size_t finished_ = 0;
   // Contention of overlapped collectives with compute (hw.gpu.collective_compute_slowdown); only kept
   // when the profile names a slowdown.
   double slowdown_ = 0;
   std::vector<std::int32_t> collectives_on_;       // per device: collectives in flight
   std::vector<std::vector<Stretched>> computing_;  // per device: stretchable compute in flight
-  std::vector<std::uint32_t> end_version_;         // per op: bumped when its end event moves
+  HugeVector<std::uint32_t> end_version_;          // per op: bumped when its end event moves
 };
 
 void Run::setup() {
@@ -245,7 +245,7 @@ void Run::setup() {
   for (std::size_t i = 0; i < n; ++i) dependents_at_[i + 1] += dependents_at_[i];
   dependents_.assign(static_cast<std::size_t>(dependents_at_[n]), 0);
   {
-    std::vector<std::int64_t> fill(dependents_at_.begin(), dependents_at_.end() - 1);
+    HugeVector<std::int64_t> fill(dependents_at_.begin(), dependents_at_.end() - 1);
     for (std::size_t i = 0; i < n; ++i)
       for (OpId d : plan_.ops[i].deps)
         dependents_[static_cast<std::size_t>(fill[static_cast<std::size_t>(d)]++)] = static_cast<OpId>(i);

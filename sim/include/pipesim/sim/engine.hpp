@@ -32,8 +32,8 @@ struct LinkUsage {
 
 /// What the engine measured: per-op start/end, memory peaks, OOM, link usage.
 struct Timeline {
-  std::vector<TimePoint> start;
-  std::vector<TimePoint> end;
+  HugeVector<TimePoint> start;  ///< per op
+  HugeVector<TimePoint> end;
   std::vector<std::int64_t> peak_bytes;      ///< per device
   std::vector<std::int64_t> capacity_bytes;  ///< per device
   OomReport oom;

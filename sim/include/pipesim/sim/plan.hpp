@@ -11,6 +11,7 @@
 #include "pipesim/sim/dep_list.hpp"
 #include "pipesim/sim/gemm_shape.hpp"
 #include "pipesim/sim/hardware.hpp"
+#include "pipesim/sim/huge_page_allocator.hpp"
 #include "pipesim/sim/time.hpp"
 
 namespace pipesim::sim {
@@ -192,7 +193,7 @@ struct Plan {
   std::int32_t nodes = 1;
   std::vector<Device> devices;
   std::vector<Stream> streams;
-  std::vector<Op> ops;
+  HugeVector<Op> ops;
 
   std::int32_t num_gpus() const { return meta.pp * meta.tp * meta.cp * meta.dp; }
 };
