@@ -1,5 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <random>
+#include <tuple>
+
 #include "engine/event_queue.hpp"
 
 namespace pipesim::sim {
@@ -15,6 +19,30 @@ TEST(EventQueue, OrdersByTimeThenPriorityThenInsertion) {
   std::vector<std::int32_t> order;
   while (!q.empty()) order.push_back(q.pop().target);
   EXPECT_EQ(order, (std::vector<std::int32_t>{5, 3, 2, 4, 1}));
+}
+
+TEST(EventQueue, PopsRandomPushesInTotalOrder) {
+  // Interleaved pushes and pops against a sorted reference: (time, priority, insertion).
+  std::mt19937 rng(7);
+  EventQueue q;
+  std::vector<std::tuple<TimePoint, std::int32_t, std::int32_t>> pending;  // time, priority, target
+  std::int32_t next = 0;
+  for (int round = 0; round < 2000; ++round) {
+    for (int k = static_cast<int>(rng() % 4); k >= 0; --k) {
+      const TimePoint t = static_cast<TimePoint>(rng() % 50);
+      const auto p = static_cast<std::int32_t>(rng() % 3) - 1;
+      q.push(t, p, 0, next);
+      pending.emplace_back(t, p, next++);
+    }
+    const auto smallest = std::min_element(pending.begin(), pending.end());  // target = insertion order
+    const Event e = q.pop();
+    ASSERT_EQ(e.time, std::get<0>(*smallest));
+    ASSERT_EQ(e.priority, std::get<1>(*smallest));
+    ASSERT_EQ(e.target, std::get<2>(*smallest));
+    pending.erase(smallest);
+  }
+  EXPECT_EQ(q.size(), pending.size());
+  EXPECT_EQ(q.pushed(), static_cast<std::uint64_t>(next));
 }
 
 }  // namespace
