@@ -184,6 +184,8 @@ class Run {
   /// Collective groups numbered densely (plans may number them sparsely, up to 2^31): an op's index or -1.
   HugeVector<std::int32_t> group_of_;
   std::vector<std::int32_t> group_ready_;
+  std::vector<std::int32_t> group_size_;  // members each group waits for (kept here: try_start stays off the
+                                          // plan's ops, whose cache lines it would otherwise miss)
   std::vector<std::vector<OpId>> group_members_;
   std::vector<OpId> flow_op_;
   std::vector<std::uint32_t> flow_version_;
@@ -263,11 +265,19 @@ void Run::setup() {
   std::sort(group_ids.begin(), group_ids.end());
   group_ids.erase(std::unique(group_ids.begin(), group_ids.end()), group_ids.end());
   group_of_.assign(n, -1);
+  group_size_.assign(group_ids.size(), 0);
   for (std::size_t i = 0; i < n; ++i)
     if (const auto* t = std::get_if<TransferWork>(&plan_.ops[i].payload);
-        t && t->group >= 0 && ops_[i].mode == Mode::kFlow)
-      group_of_[i] = static_cast<std::int32_t>(
-          std::lower_bound(group_ids.begin(), group_ids.end(), t->group) - group_ids.begin());
+        t && t->group >= 0 && ops_[i].mode == Mode::kFlow) {
+      const auto g = static_cast<std::size_t>(std::lower_bound(group_ids.begin(), group_ids.end(), t->group) -
+                                              group_ids.begin());
+      group_of_[i] = static_cast<std::int32_t>(g);
+      if (group_size_[g] != 0 && group_size_[g] != t->group_size)
+        throw InputError("plan", fmt::format("/ops/{}/transfer/group_size", i),
+                         fmt::format("{} members, where another op of collective group {} says {}; valid: {}",
+                                     t->group_size, t->group, group_size_[g], group_size_[g]));
+      group_size_[g] = t->group_size;
+    }
   group_ready_.assign(group_ids.size(), 0);
   group_members_.assign(group_ids.size(), {});
 
@@ -334,14 +344,13 @@ Timeline Run::execute() {
 void Run::try_start(OpId id) {
   HotOp& h = ops_[static_cast<std::size_t>(id)];
   if (h.started || h.deps_left > 0 || streams_[static_cast<std::size_t>(h.stream)].head != h.position) return;
-  if (h.mode == Mode::kFlow) {
-    const auto& t = std::get<TransferWork>(plan_.ops[static_cast<std::size_t>(id)].payload);
-    if (t.group >= 0 && t.group_size > 1) {
+  if (h.mode == Mode::kFlow && group_of_[static_cast<std::size_t>(id)] >= 0) {
+    const auto g = static_cast<std::size_t>(group_of_[static_cast<std::size_t>(id)]);
+    if (group_size_[g] > 1) {
       // A collective starts on all members at once, when the last of them is ready.
-      auto g = static_cast<std::size_t>(group_of_[static_cast<std::size_t>(id)]);
       h.started = true;
       group_members_[g].push_back(id);
-      if (++group_ready_[g] < t.group_size) return;
+      if (++group_ready_[g] < group_size_[g]) return;
       for (OpId m : group_members_[g]) {
         ops_[static_cast<std::size_t>(m)].started = false;
         start(m);

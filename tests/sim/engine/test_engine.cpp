@@ -65,6 +65,21 @@ TEST(Engine, SparseCollectiveGroupIdsNeedNoTableOfThatSize) {
   EXPECT_GT(tl.end[0], 0);
 }
 
+TEST(Engine, MembersOfOneCollectiveMustAgreeOnItsSize) {
+  PlanMaker pm(2);
+  TransferWork a{0, 1, 1 << 20};
+  a.group = 7;
+  a.group_size = 2;
+  TransferWork b = a;
+  b.src = 1, b.dst = 0;
+  b.group_size = 1;
+  pm.add(0, a, -1);
+  pm.add(2, b, -1);
+  const std::string err = testing::error_of([&] { Engine{}.run(pm.plan); });
+  EXPECT_NE(err.find("/ops/1/transfer/group_size"), std::string::npos) << err;
+  EXPECT_NE(err.find("collective group 7 says 2"), std::string::npos) << err;
+}
+
 TEST(Engine, StreamsAreSerialAndDepsCrossStreams) {
   PlanMaker pm(2);
   OpId a = pm.add(0, ComputeWork{}, 10);
