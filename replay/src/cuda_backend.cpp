@@ -67,7 +67,7 @@ cuda_abi::Request flatten(const sim::Plan& plan, double scale) {
     if (op.fixed_duration >= 0) {
       o.work = cuda_abi::Work::kFixed;
       o.fixed_ns = static_cast<std::int64_t>(static_cast<double>(op.fixed_duration) * scale);
-    } else if (const auto* c = std::get_if<sim::ComputeWork>(&op.payload)) {
+    } else if (const auto* c = sim::compute_of(op.payload)) {
       o.work = cuda_abi::Work::kCompute;
       o.flops = c->flops * scale;
       o.gemm_gflop = c->gemm_gflop;

@@ -37,7 +37,7 @@ class HostBackend final : public Backend {
       busy_wait(static_cast<double>(op.fixed_duration) * 1e-9 * scale_);
       return;
     }
-    if (const auto* c = std::get_if<sim::ComputeWork>(&op.payload)) {
+    if (const auto* c = sim::compute_of(op.payload)) {
       fma_work(c->flops * scale_);
       copies_[stream].copy(static_cast<double>(c->mem_bytes) / 2 * scale_);  // read once, written once
     } else if (const auto* t = std::get_if<sim::TransferWork>(&op.payload)) {

@@ -70,7 +70,7 @@ RefitReport refit_profile(const sim::Plan& plan, const TimelineFile& m, const si
                       m.ops[i].kind, m.ops[i].stream, sim::to_string(op.kind), op.stream));
     const double ns = static_cast<double>(m.ops[i].end_ns - m.ops[i].start_ns);
     if (op.fixed_duration >= 0 || ns <= 0) continue;  // profiled times say nothing about the hardware
-    if (const auto* c = std::get_if<sim::ComputeWork>(&op.payload); c && c->flops > 0) {
+    if (const auto* c = sim::compute_of(op.payload); c && c->flops > 0) {
       if (c->expert_flops > 0) {
         ++skipped_moe;
         continue;

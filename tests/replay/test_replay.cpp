@@ -234,7 +234,7 @@ TEST(Refit, RecoversAKnownEfficiencyTableFromSyntheticMeasurements) {
   const RefitReport r = refit_profile(plan, measured, base, "refit");
   EXPECT_GT(r.compute_ops, 0);
   for (const sim::Op& op : plan.ops)
-    if (const auto* c = std::get_if<sim::ComputeWork>(&op.payload); c && c->flops > 0) {
+    if (const auto* c = sim::compute_of(op.payload); c && c->flops > 0) {
       const double want = sim::interpolate_log_x(truth.gpu.gemm_efficiency, c->gemm_gflop);
       EXPECT_NEAR(sim::interpolate_log_x(r.profile.gpu.gemm_efficiency, c->gemm_gflop), want, 1e-4 * want)
           << c->gemm_gflop;

@@ -226,7 +226,7 @@ void Run::setup() {
     h.free = op.free_bytes;
     if (slowdown_ > 0 && plan_.devices[static_cast<std::size_t>(st.device)].kind == DeviceKind::kGpu) {
       h.collective = is_collective(op.kind);
-      h.stretchable = std::holds_alternative<ComputeWork>(op.payload) && op.fixed_duration < 0;
+      h.stretchable = std::holds_alternative<SharedCompute>(op.payload) && op.fixed_duration < 0;
     }
     if (const auto* t = std::get_if<TransferWork>(&op.payload); t && op.fixed_duration < 0) {
       h.mode = Mode::kFlow;
@@ -364,7 +364,7 @@ void Run::try_start(OpId id) {
 Duration Run::compute_duration(const Op& op, DeviceId device) const {
   if (op.fixed_duration >= 0) return op.fixed_duration;
   const auto& hw = plan_.hw;
-  if (const auto* c = std::get_if<ComputeWork>(&op.payload))
+  if (const auto* c = compute_of(op.payload))
     return hw.op_ns(c->flops, c->gemm_gflop, c->kernels, plan_.meta.dtype, c->mem_bytes, c->expert_flops,
                     c->expert_gemm_gflop, c->expert_weight_bytes, c->attention_flops, c->attention_bytes,
                     c->wide_flops, c->score_bytes);

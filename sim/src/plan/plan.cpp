@@ -46,6 +46,12 @@ const char* to_string(OpKind k) {
   return "?";
 }
 
+SharedCompute::SharedCompute(const ComputeWork& work) {
+  // Zero-work ops (syncs, bubble markers, fill chunks timed by their own duration) all share one instance.
+  static const auto none = std::make_shared<const ComputeWork>();
+  work_ = work == ComputeWork{} ? none : std::make_shared<const ComputeWork>(work);
+}
+
 OpId append_op(Plan& plan, StreamId stream, OpKind kind, const OpTags& tags, Payload payload,
                Duration fixed) {
   Op& op = plan.ops.emplace_back();

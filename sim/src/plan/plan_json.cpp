@@ -137,7 +137,7 @@ std::string plan_to_json(const Plan& plan) {
     j["tags"] = {{"stage", t.stage},           {"virtual_stage", t.virtual_stage},
                  {"microbatch", t.microbatch}, {"layer_begin", t.layer_begin},
                  {"layer_end", t.layer_end},   {"iteration", t.iteration}};
-    if (const auto* c = std::get_if<ComputeWork>(&op.payload)) {
+    if (const auto* c = compute_of(op.payload)) {
       j["compute"] = {{"flops", c->flops}, {"gemm_gflop", c->gemm_gflop}, {"kernels", c->kernels}};
       if (c->mem_bytes) j["compute"]["mem_bytes"] = c->mem_bytes;
       if (c->expert_flops > 0) {
@@ -256,19 +256,18 @@ Plan plan_from_json(const std::string& text, const std::string& file) {
     int payloads = 0;
     if (o.has("compute")) {
       JsonObject c = o.object("compute");
-      op.payload = ComputeWork{c.number("flops", 0, 1e30),
-                               c.number("gemm_gflop", 0, 1e30),
-                               static_cast<std::int32_t>(c.integer("kernels", 0, kI32)),
-                               c.integer_or("mem_bytes", 0, 0, kMaxBytes),
-                               c.number_or("expert_flops", 0, 0, 1e30),
-                               c.number_or("expert_gemm_gflop", 0, 0, 1e30),
-                               c.integer_or("expert_weight_bytes", 0, 0, kMaxBytes),
-                               c.number_or("attention_flops", 0, 0, 1e30),
-                               c.integer_or("attention_bytes", 0, 0, kMaxBytes),
-                               read_gemms(c),
-                               c.number_or("wide_flops", 0, 0, 1e30),
-                               c.integer_or("score_bytes", 0, 0, kMaxBytes)};
-      auto& work = std::get<ComputeWork>(op.payload);
+      const ComputeWork work{c.number("flops", 0, 1e30),
+                             c.number("gemm_gflop", 0, 1e30),
+                             static_cast<std::int32_t>(c.integer("kernels", 0, kI32)),
+                             c.integer_or("mem_bytes", 0, 0, kMaxBytes),
+                             c.number_or("expert_flops", 0, 0, 1e30),
+                             c.number_or("expert_gemm_gflop", 0, 0, 1e30),
+                             c.integer_or("expert_weight_bytes", 0, 0, kMaxBytes),
+                             c.number_or("attention_flops", 0, 0, 1e30),
+                             c.integer_or("attention_bytes", 0, 0, kMaxBytes),
+                             read_gemms(c),
+                             c.number_or("wide_flops", 0, 0, 1e30),
+                             c.integer_or("score_bytes", 0, 0, kMaxBytes)};
       if (work.score_bytes > work.mem_bytes)
         c.fail("score_bytes", "exceeds mem_bytes; valid: 0 .. mem_bytes");
       if (work.expert_flops + work.attention_flops > work.flops)
@@ -277,6 +276,7 @@ Plan plan_from_json(const std::string& text, const std::string& file) {
       if (work.expert_flops + work.attention_flops + work.wide_flops > work.flops)
         c.fail("wide_flops", "with expert_flops and attention_flops exceeds flops; valid: 0 .. the rest");
       c.finish();
+      op.payload = work;
       ++payloads;
     }
     if (o.has("transfer")) {

@@ -8,6 +8,7 @@
 #include <numeric>
 #include <optional>
 #include <tuple>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -113,6 +114,24 @@ class Builder {
   OpId add_op(StreamId stream, OpKind kind, const OpTags& tags, Payload payload, Duration fixed) {
     return append_op(plan_, stream, kind, tags, std::move(payload), fixed);
   }
+  /// A compute op: ops of equal work (every microbatch and replica of a chunk) share one ComputeWork.
+  OpId add_op(StreamId stream, OpKind kind, const OpTags& tags, const ComputeWork& work, Duration fixed) {
+    auto it = works_.find(work);
+    if (it == works_.end()) it = works_.emplace(work, SharedCompute(work)).first;
+    return append_op(plan_, stream, kind, tags, it->second, fixed);
+  }
+  struct WorkHash {
+    std::size_t operator()(const ComputeWork& w) const {
+      std::size_t h = std::hash<double>{}(w.flops);
+      for (double x : {w.gemm_gflop, w.expert_flops, w.attention_flops, w.wide_flops})
+        h = h * 1000003 ^ std::hash<double>{}(x);
+      for (std::int64_t x : {w.mem_bytes, w.score_bytes, w.attention_bytes, w.expert_weight_bytes,
+                             std::int64_t{w.kernels}, static_cast<std::int64_t>(w.gemms.size())})
+        h = h * 1000003 ^ std::hash<std::int64_t>{}(x);
+      return h;
+    }
+  };
+  std::unordered_map<ComputeWork, SharedCompute, WorkHash> works_;
   DeviceId device_of_rank(std::int32_t rank);
   /// A TP ring member's neighbour in the ring: the next rank, or where the group spans several NVLink
   /// domains (nodes), the same place in the next domain, so that every member is priced on the ring's

@@ -147,8 +147,7 @@ TEST(OrderLowering, EveryMicrobatchAccumulatesItsWeightGradients) {
       if (op.tags.stage != 0 || (op.kind != OpKind::kBackward && op.kind != OpKind::kBackwardWeight &&
                                  op.kind != OpKind::kBackwardInput))
         continue;
-      const auto extra =
-          std::get<ComputeWork>(op.payload).mem_bytes - std::get<ComputeWork>(fused.ops[i].payload).mem_bytes;
+      const auto extra = compute_of(op.payload)->mem_bytes - compute_of(fused.ops[i].payload)->mem_bytes;
       EXPECT_EQ(extra, op.kind == OpKind::kBackwardInput ? 0 : stage0) << name;
       if (extra > 0) ++passes;
     }

@@ -71,7 +71,7 @@ TEST(TpOverlap, TheBackwardAllReduceRunsBesideTheWeightGradients) {
   // tp 2, 32 blocks: 2 x 1024 x 32 x (4096 x 4096 + 4096 x 11008) / 2 FLOPs move to the first op.
   const std::size_t whole = ops_of(blocking.plan, OpKind::kBackward, "compute")[0];
   const auto flops = [&](const Simulated& r, std::size_t op) {
-    return std::get<ComputeWork>(r.plan.ops[op].payload).flops;
+    return compute_of(r.plan.ops[op].payload)->flops;
   };
   const double rows = 2.0 * 1024 * 32 * (4096.0 * 4096 + 4096.0 * 11008) / 2;
   EXPECT_DOUBLE_EQ(flops(overlap, bin[0]) + flops(overlap, bw[0]), flops(blocking, whole));
@@ -82,7 +82,7 @@ TEST(TpOverlap, TheBackwardAllReduceRunsBesideTheWeightGradients) {
   const Plan zb_plan = testing::plan_of("zb-h1", zb);
   const auto zb_input = ops_of(zb_plan, OpKind::kBackwardInput, "compute");
   ASSERT_EQ(zb_input.size(), 1u);
-  const double input_only = std::get<ComputeWork>(zb_plan.ops[zb_input[0]].payload).flops;
+  const double input_only = compute_of(zb_plan.ops[zb_input[0]].payload)->flops;
   EXPECT_NEAR(flops(overlap, bin[0]) - input_only, rows, 1.0);
   // The two halves launch the whole backward's kernels once between them; what the step saves is the
   // all-reduce, less the two halves' rounding against the whole.

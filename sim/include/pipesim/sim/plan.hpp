@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <variant>
 #include <vector>
@@ -103,6 +104,24 @@ struct ComputeWork {
   /// Of `mem_bytes`, unfused attention's softmax, mask and dropout over the scores, timed at the GPU's
   /// unfused-attention bandwidth.
   std::int64_t score_bytes = 0;
+
+  bool operator==(const ComputeWork&) const = default;
+};
+
+/// An op's ComputeWork, held by reference and immutable: the ops of every microbatch and replica of a chunk
+/// run the same work and share one copy (a plan of millions of ops keeps each op at 128 bytes, not 192).
+/// Read it with compute_of(op).
+class SharedCompute {
+ public:
+  SharedCompute() : SharedCompute(ComputeWork{}) {}
+  SharedCompute(const ComputeWork& work);  // NOLINT(google-explicit-constructor): an op's payload
+  explicit SharedCompute(std::shared_ptr<const ComputeWork> work) : work_(std::move(work)) {}
+  const ComputeWork& operator*() const { return *work_; }
+  const ComputeWork* operator->() const { return work_.get(); }
+  const ComputeWork* get() const { return work_.get(); }
+
+ private:
+  std::shared_ptr<const ComputeWork> work_;
 };
 
 /// Bytes moved from src to dst over the links between them (shared by max-min fairness).
@@ -129,7 +148,13 @@ struct MemoryWork {
   std::int64_t bytes = 0;
 };
 
-using Payload = std::variant<ComputeWork, TransferWork, CpuWork, MemoryWork>;
+using Payload = std::variant<SharedCompute, TransferWork, CpuWork, MemoryWork>;
+
+/// The payload's GPU math, or nullptr when it moves bytes, runs on a CPU or streams memory.
+inline const ComputeWork* compute_of(const Payload& p) {
+  const auto* s = std::get_if<SharedCompute>(&p);
+  return s != nullptr ? s->get() : nullptr;
+}
 
 struct OpTags {
   std::int32_t stage = -1;
