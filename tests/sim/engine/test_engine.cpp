@@ -50,31 +50,30 @@ TEST(Engine, TimeAndMemoryBeyondInt64AreInputErrorsNotWraps) {
   EXPECT_EQ(Engine{}.run(fits.plan).end.back(), 8191 * kBig);
 }
 
-TEST(Engine, SparseCollectiveGroupIdsNeedNoTableOfThatSize) {
-  // Group ids up to 2^31 - 1 are valid; the engine numbers the ones in use, not every id below them.
+/// Two GPUs' members of one collective (1 MiB each way), each saying how many members the group has.
+PlanMaker two_member_collective(std::int32_t group, std::int32_t size_a, std::int32_t size_b) {
   PlanMaker pm(2);
   TransferWork a{0, 1, 1 << 20};
-  a.group = 2147483647;
-  a.group_size = 2;
+  a.group = group;
+  a.group_size = size_a;
   TransferWork b = a;
   b.src = 1, b.dst = 0;
+  b.group_size = size_b;
   pm.add(0, a, -1);
   pm.add(2, b, -1);
+  return pm;
+}
+
+TEST(Engine, SparseCollectiveGroupIdsNeedNoTableOfThatSize) {
+  // Group ids up to 2^31 - 1 are valid; the engine numbers the ones in use, not every id below them.
+  PlanMaker pm = two_member_collective(2147483647, 2, 2);
   Timeline tl = Engine{}.run(pm.plan);
   EXPECT_EQ(tl.start[0], tl.start[1]);
   EXPECT_GT(tl.end[0], 0);
 }
 
 TEST(Engine, MembersOfOneCollectiveMustAgreeOnItsSize) {
-  PlanMaker pm(2);
-  TransferWork a{0, 1, 1 << 20};
-  a.group = 7;
-  a.group_size = 2;
-  TransferWork b = a;
-  b.src = 1, b.dst = 0;
-  b.group_size = 1;
-  pm.add(0, a, -1);
-  pm.add(2, b, -1);
+  PlanMaker pm = two_member_collective(7, 2, 1);
   const std::string err = testing::error_of([&] { Engine{}.run(pm.plan); });
   EXPECT_NE(err.find("/ops/1/transfer/group_size"), std::string::npos) << err;
   EXPECT_NE(err.find("collective group 7 says 2"), std::string::npos) << err;
