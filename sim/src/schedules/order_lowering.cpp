@@ -346,6 +346,8 @@ class Builder {
   std::int32_t dp_ring_offset_ = 1;  // DP ring neighbour distance: crosses nodes whenever the group does
   std::int32_t ep_ring_offset_ = 1;  // the same inside an expert-parallel group
   std::int32_t cp_ring_offset_ = 1;  // and inside a context-parallel group
+  /// NICs a member's share of a node-leaving DP ring is spread over (see size_plan); 1 inside a domain.
+  std::int32_t dp_ring_nics_ = 1, replicas_ring_nics_ = 1;
   std::vector<std::vector<RangeCost>> chunk_costs_;  // [cost table][chunk]
   /// Gradient buckets' costs by (cost table, first layer, end layer): the same for every replica and
   /// microbatch, so computed once (and their GEMM lists shared by every op).
@@ -541,6 +543,17 @@ void Builder::size_plan() {
       break;
     }
   }
+  // NCCL runs a ring collective that leaves the node as several rings, one leaving through each member's NIC:
+  // with k members of the ring in a node, each NIC carries 1/k of a member's ring bytes (the rest moves over
+  // NVLink, beside it). Members in rank 0's domain, for the whole-group ring and for HSDP's ring between
+  // shard groups (every shard-th rank).
+  auto members_in_domain = [&](std::int32_t stride) {
+    std::int32_t k = 0, n = 0;
+    for (std::int32_t r = 0; r < grad_replicas(); r += stride, ++n) k += leaves_domain(r) ? 0 : 1;
+    return k < n ? std::max(1, k) : 1;  // a ring that stays inside the domain keeps NVLink's pricing
+  };
+  dp_ring_nics_ = members_in_domain(1);
+  replicas_ring_nics_ = members_in_domain(std::max(1, in_.sharding.shard_group));
   for (std::int32_t s = 0; s < in_.pp; ++s)
     orders_.push_back(sched_.order({in_.pp, in_.microbatches, in_.virtual_stages}, s));
 }
@@ -1008,6 +1021,10 @@ OpId Builder::emit_dp_collective(GpuRank& g, OpKind kind, StreamSlot slot, const
   // half of that; an all-to-all sends (n-1)/n of it to the other members at once, one latency each.
   const std::int32_t factor = kind == OpKind::kAllReduce ? 2 : 1;
   w.bytes = factor * (n - 1) * buffer_bytes / n;
+  if (kind != OpKind::kAllToAll) {
+    if (group == DpGroup::kShard && shard == grad_replicas()) w.bytes /= dp_ring_nics_;
+    if (group == DpGroup::kReplicas) w.bytes /= replicas_ring_nics_;
+  }
   w.latency_steps = kind == OpKind::kAllToAll ? count : factor * (n - 1) * count;
   w.message_bytes = buffer_bytes / count;
   if (explicit_) {

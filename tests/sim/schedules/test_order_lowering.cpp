@@ -97,6 +97,30 @@ TEST(OrderLowering, DpBucketsFollowTheLastBackwardAndGateTheOptimizer) {
     }
 }
 
+TEST(OrderLowering, NodeLeavingDataParallelRingsSpreadOverTheNodesNics) {
+  // NCCL runs a ring that leaves the node as one ring per member there, each leaving through another NIC:
+  // a member's NIC carries 1/k of its 2(n-1)/n share, k = the ring's members in a node.
+  auto bucket_bytes = [](int tp, int dp) {
+    const Plan plan = testing::plan_of("1f1b", testing::job("llama2-7b", "h100-sxm-8x", 1, tp, dp, 1));
+    std::vector<std::pair<std::int64_t, std::int64_t>> out;  // (bytes, buffer)
+    for (const Op& op : plan.ops)
+      if (plan.streams[static_cast<std::size_t>(op.stream)].name == "collective") {
+        const auto& t = std::get<TransferWork>(op.payload);
+        out.emplace_back(t.bytes, t.message_bytes);
+      }
+    return out;
+  };
+  const auto across = bucket_bytes(1, 16);  // 2 nodes, 8 members in each
+  ASSERT_FALSE(across.empty());
+  for (auto [bytes, buffer] : across) EXPECT_EQ(bytes, 2 * 15 * buffer / 16 / 8);
+  for (auto [bytes, buffer] : bucket_bytes(2, 8))  // 2 nodes, 4 members in each
+    EXPECT_EQ(bytes, 2 * 7 * buffer / 8 / 4);
+  for (auto [bytes, buffer] : bucket_bytes(8, 2))  // one member per node: its own NIC carries it all
+    EXPECT_EQ(bytes, 2 * 1 * buffer / 2);
+  for (auto [bytes, buffer] : bucket_bytes(1, 8))  // inside one node: NVLink's ring, undivided
+    EXPECT_EQ(bytes, 2 * 7 * buffer / 8);
+}
+
 TEST(OrderLowering, GradSyncAfterTheBackwardWaitsForTheLastComputeOp) {
   JobOptions j = testing::job("llama2-7b", "h100-sxm-8x", 2, 2, 2, 4);
   j.grad_sync = "after-backward";
