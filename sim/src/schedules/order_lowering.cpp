@@ -120,18 +120,6 @@ class Builder {
     if (it == works_.end()) it = works_.emplace(work, SharedCompute(work)).first;
     return append_op(plan_, stream, kind, tags, it->second, fixed);
   }
-  struct WorkHash {
-    std::size_t operator()(const ComputeWork& w) const {
-      std::size_t h = std::hash<double>{}(w.flops);
-      for (double x : {w.gemm_gflop, w.expert_flops, w.attention_flops, w.wide_flops})
-        h = h * 1000003 ^ std::hash<double>{}(x);
-      for (std::int64_t x : {w.mem_bytes, w.score_bytes, w.attention_bytes, w.expert_weight_bytes,
-                             std::int64_t{w.kernels}, static_cast<std::int64_t>(w.gemms.size())})
-        h = h * 1000003 ^ std::hash<std::int64_t>{}(x);
-      return h;
-    }
-  };
-  std::unordered_map<ComputeWork, SharedCompute, WorkHash> works_;
   DeviceId device_of_rank(std::int32_t rank);
   /// A TP ring member's neighbour in the ring: the next rank, or where the group spans several NVLink
   /// domains (nodes), the same place in the next domain, so that every member is priced on the ring's
@@ -357,6 +345,19 @@ class Builder {
     if (added) it->second = range_cost(in_.costs[table], lo, hi, in_.tp);
     return it->second;
   }
+  struct WorkHash {
+    std::size_t operator()(const ComputeWork& w) const {
+      std::size_t h = std::hash<double>{}(w.flops);
+      for (double x : {w.gemm_gflop, w.expert_flops, w.attention_flops, w.wide_flops})
+        h = h * 1000003 ^ std::hash<double>{}(x);
+      for (std::int64_t x : {w.mem_bytes, w.score_bytes, w.attention_bytes, w.expert_weight_bytes,
+                             std::int64_t{w.kernels}, static_cast<std::int64_t>(w.gemms.size())})
+        h = h * 1000003 ^ std::hash<std::int64_t>{}(x);
+      return h;
+    }
+  };
+  /// Every distinct ComputeWork of the plan, once (add_op's interning).
+  std::unordered_map<ComputeWork, SharedCompute, WorkHash> works_;
   std::vector<std::vector<RangeCost>> layer_costs_;                // ZeRO-3: [cost table][layer]
   std::map<std::array<std::int64_t, 5>, std::int32_t> dp_groups_;  // explicit replicas: collective ids
   std::int32_t dp_group_base_ = 0;

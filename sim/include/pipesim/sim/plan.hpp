@@ -115,7 +115,6 @@ class SharedCompute {
  public:
   SharedCompute() : SharedCompute(ComputeWork{}) {}
   SharedCompute(const ComputeWork& work);  // NOLINT(google-explicit-constructor): an op's payload
-  explicit SharedCompute(std::shared_ptr<const ComputeWork> work) : work_(std::move(work)) {}
   const ComputeWork& operator*() const { return *work_; }
   const ComputeWork* operator->() const { return work_.get(); }
   const ComputeWork* get() const { return work_.get(); }
