@@ -99,7 +99,7 @@ class Run {
   enum class Mode : std::uint8_t { kTimed, kFlow, kCpu };
   /// The per-op fields the event loop touches, packed so the hot loop stays in cache.
   struct HotOp {
-    Duration duration = 0;  // precomputed for timed and CPU ops
+    Duration duration = 0;  // precomputed for timed and CPU ops; a transfer's latency once it starts
     std::int64_t alloc = 0;
     std::int64_t free = 0;
     StreamId stream = 0;
@@ -189,7 +189,6 @@ class Run {
   std::vector<std::vector<OpId>> group_members_;
   std::vector<OpId> flow_op_;
   std::vector<std::uint32_t> flow_version_;
-  HugeVector<Duration> op_latency_;
   std::size_t finished_ = 0;
   // Contention of overlapped collectives with compute (hw.gpu.collective_compute_slowdown); only kept
   // when the profile names a slowdown.
@@ -209,15 +208,15 @@ void Run::setup() {
   }
   tl_.start.assign(n, -1);
   tl_.end.assign(n, -1);
-  ops_.resize(n);
-  op_latency_.assign(n, 0);
+  ops_.clear();
+  ops_.reserve(n);  // filled below: each op's entry is written once
   dependents_at_.assign(n + 1, 0);
   streams_.resize(plan_.streams.size());
   for (std::size_t s = 0; s < plan_.streams.size(); ++s) streams_[s].device = plan_.streams[s].device;
   std::vector<std::int32_t> group_ids;
   for (std::size_t i = 0; i < n; ++i) {
     const Op& op = plan_.ops[i];
-    HotOp& h = ops_[i];
+    HotOp& h = ops_.emplace_back();
     auto& st = streams_[static_cast<std::size_t>(op.stream)];
     h.stream = op.stream;
     h.position = st.count++;
@@ -242,15 +241,19 @@ void Run::setup() {
             "op duration exceeds the simulated time range (about 292 years); check its work and rates");
       }
     }
-    for (OpId d : op.deps) ++dependents_at_[static_cast<std::size_t>(d) + 1];
+    for (OpId d : op.deps) ++dependents_at_[static_cast<std::size_t>(d)];
   }
-  for (std::size_t i = 0; i < n; ++i) dependents_at_[i + 1] += dependents_at_[i];
-  dependents_.assign(static_cast<std::size_t>(dependents_at_[n]), 0);
-  {
-    HugeVector<std::int64_t> fill(dependents_at_.begin(), dependents_at_.end() - 1);
-    for (std::size_t i = 0; i < n; ++i)
-      for (OpId d : plan_.ops[i].deps)
-        dependents_[static_cast<std::size_t>(fill[static_cast<std::size_t>(d)]++)] = static_cast<OpId>(i);
+  // Reverse dependencies (CSR) in place: dependents_at_[d] first counts d's dependents, then, summed, is the
+  // end of d's range; filling from the last op backwards moves it down to the range's start, and leaves
+  // each list in ascending op order (the order the dependents are tried in).
+  for (std::size_t i = 1; i < n; ++i) dependents_at_[i] += dependents_at_[i - 1];
+  dependents_at_[n] = n > 0 ? dependents_at_[n - 1] : 0;
+  dependents_.resize(static_cast<std::size_t>(dependents_at_[n]));
+  for (std::size_t i = n; i-- > 0;) {
+    const auto& deps = plan_.ops[i].deps;
+    for (std::size_t k = deps.size(); k-- > 0;)
+      dependents_[static_cast<std::size_t>(--dependents_at_[static_cast<std::size_t>(deps[k])])] =
+          static_cast<OpId>(i);
   }
   std::int64_t at = 0;
   for (auto& st : streams_) {
@@ -323,7 +326,7 @@ Timeline Run::execute() {
       ++flow_version_[static_cast<std::size_t>(ev.target)];
       net_.remove(ev.target, now_);
       schedule_flow_events(net_.changed());
-      queue_.push(after(op_latency_[static_cast<std::size_t>(op)]), 0, kOpEnd, op);
+      queue_.push(after(ops_[static_cast<std::size_t>(op)].duration), 0, kOpEnd, op);
     }
     // Flows started or ended at this instant share one rate recomputation, once the instant is over.
     if (net_.has_pending() && (queue_.empty() || queue_.next_time() > now_)) {
@@ -411,7 +414,7 @@ void Run::start(OpId id) {
     Path p = is_collective(op.kind)
                  ? topo_.ring_path(endpoint(t.src), endpoint(t.dst), t.bytes, t.message_bytes)
                  : topo_.path(endpoint(t.src), endpoint(t.dst), t.bytes);
-    op_latency_[i] = p.latency * t.latency_steps;
+    h.duration = p.latency * t.latency_steps;
     if (!p.links.empty() && t.bytes > 0) {
       FlowId f = net_.add(p.links, static_cast<double>(t.bytes), p.max_bytes_per_ns, now_, t.priority);
       if (static_cast<std::size_t>(f) >= flow_op_.size()) {
@@ -422,7 +425,7 @@ void Run::start(OpId id) {
       schedule_flow_events(net_.changed());
       return;
     }
-    queue_.push(after(op_latency_[i]), 0, kOpEnd, id);
+    queue_.push(after(h.duration), 0, kOpEnd, id);
     return;
   }
   queue_.push(after(h.duration), 0, kOpEnd, id);

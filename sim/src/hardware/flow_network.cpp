@@ -60,10 +60,12 @@ void FlowNetwork::remove(FlowId id, TimePoint now) {
     auto& v = on_link_[static_cast<std::size_t>(l)];
     v.erase(std::find(v.begin(), v.end(), id));
   }
-  std::vector<std::int32_t> seed = std::move(f.links);
+  // The links seed the recomputation; the flow keeps the scratch buffer, so ids reused later allocate
+  // nothing.
+  removed_links_.swap(f.links);
   f.links.clear();
   free_ids_.push_back(id);
-  touched(seed, now);
+  touched(removed_links_, now);
 }
 
 void FlowNetwork::touched(const std::vector<std::int32_t>& links, TimePoint now) {
@@ -84,7 +86,8 @@ void FlowNetwork::flush(TimePoint now) {
   std::vector<FlowId> all;
   for (std::int32_t l : seeds) {
     if (flush_mark_[static_cast<std::size_t>(l)] == flush_epoch_) continue;
-    recompute({l}, now);
+    one_link_.assign(1, l);
+    recompute(one_link_, now);
     for (std::int32_t g : scratch_links_) flush_mark_[static_cast<std::size_t>(g)] = flush_epoch_;
     all.insert(all.end(), changed_.begin(), changed_.end());
   }
@@ -139,6 +142,16 @@ void FlowNetwork::recompute(const std::vector<std::int32_t>& seed_links, TimePoi
   std::sort(links.begin(), links.end());
   std::sort(flows.begin(), flows.end());
   for (FlowId f : flows) advance(flows_[static_cast<std::size_t>(f)], now);
+  if (flows.size() == 1 && flows_[static_cast<std::size_t>(flows[0])].links.size() == links.size()) {
+    // A flow alone on its links (no link twice on its path): progressive filling gives it the tightest
+    // link's capacity or its cap, whichever is lower; the same value the loop below computes, without it.
+    Flow& f = flows_[static_cast<std::size_t>(flows[0])];
+    double best = std::numeric_limits<double>::infinity();
+    for (auto l : f.links) best = std::min(best, std::max(0.0, capacity_[static_cast<std::size_t>(l)]));
+    if (f.cap > 0 && f.cap < best) best = f.cap;
+    f.rate = std::isfinite(best) ? best : 0.0;
+    return;
+  }
 
   // Progressive filling, one priority class after the other: repeatedly saturate the tightest link (or flow
   // cap) and freeze its flows; a lower class sees only the capacity the higher ones left.

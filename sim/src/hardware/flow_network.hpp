@@ -71,6 +71,7 @@ class FlowNetwork {
   // Scratch buffers reused across recomputations.
   std::vector<std::int32_t> link_mark_, flow_mark_;
   std::vector<std::int32_t> scratch_links_, scratch_stack_, scratch_count_;
+  std::vector<std::int32_t> removed_links_, one_link_;  // seeds of remove() and of flush()'s groups
   std::vector<double> scratch_left_;
   std::vector<char> scratch_frozen_;
   std::int32_t epoch_ = 0;
