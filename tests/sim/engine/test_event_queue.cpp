@@ -37,7 +37,7 @@ TEST(EventQueue, PopsRandomPushesInTotalOrder) {
     const auto smallest = std::min_element(pending.begin(), pending.end());  // target = insertion order
     const Event e = q.pop();
     ASSERT_EQ(e.time, std::get<0>(*smallest));
-    ASSERT_EQ(e.priority, std::get<1>(*smallest));
+    ASSERT_EQ(e.priority(), std::get<1>(*smallest));
     ASSERT_EQ(e.target, std::get<2>(*smallest));
     pending.erase(smallest);
   }
