@@ -329,7 +329,7 @@ Timeline Run::execute() {
       queue_.push(after(ops_[static_cast<std::size_t>(op)].duration), 0, kOpEnd, op);
     }
     // Flows started or ended at this instant share one rate recomputation, once the instant is over.
-    if (net_.has_pending() && (queue_.empty() || queue_.next_time() > now_)) {
+    if (net_.has_pending() && !queue_.more_at_last_popped_time()) {
       net_.flush(now_);
       schedule_flow_events(net_.changed());
     }

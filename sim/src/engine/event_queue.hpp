@@ -1,9 +1,11 @@
-// Event queue of the engine: a binary heap totally ordered by (time, priority, insertion sequence), so that
-// simultaneous events always pop in the same order and runs are deterministic.
+// Event queue of the engine, totally ordered by (time, priority, insertion sequence), so that simultaneous
+// events always pop in the same order and runs are deterministic.
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
-#include <queue>
+#include <stdexcept>
 #include <vector>
 
 #include "pipesim/sim/time.hpp"
@@ -24,31 +26,78 @@ struct Event {
   std::int32_t priority() const { return static_cast<std::int32_t>(key >> kSequenceBits) - (1 << 15); }
 };
 
+/// A radix heap: the engine never schedules into the past, so event times pushed are never earlier than the
+/// last one popped. Bucket b > 0 holds the events whose time first differs from that last time in bit b-1
+/// (counting from the lowest), bucket 0 those at exactly that time, as a binary heap on the key. Popping
+/// empties the lowest non-empty bucket into the lower ones around its earliest time, so each event moves at
+/// most 64 times in all; the pending events of thousands of GPUs stay out of one deep heap.
 class EventQueue {
  public:
-  /// `priority` must lie in [-32768, 32767]; at most 2^48 events are pushed in one run.
+  /// `time` must not precede the time of the last event popped; `priority` must lie in [-32768, 32767]; at
+  /// most 2^48 events are pushed in one run.
   void push(TimePoint time, std::int32_t priority, std::int32_t type, std::int32_t target,
             std::uint32_t version = 0) {
+    if (time < last_) throw std::logic_error("event queue: an event pushed before the last one popped");
     const auto biased = static_cast<std::uint64_t>(static_cast<std::uint16_t>(priority + (1 << 15)));
-    heap_.push(Event{time, biased << Event::kSequenceBits | next_sequence_++, target, version, type});
+    place(Event{time, biased << Event::kSequenceBits | next_sequence_++, target, version, type});
+    ++size_;
   }
-  bool empty() const { return heap_.empty(); }
-  TimePoint next_time() const { return heap_.top().time; }  ///< of the next event; the queue is not empty
+  bool empty() const { return size_ == 0; }
+  /// The time of the next event; the queue is not empty. (Scans a bucket: for tests and checks.)
+  TimePoint next_time() const {
+    if (!buckets_[0].empty()) return last_;
+    std::size_t b = 1;
+    while (buckets_[b].empty()) ++b;
+    TimePoint earliest = buckets_[b].front().time;
+    for (const Event& e : buckets_[b]) earliest = std::min(earliest, e.time);
+    return earliest;
+  }
+  /// Whether events remain at the time of the last event popped (all of them sit in bucket 0).
+  bool more_at_last_popped_time() const { return !buckets_[0].empty(); }
   Event pop() {
-    Event e = heap_.top();
-    heap_.pop();
+    settle();
+    auto& now = buckets_[0];
+    std::pop_heap(now.begin(), now.end(), LaterKey{});
+    Event e = now.back();
+    now.pop_back();
+    --size_;
     return e;
   }
-  std::size_t size() const { return heap_.size(); }
+  std::size_t size() const { return size_; }
   std::uint64_t pushed() const { return next_sequence_; }
 
  private:
-  struct Later {
-    bool operator()(const Event& a, const Event& b) const {
-      return a.time != b.time ? a.time > b.time : a.key > b.key;
-    }
+  static constexpr int kBuckets = 65;
+  struct LaterKey {
+    bool operator()(const Event& a, const Event& b) const { return a.key > b.key; }
   };
-  std::priority_queue<Event, std::vector<Event>, Later> heap_;
+  static int bucket_of(TimePoint time, TimePoint last) {
+    const auto diff = static_cast<std::uint64_t>(time) ^ static_cast<std::uint64_t>(last);
+    return diff == 0 ? 0 : 64 - __builtin_clzll(diff);
+  }
+  void place(const Event& e) {
+    const int b = bucket_of(e.time, last_);
+    buckets_[static_cast<std::size_t>(b)].push_back(e);
+    if (b == 0) std::push_heap(buckets_[0].begin(), buckets_[0].end(), LaterKey{});
+  }
+  /// Makes bucket 0 hold the earliest events (when there are any).
+  void settle() {
+    if (!buckets_[0].empty() || size_ == 0) return;
+    std::size_t b = 1;
+    while (buckets_[b].empty()) ++b;
+    auto& from = buckets_[b];
+    TimePoint earliest = from.front().time;
+    for (const Event& e : from) earliest = std::min(earliest, e.time);
+    last_ = earliest;
+    moving_.swap(from);
+    for (const Event& e : moving_) place(e);
+    moving_.clear();
+  }
+
+  std::array<std::vector<Event>, kBuckets> buckets_;
+  std::vector<Event> moving_;  // the bucket being emptied (its buffer is kept for the next one)
+  TimePoint last_ = 0;
+  std::size_t size_ = 0;
   std::uint64_t next_sequence_ = 0;
 };
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <random>
+#include <stdexcept>
 #include <tuple>
 
 #include "engine/event_queue.hpp"
@@ -22,14 +23,18 @@ TEST(EventQueue, OrdersByTimeThenPriorityThenInsertion) {
 }
 
 TEST(EventQueue, PopsRandomPushesInTotalOrder) {
-  // Interleaved pushes and pops against a sorted reference: (time, priority, insertion).
+  // Interleaved pushes and pops against a sorted reference: (time, priority, insertion). As in the engine,
+  // no event is pushed before the last one popped; times spread over several bits of the radix buckets.
   std::mt19937 rng(7);
+  TimePoint last = 0;
   EventQueue q;
   std::vector<std::tuple<TimePoint, std::int32_t, std::int32_t>> pending;  // time, priority, target
   std::int32_t next = 0;
   for (int round = 0; round < 2000; ++round) {
     for (int k = static_cast<int>(rng() % 4); k >= 0; --k) {
-      const TimePoint t = static_cast<TimePoint>(rng() % 50);
+      const TimePoint t =
+          last + (rng() % 2 == 0 ? static_cast<TimePoint>(rng() % 3)
+                                 : static_cast<TimePoint>(rng() % (std::int64_t{1} << (rng() % 40))));
       const auto p = static_cast<std::int32_t>(rng() % 3) - 1;
       q.push(t, p, 0, next);
       pending.emplace_back(t, p, next++);
@@ -39,10 +44,30 @@ TEST(EventQueue, PopsRandomPushesInTotalOrder) {
     ASSERT_EQ(e.time, std::get<0>(*smallest));
     ASSERT_EQ(e.priority(), std::get<1>(*smallest));
     ASSERT_EQ(e.target, std::get<2>(*smallest));
+    last = e.time;
     pending.erase(smallest);
+    const bool more_now =
+        std::any_of(pending.begin(), pending.end(), [&](const auto& p) { return std::get<0>(p) == last; });
+    ASSERT_EQ(q.more_at_last_popped_time(), more_now);
+    if (!pending.empty()) {
+      ASSERT_EQ(q.next_time(), std::get<0>(*std::min_element(pending.begin(), pending.end())));
+    }
   }
   EXPECT_EQ(q.size(), pending.size());
   EXPECT_EQ(q.pushed(), static_cast<std::uint64_t>(next));
+}
+
+TEST(EventQueue, RefusesAnEventBeforeTheLastOnePopped) {
+  EventQueue q;
+  q.push(100, 0, 0, 1);
+  q.push(300, 0, 0, 2);
+  EXPECT_EQ(q.pop().target, 1);
+  EXPECT_THROW(q.push(99, 0, 0, 3), std::logic_error);
+  q.push(100, 0, 0, 4);  // the same instant is fine
+  EXPECT_EQ(q.next_time(), 100);
+  EXPECT_EQ(q.pop().target, 4);
+  EXPECT_EQ(q.pop().target, 2);
+  EXPECT_TRUE(q.empty());
 }
 
 }  // namespace
