@@ -28,9 +28,10 @@ struct Event {
 
 /// A radix heap: the engine never schedules into the past, so event times pushed are never earlier than the
 /// last one popped. Bucket b > 0 holds the events whose time first differs from that last time in bit b-1
-/// (counting from the lowest), bucket 0 those at exactly that time, as a binary heap on the key. Popping
-/// empties the lowest non-empty bucket into the lower ones around its earliest time, so each event moves at
-/// most 64 times in all; the pending events of thousands of GPUs stay out of one deep heap.
+/// (counting from the lowest); the events at exactly that time sit in `now_`, sorted by key and popped from
+/// its front. Popping when `now_` is empty empties the lowest non-empty bucket into the lower ones around its
+/// earliest time, so each event moves at most 64 times in all; the pending events of thousands of GPUs stay
+/// out of one deep heap.
 class EventQueue {
  public:
   /// `time` must not precede the time of the last event popped; `priority` must lie in [-32768, 32767]; at
@@ -39,27 +40,37 @@ class EventQueue {
             std::uint32_t version = 0) {
     if (time < last_) throw std::logic_error("event queue: an event pushed before the last one popped");
     const auto biased = static_cast<std::uint64_t>(static_cast<std::uint16_t>(priority + (1 << 15)));
-    place(Event{time, biased << Event::kSequenceBits | next_sequence_++, target, version, type});
+    const Event e{time, biased << Event::kSequenceBits | next_sequence_++, target, version, type};
     ++size_;
+    const int b = bucket_of(time, last_);
+    if (b > 0) {
+      buckets_[static_cast<std::size_t>(b)].push_back(e);
+    } else if (now_.size() == head_ || e.key > now_.back().key) {
+      now_.push_back(e);  // the usual case: a later insertion at the same priority
+    } else {
+      now_.insert(
+          std::upper_bound(now_.begin() + static_cast<std::ptrdiff_t>(head_), now_.end(), e, KeyLess{}), e);
+    }
   }
   bool empty() const { return size_ == 0; }
   /// The time of the next event; the queue is not empty. (Scans a bucket: for tests and checks.)
   TimePoint next_time() const {
-    if (!buckets_[0].empty()) return last_;
+    if (more_at_last_popped_time()) return last_;
     std::size_t b = 1;
     while (buckets_[b].empty()) ++b;
     TimePoint earliest = buckets_[b].front().time;
     for (const Event& e : buckets_[b]) earliest = std::min(earliest, e.time);
     return earliest;
   }
-  /// Whether events remain at the time of the last event popped (all of them sit in bucket 0).
-  bool more_at_last_popped_time() const { return !buckets_[0].empty(); }
+  /// Whether events remain at the time of the last event popped.
+  bool more_at_last_popped_time() const { return head_ < now_.size(); }
   Event pop() {
-    settle();
-    auto& now = buckets_[0];
-    std::pop_heap(now.begin(), now.end(), LaterKey{});
-    Event e = now.back();
-    now.pop_back();
+    if (!more_at_last_popped_time()) settle();
+    Event e = now_[head_++];
+    if (head_ == now_.size()) {
+      now_.clear();
+      head_ = 0;
+    }
     --size_;
     return e;
   }
@@ -68,21 +79,15 @@ class EventQueue {
 
  private:
   static constexpr int kBuckets = 65;
-  struct LaterKey {
-    bool operator()(const Event& a, const Event& b) const { return a.key > b.key; }
+  struct KeyLess {
+    bool operator()(const Event& a, const Event& b) const { return a.key < b.key; }
   };
   static int bucket_of(TimePoint time, TimePoint last) {
     const auto diff = static_cast<std::uint64_t>(time) ^ static_cast<std::uint64_t>(last);
     return diff == 0 ? 0 : 64 - __builtin_clzll(diff);
   }
-  void place(const Event& e) {
-    const int b = bucket_of(e.time, last_);
-    buckets_[static_cast<std::size_t>(b)].push_back(e);
-    if (b == 0) std::push_heap(buckets_[0].begin(), buckets_[0].end(), LaterKey{});
-  }
-  /// Makes bucket 0 hold the earliest events (when there are any).
+  /// Moves the earliest pending events into `now_` (which is empty); the queue is not empty.
   void settle() {
-    if (!buckets_[0].empty() || size_ == 0) return;
     std::size_t b = 1;
     while (buckets_[b].empty()) ++b;
     auto& from = buckets_[b];
@@ -90,11 +95,17 @@ class EventQueue {
     for (const Event& e : from) earliest = std::min(earliest, e.time);
     last_ = earliest;
     moving_.swap(from);
-    for (const Event& e : moving_) place(e);
+    for (const Event& e : moving_) {
+      const int to = bucket_of(e.time, last_);
+      (to == 0 ? now_ : buckets_[static_cast<std::size_t>(to)]).push_back(e);
+    }
     moving_.clear();
+    std::sort(now_.begin(), now_.end(), KeyLess{});
   }
 
-  std::array<std::vector<Event>, kBuckets> buckets_;
+  std::array<std::vector<Event>, kBuckets> buckets_;  // bucket 0 unused: those events are in now_
+  std::vector<Event> now_;                            // events at the last popped time, by key
+  std::size_t head_ = 0;                              // the next of now_ to pop
   std::vector<Event> moving_;  // the bucket being emptied (its buffer is kept for the next one)
   TimePoint last_ = 0;
   std::size_t size_ = 0;
