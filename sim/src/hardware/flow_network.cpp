@@ -26,7 +26,7 @@ void FlowNetwork::advance(Flow& f, TimePoint now) {
   }
 }
 
-FlowId FlowNetwork::add(const std::vector<std::int32_t>& links, double bytes, double cap, TimePoint now,
+FlowId FlowNetwork::add(std::span<const std::int32_t> links, double bytes, double cap, TimePoint now,
                         std::int32_t priority) {
   FlowId id;
   if (!free_ids_.empty()) {
@@ -38,7 +38,7 @@ FlowId FlowNetwork::add(const std::vector<std::int32_t>& links, double bytes, do
     flow_mark_.push_back(-1);
   }
   Flow& f = flows_[static_cast<std::size_t>(id)];
-  f.links = links;
+  f.links.assign(links.begin(), links.end());
   f.remaining = bytes;
   f.rate = 0;
   f.cap = cap;
@@ -46,8 +46,8 @@ FlowId FlowNetwork::add(const std::vector<std::int32_t>& links, double bytes, do
   f.updated = now;
   f.live = true;
   ++active_;
-  for (auto l : links) on_link_[static_cast<std::size_t>(l)].push_back(id);
-  touched(links, now);
+  for (auto l : f.links) on_link_[static_cast<std::size_t>(l)].push_back(id);
+  touched(f.links, now);
   return id;
 }
 

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
+#include <span>
 #include <vector>
 
 #include "pipesim/sim/time.hpp"
@@ -20,8 +22,13 @@ class FlowNetwork {
   /// Adds a flow of `bytes` over `links` (optionally capped at `max_bytes_per_ns`, 0 = no cap).
   /// Returns its id; rates of the affected flows change (see changed()).
   /// Priority 0 flows share links max-min first; priority 1 (background) flows get what they leave.
-  FlowId add(const std::vector<std::int32_t>& links, double bytes, double max_bytes_per_ns, TimePoint now,
+  FlowId add(std::span<const std::int32_t> links, double bytes, double max_bytes_per_ns, TimePoint now,
              std::int32_t priority = 0);
+  FlowId add(std::initializer_list<std::int32_t> links, double bytes, double max_bytes_per_ns, TimePoint now,
+             std::int32_t priority = 0) {
+    return add(std::span<const std::int32_t>(links.begin(), links.size()), bytes, max_bytes_per_ns, now,
+               priority);
+  }
   /// Removes a flow (finished); rates of the flows that shared links with it change.
   void remove(FlowId f, TimePoint now);
 

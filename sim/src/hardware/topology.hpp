@@ -4,7 +4,10 @@
 // the root complex (up/down) carries all host<->GPU and cross-switch traffic of the node.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <initializer_list>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -28,8 +31,33 @@ struct Endpoint {
   std::int32_t gpu = kHostMemory;  ///< GPU index, or kHostMemory / kNvme
 };
 
+/// The links of one path, kept inline: the engine looks a path up for every transfer it starts, and a
+/// path crosses at most six links (PCIe lane, switch uplink and root complex, each way).
+class PathLinks {
+ public:
+  static constexpr std::size_t kCapacity = 8;
+  PathLinks() = default;
+  PathLinks(std::initializer_list<LinkId> ids) {
+    for (LinkId l : ids) push_back(l);
+  }
+  void push_back(LinkId l) {
+    if (size_ == kCapacity) throw std::logic_error("a path of more than 8 links");
+    ids_[size_++] = l;
+  }
+  LinkId operator[](std::size_t i) const { return ids_[i]; }
+  const LinkId* data() const { return ids_.data(); }
+  const LinkId* begin() const { return ids_.data(); }
+  const LinkId* end() const { return ids_.data() + size_; }
+  std::size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+
+ private:
+  std::array<LinkId, kCapacity> ids_{};
+  std::uint8_t size_ = 0;
+};
+
 struct Path {
-  std::vector<LinkId> links;
+  PathLinks links;
   Duration latency = 0;
   double max_bytes_per_ns =
       0;  ///< per-flow cap: calibrated copy rate by size, or measured NCCL bus bandwidth; 0: none
