@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <deque>
 #include <limits>
 #include <stdexcept>
 
@@ -99,11 +98,13 @@ class Run {
   enum class Mode : std::uint8_t { kTimed, kFlow, kCpu };
   /// The per-op fields the event loop touches, packed so the hot loop stays in cache.
   struct HotOp {
-    Duration duration = 0;  // precomputed for timed and CPU ops; a transfer's latency once it starts
+    /// Timed and CPU ops: the precomputed duration. A transfer: its collective group's dense index (-1:
+    /// none) until it starts, then its path latency.
+    Duration duration = 0;
     std::int64_t alloc = 0;
     std::int64_t free = 0;
     StreamId stream = 0;
-    std::int32_t position = 0;  // index in its stream
+    std::uint32_t end_version = 0;  // bumped when a collective beside it moves its end event
     std::int32_t deps_left = 0;
     Mode mode = Mode::kTimed;
     bool started = false;
@@ -176,13 +177,15 @@ class Run {
   HugeVector<HotOp> ops_;
   std::vector<StreamState> streams_;
   HugeVector<OpId> stream_order_;
-  HugeVector<OpId> dependents_;  // CSR of reverse deps
-  HugeVector<std::int64_t> dependents_at_;
+  HugeVector<OpId> dependents_;              // CSR of reverse deps
+  HugeVector<std::uint32_t> dependents_at_;  // a plan's dependencies number fewer than 2^32 (checked)
   std::vector<std::int64_t> mem_now_;
   std::vector<std::int32_t> cores_free_;
-  std::vector<std::deque<OpId>> cpu_waiting_;
-  /// Collective groups numbered densely (plans may number them sparsely, up to 2^31): an op's index or -1.
-  HugeVector<std::int32_t> group_of_;
+  // Per device: CPU ops waiting for cores, first come first served (a vector: a deque allocates even when
+  // empty, and only host devices ever wait).
+  std::vector<std::vector<OpId>> cpu_waiting_;
+  // Collective groups are numbered densely (plans may number them sparsely, up to 2^31); a transfer's
+  // index sits in its HotOp until it starts.
   std::vector<std::int32_t> group_ready_;
   std::vector<std::int32_t> group_size_;  // members each group waits for (kept here: try_start stays off the
                                           // plan's ops, whose cache lines it would otherwise miss)
@@ -195,7 +198,6 @@ class Run {
   double slowdown_ = 0;
   std::vector<std::int32_t> collectives_on_;       // per device: collectives in flight
   std::vector<std::vector<Stretched>> computing_;  // per device: stretchable compute in flight
-  HugeVector<std::uint32_t> end_version_;          // per op: bumped when its end event moves
 };
 
 void Run::setup() {
@@ -204,7 +206,6 @@ void Run::setup() {
   if (slowdown_ > 0) {
     collectives_on_.assign(plan_.devices.size(), 0);
     computing_.assign(plan_.devices.size(), {});
-    end_version_.assign(n, 0);
   }
   tl_.start.assign(n, -1);
   tl_.end.assign(n, -1);
@@ -214,12 +215,13 @@ void Run::setup() {
   streams_.resize(plan_.streams.size());
   for (std::size_t s = 0; s < plan_.streams.size(); ++s) streams_[s].device = plan_.streams[s].device;
   std::vector<std::int32_t> group_ids;
+  std::uint64_t total_deps = 0;
   for (std::size_t i = 0; i < n; ++i) {
     const Op& op = plan_.ops[i];
     HotOp& h = ops_.emplace_back();
     auto& st = streams_[static_cast<std::size_t>(op.stream)];
     h.stream = op.stream;
-    h.position = st.count++;
+    ++st.count;
     h.deps_left = static_cast<std::int32_t>(op.deps.size());
     h.alloc = op.alloc_bytes;
     h.free = op.free_bytes;
@@ -242,7 +244,10 @@ void Run::setup() {
       }
     }
     for (OpId d : op.deps) ++dependents_at_[static_cast<std::size_t>(d)];
+    total_deps += op.deps.size();
   }
+  if (total_deps > std::numeric_limits<std::uint32_t>::max())
+    throw InputError("plan", "/ops", fmt::format("{} dependencies; valid: at most 2^32 - 1", total_deps));
   // Reverse dependencies (CSR) in place: dependents_at_[d] first counts d's dependents, then, summed, is the
   // end of d's range; filling from the last op backwards moves it down to the range's start, and leaves
   // each list in ascending op order (the order the dependents are tried in).
@@ -260,27 +265,29 @@ void Run::setup() {
     st.begin = at;
     at += st.count;
   }
-  stream_order_.assign(n, 0);
-  for (std::size_t i = 0; i < n; ++i) {
-    const auto& st = streams_[static_cast<std::size_t>(ops_[i].stream)];
-    stream_order_[static_cast<std::size_t>(st.begin + ops_[i].position)] = static_cast<OpId>(i);
+  stream_order_.resize(n);
+  for (std::size_t i = 0; i < n; ++i) {  // head counts each stream's ops placed so far, then starts over
+    auto& st = streams_[static_cast<std::size_t>(ops_[i].stream)];
+    stream_order_[static_cast<std::size_t>(st.begin + st.head++)] = static_cast<OpId>(i);
   }
+  for (auto& st : streams_) st.head = 0;
   std::sort(group_ids.begin(), group_ids.end());
   group_ids.erase(std::unique(group_ids.begin(), group_ids.end()), group_ids.end());
-  group_of_.assign(n, -1);
   group_size_.assign(group_ids.size(), 0);
-  for (std::size_t i = 0; i < n; ++i)
-    if (const auto* t = std::get_if<TransferWork>(&plan_.ops[i].payload);
-        t && t->group >= 0 && ops_[i].mode == Mode::kFlow) {
+  for (std::size_t i = 0; i < n; ++i) {
+    if (ops_[i].mode != Mode::kFlow) continue;
+    ops_[i].duration = -1;
+    if (const auto* t = std::get_if<TransferWork>(&plan_.ops[i].payload); t && t->group >= 0) {
       const auto g = static_cast<std::size_t>(std::lower_bound(group_ids.begin(), group_ids.end(), t->group) -
                                               group_ids.begin());
-      group_of_[i] = static_cast<std::int32_t>(g);
+      ops_[i].duration = static_cast<Duration>(g);
       if (group_size_[g] != 0 && group_size_[g] != t->group_size)
         throw InputError("plan", fmt::format("/ops/{}/transfer/group_size", i),
                          fmt::format("{} members, where another op of collective group {} says {}; valid: {}",
                                      t->group_size, t->group, group_size_[g], group_size_[g]));
       group_size_[g] = t->group_size;
     }
+  }
   group_ready_.assign(group_ids.size(), 0);
   group_members_.assign(group_ids.size(), {});
 
@@ -316,7 +323,7 @@ Timeline Run::execute() {
     now_ = ev.time;
     ++tl_.events;
     if (ev.type == kOpEnd) {
-      if (slowdown_ > 0 && ev.version != end_version_[static_cast<std::size_t>(ev.target)])
+      if (slowdown_ > 0 && ev.version != ops_[static_cast<std::size_t>(ev.target)].end_version)
         continue;  // moved by a collective starting or ending beside it
       finish(ev.target);
     } else if (ev.type == kFlowDone) {
@@ -346,9 +353,11 @@ Timeline Run::execute() {
 
 void Run::try_start(OpId id) {
   HotOp& h = ops_[static_cast<std::size_t>(id)];
-  if (h.started || h.deps_left > 0 || streams_[static_cast<std::size_t>(h.stream)].head != h.position) return;
-  if (h.mode == Mode::kFlow && group_of_[static_cast<std::size_t>(id)] >= 0) {
-    const auto g = static_cast<std::size_t>(group_of_[static_cast<std::size_t>(id)]);
+  if (h.started || h.deps_left > 0) return;
+  const StreamState& st = streams_[static_cast<std::size_t>(h.stream)];
+  if (stream_order_[static_cast<std::size_t>(st.begin + st.head)] != id) return;
+  if (h.mode == Mode::kFlow && h.duration >= 0) {
+    const auto g = static_cast<std::size_t>(h.duration);
     if (group_size_[g] > 1) {
       // A collective starts on all members at once, when the last of them is ready.
       h.started = true;
@@ -405,7 +414,7 @@ void Run::start(OpId id) {
   }
   if (h.stretchable) {
     computing_[static_cast<std::size_t>(dev)].push_back({id, static_cast<double>(h.duration), now_});
-    queue_.push(stretched_end(static_cast<double>(h.duration), stretch(dev)), 0, kOpEnd, id, end_version_[i]);
+    queue_.push(stretched_end(static_cast<double>(h.duration), stretch(dev)), 0, kOpEnd, id, h.end_version);
     return;
   }
   if (h.mode == Mode::kFlow) {
@@ -464,7 +473,7 @@ void Run::finish(OpId id) {
       OpId next = cpu_waiting_[d].front();
       const auto& nw = std::get<CpuWork>(plan_.ops[static_cast<std::size_t>(next)].payload);
       if (cores_free_[d] < nw.threads) break;
-      cpu_waiting_[d].pop_front();
+      cpu_waiting_[d].erase(cpu_waiting_[d].begin());
       ops_[static_cast<std::size_t>(next)].started = false;
       start(next);
     }
@@ -482,7 +491,7 @@ void Run::restretch(DeviceId d, double old_factor) {
     s.work_left -= static_cast<double>(now_ - s.since) / old_factor;
     s.since = now_;
     const auto i = static_cast<std::size_t>(s.op);
-    queue_.push(stretched_end(s.work_left, factor), 0, kOpEnd, s.op, ++end_version_[i]);
+    queue_.push(stretched_end(s.work_left, factor), 0, kOpEnd, s.op, ++ops_[i].end_version);
   }
 }
 
