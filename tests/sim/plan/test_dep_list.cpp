@@ -58,8 +58,24 @@ TEST(DepList, EraseRemoveSortUnique) {
   EXPECT_EQ(d, (std::vector<std::int32_t>{2}));
 }
 
-TEST(DepList, StaysTheSizeOfAVector) {
-  EXPECT_LE(sizeof(DepList), sizeof(std::vector<std::int32_t>));
+TEST(DepList, IsSixteenBytes) {
+  // Three ids inline beside the size; a longer list's heap address sits in those same bytes.
+  EXPECT_EQ(sizeof(DepList), 16u);
+  EXPECT_LT(sizeof(DepList), sizeof(std::vector<std::int32_t>));
+}
+
+TEST(DepList, ShrinksOnTheHeapAndGrowsAgain) {
+  DepList d{1, 2, 3, 4, 5};
+  d.erase(d.begin() + 1, d.end());  // one id left, still on the heap
+  EXPECT_EQ(d, (std::vector<std::int32_t>{1}));
+  for (std::int32_t i = 2; i <= 40; ++i) d.push_back(i);
+  ASSERT_EQ(d.size(), 40u);
+  for (std::int32_t i = 0; i < 40; ++i) EXPECT_EQ(d[static_cast<std::size_t>(i)], i + 1);
+  DepList copy = d;
+  d = DepList{7};
+  EXPECT_EQ(d, (std::vector<std::int32_t>{7}));
+  EXPECT_EQ(copy.size(), 40u);
+  EXPECT_EQ(copy.back(), 40);
 }
 
 }  // namespace
