@@ -121,6 +121,7 @@ class Run {
     DeviceId device = 0;
     std::int32_t head = 0;
     std::int32_t count = 0;
+    OpId head_op = -1;       // the op at head (kept here: checking it stays off the per-op arrays), or -1
     std::int64_t begin = 0;  // offset into stream_order_
   };
 
@@ -270,7 +271,10 @@ void Run::setup() {
     auto& st = streams_[static_cast<std::size_t>(ops_[i].stream)];
     stream_order_[static_cast<std::size_t>(st.begin + st.head++)] = static_cast<OpId>(i);
   }
-  for (auto& st : streams_) st.head = 0;
+  for (auto& st : streams_) {
+    st.head = 0;
+    st.head_op = st.count > 0 ? stream_order_[static_cast<std::size_t>(st.begin)] : -1;
+  }
   std::sort(group_ids.begin(), group_ids.end());
   group_ids.erase(std::unique(group_ids.begin(), group_ids.end()), group_ids.end());
   group_size_.assign(group_ids.size(), 0);
@@ -354,8 +358,7 @@ Timeline Run::execute() {
 void Run::try_start(OpId id) {
   HotOp& h = ops_[static_cast<std::size_t>(id)];
   if (h.started || h.deps_left > 0) return;
-  const StreamState& st = streams_[static_cast<std::size_t>(h.stream)];
-  if (stream_order_[static_cast<std::size_t>(st.begin + st.head)] != id) return;
+  if (streams_[static_cast<std::size_t>(h.stream)].head_op != id) return;
   if (h.mode == Mode::kFlow && h.duration >= 0) {
     const auto g = static_cast<std::size_t>(h.duration);
     if (group_size_[g] > 1) {
@@ -478,7 +481,8 @@ void Run::finish(OpId id) {
       start(next);
     }
   }
-  if (++st.head < st.count) try_start(stream_order_[static_cast<std::size_t>(st.begin + st.head)]);
+  st.head_op = ++st.head < st.count ? stream_order_[static_cast<std::size_t>(st.begin + st.head)] : -1;
+  if (st.head_op >= 0) try_start(st.head_op);
   for (auto k = dependents_at_[i]; k < dependents_at_[i + 1]; ++k) {
     OpId d = dependents_[static_cast<std::size_t>(k)];
     if (--ops_[static_cast<std::size_t>(d)].deps_left == 0) try_start(d);
