@@ -182,9 +182,22 @@ class Run {
   HugeVector<std::uint32_t> dependents_at_;  // a plan's dependencies number fewer than 2^32 (checked)
   std::vector<std::int64_t> mem_now_;
   std::vector<std::int32_t> cores_free_;
-  // Per device: CPU ops waiting for cores, first come first served (a vector: a deque allocates even when
-  // empty, and only host devices ever wait).
-  std::vector<std::vector<OpId>> cpu_waiting_;
+  /// CPU ops waiting for a device's cores, first come first served. A vector and the index of its first
+  /// waiting op: a deque allocates even when empty, and only host devices ever wait.
+  struct WaitQueue {
+    std::vector<OpId> ids;
+    std::size_t head = 0;
+    bool empty() const { return head == ids.size(); }
+    bool contains(OpId id) const {
+      return std::find(ids.begin() + static_cast<std::ptrdiff_t>(head), ids.end(), id) != ids.end();
+    }
+    OpId pop() {
+      const OpId id = ids[head++];
+      if (head == ids.size()) ids.clear(), head = 0;
+      return id;
+    }
+  };
+  std::vector<WaitQueue> cpu_waiting_;
   // Collective groups are numbered densely (plans may number them sparsely, up to 2^31); a transfer's
   // index sits in its HotOp until it starts.
   std::vector<std::int32_t> group_ready_;
@@ -402,8 +415,7 @@ void Run::start(OpId id) {
     const auto threads = std::get<CpuWork>(plan_.ops[i].payload).threads;
     if (cores_free_[d] < threads) {  // wait for cores, first come first served
       h.started = true;
-      if (std::find(cpu_waiting_[d].begin(), cpu_waiting_[d].end(), id) == cpu_waiting_[d].end())
-        cpu_waiting_[d].push_back(id);
+      if (!cpu_waiting_[d].contains(id)) cpu_waiting_[d].ids.push_back(id);
       return;
     }
     cores_free_[d] -= threads;
@@ -473,10 +485,10 @@ void Run::finish(OpId id) {
     auto d = static_cast<std::size_t>(st.device);
     cores_free_[d] += std::get<CpuWork>(plan_.ops[i].payload).threads;
     while (!cpu_waiting_[d].empty()) {
-      OpId next = cpu_waiting_[d].front();
+      const OpId next = cpu_waiting_[d].ids[cpu_waiting_[d].head];
       const auto& nw = std::get<CpuWork>(plan_.ops[static_cast<std::size_t>(next)].payload);
       if (cores_free_[d] < nw.threads) break;
-      cpu_waiting_[d].erase(cpu_waiting_[d].begin());
+      cpu_waiting_[d].pop();
       ops_[static_cast<std::size_t>(next)].started = false;
       start(next);
     }

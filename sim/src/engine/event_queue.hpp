@@ -39,6 +39,8 @@ class EventQueue {
   void push(TimePoint time, std::int32_t priority, std::int32_t type, std::int32_t target,
             std::uint32_t version = 0) {
     if (time < last_) throw std::logic_error("event queue: an event pushed before the last one popped");
+    if (priority < -(1 << 15) || priority >= (1 << 15))
+      throw std::logic_error("event queue: a priority outside [-32768, 32767]");
     const auto biased = static_cast<std::uint64_t>(static_cast<std::uint16_t>(priority + (1 << 15)));
     const Event e{time, biased << Event::kSequenceBits | next_sequence_++, target, version, type};
     ++size_;

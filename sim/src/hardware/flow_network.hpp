@@ -61,6 +61,8 @@ class FlowNetwork {
     bool live = false;
   };
   void advance(Flow& f, TimePoint now);
+  /// Whether a flow's rate, alone in its group, is its tightest link or its cap (see recompute).
+  static bool alone_on_distinct_links(const Flow& f);
   void recompute(const std::vector<std::int32_t>& seed_links, TimePoint now);
 
   std::vector<double> capacity_;

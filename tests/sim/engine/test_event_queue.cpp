@@ -63,6 +63,8 @@ TEST(EventQueue, RefusesAnEventBeforeTheLastOnePopped) {
   q.push(300, 0, 0, 2);
   EXPECT_EQ(q.pop().target, 1);
   EXPECT_THROW(q.push(99, 0, 0, 3), std::logic_error);
+  EXPECT_THROW(q.push(100, 1 << 15, 0, 3), std::logic_error);  // priorities fit 16 bits of the key
+  EXPECT_THROW(q.push(100, -(1 << 15) - 1, 0, 3), std::logic_error);
   q.push(100, 0, 0, 4);  // the same instant is fine
   EXPECT_EQ(q.next_time(), 100);
   EXPECT_EQ(q.pop().target, 4);

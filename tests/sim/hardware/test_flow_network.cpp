@@ -32,6 +32,23 @@ TEST(FlowNetwork, MaxMinFairnessWorkedExample) {
   EXPECT_DOUBLE_EQ(net.rate(c), 8);
 }
 
+TEST(FlowNetwork, AFlowAloneOnItsLinksGetsTheTightestLinkOrItsCap) {
+  FlowNetwork net({10, 4, 10});
+  FlowId a = net.add({0, 1}, 1e6, 0, 0);
+  EXPECT_DOUBLE_EQ(net.rate(a), 4);  // L1 binds
+  FlowId b = net.add({2}, 1e6, 3, 0);
+  EXPECT_DOUBLE_EQ(net.rate(b), 3);  // its cap binds
+  FlowId none = net.add(std::span<const std::int32_t>{}, 1e6, 0, 0);
+  EXPECT_DOUBLE_EQ(net.rate(none), 0);  // over no link at all: no rate, as progressive filling gives it
+  // A path that crosses one link twice counts twice there, as in the filling: half of L0, even when the
+  // links of a flow removed at the same time join its group.
+  FlowNetwork twice({10, 4});
+  FlowId r = twice.add({0, 1}, 1e6, 0, 0);
+  FlowId f = twice.add({0, 0}, 1e6, 0, 0);
+  twice.remove(r, 10);
+  EXPECT_DOUBLE_EQ(twice.rate(f), 5);
+}
+
 TEST(FlowNetwork, BatchedChangesGiveTheSameRatesWithOneRecomputationPerGroup) {
   // The worked example's flows started at one instant, plus an independent group on links 3 and 4.
   FlowNetwork net({10, 4, 10, 6, 6});
