@@ -18,11 +18,25 @@ Metrics compute_metrics(const Plan& plan, const Timeline& tl) {
   TimePoint first = std::numeric_limits<TimePoint>::max(), last = 0;
   m.iterations = std::max(1, plan.meta.iterations);
   std::vector<TimePoint> iteration_end(static_cast<std::size_t>(m.iterations), 0);
+  // One pass over the ops (millions of them): the run's span and each iteration's end, the busy time of each
+  // GPU's compute stream (a serial stream: the sum of its op durations), and the CPU optimizer's intervals.
+  const std::size_t nd = plan.devices.size();
+  std::vector<Duration> busy(nd, 0);
+  std::vector<TimePoint> first_c(nd, std::numeric_limits<TimePoint>::max()), last_c(nd, -1);
+  std::vector<std::pair<TimePoint, TimePoint>> cpu, gpu;
   for (std::size_t i = 0; i < plan.ops.size(); ++i) {
+    const Op& op = plan.ops[i];
     first = std::min(first, tl.start[i]);
     last = std::max(last, tl.end[i]);
-    auto it = static_cast<std::size_t>(std::clamp(plan.ops[i].tags.iteration, 0, m.iterations - 1));
+    auto it = static_cast<std::size_t>(std::clamp(op.tags.iteration, 0, m.iterations - 1));
     iteration_end[it] = std::max(iteration_end[it], tl.end[i]);
+    if (std::holds_alternative<CpuWork>(op.payload)) cpu.push_back({tl.start[i], tl.end[i]});
+    const auto& s = plan.streams[static_cast<std::size_t>(op.stream)];
+    if (s.kind != StreamKind::kCompute) continue;
+    auto d = static_cast<std::size_t>(s.device);
+    busy[d] += tl.end[i] - tl.start[i];
+    first_c[d] = std::min(first_c[d], tl.start[i]);
+    last_c[d] = std::max(last_c[d], tl.end[i]);
   }
   if (plan.ops.empty()) first = 0;
   const Duration step = last - first;
@@ -35,21 +49,9 @@ Metrics compute_metrics(const Plan& plan, const Timeline& tl) {
   m.step_span_ns = m.iterations > 1 ? iteration_end.back() - iteration_end.front() : step;
   m.step_span_iterations = m.iterations > 1 ? m.iterations - 1 : 1;
 
-  // Busy time of each GPU's compute stream (a serial stream: the sum of its op durations).
-  const std::size_t nd = plan.devices.size();
-  std::vector<Duration> busy(nd, 0);
-  std::vector<TimePoint> first_c(nd, std::numeric_limits<TimePoint>::max()), last_c(nd, -1);
   std::vector<char> has_compute(nd, 0);
   for (const auto& s : plan.streams)
     if (s.kind == StreamKind::kCompute) has_compute[static_cast<std::size_t>(s.device)] = 1;
-  for (std::size_t i = 0; i < plan.ops.size(); ++i) {
-    const auto& s = plan.streams[static_cast<std::size_t>(plan.ops[i].stream)];
-    if (s.kind != StreamKind::kCompute) continue;
-    auto d = static_cast<std::size_t>(s.device);
-    busy[d] += tl.end[i] - tl.start[i];
-    first_c[d] = std::min(first_c[d], tl.start[i]);
-    last_c[d] = std::max(last_c[d], tl.end[i]);
-  }
   Duration total_busy = 0, total_warm = 0, total_drain = 0;
   std::int32_t gpus = 0;
   for (std::size_t d = 0; d < nd; ++d) {
@@ -93,15 +95,13 @@ Metrics compute_metrics(const Plan& plan, const Timeline& tl) {
       m.peak_host_mem_bytes = std::max(m.peak_host_mem_bytes, tl.peak_bytes[d]);
     else if (plan.devices[d].kind == DeviceKind::kNvme)
       m.peak_nvme_bytes = std::max(m.peak_nvme_bytes, tl.peak_bytes[d]);
-  // CPU optimizer: its busy time and the part of it no GPU computes under (exposed), per iteration.
-  std::vector<std::pair<TimePoint, TimePoint>> cpu, gpu;
-  for (std::size_t i = 0; i < plan.ops.size(); ++i) {
-    const auto& s = plan.streams[static_cast<std::size_t>(plan.ops[i].stream)];
-    if (std::holds_alternative<CpuWork>(plan.ops[i].payload))
-      cpu.push_back({tl.start[i], tl.end[i]});
-    else if (s.kind == StreamKind::kCompute)
-      gpu.push_back({tl.start[i], tl.end[i]});
-  }
+  // CPU optimizer: its busy time and the part of it no GPU computes under (exposed), per iteration. The GPUs'
+  // compute intervals are gathered only when there is CPU work to overlap.
+  if (!cpu.empty())
+    for (std::size_t i = 0; i < plan.ops.size(); ++i)
+      if (!std::holds_alternative<CpuWork>(plan.ops[i].payload) &&
+          plan.streams[static_cast<std::size_t>(plan.ops[i].stream)].kind == StreamKind::kCompute)
+        gpu.push_back({tl.start[i], tl.end[i]});
   auto merge = [](std::vector<std::pair<TimePoint, TimePoint>>& v) {
     std::sort(v.begin(), v.end());
     std::vector<std::pair<TimePoint, TimePoint>> out;
@@ -113,7 +113,6 @@ Metrics compute_metrics(const Plan& plan, const Timeline& tl) {
     }
     v = std::move(out);
   };
-  if (cpu.empty()) gpu.clear();  // no optimizer on the host: nothing to overlap
   merge(cpu);
   merge(gpu);
   Duration busy_cpu = 0, covered = 0;

@@ -106,48 +106,50 @@ TimeBreakdown compute_time_breakdown(const Plan& plan, const Timeline& tl) {
     last = std::max(last, tl.end[i]);
   }
   const Attribution a(plan, tl);
-  // Each GPU's compute-stream ops in stream order (a serial FIFO: plan order is run order), and the
-  // latest-ending of its other ops, which the time after its last compute op waits for.
+  // Each GPU's compute-stream ops are charged in plan order, which is their stream's run order (a serial
+  // FIFO), keeping where each GPU's accounted time has reached; the latest-ending of a GPU's other ops is
+  // what the time after its last compute op waits for. Every share is a sum of integers: the order in which
+  // the GPUs interleave does not change it.
   const std::size_t nd = plan.devices.size();
-  std::vector<std::vector<OpId>> compute(nd);
+  std::vector<TimePoint> at(nd, first);
+  std::vector<char> computes(nd, 0);
   std::vector<OpId> last_other(nd, -1);
+  Tally t;
   for (std::size_t i = 0; i < plan.ops.size(); ++i) {
-    const Stream& s = plan.streams[static_cast<std::size_t>(plan.ops[i].stream)];
+    const Op& op = plan.ops[i];
+    const Stream& s = plan.streams[static_cast<std::size_t>(op.stream)];
     const auto d = static_cast<std::size_t>(s.device);
     const auto id = static_cast<OpId>(i);
-    if (s.kind == StreamKind::kCompute)
-      compute[d].push_back(id);
-    else if (last_other[d] < 0 || tl.end[i] > a.end(last_other[d]))
-      last_other[d] = id;
+    if (s.kind != StreamKind::kCompute) {
+      if (last_other[d] < 0 || tl.end[i] > a.end(last_other[d])) last_other[d] = id;
+      continue;
+    }
+    if (plan.devices[d].kind != DeviceKind::kGpu) continue;
+    computes[d] = 1;
+    a.charge_wait(at[d], a.start(id), a.critical_dep(id), t);
+    const Duration run = a.end(id) - a.start(id);
+    if (op.kind == OpKind::kOptimizer)
+      t.optimizer += run;
+    else if (op.kind == OpKind::kP2P)
+      t.pp += run;  // a blocking send holds the compute stream
+    else if (is_collective(op.kind))
+      t.tp += run;
+    else
+      t.kernels += run;
+    at[d] = std::max(at[d], a.end(id));
   }
-  Tally t;
   std::int64_t gpus = 0;
   for (std::size_t d = 0; d < nd; ++d) {
-    if (plan.devices[d].kind != DeviceKind::kGpu || compute[d].empty()) continue;
+    if (!computes[d]) continue;
     ++gpus;
-    TimePoint at = first;
-    for (OpId i : compute[d]) {
-      a.charge_wait(at, a.start(i), a.critical_dep(i), t);
-      const Duration run = a.end(i) - a.start(i);
-      const Op& op = plan.ops[static_cast<std::size_t>(i)];
-      if (op.kind == OpKind::kOptimizer)
-        t.optimizer += run;
-      else if (op.kind == OpKind::kP2P)
-        t.pp += run;  // a blocking send holds the compute stream
-      else if (is_collective(op.kind))
-        t.tp += run;
-      else
-        t.kernels += run;
-      at = std::max(at, a.end(i));
-    }
     // After its last compute op the GPU waits for its own transfers and collectives to finish, then for the
     // other GPUs.
     const OpId tail = last_other[d];
-    if (tail >= 0 && a.end(tail) > at) {
-      a.charge_wait(at, a.end(tail), tail, t);
-      at = a.end(tail);
+    if (tail >= 0 && a.end(tail) > at[d]) {
+      a.charge_wait(at[d], a.end(tail), tail, t);
+      at[d] = a.end(tail);
     }
-    t.bubble += last - at;
+    t.bubble += last - at[d];
   }
   if (gpus == 0 || last <= first) return out;
   const double total = static_cast<double>(gpus) * static_cast<double>(last - first);
