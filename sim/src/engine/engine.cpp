@@ -161,10 +161,7 @@ class Run {
     return t;
   }
   Duration compute_duration(const Op& op, DeviceId device) const;
-  Endpoint endpoint(DeviceId d) const {
-    const auto& dev = plan_.devices[static_cast<std::size_t>(d)];
-    return endpoint_of(dev);
-  }
+  Endpoint endpoint(DeviceId d) const { return endpoints_[static_cast<std::size_t>(d)]; }
   [[noreturn]] void report_deadlock() const;
 
   const Plan& plan_;
@@ -181,6 +178,7 @@ class Run {
   HugeVector<OpId> dependents_;              // CSR of reverse deps
   HugeVector<std::uint32_t> dependents_at_;  // a plan's dependencies number fewer than 2^32 (checked)
   std::vector<std::int64_t> mem_now_;
+  std::vector<Endpoint> endpoints_;  // per device: where it sits in the topology (looked up per transfer)
   std::vector<std::int32_t> cores_free_;
   /// CPU ops waiting for a device's cores, first come first served. A vector and the index of its first
   /// waiting op: a deque allocates even when empty, and only host devices ever wait.
@@ -313,6 +311,7 @@ void Run::setup() {
   tl_.peak_bytes.assign(nd, 0);
   tl_.capacity_bytes.assign(nd, 0);
   cores_free_.assign(nd, 0);
+  endpoints_.resize(nd);
   cpu_waiting_.resize(nd);
   for (std::size_t d = 0; d < nd; ++d) {
     const auto& dev = plan_.devices[d];
@@ -320,6 +319,7 @@ void Run::setup() {
                             : dev.kind == DeviceKind::kHost ? plan_.hw.host.dram_bytes
                                                             : plan_.hw.host.nvme.bytes;
     cores_free_[d] = dev.kind == DeviceKind::kHost ? plan_.hw.host.cores : 0;
+    endpoints_[d] = endpoint_of(dev);
     adjust_memory(static_cast<DeviceId>(d), dev.resident_bytes);
   }
 }
