@@ -46,20 +46,32 @@ const char* to_string(OpKind k) {
   return "?";
 }
 
-SharedCompute::SharedCompute(const ComputeWork& work) {
-  // Zero-work ops (syncs, bubble markers, fill chunks timed by their own duration) all share one instance.
+namespace {
+/// Zero-work ops (syncs, bubble markers, fill chunks timed by their own duration) all share one instance.
+const std::shared_ptr<const ComputeWork>& no_work() {
   static const auto none = std::make_shared<const ComputeWork>();
-  work_ = work == ComputeWork{} ? none : std::make_shared<const ComputeWork>(work);
+  return none;
+}
+}  // namespace
+
+SharedCompute::SharedCompute() : work_(no_work()) {}
+
+SharedCompute::SharedCompute(const ComputeWork& work) {
+  work_ = work == ComputeWork{} ? no_work() : std::make_shared<const ComputeWork>(work);
 }
 
 OpId append_op(Plan& plan, StreamId stream, OpKind kind, const OpTags& tags, Payload payload,
                Duration fixed) {
-  Op& op = plan.ops.emplace_back();
-  op.stream = stream;
-  op.kind = kind;
-  op.tags = tags;
-  op.payload = std::move(payload);
-  op.fixed_duration = fixed;
+  // Built with its payload in place: a default op's empty ComputeWork would be made and dropped first (a
+  // reference count up and down, per op of a plan of millions).
+  plan.ops.push_back(Op{.stream = stream,
+                        .kind = kind,
+                        .tags = tags,
+                        .payload = std::move(payload),
+                        .fixed_duration = fixed,
+                        .alloc_bytes = 0,
+                        .free_bytes = 0,
+                        .deps = {}});
   return static_cast<OpId>(plan.ops.size() - 1);
 }
 

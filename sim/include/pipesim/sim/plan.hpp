@@ -113,7 +113,7 @@ struct ComputeWork {
 /// Read it with compute_of(op).
 class SharedCompute {
  public:
-  SharedCompute() : SharedCompute(ComputeWork{}) {}
+  SharedCompute();                         ///< the shared empty work
   SharedCompute(const ComputeWork& work);  // NOLINT(google-explicit-constructor): an op's payload
   const ComputeWork& operator*() const { return *work_; }
   const ComputeWork* operator->() const { return work_.get(); }
