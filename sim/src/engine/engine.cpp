@@ -1,6 +1,7 @@
 #include "pipesim/sim/engine.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -161,6 +162,23 @@ class Run {
     return t;
   }
   Duration compute_duration(const Op& op, DeviceId device) const;
+  /// Durations of shared compute works seen last, by the work's address: every microbatch and replica of a
+  /// chunk runs one work, so most ops find theirs here instead of pricing it again.
+  struct DurationCache {
+    static constexpr std::size_t kSlots = 256;
+    std::array<const ComputeWork*, kSlots> work{};
+    std::array<Duration, kSlots> duration{};
+  };
+  Duration cached_duration(const Op& op, DeviceId device, DurationCache& cache) const {
+    const ComputeWork* w = op.fixed_duration < 0 ? compute_of(op.payload) : nullptr;
+    if (w == nullptr) return compute_duration(op, device);
+    const std::size_t slot = (reinterpret_cast<std::uintptr_t>(w) >> 4) % DurationCache::kSlots;
+    if (cache.work[slot] != w) {
+      cache.duration[slot] = compute_duration(op, device);
+      cache.work[slot] = w;
+    }
+    return cache.duration[slot];
+  }
   Endpoint endpoint(DeviceId d) const { return endpoints_[static_cast<std::size_t>(d)]; }
   [[noreturn]] void report_deadlock() const;
 
@@ -228,6 +246,7 @@ void Run::setup() {
   for (std::size_t s = 0; s < plan_.streams.size(); ++s) streams_[s].device = plan_.streams[s].device;
   std::vector<std::int32_t> group_ids;
   std::uint64_t total_deps = 0;
+  DurationCache durations;
   for (std::size_t i = 0; i < n; ++i) {
     const Op& op = plan_.ops[i];
     HotOp& h = ops_.emplace_back();
@@ -248,7 +267,7 @@ void Run::setup() {
       h.mode =
           std::holds_alternative<CpuWork>(op.payload) && op.fixed_duration < 0 ? Mode::kCpu : Mode::kTimed;
       try {
-        h.duration = compute_duration(op, st.device);
+        h.duration = cached_duration(op, st.device, durations);
       } catch (const InputError&) {
         throw InputError(
             plan_.hw.origin, fmt::format("/ops/{}", i),
