@@ -142,6 +142,14 @@ Path Topology::path(Endpoint src, Endpoint dst, std::int64_t bytes) const {
   return p;
 }
 
+double Topology::nvlink_busbw(std::int64_t message_bytes) const {
+  if (message_bytes != busbw_message_) {
+    busbw_ = interpolate_log_x(hw_->node.nvlink.allreduce_busbw_by_size, static_cast<double>(message_bytes));
+    busbw_message_ = message_bytes;
+  }
+  return busbw_;
+}
+
 Path Topology::ring_path(Endpoint self, Endpoint next, std::int64_t bytes, std::int64_t message_bytes) const {
   Path p = path(self, next, bytes);
   if (self.gpu < 0 || next.gpu < 0) return p;
@@ -151,9 +159,8 @@ Path Topology::ring_path(Endpoint self, Endpoint next, std::int64_t bytes, std::
     p.links = {gpu_link(self.node, self.gpu, kNvlTx), gpu_link(self.node, self.gpu, kNvlRx)};
     // The measured NCCL bus bandwidth, when the profile has one, caps a ring member below the raw port rate.
     p.max_bytes_per_ns = hw_->node.nvlink.allreduce_busbw_GBps;
-    const auto& curve = hw_->node.nvlink.allreduce_busbw_by_size;
-    if (!curve.empty() && message_bytes > 0)
-      p.max_bytes_per_ns = interpolate_log_x(curve, static_cast<double>(message_bytes));
+    if (!hw_->node.nvlink.allreduce_busbw_by_size.empty() && message_bytes > 0)
+      p.max_bytes_per_ns = nvlink_busbw(message_bytes);
   } else {
     auto sw = switch_of_gpu_[static_cast<std::size_t>(self.gpu)];
     p.links = {gpu_link(self.node, self.gpu, kLaneUp)};

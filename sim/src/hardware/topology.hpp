@@ -66,6 +66,8 @@ struct Path {
 /// Where a plan's device sits in the topology.
 Endpoint endpoint_of(const Device& device);
 
+/// One per run or plan check: its const lookups keep a one-entry memo, so one instance is not for
+/// concurrent use.
 class Topology {
  public:
   /// `node_twins` / `switch_twins`: a symmetric plan's GPU copies sharing the root complex and NVMe volume /
@@ -92,7 +94,13 @@ class Topology {
   LinkId root_link(std::int32_t node, std::int32_t which) const;
   LinkId nvme_link(std::int32_t node, std::int32_t which) const;
 
+  /// The NVLink bus bandwidth by message size, for the last size asked (the members of one collective ask
+  /// for the same one, one after the other).
+  double nvlink_busbw(std::int64_t message_bytes) const;
+
   const HardwareProfile* hw_;
+  mutable std::int64_t busbw_message_ = -1;
+  mutable double busbw_ = 0;
   std::int32_t nodes_;
   std::int32_t gpus_;
   std::int32_t per_node_;
