@@ -78,21 +78,48 @@ void FlowNetwork::touched(const std::vector<std::int32_t>& links, TimePoint now)
 }
 
 void FlowNetwork::flush(TimePoint now) {
-  std::vector<std::int32_t> seeds;
-  seeds.swap(pending_links_);
+  flush_seeds_.swap(pending_links_);  // both keep their buffers from one flush to the next
   // One recomputation per connected group: progressive filling over a merged group would cost the product of
   // their sizes.
   ++flush_epoch_;
-  std::vector<FlowId> all;
-  for (std::int32_t l : seeds) {
+  flush_changed_.clear();
+  for (std::int32_t l : flush_seeds_) {
     if (flush_mark_[static_cast<std::size_t>(l)] == flush_epoch_) continue;
+    if (const FlowId f = sole_flow(l); f >= 0) {
+      // The usual case: a flow alone on private links (a GPU's NVLink port or NIC).
+      Flow& flow = flows_[static_cast<std::size_t>(f)];
+      advance(flow, now);
+      flow.rate = alone_rate(flow);
+      for (std::int32_t g : flow.links) flush_mark_[static_cast<std::size_t>(g)] = flush_epoch_;
+      flush_changed_.push_back(f);
+      continue;
+    }
     one_link_.assign(1, l);
     recompute(one_link_, now);
     for (std::int32_t g : scratch_links_) flush_mark_[static_cast<std::size_t>(g)] = flush_epoch_;
-    all.insert(all.end(), changed_.begin(), changed_.end());
+    flush_changed_.insert(flush_changed_.end(), changed_.begin(), changed_.end());
   }
-  std::sort(all.begin(), all.end());
-  changed_.swap(all);
+  flush_seeds_.clear();
+  std::sort(flush_changed_.begin(), flush_changed_.end());
+  changed_.swap(flush_changed_);
+}
+
+FlowId FlowNetwork::sole_flow(std::int32_t link) const {
+  const auto& on = on_link_[static_cast<std::size_t>(link)];
+  if (on.size() != 1) return -1;
+  const Flow& f = flows_[static_cast<std::size_t>(on[0])];
+  if (f.priority < 0) return -1;  // rated by no class of the filling: it keeps its rate
+  // A link listed twice on the flow's path lists the flow twice there too.
+  for (std::int32_t l : f.links)
+    if (on_link_[static_cast<std::size_t>(l)].size() != 1) return -1;
+  return on[0];
+}
+
+double FlowNetwork::alone_rate(const Flow& f) const {
+  double best = std::numeric_limits<double>::infinity();
+  for (auto l : f.links) best = std::min(best, std::max(0.0, capacity_[static_cast<std::size_t>(l)]));
+  if (f.cap > 0 && f.cap < best) best = f.cap;
+  return std::isfinite(best) ? best : 0.0;
 }
 
 TimePoint FlowNetwork::finish_time(FlowId id) const {
@@ -155,10 +182,7 @@ void FlowNetwork::recompute(const std::vector<std::int32_t>& seed_links, TimePoi
     // filling gives it the tightest link's capacity or its cap, whichever is lower; the same value the loop
     // below computes, without it.
     Flow& f = flows_[static_cast<std::size_t>(flows[0])];
-    double best = std::numeric_limits<double>::infinity();
-    for (auto l : f.links) best = std::min(best, std::max(0.0, capacity_[static_cast<std::size_t>(l)]));
-    if (f.cap > 0 && f.cap < best) best = f.cap;
-    f.rate = std::isfinite(best) ? best : 0.0;
+    f.rate = alone_rate(f);
     return;
   }
 

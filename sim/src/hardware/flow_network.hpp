@@ -63,6 +63,11 @@ class FlowNetwork {
   void advance(Flow& f, TimePoint now);
   /// Whether a flow's rate, alone in its group, is its tightest link or its cap (see recompute).
   static bool alone_on_distinct_links(const Flow& f);
+  /// The flow on `link` when it is the only one there and on each of its other links, in a rated class;
+  /// -1 otherwise.
+  FlowId sole_flow(std::int32_t link) const;
+  /// A flow's rate alone on its links: the tightest link's capacity or its cap, whichever is lower.
+  double alone_rate(const Flow& f) const;
   void recompute(const std::vector<std::int32_t>& seed_links, TimePoint now);
 
   std::vector<double> capacity_;
@@ -81,6 +86,8 @@ class FlowNetwork {
   std::vector<std::int32_t> link_mark_, flow_mark_;
   std::vector<std::int32_t> scratch_links_, scratch_stack_, scratch_count_;
   std::vector<std::int32_t> removed_links_, one_link_;  // seeds of remove() and of flush()'s groups
+  std::vector<std::int32_t> flush_seeds_;               // the links a flush works through
+  std::vector<FlowId> flush_changed_;                   // the flows a flush re-rated
   std::vector<double> scratch_left_;
   std::vector<char> scratch_frozen_;
   std::int32_t epoch_ = 0;
