@@ -142,14 +142,6 @@ std::vector<double> FlowNetwork::carried_bytes(TimePoint now) {
   return carried_;
 }
 
-bool FlowNetwork::alone_on_distinct_links(const Flow& f) {
-  if (f.priority < 0) return false;  // rated by no class of the filling: it keeps its rate
-  for (std::size_t a = 0; a < f.links.size(); ++a)
-    for (std::size_t b = a + 1; b < f.links.size(); ++b)
-      if (f.links[a] == f.links[b]) return false;
-  return true;
-}
-
 void FlowNetwork::recompute(const std::vector<std::int32_t>& seed_links, TimePoint now) {
   // Gather the connected component of links and flows reachable from the seed links.
   ++epoch_;
@@ -177,10 +169,10 @@ void FlowNetwork::recompute(const std::vector<std::int32_t>& seed_links, TimePoi
   std::sort(links.begin(), links.end());
   std::sort(flows.begin(), flows.end());
   for (FlowId f : flows) advance(flows_[static_cast<std::size_t>(f)], now);
-  if (flows.size() == 1 && alone_on_distinct_links(flows_[static_cast<std::size_t>(flows[0])])) {
-    // A flow alone on its links (no link twice on its path, a class the filling below rates): progressive
-    // filling gives it the tightest link's capacity or its cap, whichever is lower; the same value the loop
-    // below computes, without it.
+  if (flows.size() == 1 && sole_flow(flows_[static_cast<std::size_t>(flows[0])].links.front()) == flows[0]) {
+    // A flow alone on its links (no link twice on its path, a class the filling below rates; the group may
+    // also hold a removed flow's links): progressive filling gives it the tightest link's capacity or its
+    // cap, whichever is lower; the same value the loop below computes, without it.
     Flow& f = flows_[static_cast<std::size_t>(flows[0])];
     f.rate = alone_rate(f);
     return;

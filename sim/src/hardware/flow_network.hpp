@@ -61,8 +61,6 @@ class FlowNetwork {
     bool live = false;
   };
   void advance(Flow& f, TimePoint now);
-  /// Whether a flow's rate, alone in its group, is its tightest link or its cap (see recompute).
-  static bool alone_on_distinct_links(const Flow& f);
   /// The flow on `link` when it is the only one there and on each of its other links, in a rated class;
   /// -1 otherwise.
   FlowId sole_flow(std::int32_t link) const;
