@@ -178,6 +178,17 @@ void add_kernel_options(CLI::App* sim, pipesim::sim::JobOptions& j) {
          "that fusion: 10 B/param per microbatch) or autograd (PyTorch's 16-bit .grad: 6 B/param)")
       ->check(CLI::IsMember({"fused", "main-grad", "autograd"}))
       ->capture_default_str();
+  sim->add_option("--bias-kernels", j.bias_kernels,
+                  "fused (biases and their gradients in GEMM epilogues, Transformer Engine) or separate "
+                  "(Megatron-LM 2021-2022: the q/k/v bias added by its own kernel, each bias gradient a "
+                  "reduction over its output's gradient)")
+      ->check(CLI::IsMember({"fused", "separate"}))
+      ->capture_default_str();
+  sim->add_option("--norm-backward", j.norm_backward,
+                  "one-pass (input and weight gradients from one read, persistent layer norm, Transformer "
+                  "Engine) or two-pass (the weight gradient's own pass, Megatron-LM 2021, PyTorch)")
+      ->check(CLI::IsMember({"one-pass", "two-pass"}))
+      ->capture_default_str();
   sim->add_flag(
       "--bubble-markers", j.bubble_markers,
       "bracket every wait for another pipeline stage with a pair of zero-time bubble ops in the plan");

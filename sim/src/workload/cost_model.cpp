@@ -71,6 +71,27 @@ std::int64_t grad_accumulation_bytes_per_param(GradAccumulation g) {
   return 0;
 }
 
+BiasKernels parse_bias_kernels(const std::string& s) {
+  if (s == "fused") return BiasKernels::kFused;
+  if (s == "separate") return BiasKernels::kSeparate;
+  throw InputError("--bias-kernels", "", fmt::format("unknown kernels '{}'; valid: fused, separate", s));
+}
+
+const char* to_string(BiasKernels k) {
+  return k == BiasKernels::kSeparate ? "separate" : "fused";
+}
+
+NormBackward parse_norm_backward(const std::string& s) {
+  if (s == "one-pass") return NormBackward::kOnePass;
+  if (s == "two-pass") return NormBackward::kTwoPass;
+  throw InputError("--norm-backward", "",
+                   fmt::format("unknown norm backward '{}'; valid: one-pass, two-pass", s));
+}
+
+const char* to_string(NormBackward n) {
+  return n == NormBackward::kTwoPass ? "two-pass" : "one-pass";
+}
+
 CpAttention parse_cp_attention(const std::string& s) {
   if (s == "ring") return CpAttention::kRing;
   if (s == "allgather") return CpAttention::kAllGather;
@@ -185,6 +206,17 @@ BlockTraffic block_traffic(const ModelSpec& m, const CostOptions& o) {
   const bool gated = m.mlp == MlpKind::kSwiGlu || m.is_moe();
   b.forward += (gated ? 6 : kReadWriteBytes) * inner;
   b.backward = backward_traffic(b.forward);
+  if (o.bias_kernels == BiasKernels::kSeparate) {
+    // The q/k/v bias added by a kernel of its own (its output read and written); in the backward, each bias
+    // gradient reads its output's gradient (2 B).
+    const std::int64_t qkv = ceil_div(sb * (m.heads + 2 * m.kv_heads) * m.head_dim, t);
+    const std::int64_t up = (gated ? 2 : 1) * inner;
+    if (m.qkv_bias) b.forward += kReadWriteBytes * qkv;
+    b.backward +=
+        2 * ((m.qkv_bias ? qkv : 0) + (m.out_bias ? residual : 0) + (m.mlp_bias ? up + residual : 0));
+  }
+  // A two-pass norm backward reads its input and output gradient (2 B each) again: two norms.
+  if (o.norm_backward == NormBackward::kTwoPass) b.backward += 2 * 4 * residual;
   if (o.attention == AttentionKernel::kUnfused) {
     // Softmax reads and writes the scores; dropout reads and writes them and writes a 1-byte mask. In the
     // backward, dropout reads the gradient and its mask and writes (5 B), softmax reads the gradient and its
@@ -403,6 +435,7 @@ std::vector<LayerCost> model_layer_costs(const ModelSpec& m, const CostOptions& 
   const std::int64_t logit_elements = s * b * ceil_div(m.vocab, t);
   head.fwd_mem_bytes = kReadWriteBytes * residual + 38 * logit_elements;
   head.bwd_mem_bytes = backward_traffic(kReadWriteBytes * residual) + 14 * logit_elements;
+  if (o.norm_backward == NormBackward::kTwoPass) head.bwd_mem_bytes += 4 * residual;  // the final norm's
   // A tied head still holds its own copy on the last stage (as Megatron does) unless it shares the stage.
   head.params = (m.tie_embeddings ? 0 : m.vocab * h) + h;
   head.trainable_params = lora ? 0 : head.params;

@@ -342,6 +342,8 @@ ScheduleInput make_schedule_input(const JobOptions& j, const ScheduleDescriptor&
   in.cpu_optimizer_threads = j.cpu_optimizer_threads;
   const AttentionKernel attention = parse_attention(j.attention);
   const GradAccumulation grad_accumulation = parse_grad_accumulation(j.grad_accumulation);
+  const BiasKernels bias_kernels = parse_bias_kernels(j.bias_kernels);
+  const NormBackward norm_backward = parse_norm_backward(j.norm_backward);
   in.sharding = resolve_sharding(j, in, schedule);
   if (j.lora_rank < 0 || j.lora_rank > 65536) bad("--lora-rank", "valid: 0 (full fine-tuning) .. 65536");
   in.lora_rank = j.lora_rank;
@@ -407,6 +409,8 @@ ScheduleInput make_schedule_input(const JobOptions& j, const ScheduleDescriptor&
       co.sequence_parallel = j.sequence_parallel;
       co.dropout = j.dropout;
       co.grad_accumulation = grad_accumulation;
+      co.bias_kernels = bias_kernels;
+      co.norm_backward = norm_backward;
       co.lora_rank = j.lora_rank;
       co.ep = in.ep;
       co.moe_imbalance = j.moe_imbalance;

@@ -72,6 +72,18 @@ ModelSpec parse_preset(JsonObject& r) {
     r.fail("attention",
            fmt::format("unknown attention '{}'; valid: causal, bidirectional (encoders)", attention));
   m.causal = attention == "causal";
+  if (const json* biases = r.raw_optional("linear_biases")) {
+    // The linear layers with a bias, by name: any of "qkv", "out", "mlp".
+    if (!biases->is_array()) r.fail("linear_biases", "expected an array of \"qkv\", \"out\", \"mlp\"");
+    for (std::size_t i = 0; i < biases->size(); ++i) {
+      const std::string b = (*biases)[i].is_string() ? (*biases)[i].get<std::string>() : std::string();
+      bool* flag = b == "qkv" ? &m.qkv_bias : b == "out" ? &m.out_bias : b == "mlp" ? &m.mlp_bias : nullptr;
+      if (flag == nullptr || *flag)
+        throw InputError(r.file(), fmt::format("/linear_biases/{}", i),
+                         flag == nullptr ? "expected \"qkv\", \"out\" or \"mlp\"" : "named twice");
+      *flag = true;
+    }
+  }
   if (const json* types = r.raw_optional("layer_types")) {
     // As in HuggingFace configs: one "sliding_attention" or "full_attention" per layer.
     if (!types->is_array() || static_cast<std::int64_t>(types->size()) != m.layers)
@@ -139,6 +151,15 @@ ModelSpec parse_hf(const json& j, const std::string& file) {
   m.ffn_hidden = hf_int(j, file, {"intermediate_size", "n_inner", "ffn_hidden_size"}, 1, kMaxDim,
                         gpt_style ? 4 * m.hidden : -1);
   m.tie_embeddings = hf_bool(j, file, "tie_word_embeddings", type == "gpt2" || encoder);
+  // Biases: GPT-2, GPT-NeoX, StarCoder and the encoders have them on every linear layer, GPT-J on its MLP
+  // only, Qwen2 on q/k/v only; Llama-style configs say so with attention_bias (q, k, v and output) and
+  // mlp_bias.
+  const bool all_biases = gpt_style && type != "gptj";
+  const bool qwen2 = type == "qwen2" || type == "qwen2_moe";
+  const bool attention_bias = hf_bool(j, file, "attention_bias", all_biases);
+  m.qkv_bias = attention_bias || qwen2;
+  m.out_bias = attention_bias;
+  m.mlp_bias = hf_bool(j, file, "mlp_bias", all_biases || type == "gptj");
   m.num_experts = hf_int(j, file, {"num_experts", "num_local_experts", "n_routed_experts"}, 0, 1 << 16, 0);
   if (m.num_experts > 0) {
     m.experts_per_token = hf_int(j, file, {"num_experts_per_tok", "experts_per_token"}, 1, m.num_experts);

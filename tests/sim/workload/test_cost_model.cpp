@@ -263,6 +263,74 @@ TEST(CostModel, MemoryBoundTrafficOfOneBlockByHand) {
   EXPECT_EQ(model_layer_costs(llama, flash)[1].fwd_mem_bytes, 2 * 4 * E + 2 * 6 * E + 6 * inner);
 }
 
+TEST(CostModel, SeparateBiasKernelsAndTwoPassNormsByHand) {
+  // tiny_gpt with every bias, s = 128, b = 1: residual stream E = 8192 elements, q/k/v output 3 x 8192, MLP
+  // inner 32768. Defaults (fused bias epilogues, one-pass norms): the biases cost nothing.
+  ModelSpec m = tiny_gpt();
+  m.qkv_bias = m.out_bias = m.mlp_bias = true;
+  CostOptions o{1, 128, 1, Recompute::kFull};
+  o.sequence_parallel = false;
+  o.attention = AttentionKernel::kFlash;
+  const LayerCost base = model_layer_costs(m, o)[1];
+  EXPECT_EQ(base.fwd_mem_bytes, model_layer_costs(tiny_gpt(), o)[1].fwd_mem_bytes);
+  EXPECT_EQ(base.bwd_mem_bytes, model_layer_costs(tiny_gpt(), o)[1].bwd_mem_bytes);
+  const std::int64_t E = 8192, qkv = 3 * 8192, inner = 32768;
+  // Separate bias kernels: the q/k/v bias add reads and writes the projection's output (4 B) in the forward
+  // and again in the recomputed forward; the backward's four bias gradients read the q/k/v, attention
+  // output, MLP up and MLP down gradients (2 B each).
+  o.bias_kernels = BiasKernels::kSeparate;
+  const LayerCost sep = model_layer_costs(m, o)[1];
+  EXPECT_EQ(sep.fwd_mem_bytes - base.fwd_mem_bytes, 4 * qkv);
+  EXPECT_EQ(sep.fwd_mem_bytes - base.fwd_mem_bytes, 98'304);
+  EXPECT_EQ(sep.recompute_mem_bytes - base.recompute_mem_bytes, 98'304);
+  EXPECT_EQ(sep.bwd_mem_bytes - base.bwd_mem_bytes, 2 * (qkv + E + inner + E));
+  EXPECT_EQ(sep.bwd_mem_bytes - base.bwd_mem_bytes, 147'456);
+  // A model without biases is unaffected; q/k/v biases alone cost the add and their gradient.
+  EXPECT_EQ(model_layer_costs(tiny_gpt(), o)[1].bwd_mem_bytes, base.bwd_mem_bytes);
+  ModelSpec qwen2 = tiny_gpt();
+  qwen2.qkv_bias = true;
+  EXPECT_EQ(model_layer_costs(qwen2, o)[1].bwd_mem_bytes - base.bwd_mem_bytes, 2 * qkv);
+  // SwiGLU's fused gate and up projection has a bias gradient over both halves; TP splits the q/k/v and
+  // MLP outputs, sequence parallelism the residual stream.
+  ModelSpec gated = m;
+  gated.mlp = MlpKind::kSwiGlu;
+  CostOptions fused_o = o;
+  fused_o.bias_kernels = BiasKernels::kFused;
+  EXPECT_EQ(model_layer_costs(gated, o)[1].bwd_mem_bytes - model_layer_costs(gated, fused_o)[1].bwd_mem_bytes,
+            2 * (qkv + E + 2 * inner + E));
+  CostOptions tp2 = o;
+  tp2.tp = 2;
+  tp2.sequence_parallel = true;
+  CostOptions tp2_fused = tp2;
+  tp2_fused.bias_kernels = BiasKernels::kFused;
+  EXPECT_EQ(model_layer_costs(m, tp2)[1].bwd_mem_bytes - model_layer_costs(m, tp2_fused)[1].bwd_mem_bytes,
+            2 * (qkv + E + inner + E) / 2);
+
+  // Two-pass norms: each of the block's two norms reads its input and output gradient again (4 B per
+  // residual element), the head's final norm once more; the forward is unchanged.
+  o.bias_kernels = BiasKernels::kFused;
+  o.norm_backward = NormBackward::kTwoPass;
+  const auto two = model_layer_costs(m, o);
+  EXPECT_EQ(two[1].fwd_mem_bytes, base.fwd_mem_bytes);
+  EXPECT_EQ(two[1].bwd_mem_bytes - base.bwd_mem_bytes, 2 * 4 * E);
+  EXPECT_EQ(two[1].bwd_mem_bytes - base.bwd_mem_bytes, 65'536);
+  CostOptions one_pass = o;
+  one_pass.norm_backward = NormBackward::kOnePass;
+  EXPECT_EQ(two.back().bwd_mem_bytes - model_layer_costs(m, one_pass).back().bwd_mem_bytes, 4 * E);
+
+  // Time on an A100 (2039 GB/s at 85 %): both together add 147,456 + 65,536 bytes to the block's backward,
+  // ceil(212,992 / 1733.15 GB/s) = 123 ns.
+  const HardwareProfile hw = load_hardware_profile("a100-80g-sxm-8x");
+  o.bias_kernels = BiasKernels::kSeparate;
+  const LayerCost both = model_layer_costs(m, o)[1];
+  EXPECT_EQ(both.bwd_mem_bytes - base.bwd_mem_bytes, 212'992);
+  EXPECT_EQ(hw.memory_ns(both.bwd_mem_bytes - base.bwd_mem_bytes), 123);
+  EXPECT_EQ(parse_bias_kernels("separate"), BiasKernels::kSeparate);
+  EXPECT_EQ(parse_norm_backward("two-pass"), NormBackward::kTwoPass);
+  EXPECT_THROW(parse_bias_kernels("epilogue"), InputError);
+  EXPECT_THROW(parse_norm_backward("twopass"), InputError);
+}
+
 TEST(CostModel, AttentionKernelNamesAreStrict) {
   EXPECT_EQ(parse_attention("flash"), AttentionKernel::kFlash);
   EXPECT_EQ(parse_attention("unfused"), AttentionKernel::kUnfused);

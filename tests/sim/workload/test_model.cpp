@@ -89,17 +89,45 @@ TEST(Model, ReadsEveryHfStyle) {
     }
 }
 
+TEST(Model, LinearBiasesFollowTheArchitecture) {
+  auto biases = [](const ModelSpec& m) {
+    return std::string(m.qkv_bias ? "q" : "-") + (m.out_bias ? "o" : "-") + (m.mlp_bias ? "m" : "-");
+  };
+  // GPT-2, GPT-NeoX and BERT-style encoders carry a bias on every linear layer, as the GPT presets do.
+  EXPECT_EQ(biases(load_model(kHf + "gpt2.json")), "qom");
+  EXPECT_EQ(biases(load_model(kHf + "EleutherAI__gpt-neox-20b.json")), "qom");
+  EXPECT_EQ(biases(load_model(kHf + "bert-large-style.json")), "qom");
+  EXPECT_EQ(biases(load_model("gpt3-175b")), "qom");
+  EXPECT_EQ(biases(load_model("bert-large")), "qom");
+  // Llama and Qwen3 say attention_bias false (Llama 2 says nothing: none); gpt-oss says true.
+  EXPECT_EQ(biases(load_model(kHf + "meta-llama__Llama-3.1-8B.json")), "---");
+  EXPECT_EQ(biases(load_model(kHf + "meta-llama__Llama-2-7b-hf.json")), "---");
+  EXPECT_EQ(biases(load_model(kHf + "Qwen__Qwen3-8B.json")), "---");
+  EXPECT_EQ(biases(load_model(kHf + "openai__gpt-oss-20b.json")), "qo-");
+  EXPECT_EQ(biases(load_model("llama3-8b")), "---");
+  // Qwen2 has q/k/v biases without a config key saying so; GPT-J has MLP biases only.
+  EXPECT_EQ(biases(parse_model(R"({"model_type":"qwen2","hidden_size":64,"num_hidden_layers":2,)"
+                               R"("num_attention_heads":4,"intermediate_size":128,"vocab_size":100})",
+                               "q.json")),
+            "q--");
+  EXPECT_EQ(biases(parse_model(R"({"model_type":"gptj","n_embd":64,"n_layer":2,"n_head":4,"vocab_size":100})",
+                               "j.json")),
+            "--m");
+}
+
 TEST(Model, BadInputNamesFileAndPath) {
   auto msg = [](const std::string& text) { return testing::error_of([&] { parse_model(text, "m.json"); }); };
   const std::string base =
       R"("format":"pipesim-model","version":1,"name":"x","source":"s","hidden_size":64,"num_layers":2,)"
       R"("num_heads":4,"ffn_hidden_size":128,"vocab_size":100)";
   EXPECT_EQ(msg("{" + base + "}"), "no error");
-  EXPECT_EQ(msg("{" + base + R"(,"hiden":3})"),
-            "m.json: /hiden: unknown key; valid keys here: attention, experts_per_token, ffn_hidden_size, format, "
-            "head_dim, hidden_size, layer_types, mlp, moe_ffn_hidden_size, name, num_experts, num_heads, "
-            "num_kv_heads, "
-            "num_layers, sliding_window, source, tie_embeddings, version, vocab_size");
+  EXPECT_EQ(
+      msg("{" + base + R"(,"hiden":3})"),
+      "m.json: /hiden: unknown key; valid keys here: attention, experts_per_token, ffn_hidden_size, format, "
+      "head_dim, hidden_size, layer_types, linear_biases, mlp, moe_ffn_hidden_size, name, num_experts, "
+      "num_heads, "
+      "num_kv_heads, "
+      "num_layers, sliding_window, source, tie_embeddings, version, vocab_size");
   EXPECT_NE(msg(R"({"format":"pipesim-model","version":1})").find("m.json: /name: missing required key"),
             std::string::npos);
   EXPECT_NE(msg("{" + base + R"(,"num_kv_heads":3})").find("/num_key_value_heads"), std::string::npos);
@@ -107,6 +135,12 @@ TEST(Model, BadInputNamesFileAndPath) {
                 .find("m.json: /hidden_size: value -4 out of range"),
             std::string::npos);
   EXPECT_NE(msg("{not json").find("m.json: malformed JSON"), std::string::npos);
+  EXPECT_EQ(msg("{" + base + R"(,"linear_biases":["qkv","mlp","qkv"]})"),
+            "m.json: /linear_biases/2: named twice");
+  EXPECT_EQ(msg("{" + base + R"(,"linear_biases":["bias"]})"),
+            "m.json: /linear_biases/0: expected \"qkv\", \"out\" or \"mlp\"");
+  EXPECT_NE(msg("{" + base + R"(,"linear_biases":"all"})").find("m.json: /linear_biases: expected an array"),
+            std::string::npos);
   EXPECT_THROW(load_model("no-such-model"), InputError);
   EXPECT_THROW(load_model("/no/such/file.json"), InputError);
 }

@@ -26,6 +26,21 @@ enum class AttentionKernel { kUnfused, kFlash };
 /// 4: 10 B per parameter per microbatch); or as PyTorch autograd does, into the 16-bit `.grad` (read 2 + 2,
 /// write 2: 6 B).
 enum class GradAccumulation { kFused, kMainGrad, kAutograd };
+/// Where biases and their gradients are computed. kFused: a bias is added in its GEMM's epilogue and its
+/// gradient in the weight-gradient GEMM's (Transformer Engine): no traffic of their own. kSeparate:
+/// Megatron-LM's linear layers before Transformer Engine (2021-2022): the q/k/v projection of a [s, b, h]
+/// input is a matmul and then a bias add of its own (the other biases ride in the fused bias-GELU and
+/// bias-dropout-add kernels), and every bias gradient is a reduction over its output's gradient.
+enum class BiasKernels { kFused, kSeparate };
+BiasKernels parse_bias_kernels(const std::string& s);  ///< fused, separate
+const char* to_string(BiasKernels k);
+/// How a norm's backward runs. kOnePass: the input gradient and the weight (and bias) gradient's partial
+/// sums from one read of the input and the output gradient (persistent layer norm, Transformer Engine).
+/// kTwoPass: one kernel reads them for the weight gradient, another reads them again for the input gradient
+/// (Megatron-LM's fused layer norm before its persistent kernel of late 2021, PyTorch's layer norm).
+enum class NormBackward { kOnePass, kTwoPass };
+NormBackward parse_norm_backward(const std::string& s);  ///< one-pass, two-pass
+const char* to_string(NormBackward n);
 /// How context-parallel attention gets the other ranks' keys and values: passed round a ring block by block,
 /// each step's transfer overlapping the attention on the block before (ring attention, Transformer Engine's
 /// p2p); or all-gathered before the attention and their gradients reduce-scattered after it (Llama 3).
@@ -141,6 +156,8 @@ struct CostOptions {
   std::int32_t ep = 1;
   double moe_imbalance = 1;
   GradAccumulation grad_accumulation = GradAccumulation::kFused;
+  BiasKernels bias_kernels = BiasKernels::kFused;
+  NormBackward norm_backward = NormBackward::kOnePass;
   /// An FP8 recipe (Transformer Engine style): the blocks' GEMMs in FP8, the attention core and the output
   /// head in 16 bits (LayerCost::wide_*).
   bool fp8 = false;

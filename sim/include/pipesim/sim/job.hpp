@@ -56,6 +56,8 @@ struct JobOptions {
   bool sequence_parallel = true;
   bool dropout = false;
   std::string grad_accumulation = "fused";  ///< fused | main-grad | autograd (see GradAccumulation)
+  std::string bias_kernels = "fused";       ///< fused | separate (see BiasKernels)
+  std::string norm_backward = "one-pass";   ///< one-pass | two-pass (see NormBackward)
   bool blocking_p2p = false;                ///< pipeline sends hold the sender's compute until they complete
   double max_memory_gib = 0;    ///< memory a plan may take to build and simulate (0: half of this machine's)
   bool bubble_markers = false;  ///< bracket each wait for another stage with `bubble` ops in the plan

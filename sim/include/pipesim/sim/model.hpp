@@ -30,6 +30,10 @@ struct ModelSpec {
   /// Causal (decoder) attention: a query attends to the keys before it; false for encoders (BERT, RoBERTa,
   /// XLM-R), whose queries attend to the whole sequence.
   bool causal = true;
+  /// Linear layers that carry a bias: the fused q/k/v projection, the attention output projection, the
+  /// MLP's projections (GPT-2/3, BERT: all three; Llama: none; Qwen2: q/k/v only). They cost time only
+  /// where the framework runs bias kernels of their own (CostOptions::bias_norm_kernels).
+  bool qkv_bias = false, out_bias = false, mlp_bias = false;
 
   bool is_moe() const { return num_experts > 0; }
 };
