@@ -590,6 +590,28 @@ class BadInput(unittest.TestCase):
             self.expect_error(["simulate", "--plan", plan], plan, f"/ops/{first}/compute/score_bytes",
                               "exceeds mem_bytes")
 
+    def test_bias_kernels_and_norm_backward(self):
+        self.expect_error(["simulate", "--bias-kernels", "epilogue"], "--bias-kernels", "fused,separate")
+        self.expect_error(["simulate", "--norm-backward", "2"], "--norm-backward", "one-pass,two-pass")
+        job = ["--hw", "a100-80g-sxm-8x", "--tp", "2", "--pp", "2", "--global-batch", "8", "--seq", "512",
+               "--schedule", "1f1b", "--format", "json"]
+
+        def step(model, *options):
+            rc, out, err = run("simulate", "--model", model, *job, *options)
+            self.assertEqual(rc, 0, err)
+            return json.loads(out)["step_time_s"]
+
+        # A GPT preset's biases and norms cost time when their kernels are separate, each on its own and
+        # more together; a Llama (no biases) pays only for its norms.
+        gpt = step("gpt-40b")
+        with_bias = step("gpt-40b", "--bias-kernels", "separate")
+        with_norm = step("gpt-40b", "--norm-backward", "two-pass")
+        self.assertGreater(with_bias, gpt)
+        self.assertGreater(with_norm, gpt)
+        self.assertGreater(step("gpt-40b", "--bias-kernels", "separate", "--norm-backward", "two-pass"), with_bias)
+        self.assertEqual(step("llama2-7b", "--bias-kernels", "separate"), step("llama2-7b"))
+        self.assertGreater(step("llama2-7b", "--norm-backward", "two-pass"), step("llama2-7b"))
+
     def test_files_that_are_not_json_files(self):
         with tempfile.TemporaryDirectory() as d:
             huge = os.path.join(d, "huge-number.json")
