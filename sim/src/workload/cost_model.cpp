@@ -77,19 +77,11 @@ BiasKernels parse_bias_kernels(const std::string& s) {
   throw InputError("--bias-kernels", "", fmt::format("unknown kernels '{}'; valid: fused, separate", s));
 }
 
-const char* to_string(BiasKernels k) {
-  return k == BiasKernels::kSeparate ? "separate" : "fused";
-}
-
 NormBackward parse_norm_backward(const std::string& s) {
   if (s == "one-pass") return NormBackward::kOnePass;
   if (s == "two-pass") return NormBackward::kTwoPass;
   throw InputError("--norm-backward", "",
                    fmt::format("unknown norm backward '{}'; valid: one-pass, two-pass", s));
-}
-
-const char* to_string(NormBackward n) {
-  return n == NormBackward::kTwoPass ? "two-pass" : "one-pass";
 }
 
 CpAttention parse_cp_attention(const std::string& s) {

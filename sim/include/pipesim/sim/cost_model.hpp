@@ -33,14 +33,12 @@ enum class GradAccumulation { kFused, kMainGrad, kAutograd };
 /// bias-dropout-add kernels), and every bias gradient is a reduction over its output's gradient.
 enum class BiasKernels { kFused, kSeparate };
 BiasKernels parse_bias_kernels(const std::string& s);  ///< fused, separate
-const char* to_string(BiasKernels k);
 /// How a norm's backward runs. kOnePass: the input gradient and the weight (and bias) gradient's partial
 /// sums from one read of the input and the output gradient (persistent layer norm, Transformer Engine).
 /// kTwoPass: one kernel reads them for the weight gradient, another reads them again for the input gradient
 /// (Megatron-LM's fused layer norm before its persistent kernel of late 2021, PyTorch's layer norm).
 enum class NormBackward { kOnePass, kTwoPass };
 NormBackward parse_norm_backward(const std::string& s);  ///< one-pass, two-pass
-const char* to_string(NormBackward n);
 /// How context-parallel attention gets the other ranks' keys and values: passed round a ring block by block,
 /// each step's transfer overlapping the attention on the block before (ring attention, Transformer Engine's
 /// p2p); or all-gathered before the attention and their gradients reduce-scattered after it (Llama 3).

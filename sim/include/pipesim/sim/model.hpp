@@ -32,7 +32,7 @@ struct ModelSpec {
   bool causal = true;
   /// Linear layers that carry a bias: the fused q/k/v projection, the attention output projection, the
   /// MLP's projections (GPT-2/3, BERT: all three; Llama: none; Qwen2: q/k/v only). They cost time only
-  /// where the framework runs bias kernels of their own (CostOptions::bias_norm_kernels).
+  /// where the framework runs bias kernels of their own (CostOptions::bias_kernels).
   bool qkv_bias = false, out_bias = false, mlp_bias = false;
 
   bool is_moe() const { return num_experts > 0; }
