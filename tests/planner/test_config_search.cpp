@@ -110,6 +110,27 @@ TEST(ConfigSearch, PrunedSearchesReturnExactlyTheExhaustiveTopK) {
         ++searches;
         cut += pruned.pruned_bound;
       }
+  // A GPT model run with Megatron-LM's 2021 kernels (unfused attention with dropout, separate bias kernels,
+  // two-pass norm backwards): the bounds price the same extra traffic the simulation does.
+  SearchOptions o = small_search();
+  o.base.model = "gpt-40b";
+  o.base.hw = "a100-80g-sxm-8x";
+  o.base.attention = "unfused";
+  o.base.dropout = true;
+  o.base.sequence_parallel = false;
+  o.base.bias_kernels = "separate";
+  o.base.norm_backward = "two-pass";
+  o.recomputes = {"full"};
+  o.global_batch = 16;
+  const SearchResult pruned = search(o, nullptr);
+  o.exhaustive = true;
+  const SearchResult all = search(o, nullptr);
+  ASSERT_FALSE(all.ranked.empty());
+  ASSERT_EQ(pruned.ranked.size(), all.ranked.size());
+  for (std::size_t k = 0; k < all.ranked.size(); ++k) {
+    EXPECT_EQ(pruned.ranked[k].key(), all.ranked[k].key()) << "gpt-40b, rank " << k + 1;
+    EXPECT_EQ(pruned.ranked[k].metrics.step_span_ns, all.ranked[k].metrics.step_span_ns);
+  }
   EXPECT_EQ(searches, 8);
   EXPECT_GT(cut, 0) << "the bounds prune something";
 }
