@@ -47,6 +47,7 @@ class EventQueue {
     const int b = bucket_of(time, last_);
     if (b > 0) {
       buckets_[static_cast<std::size_t>(b)].push_back(e);
+      occupied_ |= std::uint64_t{1} << (b - 1);
     } else if (now_.size() == head_ || e.key > now_.back().key) {
       now_.push_back(e);  // the usual case: a later insertion at the same priority
     } else {
@@ -58,8 +59,7 @@ class EventQueue {
   /// The time of the next event; the queue is not empty. (Scans a bucket: for tests and checks.)
   TimePoint next_time() const {
     if (more_at_last_popped_time()) return last_;
-    std::size_t b = 1;
-    while (buckets_[b].empty()) ++b;
+    const std::size_t b = lowest_occupied();
     TimePoint earliest = buckets_[b].front().time;
     for (const Event& e : buckets_[b]) earliest = std::min(earliest, e.time);
     return earliest;
@@ -90,22 +90,31 @@ class EventQueue {
   }
   /// Moves the earliest pending events into `now_` (which is empty); the queue is not empty.
   void settle() {
-    std::size_t b = 1;
-    while (buckets_[b].empty()) ++b;
+    const std::size_t b = lowest_occupied();
     auto& from = buckets_[b];
     TimePoint earliest = from.front().time;
     for (const Event& e : from) earliest = std::min(earliest, e.time);
     last_ = earliest;
     moving_.swap(from);
+    occupied_ &= ~(std::uint64_t{1} << (b - 1));
     for (const Event& e : moving_) {
       const int to = bucket_of(e.time, last_);
-      (to == 0 ? now_ : buckets_[static_cast<std::size_t>(to)]).push_back(e);
+      if (to == 0) {
+        now_.push_back(e);
+      } else {
+        buckets_[static_cast<std::size_t>(to)].push_back(e);
+        occupied_ |= std::uint64_t{1} << (to - 1);
+      }
     }
     moving_.clear();
     std::sort(now_.begin(), now_.end(), KeyLess{});
   }
 
+  /// The lowest non-empty bucket; the queue holds events outside `now_`.
+  std::size_t lowest_occupied() const { return static_cast<std::size_t>(__builtin_ctzll(occupied_)) + 1; }
+
   std::array<std::vector<Event>, kBuckets> buckets_;  // bucket 0 unused: those events are in now_
+  std::uint64_t occupied_ = 0;                        // bit b - 1 set: bucket b holds events
   std::vector<Event> now_;                            // events at the last popped time, by key
   std::size_t head_ = 0;                              // the next of now_ to pop
   std::vector<Event> moving_;  // the bucket being emptied (its buffer is kept for the next one)
