@@ -199,13 +199,15 @@ BlockTraffic block_traffic(const ModelSpec& m, const CostOptions& o) {
   b.forward += (gated ? 6 : kReadWriteBytes) * inner;
   b.backward = backward_traffic(b.forward);
   if (o.bias_kernels == BiasKernels::kSeparate) {
-    // The q/k/v bias added by a kernel of its own (its output read and written); in the backward, each bias
-    // gradient reads its output's gradient (2 B).
+    // The q/k/v bias added by a kernel of its own (its output read and written); in the backward, each
+    // trained bias gradient reads its output's gradient (2 B): the MLP's over every routed copy of a token in
+    // an MoE block. LoRA freezes the biases.
     const std::int64_t qkv = ceil_div(sb * (m.heads + 2 * m.kv_heads) * m.head_dim, t);
     const std::int64_t up = (gated ? 2 : 1) * inner;
+    const std::int64_t down = m.is_moe() ? m.experts_per_token * residual : residual;
     if (m.qkv_bias) b.forward += kReadWriteBytes * qkv;
-    b.backward +=
-        2 * ((m.qkv_bias ? qkv : 0) + (m.out_bias ? residual : 0) + (m.mlp_bias ? up + residual : 0));
+    if (o.lora_rank == 0)
+      b.backward += 2 * ((m.qkv_bias ? qkv : 0) + (m.out_bias ? residual : 0) + (m.mlp_bias ? up + down : 0));
   }
   // A two-pass norm backward reads its input and output gradient (2 B each) again: two norms.
   if (o.norm_backward == NormBackward::kTwoPass) b.backward += 2 * 4 * residual;

@@ -151,10 +151,10 @@ ModelSpec parse_hf(const json& j, const std::string& file) {
   m.ffn_hidden = hf_int(j, file, {"intermediate_size", "n_inner", "ffn_hidden_size"}, 1, kMaxDim,
                         gpt_style ? 4 * m.hidden : -1);
   m.tie_embeddings = hf_bool(j, file, "tie_word_embeddings", type == "gpt2" || encoder);
-  // Biases: GPT-2, GPT-NeoX, StarCoder and the encoders have them on every linear layer, GPT-J on its MLP
-  // only, Qwen2 on q/k/v only; Llama-style configs say so with attention_bias (q, k, v and output) and
-  // mlp_bias.
-  const bool all_biases = gpt_style && type != "gptj";
+  // Biases: GPT-2, GPT-NeoX, StarCoder, gpt-oss (attention and experts) and the encoders have them on every
+  // linear layer, GPT-J on its MLP only, Qwen2 on q/k/v only; Llama-style configs say so with attention_bias
+  // (q, k, v and output) and mlp_bias.
+  const bool all_biases = (gpt_style && type != "gptj") || type == "gpt_oss";
   const bool qwen2 = type == "qwen2" || type == "qwen2_moe";
   const bool attention_bias = hf_bool(j, file, "attention_bias", all_biases);
   m.qkv_bias = attention_bias || qwen2;

@@ -305,6 +305,26 @@ TEST(CostModel, SeparateBiasKernelsAndTwoPassNormsByHand) {
   tp2_fused.bias_kernels = BiasKernels::kFused;
   EXPECT_EQ(model_layer_costs(m, tp2)[1].bwd_mem_bytes - model_layer_costs(m, tp2_fused)[1].bwd_mem_bytes,
             2 * (qkv + E + inner + E) / 2);
+  // Without sequence parallelism every TP rank reduces the whole residual stream's gradients.
+  tp2.sequence_parallel = tp2_fused.sequence_parallel = false;
+  EXPECT_EQ(model_layer_costs(m, tp2)[1].bwd_mem_bytes - model_layer_costs(m, tp2_fused)[1].bwd_mem_bytes,
+            2 * (qkv / 2 + E + inner / 2 + E));
+  // Grouped-query attention: q, k and v outputs of 4 + 2 x 1 heads of 16.
+  ModelSpec gqa = m;
+  gqa.kv_heads = 1;
+  EXPECT_EQ(model_layer_costs(gqa, o)[1].fwd_mem_bytes - model_layer_costs(gqa, fused_o)[1].fwd_mem_bytes,
+            4 * 128 * 6 * 16);
+  // Selective recompute re-runs the attention core only, not the q/k/v bias add.
+  CostOptions selective = o, selective_fused = fused_o;
+  selective.recompute = selective_fused.recompute = Recompute::kSelective;
+  EXPECT_EQ(model_layer_costs(m, selective)[1].recompute_mem_bytes,
+            model_layer_costs(m, selective_fused)[1].recompute_mem_bytes);
+  // LoRA freezes the biases: the forward's add stays, no bias gradient is computed.
+  CostOptions lora = o, lora_fused = fused_o;
+  lora.lora_rank = lora_fused.lora_rank = 8;
+  EXPECT_EQ(model_layer_costs(m, lora)[1].fwd_mem_bytes - model_layer_costs(m, lora_fused)[1].fwd_mem_bytes,
+            4 * qkv);
+  EXPECT_EQ(model_layer_costs(m, lora)[1].bwd_mem_bytes, model_layer_costs(m, lora_fused)[1].bwd_mem_bytes);
 
   // Two-pass norms: each of the block's two norms reads its input and output gradient again (4 B per
   // residual element), the head's final norm once more; the forward is unchanged.
@@ -317,6 +337,15 @@ TEST(CostModel, SeparateBiasKernelsAndTwoPassNormsByHand) {
   CostOptions one_pass = o;
   one_pass.norm_backward = NormBackward::kOnePass;
   EXPECT_EQ(two.back().bwd_mem_bytes - model_layer_costs(m, one_pass).back().bwd_mem_bytes, 4 * E);
+  // Under sequence parallelism (t = 2) each rank's norms see half the residual stream.
+  CostOptions sp_two = o, sp_one = one_pass;
+  sp_two.tp = sp_one.tp = 2;
+  sp_two.sequence_parallel = sp_one.sequence_parallel = true;
+  EXPECT_EQ(model_layer_costs(m, sp_two)[1].bwd_mem_bytes - model_layer_costs(m, sp_one)[1].bwd_mem_bytes,
+            2 * 4 * E / 2);
+  EXPECT_EQ(
+      model_layer_costs(m, sp_two).back().bwd_mem_bytes - model_layer_costs(m, sp_one).back().bwd_mem_bytes,
+      4 * E / 2);
 
   // Time on an A100 (2039 GB/s at 85 %): both together add 147,456 + 65,536 bytes to the block's backward,
   // ceil(212,992 / 1733.15 GB/s) = 123 ns.

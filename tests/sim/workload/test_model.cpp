@@ -99,11 +99,13 @@ TEST(Model, LinearBiasesFollowTheArchitecture) {
   EXPECT_EQ(biases(load_model(kHf + "bert-large-style.json")), "qom");
   EXPECT_EQ(biases(load_model("gpt3-175b")), "qom");
   EXPECT_EQ(biases(load_model("bert-large")), "qom");
-  // Llama and Qwen3 say attention_bias false (Llama 2 says nothing: none); gpt-oss says true.
+  // Llama and Qwen3 say attention_bias false (Llama 2 says nothing: none); gpt-oss says true and its experts
+  // carry biases too, as its preset says.
   EXPECT_EQ(biases(load_model(kHf + "meta-llama__Llama-3.1-8B.json")), "---");
   EXPECT_EQ(biases(load_model(kHf + "meta-llama__Llama-2-7b-hf.json")), "---");
   EXPECT_EQ(biases(load_model(kHf + "Qwen__Qwen3-8B.json")), "---");
-  EXPECT_EQ(biases(load_model(kHf + "openai__gpt-oss-20b.json")), "qo-");
+  EXPECT_EQ(biases(load_model(kHf + "openai__gpt-oss-20b.json")), "qom");
+  EXPECT_EQ(biases(load_model("gpt-oss-20b")), "qom");
   EXPECT_EQ(biases(load_model("llama3-8b")), "---");
   // Qwen2 has q/k/v biases without a config key saying so; GPT-J has MLP biases only.
   EXPECT_EQ(biases(parse_model(R"({"model_type":"qwen2","hidden_size":64,"num_hidden_layers":2,)"
