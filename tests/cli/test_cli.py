@@ -771,6 +771,14 @@ class BadInput(unittest.TestCase):
         self.expect_error(["simulate", "--max-memory", "nan"], "--max-memory", "valid: 0")
         self.expect_error(["simulate", "--schedule", "spipe", "--spipe-stages", "2"], "--spipe-stages: expected F,B")
         self.expect_error(["simulate", "--schedule", "spipe", "--spipe-stages", "0,6"], "--spipe-stages")
+        # llama3-8b has 32 blocks: 8 GPUs x 6 backward stages cannot each get one; the message names the
+        # count that fails and what fits.
+        self.expect_error(["simulate", "--schedule", "spipe", "--spipe-stages", "2,6"],
+                          "--spipe-stages: 32 blocks cannot fill P x B = 8 x 6 = 48 backward stages",
+                          "valid: F and B of 1 .. 4 (blocks / P), e.g. 2,4")
+        self.expect_error(["simulate", "--schedule", "spipe", "--spipe-stages", "8,2"], "P x F = 8 x 8 = 64 forward")
+        self.expect_error(["simulate", "--schedule", "spipe", "--pp", "64", "--hw", "h100-sxm-8x"],
+                          "--pp: spipe gives every GPU at least one block: 32 blocks; valid: pp of 1 .. 32")
         self.expect_error(["simulate", "--schedule", "spipe", "--pp", "4", "--microbatches", "2"],
                           "--microbatches: spipe needs at least pp = 4 microbatches")
         self.expect_error(["simulate", "--schedule", "roundpipe", "--tp", "2"], "--tp: roundpipe runs one pipeline over the GPUs")

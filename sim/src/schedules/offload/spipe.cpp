@@ -93,10 +93,21 @@ SpipeBuilder::SpipeBuilder(const ScheduleInput& in) : in_(in), op_(in, "spipe", 
   const auto& layers = in.costs.front();
   const BlockSpan blocks = block_span(layers);
   L_ = blocks.count;
-  if (L_ < P_ * F_ || L_ < P_ * B_)
-    throw InputError(
-        "--spipe-stages", "",
-        fmt::format("{} blocks are fewer than P x F = {} or P x B = {} stages", L_, P_ * F_, P_ * B_));
+  if (L_ < P_ * F_ || L_ < P_ * B_) {
+    // Name the count that fails (each stage holds at least one block) and the largest values that fit.
+    const bool forward = L_ < P_ * F_;
+    const std::int32_t most = L_ / P_;
+    if (most < 1)
+      throw InputError("--pp", "",
+                       fmt::format("spipe gives every GPU at least one block: {} blocks; valid: pp of 1 .. {}",
+                                   L_, L_));
+    throw InputError("--spipe-stages", "",
+                     fmt::format("{} blocks cannot fill P x {} = {} x {} = {} {} stages (one block each at "
+                                 "least); valid: F and B of 1 .. {} (blocks / P), e.g. {},{}",
+                                 L_, forward ? "F" : "B", P_, forward ? F_ : B_, P_ * (forward ? F_ : B_),
+                                 forward ? "forward" : "backward", most, std::min(F_, most),
+                                 std::min(B_, most)));
+  }
   const auto nlayers = static_cast<std::int32_t>(layers.size());
   NF_ = P_ * F_;
   NB_ = P_ * B_;
