@@ -85,6 +85,11 @@ void FlowNetwork::flush(TimePoint now) {
   flush_changed_.clear();
   for (std::int32_t l : flush_seeds_) {
     if (flush_mark_[static_cast<std::size_t>(l)] == flush_epoch_) continue;
+    if (on_link_[static_cast<std::size_t>(l)].empty()) {
+      // A finished flow's link that nobody else uses (the usual end of a transfer): nothing to re-rate.
+      flush_mark_[static_cast<std::size_t>(l)] = flush_epoch_;
+      continue;
+    }
     if (const FlowId f = sole_flow(l); f >= 0) {
       // The usual case: a flow alone on private links (a GPU's NVLink port or NIC).
       Flow& flow = flows_[static_cast<std::size_t>(f)];
