@@ -305,15 +305,34 @@ void Run::setup() {
     st.head = 0;
     st.head_op = st.count > 0 ? stream_order_[static_cast<std::size_t>(st.begin)] : -1;
   }
-  std::sort(group_ids.begin(), group_ids.end());
-  group_ids.erase(std::unique(group_ids.begin(), group_ids.end()), group_ids.end());
+  // Dense group indices in ascending order of the plan's ids: through a table indexed by id when the ids
+  // are about as many as the ops (generated plans number them 0, 1, ...), else by a sorted search.
+  const std::int32_t max_group =
+      group_ids.empty() ? -1 : *std::max_element(group_ids.begin(), group_ids.end());
+  std::vector<std::int32_t> dense_group;
+  if (max_group >= 0 && static_cast<std::size_t>(max_group) <= 2 * n) {
+    dense_group.assign(static_cast<std::size_t>(max_group) + 1, -1);
+    for (std::int32_t g : group_ids) dense_group[static_cast<std::size_t>(g)] = 0;
+    group_ids.clear();
+    for (std::size_t g = 0; g < dense_group.size(); ++g)
+      if (dense_group[g] == 0) {
+        dense_group[g] = static_cast<std::int32_t>(group_ids.size());
+        group_ids.push_back(static_cast<std::int32_t>(g));
+      }
+  } else {
+    std::sort(group_ids.begin(), group_ids.end());
+    group_ids.erase(std::unique(group_ids.begin(), group_ids.end()), group_ids.end());
+  }
   group_size_.assign(group_ids.size(), 0);
   for (std::size_t i = 0; i < n; ++i) {
     if (ops_[i].mode != Mode::kFlow) continue;
     ops_[i].duration = -1;
     if (const auto* t = std::get_if<TransferWork>(&plan_.ops[i].payload); t && t->group >= 0) {
-      const auto g = static_cast<std::size_t>(std::lower_bound(group_ids.begin(), group_ids.end(), t->group) -
-                                              group_ids.begin());
+      const auto g =
+          !dense_group.empty()
+              ? static_cast<std::size_t>(dense_group[static_cast<std::size_t>(t->group)])
+              : static_cast<std::size_t>(std::lower_bound(group_ids.begin(), group_ids.end(), t->group) -
+                                         group_ids.begin());
       ops_[i].duration = static_cast<Duration>(g);
       if (group_size_[g] != 0 && group_size_[g] != t->group_size)
         throw InputError("plan", fmt::format("/ops/{}/transfer/group_size", i),

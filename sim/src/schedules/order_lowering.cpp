@@ -120,6 +120,11 @@ class Builder {
     if (it == works_.end()) it = works_.emplace(work, SharedCompute(work)).first;
     return append_op(plan_, stream, kind, tags, it->second, fixed);
   }
+  /// A zero-time marker (sync, bubble): its empty work is interned once, not hashed and compared per op.
+  OpId add_marker(StreamId stream, OpKind kind, const OpTags& tags) {
+    if (!empty_work_) empty_work_ = works_.emplace(ComputeWork{}, SharedCompute(ComputeWork{})).first->second;
+    return append_op(plan_, stream, kind, tags, *empty_work_, 0);
+  }
   DeviceId device_of_rank(std::int32_t rank);
   /// A TP ring member's neighbour in the ring: the next rank, or where the group spans several NVLink
   /// domains (nodes), the same place in the next domain, so that every member is priced on the ring's
@@ -205,7 +210,7 @@ class Builder {
   }
   /// A zero-time sync op on the compute stream for the hidden TP collectives to start from.
   OpId fork_tp(const GpuRank& g, const OpTags& tags) {
-    return add_op(g.stream(kComputeSlot), OpKind::kSync, tags, ComputeWork{}, 0);
+    return add_marker(g.stream(kComputeSlot), OpKind::kSync, tags);
   }
   /// The hidden TP collectives of a backward (`how.hidden` halves) on the TP stream after `after`, the
   /// exposed ones (`how.exposed`, if any) on the compute stream, then a sync op joining both: the pass's end.
@@ -358,7 +363,8 @@ class Builder {
   };
   /// Every distinct ComputeWork of the plan, once (add_op's interning).
   std::unordered_map<ComputeWork, SharedCompute, WorkHash> works_;
-  std::vector<std::vector<RangeCost>> layer_costs_;                // ZeRO-3: [cost table][layer]
+  std::optional<SharedCompute> empty_work_;          // works_'s empty work, once a marker asked for it
+  std::vector<std::vector<RangeCost>> layer_costs_;  // ZeRO-3: [cost table][layer]
   std::map<std::array<std::int64_t, 5>, std::int32_t> dp_groups_;  // explicit replicas: collective ids
   std::int32_t dp_group_base_ = 0;
   /// TP collectives per chunk and microbatch: forward, recompute, backward, forward and backward re-gathers.
@@ -598,7 +604,7 @@ OpId Builder::emit_tp_backward(const GpuRank& g, const RangeCost& cc, const OpTa
   plan_.ops[static_cast<std::size_t>(hidden)].deps.push_back(after);
   if (how.exposed > 0)
     emit_tp_collective(g.stream(kComputeSlot), g.self, g.d, g.stage, g.t, cc, tags, 4, how.exposed);
-  const OpId join = add_op(g.stream(kComputeSlot), OpKind::kSync, tags, ComputeWork{}, 0);
+  const OpId join = add_marker(g.stream(kComputeSlot), OpKind::kSync, tags);
   plan_.ops[static_cast<std::size_t>(join)].deps.push_back(hidden);
   return join;
 }
@@ -723,8 +729,8 @@ void Builder::pair_inputs(const GpuRank& g, const Task& next, std::int32_t iter,
   const bool fwd = next.kind == TaskKind::kForward;
   if (next.kind == TaskKind::kBackwardWeight || (fwd ? takes_data(chunk) : takes_loss(chunk))) return;
   // The next task's input arrives at a marker ahead of this one, which runs after it.
-  (fwd ? sl.fwd_wait : sl.bwd_wait) = add_op(g.stream(kComputeSlot), OpKind::kSync,
-                                             OpTags{g.stage, next.chunk, mb, -1, -1, iter}, ComputeWork{}, 0);
+  (fwd ? sl.fwd_wait : sl.bwd_wait) =
+      add_marker(g.stream(kComputeSlot), OpKind::kSync, OpTags{g.stage, next.chunk, mb, -1, -1, iter});
 }
 
 void Builder::mark_wait(const GpuRank& g, const Task& task, std::int32_t chunk, const OpTags& tags,
@@ -734,8 +740,8 @@ void Builder::mark_wait(const GpuRank& g, const Task& task, std::int32_t chunk, 
   const bool fwd = task.kind == TaskKind::kForward;
   if (fwd ? takes_data(chunk) : takes_loss(chunk)) return;  // its input is the data or the loss: no wait
   const StreamId compute = g.stream(kComputeSlot);
-  add_op(compute, OpKind::kBubble, tags, ComputeWork{}, 0);
-  (fwd ? sl.fwd_wait : sl.bwd_wait) = add_op(compute, OpKind::kBubble, tags, ComputeWork{}, 0);
+  add_marker(compute, OpKind::kBubble, tags);
+  (fwd ? sl.fwd_wait : sl.bwd_wait) = add_marker(compute, OpKind::kBubble, tags);
 }
 
 void Builder::emit_task(GpuRank& g, const Task& task, std::int32_t iter, std::int32_t round,
@@ -1053,7 +1059,7 @@ OpId Builder::fork_context_ring(const GpuRank& g, const Task& task, const RangeC
   if (in_.cp < 2 || cc.cp_kv <= 0 || in_.cp_attention != CpAttention::kRing ||
       task.kind == TaskKind::kBackwardWeight)
     return kNone;
-  const OpId fork = add_op(g.stream(kComputeSlot), OpKind::kSync, tags, ComputeWork{}, 0);
+  const OpId fork = add_marker(g.stream(kComputeSlot), OpKind::kSync, tags);
   OpId& wait = task.kind == TaskKind::kForward ? sl.fwd_wait : sl.bwd_wait;
   if (wait == kNone) wait = fork;  // the pass's pipeline input arrives before the ring starts
   return fork;
@@ -1084,7 +1090,7 @@ OpId Builder::join_context_exchange(GpuRank& g, const Task& task, const RangeCos
       exchanged = emit_dp_collective(g, OpKind::kReduceScatter, kCpSlot, tags, kv, DpGroup::kContext,
                                      exchanged, cc.cp_layers);
   }
-  const OpId join = add_op(g.stream(kComputeSlot), OpKind::kSync, tags, ComputeWork{}, 0);
+  const OpId join = add_marker(g.stream(kComputeSlot), OpKind::kSync, tags);
   plan_.ops[static_cast<std::size_t>(join)].deps.push_back(exchanged);
   return join;
 }
