@@ -180,6 +180,24 @@ class Run {
     return cache.duration[slot];
   }
   Endpoint endpoint(DeviceId d) const { return endpoints_[static_cast<std::size_t>(d)]; }
+  /// The path of a transfer, remembered per stream: a stream's transfers mostly repeat the last one's ends
+  /// and sizes (a stage's sends to the next, a ring member's hops), so most skip the topology walk.
+  struct PathMemo {
+    DeviceId src = -1, dst = -1;
+    bool ring = false;
+    std::int64_t bytes = 0, message_bytes = 0;
+    Path path;
+  };
+  const Path& path_of(StreamId stream, const TransferWork& t, bool ring) {
+    PathMemo& m = path_memo_[static_cast<std::size_t>(stream)];
+    if (m.src != t.src || m.dst != t.dst || m.ring != ring || m.bytes != t.bytes ||
+        m.message_bytes != t.message_bytes) {
+      m.path = ring ? topo_.ring_path(endpoint(t.src), endpoint(t.dst), t.bytes, t.message_bytes)
+                    : topo_.path(endpoint(t.src), endpoint(t.dst), t.bytes);
+      m.src = t.src, m.dst = t.dst, m.ring = ring, m.bytes = t.bytes, m.message_bytes = t.message_bytes;
+    }
+    return m.path;
+  }
   [[noreturn]] void report_deadlock() const;
 
   const Plan& plan_;
@@ -197,6 +215,7 @@ class Run {
   HugeVector<std::uint32_t> dependents_at_;  // a plan's dependencies number fewer than 2^32 (checked)
   std::vector<std::int64_t> mem_now_;
   std::vector<Endpoint> endpoints_;  // per device: where it sits in the topology (looked up per transfer)
+  std::vector<PathMemo> path_memo_;  // per stream
   std::vector<std::int32_t> cores_free_;
   /// CPU ops waiting for a device's cores, first come first served. A vector and the index of its first
   /// waiting op: a deque allocates even when empty, and only host devices ever wait.
@@ -244,6 +263,7 @@ void Run::setup() {
   dependents_at_.assign(n + 1, 0);
   streams_.resize(plan_.streams.size());
   for (std::size_t s = 0; s < plan_.streams.size(); ++s) streams_[s].device = plan_.streams[s].device;
+  path_memo_.assign(plan_.streams.size(), {});
   std::vector<std::int32_t> group_ids;
   std::uint64_t total_deps = 0;
   DurationCache durations;
@@ -473,9 +493,7 @@ void Run::start(OpId id) {
   if (h.mode == Mode::kFlow) {
     const Op& op = plan_.ops[i];
     const auto& t = std::get<TransferWork>(op.payload);
-    Path p = is_collective(op.kind)
-                 ? topo_.ring_path(endpoint(t.src), endpoint(t.dst), t.bytes, t.message_bytes)
-                 : topo_.path(endpoint(t.src), endpoint(t.dst), t.bytes);
+    const Path& p = path_of(h.stream, t, is_collective(op.kind));
     h.duration = p.latency * t.latency_steps;
     if (!p.links.empty() && t.bytes > 0) {
       FlowId f = net_.add(p.links, static_cast<double>(t.bytes), p.max_bytes_per_ns, now_, t.priority);
