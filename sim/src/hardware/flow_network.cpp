@@ -38,7 +38,7 @@ FlowId FlowNetwork::add(std::span<const std::int32_t> links, double bytes, doubl
     flow_mark_.push_back(-1);
   }
   Flow& f = flows_[static_cast<std::size_t>(id)];
-  f.links.assign(links.begin(), links.end());
+  f.links = PathLinks(links);
   f.remaining = bytes;
   f.rate = 0;
   f.cap = cap;
@@ -47,7 +47,7 @@ FlowId FlowNetwork::add(std::span<const std::int32_t> links, double bytes, doubl
   f.live = true;
   ++active_;
   for (auto l : f.links) on_link_[static_cast<std::size_t>(l)].push_back(id);
-  touched(f.links, now);
+  touched(std::span<const std::int32_t>(f.links.data(), f.links.size()), now);
   return id;
 }
 
@@ -60,15 +60,14 @@ void FlowNetwork::remove(FlowId id, TimePoint now) {
     auto& v = on_link_[static_cast<std::size_t>(l)];
     v.erase(std::find(v.begin(), v.end(), id));
   }
-  // The links seed the recomputation; the flow keeps the scratch buffer, so ids reused later allocate
-  // nothing.
-  removed_links_.swap(f.links);
-  f.links.clear();
+  // The links seed the recomputation.
+  const PathLinks removed = f.links;
+  f.links = PathLinks();
   free_ids_.push_back(id);
-  touched(removed_links_, now);
+  touched(std::span<const std::int32_t>(removed.data(), removed.size()), now);
 }
 
-void FlowNetwork::touched(const std::vector<std::int32_t>& links, TimePoint now) {
+void FlowNetwork::touched(std::span<const std::int32_t> links, TimePoint now) {
   if (!batching_) {
     recompute(links, now);
     return;
@@ -147,7 +146,7 @@ std::vector<double> FlowNetwork::carried_bytes(TimePoint now) {
   return carried_;
 }
 
-void FlowNetwork::recompute(const std::vector<std::int32_t>& seed_links, TimePoint now) {
+void FlowNetwork::recompute(std::span<const std::int32_t> seed_links, TimePoint now) {
   // Gather the connected component of links and flows reachable from the seed links.
   ++epoch_;
   // Scratch vectors are members: this runs for every flow start and end.
@@ -174,7 +173,7 @@ void FlowNetwork::recompute(const std::vector<std::int32_t>& seed_links, TimePoi
   std::sort(links.begin(), links.end());
   std::sort(flows.begin(), flows.end());
   for (FlowId f : flows) advance(flows_[static_cast<std::size_t>(f)], now);
-  if (flows.size() == 1 && sole_flow(flows_[static_cast<std::size_t>(flows[0])].links.front()) == flows[0]) {
+  if (flows.size() == 1 && sole_flow(flows_[static_cast<std::size_t>(flows[0])].links[0]) == flows[0]) {
     // A flow alone on its links (no link twice on its path, a class the filling below rates; the group may
     // also hold a removed flow's links): progressive filling gives it the tightest link's capacity or its
     // cap, whichever is lower; the same value the loop below computes, without it.

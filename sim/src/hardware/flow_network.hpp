@@ -9,6 +9,7 @@
 #include <span>
 #include <vector>
 
+#include "hardware/path_links.hpp"
 #include "pipesim/sim/time.hpp"
 
 namespace pipesim::sim {
@@ -19,7 +20,8 @@ class FlowNetwork {
  public:
   explicit FlowNetwork(std::vector<double> capacity_bytes_per_ns);
 
-  /// Adds a flow of `bytes` over `links` (optionally capped at `max_bytes_per_ns`, 0 = no cap).
+  /// Adds a flow of `bytes` over `links` (at most PathLinks::kCapacity; optionally capped at
+  /// `max_bytes_per_ns`, 0 = no cap).
   /// Returns its id; rates of the affected flows change (see changed()).
   /// Priority 0 flows share links max-min first; priority 1 (background) flows get what they leave.
   FlowId add(std::span<const std::int32_t> links, double bytes, double max_bytes_per_ns, TimePoint now,
@@ -52,7 +54,7 @@ class FlowNetwork {
 
  private:
   struct Flow {
-    std::vector<std::int32_t> links;
+    PathLinks links;  // inline: starting and ending a flow allocates nothing
     double remaining = 0;
     double rate = 0;
     double cap = 0;
@@ -66,7 +68,7 @@ class FlowNetwork {
   FlowId sole_flow(std::int32_t link) const;
   /// A flow's rate alone on its links: the tightest link's capacity or its cap, whichever is lower.
   double alone_rate(const Flow& f) const;
-  void recompute(const std::vector<std::int32_t>& seed_links, TimePoint now);
+  void recompute(std::span<const std::int32_t> seed_links, TimePoint now);
 
   std::vector<double> capacity_;
   std::vector<double> carried_;
@@ -79,13 +81,13 @@ class FlowNetwork {
   std::vector<std::int32_t> pending_links_;  // touched while batching, not yet recomputed
   std::vector<std::int32_t> flush_mark_;     // links already recomputed by the current flush
   std::int32_t flush_epoch_ = 0;
-  void touched(const std::vector<std::int32_t>& links, TimePoint now);
+  void touched(std::span<const std::int32_t> links, TimePoint now);
   // Scratch buffers reused across recomputations.
   std::vector<std::int32_t> link_mark_, flow_mark_;
   std::vector<std::int32_t> scratch_links_, scratch_stack_, scratch_count_;
-  std::vector<std::int32_t> removed_links_, one_link_;  // seeds of remove() and of flush()'s groups
-  std::vector<std::int32_t> flush_seeds_;               // the links a flush works through
-  std::vector<FlowId> flush_changed_;                   // the flows a flush re-rated
+  std::vector<std::int32_t> one_link_;     // the seed of each of flush()'s groups
+  std::vector<std::int32_t> flush_seeds_;  // the links a flush works through
+  std::vector<FlowId> flush_changed_;      // the flows a flush re-rated
   std::vector<double> scratch_left_;
   std::vector<char> scratch_frozen_;
   std::int32_t epoch_ = 0;

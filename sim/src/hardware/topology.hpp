@@ -11,13 +11,12 @@
 #include <string>
 #include <vector>
 
+#include "hardware/path_links.hpp"
 #include "pipesim/sim/hardware.hpp"
 #include "pipesim/sim/plan.hpp"
 #include "pipesim/sim/time.hpp"
 
 namespace pipesim::sim {
-
-using LinkId = std::int32_t;
 
 struct Link {
   double bytes_per_ns = 0;  ///< capacity in one direction (1 GB/s = 1 byte/ns)
@@ -29,31 +28,6 @@ struct Endpoint {
   static constexpr std::int32_t kHostMemory = -1, kNvme = -2;
   std::int32_t node = 0;
   std::int32_t gpu = kHostMemory;  ///< GPU index, or kHostMemory / kNvme
-};
-
-/// The links of one path, kept inline: the engine looks a path up for every transfer it starts, and a
-/// path crosses at most six links (PCIe lane, switch uplink and root complex, each way).
-class PathLinks {
- public:
-  static constexpr std::size_t kCapacity = 8;
-  PathLinks() = default;
-  PathLinks(std::initializer_list<LinkId> ids) {
-    for (LinkId l : ids) push_back(l);
-  }
-  void push_back(LinkId l) {
-    if (size_ == kCapacity) throw std::logic_error("a path of more than 8 links");
-    ids_[size_++] = l;
-  }
-  LinkId operator[](std::size_t i) const { return ids_[i]; }
-  const LinkId* data() const { return ids_.data(); }
-  const LinkId* begin() const { return ids_.data(); }
-  const LinkId* end() const { return ids_.data() + size_; }
-  std::size_t size() const { return size_; }
-  bool empty() const { return size_ == 0; }
-
- private:
-  std::array<LinkId, kCapacity> ids_{};
-  std::uint8_t size_ = 0;
 };
 
 struct Path {
