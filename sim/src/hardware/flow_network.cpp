@@ -10,18 +10,15 @@
 
 namespace pipesim::sim {
 
-FlowNetwork::FlowNetwork(std::vector<double> capacity)
-    : capacity_(std::move(capacity)),
-      carried_(capacity_.size(), 0.0),
-      on_link_(capacity_.size()),
-      flush_mark_(capacity_.size(), -1),
-      link_mark_(capacity_.size(), -1) {}
+FlowNetwork::FlowNetwork(std::vector<double> capacity) : links_(capacity.size()) {
+  for (std::size_t l = 0; l < capacity.size(); ++l) links_[l].capacity = capacity[l];
+}
 
 void FlowNetwork::advance(Flow& f, TimePoint now) {
   if (now > f.updated) {
     double moved = std::min(f.remaining, f.rate * static_cast<double>(now - f.updated));
     f.remaining -= moved;
-    for (auto l : f.links) carried_[static_cast<std::size_t>(l)] += moved;
+    for (auto l : f.links) links_[static_cast<std::size_t>(l)].carried += moved;
     f.updated = now;
   }
 }
@@ -46,7 +43,7 @@ FlowId FlowNetwork::add(std::span<const std::int32_t> links, double bytes, doubl
   f.updated = now;
   f.live = true;
   ++active_;
-  for (auto l : f.links) on_link_[static_cast<std::size_t>(l)].push_back(id);
+  for (auto l : f.links) links_[static_cast<std::size_t>(l)].flows.push_back(id);
   touched(std::span<const std::int32_t>(f.links.data(), f.links.size()), now);
   return id;
 }
@@ -57,8 +54,9 @@ void FlowNetwork::remove(FlowId id, TimePoint now) {
   f.live = false;
   --active_;
   for (auto l : f.links) {
-    auto& v = on_link_[static_cast<std::size_t>(l)];
-    v.erase(std::find(v.begin(), v.end(), id));
+    auto& v = links_[static_cast<std::size_t>(l)].flows;
+    auto* at = std::find(v.begin(), v.end(), id);
+    v.erase(at, at + 1);
   }
   // The links seed the recomputation.
   const PathLinks removed = f.links;
@@ -83,10 +81,10 @@ void FlowNetwork::flush(TimePoint now) {
   ++flush_epoch_;
   flush_changed_.clear();
   for (std::int32_t l : flush_seeds_) {
-    if (flush_mark_[static_cast<std::size_t>(l)] == flush_epoch_) continue;
-    if (on_link_[static_cast<std::size_t>(l)].empty()) {
+    if (links_[static_cast<std::size_t>(l)].flush_mark == flush_epoch_) continue;
+    if (links_[static_cast<std::size_t>(l)].flows.empty()) {
       // A finished flow's link that nobody else uses (the usual end of a transfer): nothing to re-rate.
-      flush_mark_[static_cast<std::size_t>(l)] = flush_epoch_;
+      links_[static_cast<std::size_t>(l)].flush_mark = flush_epoch_;
       continue;
     }
     if (const FlowId f = sole_flow(l); f >= 0) {
@@ -94,13 +92,13 @@ void FlowNetwork::flush(TimePoint now) {
       Flow& flow = flows_[static_cast<std::size_t>(f)];
       advance(flow, now);
       flow.rate = alone_rate(flow);
-      for (std::int32_t g : flow.links) flush_mark_[static_cast<std::size_t>(g)] = flush_epoch_;
+      for (std::int32_t g : flow.links) links_[static_cast<std::size_t>(g)].flush_mark = flush_epoch_;
       flush_changed_.push_back(f);
       continue;
     }
     one_link_.assign(1, l);
     recompute(one_link_, now);
-    for (std::int32_t g : scratch_links_) flush_mark_[static_cast<std::size_t>(g)] = flush_epoch_;
+    for (std::int32_t g : scratch_links_) links_[static_cast<std::size_t>(g)].flush_mark = flush_epoch_;
     flush_changed_.insert(flush_changed_.end(), changed_.begin(), changed_.end());
   }
   flush_seeds_.clear();
@@ -109,19 +107,19 @@ void FlowNetwork::flush(TimePoint now) {
 }
 
 FlowId FlowNetwork::sole_flow(std::int32_t link) const {
-  const auto& on = on_link_[static_cast<std::size_t>(link)];
+  const auto& on = links_[static_cast<std::size_t>(link)].flows;
   if (on.size() != 1) return -1;
   const Flow& f = flows_[static_cast<std::size_t>(on[0])];
   if (f.priority < 0) return -1;  // rated by no class of the filling: it keeps its rate
   // A link listed twice on the flow's path lists the flow twice there too.
   for (std::int32_t l : f.links)
-    if (on_link_[static_cast<std::size_t>(l)].size() != 1) return -1;
+    if (links_[static_cast<std::size_t>(l)].flows.size() != 1) return -1;
   return on[0];
 }
 
 double FlowNetwork::alone_rate(const Flow& f) const {
   double best = std::numeric_limits<double>::infinity();
-  for (auto l : f.links) best = std::min(best, std::max(0.0, capacity_[static_cast<std::size_t>(l)]));
+  for (auto l : f.links) best = std::min(best, std::max(0.0, links_[static_cast<std::size_t>(l)].capacity));
   if (f.cap > 0 && f.cap < best) best = f.cap;
   return std::isfinite(best) ? best : 0.0;
 }
@@ -143,7 +141,9 @@ TimePoint FlowNetwork::finish_time(FlowId id) const {
 std::vector<double> FlowNetwork::carried_bytes(TimePoint now) {
   for (auto& f : flows_)
     if (f.live) advance(f, now);
-  return carried_;
+  std::vector<double> carried(links_.size());
+  for (std::size_t l = 0; l < links_.size(); ++l) carried[l] = links_[l].carried;
+  return carried;
 }
 
 void FlowNetwork::recompute(std::span<const std::int32_t> seed_links, TimePoint now) {
@@ -159,15 +159,15 @@ void FlowNetwork::recompute(std::span<const std::int32_t> seed_links, TimePoint 
   while (!stack.empty()) {
     std::int32_t l = stack.back();
     stack.pop_back();
-    if (link_mark_[static_cast<std::size_t>(l)] == epoch_) continue;
-    link_mark_[static_cast<std::size_t>(l)] = epoch_;
+    if (links_[static_cast<std::size_t>(l)].link_mark == epoch_) continue;
+    links_[static_cast<std::size_t>(l)].link_mark = epoch_;
     links.push_back(l);
-    for (FlowId f : on_link_[static_cast<std::size_t>(l)]) {
+    for (FlowId f : links_[static_cast<std::size_t>(l)].flows) {
       if (flow_mark_[static_cast<std::size_t>(f)] == epoch_) continue;
       flow_mark_[static_cast<std::size_t>(f)] = epoch_;
       flows.push_back(f);
       for (auto l2 : flows_[static_cast<std::size_t>(f)].links)
-        if (link_mark_[static_cast<std::size_t>(l2)] != epoch_) stack.push_back(l2);
+        if (links_[static_cast<std::size_t>(l2)].link_mark != epoch_) stack.push_back(l2);
     }
   }
   std::sort(links.begin(), links.end());
@@ -189,7 +189,8 @@ void FlowNetwork::recompute(std::span<const std::int32_t> seed_links, TimePoint 
   auto local = [&](std::int32_t l) {
     return static_cast<std::size_t>(std::lower_bound(links.begin(), links.end(), l) - links.begin());
   };
-  for (std::size_t i = 0; i < links.size(); ++i) left[i] = capacity_[static_cast<std::size_t>(links[i])];
+  for (std::size_t i = 0; i < links.size(); ++i)
+    left[i] = links_[static_cast<std::size_t>(links[i])].capacity;
   auto& frozen = scratch_frozen_;
   frozen.assign(flows.size(), 1);
   auto& count = scratch_count_;

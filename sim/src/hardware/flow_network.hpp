@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "hardware/path_links.hpp"
+#include "pipesim/sim/dep_list.hpp"
 #include "pipesim/sim/time.hpp"
 
 namespace pipesim::sim {
@@ -70,20 +71,25 @@ class FlowNetwork {
   double alone_rate(const Flow& f) const;
   void recompute(std::span<const std::int32_t> seed_links, TimePoint now);
 
-  std::vector<double> capacity_;
-  std::vector<double> carried_;
-  std::vector<std::vector<FlowId>> on_link_;
+  /// Everything kept per link, together: a transfer's start and end touch one cache line per link it crosses.
+  struct LinkState {
+    double capacity = 0;
+    double carried = 0;
+    DepList flows;                 // the flows on the link (a short id list, kept inline up to three)
+    std::int32_t flush_mark = -1;  // the flush that last recomputed the link
+    std::int32_t link_mark = -1;   // the recomputation that last gathered the link
+  };
+  std::vector<LinkState> links_;
   std::vector<Flow> flows_;
   std::vector<FlowId> free_ids_;
   std::vector<FlowId> changed_;
   std::size_t active_ = 0;
   bool batching_ = false;
   std::vector<std::int32_t> pending_links_;  // touched while batching, not yet recomputed
-  std::vector<std::int32_t> flush_mark_;     // links already recomputed by the current flush
   std::int32_t flush_epoch_ = 0;
   void touched(std::span<const std::int32_t> links, TimePoint now);
   // Scratch buffers reused across recomputations.
-  std::vector<std::int32_t> link_mark_, flow_mark_;
+  std::vector<std::int32_t> flow_mark_;
   std::vector<std::int32_t> scratch_links_, scratch_stack_, scratch_count_;
   std::vector<std::int32_t> one_link_;     // the seed of each of flush()'s groups
   std::vector<std::int32_t> flush_seeds_;  // the links a flush works through
