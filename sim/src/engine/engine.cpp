@@ -236,9 +236,10 @@ class Run {
   // Collective groups are numbered densely (plans may number them sparsely, up to 2^31); a transfer's
   // index sits in its HotOp until it starts.
   std::vector<std::int32_t> group_ready_;
-  std::vector<std::int32_t> group_size_;  // members each group waits for (kept here: try_start stays off the
-                                          // plan's ops, whose cache lines it would otherwise miss)
-  std::vector<std::vector<OpId>> group_members_;
+  std::vector<std::int32_t> group_size_;   // members each group waits for (kept here: try_start stays off the
+                                           // plan's ops, whose cache lines it would otherwise miss)
+  std::vector<std::int64_t> group_begin_;  // group g's members are group_members_[begin[g], begin[g + 1])
+  std::vector<OpId> group_members_;
   std::vector<OpId> flow_op_;
   std::vector<std::uint32_t> flow_version_;
   std::size_t finished_ = 0;
@@ -344,6 +345,7 @@ void Run::setup() {
     group_ids.erase(std::unique(group_ids.begin(), group_ids.end()), group_ids.end());
   }
   group_size_.assign(group_ids.size(), 0);
+  group_ready_.assign(group_ids.size(), 0);
   for (std::size_t i = 0; i < n; ++i) {
     if (ops_[i].mode != Mode::kFlow) continue;
     ops_[i].duration = -1;
@@ -359,10 +361,20 @@ void Run::setup() {
                          fmt::format("{} members, where another op of collective group {} says {}; valid: {}",
                                      t->group_size, t->group, group_size_[g], group_size_[g]));
       group_size_[g] = t->group_size;
+      if (++group_ready_[g] > group_size_[g])  // counts members here; reset below
+        throw InputError(
+            "plan", fmt::format("/ops/{}/transfer/group", i),
+            fmt::format("collective group {} has {} member ops; valid: at most its group_size, {} "
+                        "(each collective its own group)",
+                        t->group, group_ready_[g], group_size_[g]));
     }
   }
+  // Each group's member ops in one flat array, in the order they become ready (sized by the ops present: a
+  // group may declare more members than the plan holds, and then never starts).
+  group_begin_.assign(group_ids.size() + 1, 0);
+  for (std::size_t g = 0; g < group_ids.size(); ++g) group_begin_[g + 1] = group_begin_[g] + group_ready_[g];
+  group_members_.assign(static_cast<std::size_t>(group_begin_.back()), -1);
   group_ready_.assign(group_ids.size(), 0);
-  group_members_.assign(group_ids.size(), {});
 
   const std::size_t nd = plan_.devices.size();
   mem_now_.assign(nd, 0);
@@ -435,9 +447,11 @@ void Run::try_start(OpId id) {
     if (group_size_[g] > 1) {
       // A collective starts on all members at once, when the last of them is ready.
       h.started = true;
-      group_members_[g].push_back(id);
+      const std::int64_t begin = group_begin_[g];
+      group_members_[static_cast<std::size_t>(begin + group_ready_[g])] = id;
       if (++group_ready_[g] < group_size_[g]) return;
-      for (OpId m : group_members_[g]) {
+      for (std::int64_t k = begin; k < group_begin_[g + 1]; ++k) {
+        const OpId m = group_members_[static_cast<std::size_t>(k)];
         ops_[static_cast<std::size_t>(m)].started = false;
         start(m);
       }

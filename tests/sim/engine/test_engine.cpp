@@ -79,6 +79,20 @@ TEST(Engine, MembersOfOneCollectiveMustAgreeOnItsSize) {
   EXPECT_NE(err.find("collective group 7 says 2"), std::string::npos) << err;
 }
 
+TEST(Engine, ACollectiveHasNoMoreMemberOpsThanItsSize) {
+  // A third op in a group of two would start the first two again (a plan must number each collective anew).
+  PlanMaker pm = two_member_collective(7, 2, 2);
+  TransferWork c{1, 0, 1 << 20};
+  c.group = 7;
+  c.group_size = 2;
+  pm.add(3, c, -1);
+  const std::string err = testing::error_of([&] { Engine{}.run(pm.plan); });
+  EXPECT_NE(err.find("/ops/2/transfer/group"), std::string::npos) << err;
+  EXPECT_NE(err.find("collective group 7 has 3 member ops; valid: at most its group_size, 2"),
+            std::string::npos)
+      << err;
+}
+
 TEST(Engine, StreamsAreSerialAndDepsCrossStreams) {
   PlanMaker pm(2);
   OpId a = pm.add(0, ComputeWork{}, 10);
