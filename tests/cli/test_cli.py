@@ -866,6 +866,26 @@ class BadInput(unittest.TestCase):
                               f"op {first_fwd} forward", f"op {last_bwd} backward")
             self.expect_error(["explain", plan], "the plan can never finish")
 
+    def test_collective_with_more_member_ops_than_its_size(self):
+        with tempfile.TemporaryDirectory() as d:
+            plan = os.path.join(d, "plan.json")
+            rc, _, err = run("simulate", "--model", "llama2-7b", "--pp", "2", "--dp", "2", "--microbatches", "2",
+                             "--schedule", "1f1b", "--replicas", "explicit", "--plan-out", plan, "--format", "json")
+            self.assertEqual(rc, 0, err)
+            with open(plan) as f:
+                p = json.load(f)
+            member = next(o for o in p["ops"] if o.get("transfer", {}).get("group", -1) >= 0)
+            size, group = member["transfer"]["group_size"], member["transfer"]["group"]
+            # One more member of the same collective on a stream of its own: it would start the group early.
+            p["streams"].append({"device": p["streams"][member["stream"]]["device"], "kind": "collective",
+                                 "name": "extra"})
+            p["ops"].append(dict(member, stream=len(p["streams"]) - 1, deps=[]))
+            with open(plan, "w") as f:
+                json.dump(p, f)
+            self.expect_error(["simulate", "--plan", plan],
+                              f"plan.json: /ops/{len(p['ops']) - 1}/transfer/group: collective group {group} has "
+                              f"{size + 1} member ops; valid: at most its group_size, {size}")
+
 
 class Replay(unittest.TestCase):
     TINY = os.path.join(FIXTURES, "tiny_model.json")

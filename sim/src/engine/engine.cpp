@@ -158,7 +158,7 @@ class Run {
   TimePoint after(Duration d) const {
     TimePoint t;
     if (__builtin_add_overflow(now_, d, &t))
-      throw InputError("plan", "", "the run passes the simulated time range (about 292 years)");
+      throw InputError(plan_.origin, "", "the run passes the simulated time range (about 292 years)");
     return t;
   }
   Duration compute_duration(const Op& op, DeviceId device) const;
@@ -299,7 +299,8 @@ void Run::setup() {
     total_deps += op.deps.size();
   }
   if (total_deps > std::numeric_limits<std::uint32_t>::max())
-    throw InputError("plan", "/ops", fmt::format("{} dependencies; valid: at most 2^32 - 1", total_deps));
+    throw InputError(plan_.origin, "/ops",
+                     fmt::format("{} dependencies; valid: at most 2^32 - 1", total_deps));
   // Reverse dependencies (CSR) in place: dependents_at_[d] first counts d's dependents, then, summed, is the
   // end of d's range; filling from the last op backwards moves it down to the range's start, and leaves
   // each list in ascending op order (the order the dependents are tried in).
@@ -357,13 +358,13 @@ void Run::setup() {
                                          group_ids.begin());
       ops_[i].duration = static_cast<Duration>(g);
       if (group_size_[g] != 0 && group_size_[g] != t->group_size)
-        throw InputError("plan", fmt::format("/ops/{}/transfer/group_size", i),
+        throw InputError(plan_.origin, fmt::format("/ops/{}/transfer/group_size", i),
                          fmt::format("{} members, where another op of collective group {} says {}; valid: {}",
                                      t->group_size, t->group, group_size_[g], group_size_[g]));
       group_size_[g] = t->group_size;
       if (++group_ready_[g] > group_size_[g])  // counts members here; reset below
         throw InputError(
-            "plan", fmt::format("/ops/{}/transfer/group", i),
+            plan_.origin, fmt::format("/ops/{}/transfer/group", i),
             fmt::format("collective group {} has {} member ops; valid: at most its group_size, {} "
                         "(each collective its own group)",
                         t->group, group_ready_[g], group_size_[g]));
@@ -395,7 +396,7 @@ void Run::setup() {
 }
 
 Timeline Run::execute() {
-  validate_plan(plan_);
+  validate_plan(plan_, plan_.origin);
   setup();
   for (const auto& st : streams_)
     if (st.count > 0) try_start(stream_order_[static_cast<std::size_t>(st.begin)]);
@@ -587,10 +588,10 @@ void Run::adjust_memory(DeviceId d, std::int64_t delta) {
   // A symmetric plan's host and NVMe devices also hold what the simulated GPUs' twins on the node put there.
   if (plan_.devices[di].kind != DeviceKind::kGpu && plan_.meta.node_twins > 1 &&
       __builtin_mul_overflow(delta, std::int64_t{plan_.meta.node_twins}, &delta))
-    throw InputError("plan", fmt::format("/devices/{}", d),
+    throw InputError(plan_.origin, fmt::format("/devices/{}", d),
                      "the memory this plan allocates on the device passes 2^63 bytes");
   if (__builtin_add_overflow(mem_now_[di], delta, &mem_now_[di]))
-    throw InputError("plan", fmt::format("/devices/{}", d),
+    throw InputError(plan_.origin, fmt::format("/devices/{}", d),
                      "the memory this plan allocates on the device passes 2^63 bytes");
   tl_.peak_bytes[di] = std::max(tl_.peak_bytes[di], mem_now_[di]);
   std::int64_t over = mem_now_[di] - tl_.capacity_bytes[di];

@@ -322,6 +322,7 @@ Plan plan_from_json(const std::string& text, const std::string& file) {
     plan.ops.push_back(std::move(op));
   }
   r.finish();
+  plan.origin = file;
   validate_plan(plan, file);  // every reference checked before anything reads the plan
   return plan;
 }

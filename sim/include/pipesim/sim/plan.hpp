@@ -218,6 +218,7 @@ struct Plan {
   std::vector<Device> devices;
   std::vector<Stream> streams;
   HugeVector<Op> ops;
+  std::string origin = "plan";  ///< file it was read from (for messages); not serialized
 
   std::int32_t num_gpus() const { return meta.pp * meta.tp * meta.cp * meta.dp; }
 };
