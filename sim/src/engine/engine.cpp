@@ -180,23 +180,30 @@ class Run {
     return cache.duration[slot];
   }
   Endpoint endpoint(DeviceId d) const { return endpoints_[static_cast<std::size_t>(d)]; }
-  /// The path of a transfer, remembered per stream: a stream's transfers mostly repeat the last one's ends
-  /// and sizes (a stage's sends to the next, a ring member's hops), so most skip the topology walk.
+  /// The path of a transfer, remembered per stream: a stream's transfers mostly repeat one of the last two
+  /// (a stage's sends alternate between the next stage's activations and the previous one's gradients; a
+  /// ring member repeats its hop), so most skip the topology walk.
   struct PathMemo {
     DeviceId src = -1, dst = -1;
     bool ring = false;
     std::int64_t bytes = 0, message_bytes = 0;
     Path path;
+    bool matches(const TransferWork& t, bool r) const {
+      return src == t.src && dst == t.dst && ring == r && bytes == t.bytes &&
+             message_bytes == t.message_bytes;
+    }
   };
   const Path& path_of(StreamId stream, const TransferWork& t, bool ring) {
-    PathMemo& m = path_memo_[static_cast<std::size_t>(stream)];
-    if (m.src != t.src || m.dst != t.dst || m.ring != ring || m.bytes != t.bytes ||
-        m.message_bytes != t.message_bytes) {
-      m.path = ring ? topo_.ring_path(endpoint(t.src), endpoint(t.dst), t.bytes, t.message_bytes)
-                    : topo_.path(endpoint(t.src), endpoint(t.dst), t.bytes);
-      m.src = t.src, m.dst = t.dst, m.ring = ring, m.bytes = t.bytes, m.message_bytes = t.message_bytes;
+    auto& memo = path_memo_[static_cast<std::size_t>(stream)];
+    if (memo[0].matches(t, ring)) return memo[0].path;
+    std::swap(memo[0], memo[1]);  // the last one becomes the older
+    if (!memo[0].matches(t, ring)) {
+      memo[0].path = ring ? topo_.ring_path(endpoint(t.src), endpoint(t.dst), t.bytes, t.message_bytes)
+                          : topo_.path(endpoint(t.src), endpoint(t.dst), t.bytes);
+      memo[0].src = t.src, memo[0].dst = t.dst, memo[0].ring = ring;
+      memo[0].bytes = t.bytes, memo[0].message_bytes = t.message_bytes;
     }
-    return m.path;
+    return memo[0].path;
   }
   [[noreturn]] void report_deadlock() const;
 
@@ -215,7 +222,7 @@ class Run {
   HugeVector<std::uint32_t> dependents_at_;  // a plan's dependencies number fewer than 2^32 (checked)
   std::vector<std::int64_t> mem_now_;
   std::vector<Endpoint> endpoints_;  // per device: where it sits in the topology (looked up per transfer)
-  std::vector<PathMemo> path_memo_;  // per stream
+  std::vector<std::array<PathMemo, 2>> path_memo_;  // per stream: the last path first
   std::vector<std::int32_t> cores_free_;
   /// CPU ops waiting for a device's cores, first come first served. A vector and the index of its first
   /// waiting op: a deque allocates even when empty, and only host devices ever wait.
