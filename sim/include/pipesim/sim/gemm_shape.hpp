@@ -31,7 +31,9 @@ class GemmList {
   std::vector<GemmShape>::const_iterator begin() const { return shapes().begin(); }
   std::vector<GemmShape>::const_iterator end() const { return shapes().end(); }
   const GemmShape& operator[](std::size_t i) const { return shapes()[i]; }
-  friend bool operator==(const GemmList& a, const GemmList& b) { return a.shapes() == b.shapes(); }
+  friend bool operator==(const GemmList& a, const GemmList& b) {
+    return a.shapes_ == b.shapes_ || a.shapes() == b.shapes();  // shared lists compare by address first
+  }
 
  private:
   static const std::vector<GemmShape>& none() {
