@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include <fmt/compile.h>
 #include <fmt/format.h>
 
 namespace pipesim::sim {
@@ -75,15 +76,18 @@ LinkId Topology::nvme_link(std::int32_t node, std::int32_t which) const {
 }
 
 std::string Topology::link_name(LinkId id) const {
+  // Compiled formats: a run names every link that carried bytes (tens of thousands at 8K GPUs).
   std::int32_t node = id / per_node_, rest = id % per_node_;
   if (rest >= per_node_ - 2)
-    return fmt::format("node{}.nvme.{}", node, rest == per_node_ - 2 ? "read" : "write");
+    return fmt::format(FMT_COMPILE("node{}.nvme.{}"), node, rest == per_node_ - 2 ? "read" : "write");
   if (rest >= per_node_ - 4)
-    return fmt::format("node{}.pcie_root.{}", node, rest == per_node_ - 4 ? "up" : "down");
+    return fmt::format(FMT_COMPILE("node{}.pcie_root.{}"), node, rest == per_node_ - 4 ? "up" : "down");
   if (rest < gpus_ * kGpuLinks)
-    return fmt::format("node{}.gpu{}.{}", node, rest / kGpuLinks, kGpuLinkNames[rest % kGpuLinks]);
+    return fmt::format(FMT_COMPILE("node{}.gpu{}.{}"), node, rest / kGpuLinks,
+                       kGpuLinkNames[rest % kGpuLinks]);
   rest -= gpus_ * kGpuLinks;
-  return fmt::format("node{}.switch{}.uplink.{}", node, rest / 2, rest % 2 == kSwUp ? "up" : "down");
+  return fmt::format(FMT_COMPILE("node{}.switch{}.uplink.{}"), node, rest / 2,
+                     rest % 2 == kSwUp ? "up" : "down");
 }
 
 bool Topology::nvlinked(std::int32_t a, std::int32_t b) const {
