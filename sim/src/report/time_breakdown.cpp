@@ -17,7 +17,14 @@ struct Tally {
 
 class Attribution {
  public:
-  Attribution(const Plan& plan, const Timeline& tl) : plan_(plan), tl_(tl) {}
+  Attribution(const Plan& plan, const Timeline& tl) : plan_(plan), tl_(tl) {
+    // Streams named for context or tensor parallelism, looked up once: a wait is charged per compute op.
+    named_.reserve(plan.streams.size());
+    for (const Stream& s : plan.streams)
+      named_.push_back(s.name == kContextParallelStream  ? Cause::kContextParallel
+                       : s.name == kTensorParallelStream ? Cause::kTensorParallel
+                                                         : Cause::kOther);
+  }
 
   /// The dependency of `op` that finished last, looking through zero-time markers; -1 when none.
   OpId critical_dep(OpId op) const {
@@ -81,8 +88,7 @@ class Attribution {
       default:
         break;
     }
-    if (s.name == kContextParallelStream) return Cause::kContextParallel;
-    if (s.name == kTensorParallelStream) return Cause::kTensorParallel;
+    if (const Cause c = named_[static_cast<std::size_t>(op.stream)]; c != Cause::kOther) return c;
     if (is_collective(op.kind) && s.kind != StreamKind::kCompute) return Cause::kDataParallel;
     return Cause::kPipeline;  // another GPU's compute, its TP collectives, or a p2p transfer
   }
@@ -93,6 +99,7 @@ class Attribution {
  private:
   const Plan& plan_;
   const Timeline& tl_;
+  std::vector<Cause> named_;  // per stream: kContextParallel, kTensorParallel or kOther (no such name)
 };
 
 }  // namespace
