@@ -107,7 +107,8 @@ class EventQueue {
       }
     }
     moving_.clear();
-    std::sort(now_.begin(), now_.end(), KeyLess{});
+    // Usually already in order (a bucket keeps its events in push order unless a settle moved older ones in).
+    if (!std::is_sorted(now_.begin(), now_.end(), KeyLess{})) std::sort(now_.begin(), now_.end(), KeyLess{});
   }
 
   /// The lowest non-empty bucket; the queue holds events outside `now_`.
