@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "engine/event_queue.hpp"
+#include "engine/group_numbering.hpp"
 #include "hardware/flow_network.hpp"
 #include "hardware/topology.hpp"
 #include "pipesim/sim/error.hpp"
@@ -334,35 +335,14 @@ void Run::setup() {
     st.head = 0;
     st.head_op = st.count > 0 ? stream_order_[static_cast<std::size_t>(st.begin)] : -1;
   }
-  // Dense group indices in ascending order of the plan's ids: through a table indexed by id when the ids
-  // are about as many as the ops (generated plans number them 0, 1, ...), else by a sorted search.
-  const std::int32_t max_group =
-      group_ids.empty() ? -1 : *std::max_element(group_ids.begin(), group_ids.end());
-  std::vector<std::int32_t> dense_group;
-  if (max_group >= 0 && static_cast<std::size_t>(max_group) <= 2 * n) {
-    dense_group.assign(static_cast<std::size_t>(max_group) + 1, -1);
-    for (std::int32_t g : group_ids) dense_group[static_cast<std::size_t>(g)] = 0;
-    group_ids.clear();
-    for (std::size_t g = 0; g < dense_group.size(); ++g)
-      if (dense_group[g] == 0) {
-        dense_group[g] = static_cast<std::int32_t>(group_ids.size());
-        group_ids.push_back(static_cast<std::int32_t>(g));
-      }
-  } else {
-    std::sort(group_ids.begin(), group_ids.end());
-    group_ids.erase(std::unique(group_ids.begin(), group_ids.end()), group_ids.end());
-  }
-  group_size_.assign(group_ids.size(), 0);
-  group_ready_.assign(group_ids.size(), 0);
+  const GroupNumbering groups(std::move(group_ids), n);
+  group_size_.assign(groups.size(), 0);
+  group_ready_.assign(groups.size(), 0);
   for (std::size_t i = 0; i < n; ++i) {
     if (ops_[i].mode != Mode::kFlow) continue;
     ops_[i].duration = -1;
     if (const auto* t = std::get_if<TransferWork>(&plan_.ops[i].payload); t && t->group >= 0) {
-      const auto g =
-          !dense_group.empty()
-              ? static_cast<std::size_t>(dense_group[static_cast<std::size_t>(t->group)])
-              : static_cast<std::size_t>(std::lower_bound(group_ids.begin(), group_ids.end(), t->group) -
-                                         group_ids.begin());
+      const std::size_t g = groups[t->group];
       ops_[i].duration = static_cast<Duration>(g);
       if (group_size_[g] != 0 && group_size_[g] != t->group_size)
         throw InputError(plan_.origin, fmt::format("/ops/{}/transfer/group_size", i),
@@ -379,10 +359,10 @@ void Run::setup() {
   }
   // Each group's member ops in one flat array, in the order they become ready (sized by the ops present: a
   // group may declare more members than the plan holds, and then never starts).
-  group_begin_.assign(group_ids.size() + 1, 0);
-  for (std::size_t g = 0; g < group_ids.size(); ++g) group_begin_[g + 1] = group_begin_[g] + group_ready_[g];
+  group_begin_.assign(groups.size() + 1, 0);
+  for (std::size_t g = 0; g < groups.size(); ++g) group_begin_[g + 1] = group_begin_[g] + group_ready_[g];
   group_members_.assign(static_cast<std::size_t>(group_begin_.back()), -1);
-  group_ready_.assign(group_ids.size(), 0);
+  group_ready_.assign(groups.size(), 0);
 
   const std::size_t nd = plan_.devices.size();
   mem_now_.assign(nd, 0);
