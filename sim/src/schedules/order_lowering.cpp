@@ -352,7 +352,7 @@ class Builder {
     return it->second;
   }
   struct WorkHash {
-    // Mixes the fields' bits (std::hash<double> runs a byte hash per field: a fifth of a plan's building).
+    // Mixes the fields' bits: std::hash<double> runs a byte hash per field, once per op built.
     static std::uint64_t bits(double x) { return x == 0 ? 0 : std::bit_cast<std::uint64_t>(x); }  // -0 == 0
     std::size_t operator()(const ComputeWork& w) const {
       std::uint64_t h = bits(w.flops);
