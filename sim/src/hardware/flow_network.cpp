@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include <fmt/format.h>
@@ -58,11 +59,10 @@ void FlowNetwork::remove(FlowId id, TimePoint now) {
     auto* at = std::find(v.begin(), v.end(), id);
     v.erase(at, at + 1);
   }
-  // The links seed the recomputation.
-  const PathLinks removed = f.links;
+  // The links seed the recomputation (the flow is off them already).
+  touched(std::span<const std::int32_t>(f.links.data(), f.links.size()), now);
   f.links = PathLinks();
   free_ids_.push_back(id);
-  touched(std::span<const std::int32_t>(removed.data(), removed.size()), now);
 }
 
 void FlowNetwork::touched(std::span<const std::int32_t> links, TimePoint now) {
@@ -70,7 +70,7 @@ void FlowNetwork::touched(std::span<const std::int32_t> links, TimePoint now) {
     recompute(links, now);
     return;
   }
-  pending_links_.insert(pending_links_.end(), links.begin(), links.end());
+  for (std::int32_t l : links) pending_links_.push_back(l);  // a path's few links: no range insert
   changed_.clear();
 }
 
@@ -102,7 +102,13 @@ void FlowNetwork::flush(TimePoint now) {
     flush_changed_.insert(flush_changed_.end(), changed_.begin(), changed_.end());
   }
   flush_seeds_.clear();
-  std::sort(flush_changed_.begin(), flush_changed_.end());
+  // Ascending ids. Flows started together usually arrive in one order or its reverse (ids are reused last
+  // freed first), so two linear checks spare most sorts.
+  auto& c = flush_changed_;
+  if (std::is_sorted(c.begin(), c.end(), std::greater<>{}))
+    std::reverse(c.begin(), c.end());
+  else if (!std::is_sorted(c.begin(), c.end()))
+    std::sort(c.begin(), c.end());
   changed_.swap(flush_changed_);
 }
 
