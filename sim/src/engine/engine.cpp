@@ -124,6 +124,7 @@ class Run {
     std::int32_t head = 0;
     std::int32_t count = 0;
     OpId head_op = -1;       // the op at head (kept here: checking it stays off the per-op arrays), or -1
+    std::int32_t memo = -1;  // its paths in path_memos_ when it carries transfers
     std::int64_t begin = 0;  // offset into stream_order_
   };
 
@@ -195,7 +196,7 @@ class Run {
     }
   };
   const Path& path_of(StreamId stream, const TransferWork& t, bool ring) {
-    auto& memo = path_memo_[static_cast<std::size_t>(stream)];
+    auto& memo = path_memos_[static_cast<std::size_t>(streams_[static_cast<std::size_t>(stream)].memo)];
     if (memo[0].matches(t, ring)) return memo[0].path;
     std::swap(memo[0], memo[1]);  // the last one becomes the older
     if (!memo[0].matches(t, ring)) {
@@ -223,7 +224,7 @@ class Run {
   HugeVector<std::uint32_t> dependents_at_;  // a plan's dependencies number fewer than 2^32 (checked)
   std::vector<std::int64_t> mem_now_;
   std::vector<Endpoint> endpoints_;  // per device: where it sits in the topology (looked up per transfer)
-  std::vector<std::array<PathMemo, 2>> path_memo_;  // per stream: the last path first
+  std::vector<std::array<PathMemo, 2>> path_memos_;  // per stream that carries transfers: the last path first
   std::vector<std::int32_t> cores_free_;
   /// CPU ops waiting for a device's cores, first come first served. A vector and the index of its first
   /// waiting op: a deque allocates even when empty, and only host devices ever wait.
@@ -272,7 +273,6 @@ void Run::setup() {
   dependents_at_.assign(n + 1, 0);
   streams_.resize(plan_.streams.size());
   for (std::size_t s = 0; s < plan_.streams.size(); ++s) streams_[s].device = plan_.streams[s].device;
-  path_memo_.assign(plan_.streams.size(), {});
   std::vector<std::int32_t> group_ids;
   std::uint64_t total_deps = 0;
   DurationCache durations;
@@ -292,6 +292,10 @@ void Run::setup() {
     if (const auto* t = std::get_if<TransferWork>(&op.payload); t && op.fixed_duration < 0) {
       h.mode = Mode::kFlow;
       if (t->group >= 0) group_ids.push_back(t->group);
+      if (st.memo < 0) {
+        st.memo = static_cast<std::int32_t>(path_memos_.size());
+        path_memos_.emplace_back();
+      }
     } else {
       h.mode =
           std::holds_alternative<CpuWork>(op.payload) && op.fixed_duration < 0 ? Mode::kCpu : Mode::kTimed;
