@@ -10,6 +10,7 @@
 
 #include "engine/event_queue.hpp"
 #include "engine/group_numbering.hpp"
+#include "engine/plan_validator.hpp"
 #include "hardware/flow_network.hpp"
 #include "hardware/topology.hpp"
 #include "pipesim/sim/error.hpp"
@@ -17,66 +18,9 @@
 namespace pipesim::sim {
 
 void validate_plan(const Plan& plan, const std::string& file) {
-  const auto nd = static_cast<std::int64_t>(plan.devices.size());
-  const auto ns = static_cast<std::int64_t>(plan.streams.size());
-  const auto no = static_cast<std::int64_t>(plan.ops.size());
-  for (std::size_t d = 0; d < plan.devices.size(); ++d) {
-    const auto& dev = plan.devices[d];
-    std::string path = fmt::format("/devices/{}", d);
-    if (dev.node < 0 || dev.node >= plan.nodes)
-      throw InputError(file, path + "/node",
-                       fmt::format("node {} out of range; valid: 0 .. {}", dev.node, plan.nodes - 1));
-    if (dev.kind == DeviceKind::kGpu && (dev.local_index < 0 || dev.local_index >= plan.hw.node.gpus))
-      throw InputError(
-          file, path + "/local_index",
-          fmt::format("GPU index {} out of range; valid: 0 .. {}", dev.local_index, plan.hw.node.gpus - 1));
-    if (dev.resident_bytes < 0) throw InputError(file, path + "/resident_bytes", "must be >= 0");
-  }
-  for (std::size_t s = 0; s < plan.streams.size(); ++s)
-    if (plan.streams[s].device < 0 || plan.streams[s].device >= nd)
-      throw InputError(file, fmt::format("/streams/{}/device", s),
-                       fmt::format("no device {}; valid: 0 .. {}", plan.streams[s].device, nd - 1));
-  std::int32_t last_iteration = -1;
-  for (std::size_t i = 0; i < plan.ops.size(); ++i) {
-    const Op& op = plan.ops[i];
-    last_iteration = std::max(last_iteration, op.tags.iteration);
-    // Paths are formatted only on failure: this loop runs over millions of ops.
-    auto path = [i] { return fmt::format("/ops/{}", i); };
-    if (op.stream < 0 || op.stream >= ns)
-      throw InputError(file, path() + "/stream",
-                       fmt::format("no stream {}; valid: 0 .. {}", op.stream, ns - 1));
-    for (std::size_t k = 0; k < op.deps.size(); ++k)
-      if (op.deps[k] < 0 || op.deps[k] >= no || op.deps[k] == static_cast<OpId>(i))
-        throw InputError(file, fmt::format("{}/deps/{}", path(), k),
-                         fmt::format("dependency {} is not another op; valid: 0 .. {}", op.deps[k], no - 1));
-    if (op.alloc_bytes < 0 || op.free_bytes < 0)
-      throw InputError(file, path(), "alloc_bytes and free_bytes must be >= 0");
-    if (op.tags.iteration < 0 || op.tags.iteration >= plan.meta.iterations)
-      throw InputError(file, path() + "/tags/iteration",
-                       fmt::format("iteration {}; valid: 0 .. {} (meta.iterations - 1)", op.tags.iteration,
-                                   plan.meta.iterations - 1));
-    if (const auto* t = std::get_if<TransferWork>(&op.payload)) {
-      if (t->src < 0 || t->src >= nd || t->dst < 0 || t->dst >= nd)
-        throw InputError(file, path() + "/transfer", fmt::format("src/dst must be devices 0 .. {}", nd - 1));
-      if (t->bytes < 0) throw InputError(file, path() + "/transfer/bytes", "must be >= 0");
-      if (t->group_size < 1 || t->group_size > nd)
-        throw InputError(file, path() + "/transfer/group_size",
-                         fmt::format("{} members; valid: 1 .. {} (the plan's devices)", t->group_size, nd));
-    }
-    if (const auto* c = std::get_if<CpuWork>(&op.payload)) {
-      if (plan.devices[static_cast<std::size_t>(plan.streams[static_cast<std::size_t>(op.stream)].device)]
-              .kind != DeviceKind::kHost)
-        throw InputError(file, path() + "/cpu", "CPU work must sit on a host stream");
-      if (c->threads < 1 || c->threads > plan.hw.host.cores)
-        throw InputError(file, path() + "/cpu/threads",
-                         fmt::format("valid: 1 .. {} (host cores)", plan.hw.host.cores));
-    }
-  }
-  // Metrics size per-iteration tables by meta.iterations: it must be the iterations the ops run.
-  if (!plan.ops.empty() && last_iteration + 1 != plan.meta.iterations)
-    throw InputError(file, "/meta/iterations",
-                     fmt::format("{} iterations, but the ops run {}; valid: {}", plan.meta.iterations,
-                                 last_iteration + 1, last_iteration + 1));
+  PlanValidator check(plan, file);
+  for (std::size_t i = 0; i < plan.ops.size(); ++i) check.op(i);
+  check.finish();
 }
 
 namespace {
@@ -106,8 +50,11 @@ class Run {
     std::int64_t alloc = 0;
     std::int64_t free = 0;
     StreamId stream = 0;
-    std::uint32_t end_version = 0;  // bumped when a collective beside it moves its end event
+    OpId next = -1;  // the op after it on its stream, or -1
     std::int32_t deps_left = 0;
+    std::uint32_t end_version = 0;  // bumped when a collective beside it moves its end event
+    std::uint32_t dependents =
+        0;  // its dependents start here in dependents_ (and end where the next op's do)
     Mode mode = Mode::kTimed;
     bool started = false;
     bool collective = false;   // a collective on a GPU: slows the compute beside it
@@ -121,11 +68,9 @@ class Run {
   };
   struct StreamState {
     DeviceId device = 0;
-    std::int32_t head = 0;
-    std::int32_t count = 0;
-    OpId head_op = -1;       // the op at head (kept here: checking it stays off the per-op arrays), or -1
+    OpId head_op = -1;  // the op that runs next (kept here: checking it stays off the per-op arrays), or -1
+    OpId last_op = -1;  // while setting up: the last op placed on it
     std::int32_t memo = -1;  // its paths in path_memos_ when it carries transfers
-    std::int64_t begin = 0;  // offset into stream_order_
   };
 
   /// Links are built only for nodes that hold a device of the plan (a cluster may be larger than the job).
@@ -208,6 +153,14 @@ class Run {
     return memo[0].path;
   }
   [[noreturn]] void report_deadlock() const;
+  /// A stream's ops sit mostly one after another, and each is first touched by the event loop when the one
+  /// before it ends: fetch the state of the ops a few places on while this one runs. (Hundreds of streams
+  /// advance at once, more than the hardware prefetcher follows.)
+  void prefetch_ahead(std::size_t i) const {
+    const std::size_t ahead = std::min(i + kPrefetchOps, ops_.size() - 1);
+    __builtin_prefetch(&ops_[ahead]);
+  }
+  static constexpr std::size_t kPrefetchOps = 8;
 
   const Plan& plan_;
   const EngineOptions& options_;
@@ -219,9 +172,8 @@ class Run {
 
   HugeVector<HotOp> ops_;
   std::vector<StreamState> streams_;
-  HugeVector<OpId> stream_order_;
-  HugeVector<OpId> dependents_;              // CSR of reverse deps
-  HugeVector<std::uint32_t> dependents_at_;  // a plan's dependencies number fewer than 2^32 (checked)
+  HugeVector<OpId>
+      dependents_;  // reverse deps, by op (a plan's dependencies number fewer than 2^32: checked)
   std::vector<std::int64_t> mem_now_;
   std::vector<Endpoint> endpoints_;  // per device: where it sits in the topology (looked up per transfer)
   std::vector<std::array<PathMemo, 2>> path_memos_;  // per stream that carries transfers: the last path first
@@ -270,18 +222,32 @@ void Run::setup() {
   tl_.end.assign(n, -1);
   ops_.clear();
   ops_.reserve(n);  // filled below: each op's entry is written once
-  dependents_at_.assign(n + 1, 0);
+  HugeVector<std::uint32_t> dependents_at(n + 1, 0);
   streams_.resize(plan_.streams.size());
   for (std::size_t s = 0; s < plan_.streams.size(); ++s) streams_[s].device = plan_.streams[s].device;
   std::vector<std::int32_t> group_ids;
-  std::uint64_t total_deps = 0;
+  std::vector<OpId> grouped;  // the transfers that belong to a collective group
+  // Every (dependency, op) pair: the plan's ops are read once (each is two cache lines), and the reverse
+  // dependencies are sorted out of this compact copy.
+  struct Edge {
+    OpId from, to;
+  };
+  HugeVector<Edge> edges;
+  edges.reserve(n);
   DurationCache durations;
+  PlanValidator check(plan_, plan_.origin);
   for (std::size_t i = 0; i < n; ++i) {
+    check.op(i);
     const Op& op = plan_.ops[i];
+    const auto id = static_cast<OpId>(i);
     HotOp& h = ops_.emplace_back();
     auto& st = streams_[static_cast<std::size_t>(op.stream)];
     h.stream = op.stream;
-    ++st.count;
+    if (st.last_op >= 0)
+      ops_[static_cast<std::size_t>(st.last_op)].next = id;
+    else
+      st.head_op = id;
+    st.last_op = id;
     h.deps_left = static_cast<std::int32_t>(op.deps.size());
     h.alloc = op.alloc_bytes;
     h.free = op.free_bytes;
@@ -291,7 +257,11 @@ void Run::setup() {
     }
     if (const auto* t = std::get_if<TransferWork>(&op.payload); t && op.fixed_duration < 0) {
       h.mode = Mode::kFlow;
-      if (t->group >= 0) group_ids.push_back(t->group);
+      h.duration = -1;
+      if (t->group >= 0) {
+        group_ids.push_back(t->group);
+        grouped.push_back(id);
+      }
       if (st.memo < 0) {
         st.memo = static_cast<std::int32_t>(path_memos_.size());
         path_memos_.emplace_back();
@@ -307,45 +277,31 @@ void Run::setup() {
             "op duration exceeds the simulated time range (about 292 years); check its work and rates");
       }
     }
-    for (OpId d : op.deps) ++dependents_at_[static_cast<std::size_t>(d)];
-    total_deps += op.deps.size();
+    for (OpId d : op.deps) {
+      ++dependents_at[static_cast<std::size_t>(d)];
+      edges.push_back({d, id});
+    }
   }
-  if (total_deps > std::numeric_limits<std::uint32_t>::max())
+  check.finish();
+  if (edges.size() > std::numeric_limits<std::uint32_t>::max())
     throw InputError(plan_.origin, "/ops",
-                     fmt::format("{} dependencies; valid: at most 2^32 - 1", total_deps));
-  // Reverse dependencies (CSR) in place: dependents_at_[d] first counts d's dependents, then, summed, is the
-  // end of d's range; filling from the last op backwards moves it down to the range's start, and leaves
+                     fmt::format("{} dependencies; valid: at most 2^32 - 1", edges.size()));
+  // Reverse dependencies (CSR) in place: dependents_at[d] first counts d's dependents, then, summed, is the
+  // end of d's range; filling from the last edge backwards moves it down to the range's start, and leaves
   // each list in ascending op order (the order the dependents are tried in).
-  for (std::size_t i = 1; i < n; ++i) dependents_at_[i] += dependents_at_[i - 1];
-  dependents_at_[n] = n > 0 ? dependents_at_[n - 1] : 0;
-  dependents_.resize(static_cast<std::size_t>(dependents_at_[n]));
-  for (std::size_t i = n; i-- > 0;) {
-    const auto& deps = plan_.ops[i].deps;
-    for (std::size_t k = deps.size(); k-- > 0;)
-      dependents_[static_cast<std::size_t>(--dependents_at_[static_cast<std::size_t>(deps[k])])] =
-          static_cast<OpId>(i);
-  }
-  std::int64_t at = 0;
-  for (auto& st : streams_) {
-    st.begin = at;
-    at += st.count;
-  }
-  stream_order_.resize(n);
-  for (std::size_t i = 0; i < n; ++i) {  // head counts each stream's ops placed so far, then starts over
-    auto& st = streams_[static_cast<std::size_t>(ops_[i].stream)];
-    stream_order_[static_cast<std::size_t>(st.begin + st.head++)] = static_cast<OpId>(i);
-  }
-  for (auto& st : streams_) {
-    st.head = 0;
-    st.head_op = st.count > 0 ? stream_order_[static_cast<std::size_t>(st.begin)] : -1;
-  }
+  for (std::size_t i = 1; i < n; ++i) dependents_at[i] += dependents_at[i - 1];
+  dependents_.resize(edges.size());
+  for (std::size_t k = edges.size(); k-- > 0;)
+    dependents_[--dependents_at[static_cast<std::size_t>(edges[k].from)]] = edges[k].to;
+  edges = {};
+  for (std::size_t i = 0; i < n; ++i) ops_[i].dependents = dependents_at[i];
   const GroupNumbering groups(std::move(group_ids), n);
   group_size_.assign(groups.size(), 0);
   group_ready_.assign(groups.size(), 0);
-  for (std::size_t i = 0; i < n; ++i) {
-    if (ops_[i].mode != Mode::kFlow) continue;
-    ops_[i].duration = -1;
-    if (const auto* t = std::get_if<TransferWork>(&plan_.ops[i].payload); t && t->group >= 0) {
+  for (OpId id : grouped) {
+    const auto i = static_cast<std::size_t>(id);
+    {
+      const auto* t = &std::get<TransferWork>(plan_.ops[i].payload);
       const std::size_t g = groups[t->group];
       ops_[i].duration = static_cast<Duration>(g);
       if (group_size_[g] != 0 && group_size_[g] != t->group_size)
@@ -390,7 +346,7 @@ Timeline Run::execute() {
   validate_plan(plan_, plan_.origin);
   setup();
   for (const auto& st : streams_)
-    if (st.count > 0) try_start(stream_order_[static_cast<std::size_t>(st.begin)]);
+    if (st.head_op >= 0) try_start(st.head_op);
 
   net_.flush(now_);
   schedule_flow_events(net_.changed());
@@ -486,6 +442,7 @@ void Run::start(OpId id) {
   }
   h.started = true;
   tl_.start[i] = now_;
+  prefetch_ahead(i);
   adjust_memory(dev, h.alloc);
   if (h.collective) {
     const double old_factor = stretch(dev);
@@ -555,9 +512,10 @@ void Run::finish(OpId id) {
       start(next);
     }
   }
-  st.head_op = ++st.head < st.count ? stream_order_[static_cast<std::size_t>(st.begin + st.head)] : -1;
+  st.head_op = h.next;
   if (st.head_op >= 0) try_start(st.head_op);
-  for (auto k = dependents_at_[i]; k < dependents_at_[i + 1]; ++k) {
+  const std::size_t dependents_end = i + 1 < ops_.size() ? ops_[i + 1].dependents : dependents_.size();
+  for (std::size_t k = h.dependents; k < dependents_end; ++k) {
     OpId d = dependents_[static_cast<std::size_t>(k)];
     if (--ops_[static_cast<std::size_t>(d)].deps_left == 0) try_start(d);
   }
@@ -612,8 +570,8 @@ void Run::report_deadlock() const {
       fmt::format("deadlock: {} of {} ops never ran; stuck:", plan_.ops.size() - finished_, plan_.ops.size());
   int shown = 0;
   for (std::size_t s = 0; s < streams_.size() && shown < 8; ++s) {
-    if (streams_[s].head >= streams_[s].count) continue;
-    OpId head = stream_order_[static_cast<std::size_t>(streams_[s].begin + streams_[s].head)];
+    const OpId head = streams_[s].head_op;
+    if (head < 0) continue;
     msg += fmt::format(" [{} waits for", describe(plan_, head));
     int listed = 0;
     for (OpId d : plan_.ops[static_cast<std::size_t>(head)].deps) {

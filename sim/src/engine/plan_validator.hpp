@@ -1,0 +1,101 @@
+// The checks of a plan's references, split so that the engine runs them inside the one pass it already makes
+// over the ops (a plan of millions of ops is 120 bytes an op: every extra pass over it is memory traffic).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <variant>
+
+#include <fmt/format.h>
+
+#include "pipesim/sim/error.hpp"
+#include "pipesim/sim/plan.hpp"
+
+namespace pipesim::sim {
+
+class PlanValidator {
+ public:
+  /// Checks the devices and the streams; `op` then checks each op and `finish` what spans all of them.
+  PlanValidator(const Plan& plan, const std::string& file)
+      : plan_(plan),
+        file_(file),
+        devices_(static_cast<std::int64_t>(plan.devices.size())),
+        streams_(static_cast<std::int64_t>(plan.streams.size())),
+        ops_(static_cast<std::int64_t>(plan.ops.size())) {
+    for (std::size_t d = 0; d < plan.devices.size(); ++d) {
+      const auto& dev = plan.devices[d];
+      std::string path = fmt::format("/devices/{}", d);
+      if (dev.node < 0 || dev.node >= plan.nodes)
+        throw InputError(file, path + "/node",
+                         fmt::format("node {} out of range; valid: 0 .. {}", dev.node, plan.nodes - 1));
+      if (dev.kind == DeviceKind::kGpu && (dev.local_index < 0 || dev.local_index >= plan.hw.node.gpus))
+        throw InputError(
+            file, path + "/local_index",
+            fmt::format("GPU index {} out of range; valid: 0 .. {}", dev.local_index, plan.hw.node.gpus - 1));
+      if (dev.resident_bytes < 0) throw InputError(file, path + "/resident_bytes", "must be >= 0");
+    }
+    for (std::size_t s = 0; s < plan.streams.size(); ++s)
+      if (plan.streams[s].device < 0 || plan.streams[s].device >= devices_)
+        throw InputError(file, fmt::format("/streams/{}/device", s),
+                         fmt::format("no device {}; valid: 0 .. {}", plan.streams[s].device, devices_ - 1));
+  }
+
+  void op(std::size_t i) {
+    const Op& op = plan_.ops[i];
+    last_iteration_ = std::max(last_iteration_, op.tags.iteration);
+    if (op.stream < 0 || op.stream >= streams_)
+      throw InputError(file_, path(i) + "/stream",
+                       fmt::format("no stream {}; valid: 0 .. {}", op.stream, streams_ - 1));
+    for (std::size_t k = 0; k < op.deps.size(); ++k)
+      if (op.deps[k] < 0 || op.deps[k] >= ops_ || op.deps[k] == static_cast<OpId>(i))
+        throw InputError(
+            file_, fmt::format("{}/deps/{}", path(i), k),
+            fmt::format("dependency {} is not another op; valid: 0 .. {}", op.deps[k], ops_ - 1));
+    if (op.alloc_bytes < 0 || op.free_bytes < 0)
+      throw InputError(file_, path(i), "alloc_bytes and free_bytes must be >= 0");
+    if (op.tags.iteration < 0 || op.tags.iteration >= plan_.meta.iterations)
+      throw InputError(file_, path(i) + "/tags/iteration",
+                       fmt::format("iteration {}; valid: 0 .. {} (meta.iterations - 1)", op.tags.iteration,
+                                   plan_.meta.iterations - 1));
+    if (std::holds_alternative<SharedCompute>(op.payload)) return;  // GPU math refers to nothing else
+    if (const auto* t = std::get_if<TransferWork>(&op.payload)) {
+      if (t->src < 0 || t->src >= devices_ || t->dst < 0 || t->dst >= devices_)
+        throw InputError(file_, path(i) + "/transfer",
+                         fmt::format("src/dst must be devices 0 .. {}", devices_ - 1));
+      if (t->bytes < 0) throw InputError(file_, path(i) + "/transfer/bytes", "must be >= 0");
+      if (t->group_size < 1 || t->group_size > devices_)
+        throw InputError(
+            file_, path(i) + "/transfer/group_size",
+            fmt::format("{} members; valid: 1 .. {} (the plan's devices)", t->group_size, devices_));
+    }
+    if (const auto* c = std::get_if<CpuWork>(&op.payload)) {
+      if (plan_.devices[static_cast<std::size_t>(plan_.streams[static_cast<std::size_t>(op.stream)].device)]
+              .kind != DeviceKind::kHost)
+        throw InputError(file_, path(i) + "/cpu", "CPU work must sit on a host stream");
+      if (c->threads < 1 || c->threads > plan_.hw.host.cores)
+        throw InputError(file_, path(i) + "/cpu/threads",
+                         fmt::format("valid: 1 .. {} (host cores)", plan_.hw.host.cores));
+    }
+  }
+
+  /// After every op: metrics size per-iteration tables by meta.iterations, so it must be the iterations the
+  /// ops run.
+  void finish() const {
+    if (ops_ > 0 && last_iteration_ + 1 != plan_.meta.iterations)
+      throw InputError(file_, "/meta/iterations",
+                       fmt::format("{} iterations, but the ops run {}; valid: {}", plan_.meta.iterations,
+                                   last_iteration_ + 1, last_iteration_ + 1));
+  }
+
+ private:
+  // Paths are formatted only on failure: the checks run over millions of ops.
+  static std::string path(std::size_t i) { return fmt::format("/ops/{}", i); }
+
+  const Plan& plan_;
+  const std::string& file_;
+  std::int64_t devices_, streams_, ops_;
+  std::int32_t last_iteration_ = -1;
+};
+
+}  // namespace pipesim::sim
