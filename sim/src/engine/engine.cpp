@@ -70,7 +70,20 @@ class Run {
     DeviceId device = 0;
     OpId head_op = -1;  // the op that runs next (kept here: checking it stays off the per-op arrays), or -1
     OpId last_op = -1;  // while setting up: the last op placed on it
-    std::int32_t memo = -1;  // its paths in path_memos_ when it carries transfers
+    std::int32_t memo = -1;           // its paths in path_memos_ when it carries transfers
+    std::int32_t transfer = -1;       // its next transfer's Transfer in transfers_, or -1
+    std::int32_t last_transfer = -1;  // while setting up: its last transfer's
+  };
+  /// What a transfer op's start reads, copied from the plan's op while setting up (the op is 120 bytes, two
+  /// cache lines, and the event loop would otherwise read it cold). A stream starts its ops in order, so its
+  /// transfers are a chain: the stream follows it and no op needs an index.
+  struct Transfer {
+    DeviceId src = 0, dst = 0;
+    std::int64_t bytes = 0, message_bytes = 0;
+    std::int32_t latency_steps = 1;
+    std::int32_t priority = 0;
+    std::int32_t next = -1;  // the stream's next transfer
+    bool ring = false;       // a collective's ring step
   };
 
   /// Links are built only for nodes that hold a device of the plan (a cluster may be larger than the job).
@@ -135,19 +148,19 @@ class Run {
     bool ring = false;
     std::int64_t bytes = 0, message_bytes = 0;
     Path path;
-    bool matches(const TransferWork& t, bool r) const {
-      return src == t.src && dst == t.dst && ring == r && bytes == t.bytes &&
+    bool matches(const Transfer& t) const {
+      return src == t.src && dst == t.dst && ring == t.ring && bytes == t.bytes &&
              message_bytes == t.message_bytes;
     }
   };
-  const Path& path_of(StreamId stream, const TransferWork& t, bool ring) {
-    auto& memo = path_memos_[static_cast<std::size_t>(streams_[static_cast<std::size_t>(stream)].memo)];
-    if (memo[0].matches(t, ring)) return memo[0].path;
+  const Path& path_of(const StreamState& stream, const Transfer& t) {
+    auto& memo = path_memos_[static_cast<std::size_t>(stream.memo)];
+    if (memo[0].matches(t)) return memo[0].path;
     std::swap(memo[0], memo[1]);  // the last one becomes the older
-    if (!memo[0].matches(t, ring)) {
-      memo[0].path = ring ? topo_.ring_path(endpoint(t.src), endpoint(t.dst), t.bytes, t.message_bytes)
-                          : topo_.path(endpoint(t.src), endpoint(t.dst), t.bytes);
-      memo[0].src = t.src, memo[0].dst = t.dst, memo[0].ring = ring;
+    if (!memo[0].matches(t)) {
+      memo[0].path = t.ring ? topo_.ring_path(endpoint(t.src), endpoint(t.dst), t.bytes, t.message_bytes)
+                            : topo_.path(endpoint(t.src), endpoint(t.dst), t.bytes);
+      memo[0].src = t.src, memo[0].dst = t.dst, memo[0].ring = t.ring;
       memo[0].bytes = t.bytes, memo[0].message_bytes = t.message_bytes;
     }
     return memo[0].path;
@@ -176,6 +189,7 @@ class Run {
       dependents_;  // reverse deps, by op (a plan's dependencies number fewer than 2^32: checked)
   std::vector<std::int64_t> mem_now_;
   std::vector<Endpoint> endpoints_;  // per device: where it sits in the topology (looked up per transfer)
+  HugeVector<Transfer> transfers_;   // the flow ops' transfers, in op order, chained per stream
   std::vector<std::array<PathMemo, 2>> path_memos_;  // per stream that carries transfers: the last path first
   std::vector<std::int32_t> cores_free_;
   /// CPU ops waiting for a device's cores, first come first served. A vector and the index of its first
@@ -226,7 +240,11 @@ void Run::setup() {
   streams_.resize(plan_.streams.size());
   for (std::size_t s = 0; s < plan_.streams.size(); ++s) streams_[s].device = plan_.streams[s].device;
   std::vector<std::int32_t> group_ids;
-  std::vector<OpId> grouped;  // the transfers that belong to a collective group
+  struct Member {
+    OpId op;
+    std::int32_t size;  // the group's size this op states
+  };
+  std::vector<Member> grouped;  // the transfers that belong to a collective group, beside group_ids
   // Every (dependency, op) pair: the plan's ops are read once (each is two cache lines), and the reverse
   // dependencies are sorted out of this compact copy.
   struct Edge {
@@ -260,12 +278,17 @@ void Run::setup() {
       h.duration = -1;
       if (t->group >= 0) {
         group_ids.push_back(t->group);
-        grouped.push_back(id);
+        grouped.push_back({id, t->group_size});
       }
       if (st.memo < 0) {
         st.memo = static_cast<std::int32_t>(path_memos_.size());
         path_memos_.emplace_back();
       }
+      const auto k = static_cast<std::int32_t>(transfers_.size());
+      transfers_.push_back({t->src, t->dst, t->bytes, t->message_bytes, t->latency_steps, t->priority, -1,
+                            is_collective(op.kind)});
+      (st.last_transfer >= 0 ? transfers_[static_cast<std::size_t>(st.last_transfer)].next : st.transfer) = k;
+      st.last_transfer = k;
     } else {
       h.mode =
           std::holds_alternative<CpuWork>(op.payload) && op.fixed_duration < 0 ? Mode::kCpu : Mode::kTimed;
@@ -295,27 +318,25 @@ void Run::setup() {
     dependents_[--dependents_at[static_cast<std::size_t>(edges[k].from)]] = edges[k].to;
   edges = {};
   for (std::size_t i = 0; i < n; ++i) ops_[i].dependents = dependents_at[i];
-  const GroupNumbering groups(std::move(group_ids), n);
+  // The members are numbered from the ids kept beside them: the plan's ops are not read again.
+  const GroupNumbering groups(group_ids, n);
   group_size_.assign(groups.size(), 0);
   group_ready_.assign(groups.size(), 0);
-  for (OpId id : grouped) {
-    const auto i = static_cast<std::size_t>(id);
-    {
-      const auto* t = &std::get<TransferWork>(plan_.ops[i].payload);
-      const std::size_t g = groups[t->group];
-      ops_[i].duration = static_cast<Duration>(g);
-      if (group_size_[g] != 0 && group_size_[g] != t->group_size)
-        throw InputError(plan_.origin, fmt::format("/ops/{}/transfer/group_size", i),
-                         fmt::format("{} members, where another op of collective group {} says {}; valid: {}",
-                                     t->group_size, t->group, group_size_[g], group_size_[g]));
-      group_size_[g] = t->group_size;
-      if (++group_ready_[g] > group_size_[g])  // counts members here; reset below
-        throw InputError(
-            plan_.origin, fmt::format("/ops/{}/transfer/group", i),
-            fmt::format("collective group {} has {} member ops; valid: at most its group_size, {} "
-                        "(each collective its own group)",
-                        t->group, group_ready_[g], group_size_[g]));
-    }
+  for (std::size_t k = 0; k < grouped.size(); ++k) {
+    const auto i = static_cast<std::size_t>(grouped[k].op);
+    const std::int32_t group = group_ids[k], size = grouped[k].size;
+    const std::size_t g = groups[group];
+    ops_[i].duration = static_cast<Duration>(g);
+    if (group_size_[g] != 0 && group_size_[g] != size)
+      throw InputError(plan_.origin, fmt::format("/ops/{}/transfer/group_size", i),
+                       fmt::format("{} members, where another op of collective group {} says {}; valid: {}",
+                                   size, group, group_size_[g], group_size_[g]));
+    group_size_[g] = size;
+    if (++group_ready_[g] > group_size_[g])  // counts members here; reset below
+      throw InputError(plan_.origin, fmt::format("/ops/{}/transfer/group", i),
+                       fmt::format("collective group {} has {} member ops; valid: at most its group_size, {} "
+                                   "(each collective its own group)",
+                                   group, group_ready_[g], group_size_[g]));
   }
   // Each group's member ops in one flat array, in the order they become ready (sized by the ops present: a
   // group may declare more members than the plan holds, and then never starts).
@@ -454,9 +475,10 @@ void Run::start(OpId id) {
     return;
   }
   if (h.mode == Mode::kFlow) {
-    const Op& op = plan_.ops[i];
-    const auto& t = std::get<TransferWork>(op.payload);
-    const Path& p = path_of(h.stream, t, is_collective(op.kind));
+    auto& st = streams_[static_cast<std::size_t>(h.stream)];
+    const Transfer& t = transfers_[static_cast<std::size_t>(st.transfer)];
+    st.transfer = t.next;
+    const Path& p = path_of(st, t);
     h.duration = p.latency * t.latency_steps;
     if (!p.links.empty() && t.bytes > 0) {
       FlowId f = net_.add(p.links, static_cast<double>(t.bytes), p.max_bytes_per_ns, now_, t.priority);
