@@ -226,6 +226,8 @@ class Run {
 };
 
 void Run::setup() {
+  // The plan is checked as it is read: devices and streams here, each op in the loop below.
+  PlanValidator check(plan_, plan_.origin);
   const std::size_t n = plan_.ops.size();
   slowdown_ = plan_.hw.gpu.collective_compute_slowdown;
   if (slowdown_ > 0) {
@@ -253,7 +255,6 @@ void Run::setup() {
   HugeVector<Edge> edges;
   edges.reserve(n);
   DurationCache durations;
-  PlanValidator check(plan_, plan_.origin);
   for (std::size_t i = 0; i < n; ++i) {
     check.op(i);
     const Op& op = plan_.ops[i];
@@ -364,7 +365,6 @@ void Run::setup() {
 }
 
 Timeline Run::execute() {
-  validate_plan(plan_, plan_.origin);
   setup();
   for (const auto& st : streams_)
     if (st.head_op >= 0) try_start(st.head_op);

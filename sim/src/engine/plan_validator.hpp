@@ -41,41 +41,26 @@ class PlanValidator {
                          fmt::format("no device {}; valid: 0 .. {}", plan.streams[s].device, devices_ - 1));
   }
 
-  void op(std::size_t i) {
+  /// Inlined into the loops over millions of ops; each failure is reported out of line.
+  [[gnu::always_inline]] void op(std::size_t i) {
     const Op& op = plan_.ops[i];
     last_iteration_ = std::max(last_iteration_, op.tags.iteration);
-    if (op.stream < 0 || op.stream >= streams_)
-      throw InputError(file_, path(i) + "/stream",
-                       fmt::format("no stream {}; valid: 0 .. {}", op.stream, streams_ - 1));
+    if (op.stream < 0 || op.stream >= streams_) fail(i, Bad::kStream);
     for (std::size_t k = 0; k < op.deps.size(); ++k)
-      if (op.deps[k] < 0 || op.deps[k] >= ops_ || op.deps[k] == static_cast<OpId>(i))
-        throw InputError(
-            file_, fmt::format("{}/deps/{}", path(i), k),
-            fmt::format("dependency {} is not another op; valid: 0 .. {}", op.deps[k], ops_ - 1));
-    if (op.alloc_bytes < 0 || op.free_bytes < 0)
-      throw InputError(file_, path(i), "alloc_bytes and free_bytes must be >= 0");
-    if (op.tags.iteration < 0 || op.tags.iteration >= plan_.meta.iterations)
-      throw InputError(file_, path(i) + "/tags/iteration",
-                       fmt::format("iteration {}; valid: 0 .. {} (meta.iterations - 1)", op.tags.iteration,
-                                   plan_.meta.iterations - 1));
+      if (op.deps[k] < 0 || op.deps[k] >= ops_ || op.deps[k] == static_cast<OpId>(i)) fail(i, Bad::kDep, k);
+    if (op.alloc_bytes < 0 || op.free_bytes < 0) fail(i, Bad::kMemory);
+    if (op.tags.iteration < 0 || op.tags.iteration >= plan_.meta.iterations) fail(i, Bad::kIteration);
     if (std::holds_alternative<SharedCompute>(op.payload)) return;  // GPU math refers to nothing else
     if (const auto* t = std::get_if<TransferWork>(&op.payload)) {
-      if (t->src < 0 || t->src >= devices_ || t->dst < 0 || t->dst >= devices_)
-        throw InputError(file_, path(i) + "/transfer",
-                         fmt::format("src/dst must be devices 0 .. {}", devices_ - 1));
-      if (t->bytes < 0) throw InputError(file_, path(i) + "/transfer/bytes", "must be >= 0");
-      if (t->group_size < 1 || t->group_size > devices_)
-        throw InputError(
-            file_, path(i) + "/transfer/group_size",
-            fmt::format("{} members; valid: 1 .. {} (the plan's devices)", t->group_size, devices_));
+      if (t->src < 0 || t->src >= devices_ || t->dst < 0 || t->dst >= devices_) fail(i, Bad::kEndpoints);
+      if (t->bytes < 0) fail(i, Bad::kBytes);
+      if (t->group_size < 1 || t->group_size > devices_) fail(i, Bad::kGroupSize);
     }
     if (const auto* c = std::get_if<CpuWork>(&op.payload)) {
       if (plan_.devices[static_cast<std::size_t>(plan_.streams[static_cast<std::size_t>(op.stream)].device)]
               .kind != DeviceKind::kHost)
-        throw InputError(file_, path(i) + "/cpu", "CPU work must sit on a host stream");
-      if (c->threads < 1 || c->threads > plan_.hw.host.cores)
-        throw InputError(file_, path(i) + "/cpu/threads",
-                         fmt::format("valid: 1 .. {} (host cores)", plan_.hw.host.cores));
+        fail(i, Bad::kCpuDevice);
+      if (c->threads < 1 || c->threads > plan_.hw.host.cores) fail(i, Bad::kCpuThreads);
     }
   }
 
@@ -89,8 +74,52 @@ class PlanValidator {
   }
 
  private:
-  // Paths are formatted only on failure: the checks run over millions of ops.
-  static std::string path(std::size_t i) { return fmt::format("/ops/{}", i); }
+  enum class Bad {
+    kStream,
+    kDep,
+    kMemory,
+    kIteration,
+    kEndpoints,
+    kBytes,
+    kGroupSize,
+    kCpuDevice,
+    kCpuThreads
+  };
+  /// Op i failed check `bad` (for a dependency: its k-th).
+  [[noreturn, gnu::cold, gnu::noinline]] void fail(std::size_t i, Bad bad, std::size_t k = 0) const {
+    const Op& op = plan_.ops[i];
+    const std::string path = fmt::format("/ops/{}", i);
+    switch (bad) {
+      case Bad::kStream:
+        throw InputError(file_, path + "/stream",
+                         fmt::format("no stream {}; valid: 0 .. {}", op.stream, streams_ - 1));
+      case Bad::kDep:
+        throw InputError(
+            file_, fmt::format("{}/deps/{}", path, k),
+            fmt::format("dependency {} is not another op; valid: 0 .. {}", op.deps[k], ops_ - 1));
+      case Bad::kMemory:
+        throw InputError(file_, path, "alloc_bytes and free_bytes must be >= 0");
+      case Bad::kIteration:
+        throw InputError(file_, path + "/tags/iteration",
+                         fmt::format("iteration {}; valid: 0 .. {} (meta.iterations - 1)", op.tags.iteration,
+                                     plan_.meta.iterations - 1));
+      case Bad::kEndpoints:
+        throw InputError(file_, path + "/transfer",
+                         fmt::format("src/dst must be devices 0 .. {}", devices_ - 1));
+      case Bad::kBytes:
+        throw InputError(file_, path + "/transfer/bytes", "must be >= 0");
+      case Bad::kGroupSize:
+        throw InputError(file_, path + "/transfer/group_size",
+                         fmt::format("{} members; valid: 1 .. {} (the plan's devices)",
+                                     std::get<TransferWork>(op.payload).group_size, devices_));
+      case Bad::kCpuDevice:
+        throw InputError(file_, path + "/cpu", "CPU work must sit on a host stream");
+      case Bad::kCpuThreads:
+        throw InputError(file_, path + "/cpu/threads",
+                         fmt::format("valid: 1 .. {} (host cores)", plan_.hw.host.cores));
+    }
+    throw InputError(file_, path, "invalid op");
+  }
 
   const Plan& plan_;
   const std::string& file_;
