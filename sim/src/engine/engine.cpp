@@ -70,20 +70,7 @@ class Run {
     DeviceId device = 0;
     OpId head_op = -1;  // the op that runs next (kept here: checking it stays off the per-op arrays), or -1
     OpId last_op = -1;  // while setting up: the last op placed on it
-    std::int32_t memo = -1;           // its paths in path_memos_ when it carries transfers
-    std::int32_t transfer = -1;       // its next transfer's Transfer in transfers_, or -1
-    std::int32_t last_transfer = -1;  // while setting up: its last transfer's
-  };
-  /// What a transfer op's start reads, copied from the plan's op while setting up (the op is 120 bytes, two
-  /// cache lines, and the event loop would otherwise read it cold). A stream starts its ops in order, so its
-  /// transfers are a chain: the stream follows it and no op needs an index.
-  struct Transfer {
-    DeviceId src = 0, dst = 0;
-    std::int64_t bytes = 0, message_bytes = 0;
-    std::int32_t latency_steps = 1;
-    std::int32_t priority = 0;
-    std::int32_t next = -1;  // the stream's next transfer
-    bool ring = false;       // a collective's ring step
+    std::int32_t memo = -1;  // its paths in path_memos_ when it carries transfers
   };
 
   /// Links are built only for nodes that hold a device of the plan (a cluster may be larger than the job).
@@ -148,22 +135,28 @@ class Run {
     bool ring = false;
     std::int64_t bytes = 0, message_bytes = 0;
     Path path;
-    bool matches(const Transfer& t) const {
-      return src == t.src && dst == t.dst && ring == t.ring && bytes == t.bytes &&
+    bool matches(const TransferWork& t, bool r) const {
+      return src == t.src && dst == t.dst && ring == r && bytes == t.bytes &&
              message_bytes == t.message_bytes;
     }
   };
-  const Path& path_of(const StreamState& stream, const Transfer& t) {
+  /// The newest of a stream's two remembered paths is found first; a miss replaces the older one in place.
+  struct PathMemos {
+    std::array<PathMemo, 2> entry;
+    std::uint8_t newest = 0;
+  };
+  const Path& path_of(const StreamState& stream, const TransferWork& t, bool ring) {
     auto& memo = path_memos_[static_cast<std::size_t>(stream.memo)];
-    if (memo[0].matches(t)) return memo[0].path;
-    std::swap(memo[0], memo[1]);  // the last one becomes the older
-    if (!memo[0].matches(t)) {
-      memo[0].path = t.ring ? topo_.ring_path(endpoint(t.src), endpoint(t.dst), t.bytes, t.message_bytes)
-                            : topo_.path(endpoint(t.src), endpoint(t.dst), t.bytes);
-      memo[0].src = t.src, memo[0].dst = t.dst, memo[0].ring = t.ring;
-      memo[0].bytes = t.bytes, memo[0].message_bytes = t.message_bytes;
+    if (memo.entry[memo.newest].matches(t, ring)) return memo.entry[memo.newest].path;
+    memo.newest ^= 1;
+    PathMemo& m = memo.entry[memo.newest];
+    if (!m.matches(t, ring)) {
+      m.path = ring ? topo_.ring_path(endpoint(t.src), endpoint(t.dst), t.bytes, t.message_bytes)
+                    : topo_.path(endpoint(t.src), endpoint(t.dst), t.bytes);
+      m.src = t.src, m.dst = t.dst, m.ring = ring;
+      m.bytes = t.bytes, m.message_bytes = t.message_bytes;
     }
-    return memo[0].path;
+    return m.path;
   }
   [[noreturn]] void report_deadlock() const;
   /// A stream's ops sit mostly one after another, and each is first touched by the event loop when the one
@@ -188,9 +181,8 @@ class Run {
   HugeVector<OpId>
       dependents_;  // reverse deps, by op (a plan's dependencies number fewer than 2^32: checked)
   std::vector<std::int64_t> mem_now_;
-  std::vector<Endpoint> endpoints_;  // per device: where it sits in the topology (looked up per transfer)
-  HugeVector<Transfer> transfers_;   // the flow ops' transfers, in op order, chained per stream
-  std::vector<std::array<PathMemo, 2>> path_memos_;  // per stream that carries transfers: the last path first
+  std::vector<Endpoint> endpoints_;    // per device: where it sits in the topology (looked up per transfer)
+  std::vector<PathMemos> path_memos_;  // per stream that carries transfers
   std::vector<std::int32_t> cores_free_;
   /// CPU ops waiting for a device's cores, first come first served. A vector and the index of its first
   /// waiting op: a deque allocates even when empty, and only host devices ever wait.
@@ -247,13 +239,7 @@ void Run::setup() {
     std::int32_t size;  // the group's size this op states
   };
   std::vector<Member> grouped;  // the transfers that belong to a collective group, beside group_ids
-  // Every (dependency, op) pair: the plan's ops are read once (each is two cache lines), and the reverse
-  // dependencies are sorted out of this compact copy.
-  struct Edge {
-    OpId from, to;
-  };
-  HugeVector<Edge> edges;
-  edges.reserve(n);
+  std::uint64_t total_deps = 0;
   DurationCache durations;
   for (std::size_t i = 0; i < n; ++i) {
     check.op(i);
@@ -285,11 +271,6 @@ void Run::setup() {
         st.memo = static_cast<std::int32_t>(path_memos_.size());
         path_memos_.emplace_back();
       }
-      const auto k = static_cast<std::int32_t>(transfers_.size());
-      transfers_.push_back({t->src, t->dst, t->bytes, t->message_bytes, t->latency_steps, t->priority, -1,
-                            is_collective(op.kind)});
-      (st.last_transfer >= 0 ? transfers_[static_cast<std::size_t>(st.last_transfer)].next : st.transfer) = k;
-      st.last_transfer = k;
     } else {
       h.mode =
           std::holds_alternative<CpuWork>(op.payload) && op.fixed_duration < 0 ? Mode::kCpu : Mode::kTimed;
@@ -301,23 +282,23 @@ void Run::setup() {
             "op duration exceeds the simulated time range (about 292 years); check its work and rates");
       }
     }
-    for (OpId d : op.deps) {
-      ++dependents_at[static_cast<std::size_t>(d)];
-      edges.push_back({d, id});
-    }
+    for (OpId d : op.deps) ++dependents_at[static_cast<std::size_t>(d)];
+    total_deps += op.deps.size();
   }
   check.finish();
-  if (edges.size() > std::numeric_limits<std::uint32_t>::max())
+  if (total_deps > std::numeric_limits<std::uint32_t>::max())
     throw InputError(plan_.origin, "/ops",
-                     fmt::format("{} dependencies; valid: at most 2^32 - 1", edges.size()));
+                     fmt::format("{} dependencies; valid: at most 2^32 - 1", total_deps));
   // Reverse dependencies (CSR) in place: dependents_at[d] first counts d's dependents, then, summed, is the
   // end of d's range; filling from the last edge backwards moves it down to the range's start, and leaves
   // each list in ascending op order (the order the dependents are tried in).
   for (std::size_t i = 1; i < n; ++i) dependents_at[i] += dependents_at[i - 1];
-  dependents_.resize(edges.size());
-  for (std::size_t k = edges.size(); k-- > 0;)
-    dependents_[--dependents_at[static_cast<std::size_t>(edges[k].from)]] = edges[k].to;
-  edges = {};
+  dependents_.resize(total_deps);
+  for (std::size_t i = n; i-- > 0;) {
+    const auto& deps = plan_.ops[i].deps;
+    for (std::size_t k = deps.size(); k-- > 0;)
+      dependents_[--dependents_at[static_cast<std::size_t>(deps[k])]] = static_cast<OpId>(i);
+  }
   for (std::size_t i = 0; i < n; ++i) ops_[i].dependents = dependents_at[i];
   // The members are numbered from the ids kept beside them: the plan's ops are not read again.
   const GroupNumbering groups(group_ids, n);
@@ -476,9 +457,15 @@ void Run::start(OpId id) {
   }
   if (h.mode == Mode::kFlow) {
     auto& st = streams_[static_cast<std::size_t>(h.stream)];
-    const Transfer& t = transfers_[static_cast<std::size_t>(st.transfer)];
-    st.transfer = t.next;
-    const Path& p = path_of(st, t);
+    const Op& op = plan_.ops[i];
+    const auto& t = std::get<TransferWork>(op.payload);
+    const Path& p = path_of(st, t, is_collective(op.kind));
+    if (h.next >=
+        0) {  // the stream's next op is most often a transfer too: its payload is read cold otherwise
+      const auto* next = reinterpret_cast<const char*>(&plan_.ops[static_cast<std::size_t>(h.next)].payload);
+      __builtin_prefetch(next);
+      __builtin_prefetch(next + sizeof(Payload) - 1);
+    }
     h.duration = p.latency * t.latency_steps;
     if (!p.links.empty() && t.bytes > 0) {
       FlowId f = net_.add(p.links, static_cast<double>(t.bytes), p.max_bytes_per_ns, now_, t.priority);
