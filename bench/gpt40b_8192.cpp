@@ -3,6 +3,8 @@
 // the scaling curve of pipelines only (pp 8 x dp 32 .. 2048: 256 to 16,384 GPUs).
 #include <sys/resource.h>
 
+#include <chrono>
+
 #include <benchmark/benchmark.h>
 
 #include "pipesim/sim/engine.hpp"
@@ -53,6 +55,33 @@ void BM_Gpt40b8192Explicit(benchmark::State& state) {
   report_rss(state);
 }
 BENCHMARK(BM_Gpt40b8192Explicit)->Unit(benchmark::kMillisecond)->Iterations(3);
+
+void BM_Gpt40b8192Phases(benchmark::State& state) {
+  // The same job, each phase timed on its own (seconds per iteration): where a whole prediction goes.
+  const JobOptions j = gpt40b_job(1);
+  const auto& s = find_schedule("1f1b");
+  using Clock = std::chrono::steady_clock;
+  auto seconds = [](Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double>(b - a).count();
+  };
+  double build = 0, simulate = 0, metrics = 0;
+  for (auto _ : state) {
+    const auto t0 = Clock::now();
+    Plan plan = build_plan(s, make_schedule_input(j, s));
+    const auto t1 = Clock::now();
+    Timeline t = Engine{}.run(plan);
+    const auto t2 = Clock::now();
+    Metrics m = compute_metrics(plan, t);
+    const auto t3 = Clock::now();
+    build += seconds(t0, t1), simulate += seconds(t1, t2), metrics += seconds(t2, t3);
+    benchmark::DoNotOptimize(m);
+  }
+  const auto n = static_cast<double>(state.iterations());
+  state.counters["build_s"] = build / n;
+  state.counters["simulate_s"] = simulate / n;
+  state.counters["metrics_s"] = metrics / n;
+}
+BENCHMARK(BM_Gpt40b8192Phases)->Unit(benchmark::kMillisecond)->Iterations(3);
 
 void BM_Gpt40bPipelinesExplicit(benchmark::State& state) {
   // The scaling curve: gpt-40b, 1F1B, pp 8 x dp N with every GPU instantiated (tp 1, 16 microbatches of one

@@ -381,6 +381,13 @@ class Builder {
   std::vector<DeviceId> host_of_node_;     // host device per node, created on demand
   std::vector<DeviceId> nvme_of_node_;     // NVMe volume per node, created on demand
   std::vector<OpId> next_on_stream_;       // blocking p2p: each op's successor on its stream
+  /// One send (or same-device handoff) of emit_p2p's round: the task, what it waits for and who consumes it.
+  struct Hop {
+    const Task* task;
+    OpId produced, consumer;
+    std::int32_t chunk, peer;
+  };
+  std::vector<Hop> hops_;  // emit_p2p's round (kept: its buffer serves every round)
   OpId last_compute_op_ = kNone;
   std::int32_t cpu_threads_per_gpu_ = 1;
 
@@ -1222,37 +1229,45 @@ void Builder::emit_p2p(std::size_t replica, std::int32_t stage) {
     return plan_.streams[static_cast<std::size_t>(cs[0])].device;
   };
   for (std::int32_t round = 0; round < in_.accum_steps * in_.iterations; ++round) {
+    // A round's hops are gathered first: each adds a dependency to an op of the peer stage, built long
+    // before, whose cache line is fetched while the rest are gathered.
+    hops_.clear();
     for (const Task& task : orders_[static_cast<std::size_t>(stage)]) {
       if (task.kind == TaskKind::kBackwardWeight) continue;
       const bool fwd = task.kind == TaskKind::kForward;
-      const std::int32_t mb = round * in_.microbatches + task.microbatch;
-      const std::int32_t iter = round / in_.accum_steps;
       const std::int32_t chunk = model_chunk(task.chunk, stage);
-      const std::int32_t peer = fwd ? chunk + 1 : chunk - 1;
       if (fwd ? takes_loss(chunk) : takes_data(chunk)) continue;  // the path ends here
-      Slot& from = slot(r, chunk, mb);
-      Slot& to = slot(r, peer, mb);
-      OpId produced = fwd ? from.fwd_done : from.bwd_done;
+      const std::int32_t mb = round * in_.microbatches + task.microbatch;
+      const std::int32_t peer = fwd ? chunk + 1 : chunk - 1;
+      const Slot& from = slot(r, chunk, mb);
+      const Slot& to = slot(r, peer, mb);
       const OpId wait = fwd ? to.fwd_wait : to.bwd_wait;
-      OpId consumer = wait != kNone ? wait : fwd ? to.fwd_first : to.bwd_first;
-      DeviceId dst = device_of_chunk(peer);
+      const OpId consumer = wait != kNone ? wait : fwd ? to.fwd_first : to.bwd_first;
+      __builtin_prefetch(&plan_.ops[static_cast<std::size_t>(consumer)].deps, 1);
+      hops_.push_back({&task, fwd ? from.fwd_done : from.bwd_done, consumer, chunk, peer});
+    }
+    for (const Hop& hop : hops_) {
+      const Task& task = *hop.task;
+      const bool fwd = task.kind == TaskKind::kForward;
+      const std::int32_t mb = round * in_.microbatches + task.microbatch;
+      DeviceId dst = device_of_chunk(hop.peer);
       if (dst == self) {
-        plan_.ops[static_cast<std::size_t>(consumer)].deps.push_back(produced);
+        plan_.ops[static_cast<std::size_t>(hop.consumer)].deps.push_back(hop.produced);
         continue;
       }
       const RangeCost& boundary = chunk_costs_[static_cast<std::size_t>(
           in_.cost_of_microbatch[static_cast<std::size_t>(task.microbatch)])]
-                                              [static_cast<std::size_t>(fwd ? chunk : peer)];
+                                              [static_cast<std::size_t>(fwd ? hop.chunk : hop.peer)];
       TransferWork w;
       w.src = self;
       w.dst = dst;
       w.bytes = boundary.output_bytes;
-      OpTags tags{stage, task.chunk, mb, -1, -1, iter};
+      OpTags tags{stage, task.chunk, mb, -1, -1, round / in_.accum_steps};
       OpId p = add_op(send, OpKind::kP2P, tags, w, in_.p2p_fixed_ns);
-      plan_.ops[static_cast<std::size_t>(p)].deps.push_back(produced);
-      plan_.ops[static_cast<std::size_t>(consumer)].deps.push_back(p);
+      plan_.ops[static_cast<std::size_t>(p)].deps.push_back(hop.produced);
+      plan_.ops[static_cast<std::size_t>(hop.consumer)].deps.push_back(p);
       // A blocking send holds the sender's compute: its next op waits for the transfer.
-      const OpId next = in_.blocking_p2p ? next_on_stream_[static_cast<std::size_t>(produced)] : kNone;
+      const OpId next = in_.blocking_p2p ? next_on_stream_[static_cast<std::size_t>(hop.produced)] : kNone;
       if (next != kNone) plan_.ops[static_cast<std::size_t>(next)].deps.push_back(p);
     }
   }
