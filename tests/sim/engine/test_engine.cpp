@@ -203,6 +203,67 @@ TEST(Engine, CollectiveWithMissingMemberIsADeadlock) {
   EXPECT_THROW(Engine{}.run(pm.plan), DeadlockError);
 }
 
+TEST(Engine, ChecksEachOpAsValidatePlanDoes) {
+  // The engine checks a plan inside its one pass over the ops; each bad field gets the same one-line error
+  // (file, JSON path, what is valid) as validate_plan, which `explain`, `replay` and the plan loader run.
+  struct Case {
+    const char* path;
+    const char* message;
+    void (*spoil)(Plan&);
+  };
+  const Case cases[] = {
+      {"/ops/1/stream", "no stream 99; valid: 0 .. 5", [](Plan& p) { p.ops[1].stream = 99; }},
+      {"/ops/1/deps/1", "dependency 1 is not another op",
+       [](Plan& p) {
+         p.ops[1].deps = DepList{0, 1};
+       }},
+      {"/ops/1/deps/0", "dependency -3 is not another op", [](Plan& p) { p.ops[1].deps = DepList{-3}; }},
+      {"/ops/1", "alloc_bytes and free_bytes must be >= 0", [](Plan& p) { p.ops[1].free_bytes = -1; }},
+      {"/ops/1/tags/iteration", "iteration 1; valid: 0 .. 0", [](Plan& p) { p.ops[1].tags.iteration = 1; }},
+      {"/ops/1/transfer", "src/dst must be devices 0 .. 2",
+       [](Plan& p) { std::get<TransferWork>(p.ops[1].payload).dst = 3; }},
+      {"/ops/1/transfer/bytes", "must be >= 0",
+       [](Plan& p) { std::get<TransferWork>(p.ops[1].payload).bytes = -5; }},
+      {"/ops/1/transfer/group_size", "0 members; valid: 1 .. 3",
+       [](Plan& p) { std::get<TransferWork>(p.ops[1].payload).group_size = 0; }},
+      {"/ops/1/cpu", "CPU work must sit on a host stream",
+       [](Plan& p) {
+         p.ops[1].payload = CpuWork{1000, 1};
+       }},
+      {"/ops/1/cpu/threads", "valid: 1 ..",
+       [](Plan& p) {
+         p.ops[1].stream = 4;  // the host's stream
+         p.ops[1].payload = CpuWork{1000, 0};
+       }},
+      {"/meta/iterations", "2 iterations, but the ops run 1; valid: 1",
+       [](Plan& p) { p.meta.iterations = 2; }},
+  };
+  for (const Case& c : cases) {
+    PlanMaker pm(2);
+    pm.add(0, ComputeWork{}, 1000);
+    pm.add(1, TransferWork{0, 1, 4096}, -1, {0}, OpKind::kP2P);
+    ASSERT_NO_THROW(Engine{}.run(pm.plan));
+    c.spoil(pm.plan);
+    pm.plan.origin = "bad.json";
+    std::string from_validate, from_engine;
+    try {
+      validate_plan(pm.plan, pm.plan.origin);
+    } catch (const InputError& e) {
+      from_validate = e.what();
+      EXPECT_EQ(e.file(), "bad.json");
+      EXPECT_EQ(e.json_path(), c.path);
+      EXPECT_NE(e.message().find(c.message), std::string::npos) << e.what();
+    }
+    try {
+      Engine{}.run(pm.plan);
+    } catch (const InputError& e) {
+      from_engine = e.what();
+    }
+    EXPECT_FALSE(from_validate.empty()) << c.path;
+    EXPECT_EQ(from_engine, from_validate) << c.path;
+  }
+}
+
 TEST(Engine, RejectsDanglingReferences) {
   PlanMaker pm(1);
   pm.add(0, ComputeWork{}, 1, {7});
