@@ -53,8 +53,8 @@ class Run {
     OpId next = -1;  // the op after it on its stream, or -1
     std::int32_t deps_left = 0;
     std::uint32_t end_version = 0;  // bumped when a collective beside it moves its end event
-    std::uint32_t dependents =
-        0;  // its dependents start here in dependents_ (and end where the next op's do)
+    // Where its dependents start in dependents_ (they end where the next op's start).
+    std::uint32_t dependents = 0;
     Mode mode = Mode::kTimed;
     bool started = false;
     bool collective = false;   // a collective on a GPU: slows the compute beside it
@@ -178,8 +178,8 @@ class Run {
 
   HugeVector<HotOp> ops_;
   std::vector<StreamState> streams_;
-  HugeVector<OpId>
-      dependents_;  // reverse deps, by op (a plan's dependencies number fewer than 2^32: checked)
+  // Reverse dependencies, by op (a plan's dependencies number fewer than 2^32: checked).
+  HugeVector<OpId> dependents_;
   std::vector<std::int64_t> mem_now_;
   std::vector<Endpoint> endpoints_;    // per device: where it sits in the topology (looked up per transfer)
   std::vector<PathMemos> path_memos_;  // per stream that carries transfers
@@ -290,7 +290,7 @@ void Run::setup() {
     throw InputError(plan_.origin, "/ops",
                      fmt::format("{} dependencies; valid: at most 2^32 - 1", total_deps));
   // Reverse dependencies (CSR) in place: dependents_at[d] first counts d's dependents, then, summed, is the
-  // end of d's range; filling from the last edge backwards moves it down to the range's start, and leaves
+  // end of d's range; filling from the last op backwards moves it down to the range's start, and leaves
   // each list in ascending op order (the order the dependents are tried in).
   for (std::size_t i = 1; i < n; ++i) dependents_at[i] += dependents_at[i - 1];
   dependents_.resize(total_deps);
@@ -460,8 +460,8 @@ void Run::start(OpId id) {
     const Op& op = plan_.ops[i];
     const auto& t = std::get<TransferWork>(op.payload);
     const Path& p = path_of(st, t, is_collective(op.kind));
-    if (h.next >=
-        0) {  // the stream's next op is most often a transfer too: its payload is read cold otherwise
+    // The stream's next op is most often a transfer too: its payload would be read cold.
+    if (h.next >= 0) {
       const auto* next = reinterpret_cast<const char*>(&plan_.ops[static_cast<std::size_t>(h.next)].payload);
       __builtin_prefetch(next);
       __builtin_prefetch(next + sizeof(Payload) - 1);
