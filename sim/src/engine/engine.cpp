@@ -53,8 +53,9 @@ class Run {
     OpId next = -1;  // the op after it on its stream, or -1
     std::int32_t deps_left = 0;
     std::uint32_t end_version = 0;  // bumped when a collective beside it moves its end event
-    // Where its dependents start in dependents_ (they end where the next op's start).
-    std::uint32_t dependents = 0;
+    // The ops that depend on it: -1 none, an op id when it is the only one (the usual case), else
+    // chain_ref(k) for the chain of dependent_links_ that starts at link k.
+    OpId dependents = -1;
     Mode mode = Mode::kTimed;
     bool started = false;
     bool collective = false;   // a collective on a GPU: slows the compute beside it
@@ -178,8 +179,20 @@ class Run {
 
   HugeVector<HotOp> ops_;
   std::vector<StreamState> streams_;
-  // Reverse dependencies, by op (a plan's dependencies number fewer than 2^32: checked).
-  HugeVector<OpId> dependents_;
+  /// Reverse dependencies beyond an op's first, chained newest first: the plan is not read again to build
+  /// them.
+  struct DependentLink {
+    OpId op;
+    std::int32_t next;  // the link of the dependent before it, or -1
+  };
+  std::vector<DependentLink> dependent_links_;
+  static constexpr OpId chain_ref(std::int32_t link) { return -2 - link; }
+  void add_dependent(OpId& dependents, OpId op);
+  /// One of `d`'s dependencies ended: it starts once none is left.
+  void release(OpId d) {
+    if (--ops_[static_cast<std::size_t>(d)].deps_left == 0) try_start(d);
+  }
+  std::vector<OpId> released_;  // scratch: a chain's dependents, put back in ascending order
   std::vector<std::int64_t> mem_now_;
   std::vector<Endpoint> endpoints_;    // per device: where it sits in the topology (looked up per transfer)
   std::vector<PathMemos> path_memos_;  // per stream that carries transfers
@@ -230,7 +243,9 @@ void Run::setup() {
   tl_.end.assign(n, -1);
   ops_.clear();
   ops_.reserve(n);  // filled below: each op's entry is written once
-  HugeVector<std::uint32_t> dependents_at(n + 1, 0);
+  // Each op's dependents, gathered as the ops that name it are read (copied into ops_ after the pass: an op
+  // may depend on one later in the plan).
+  HugeVector<OpId> dependents(n, -1);
   streams_.resize(plan_.streams.size());
   for (std::size_t s = 0; s < plan_.streams.size(); ++s) streams_[s].device = plan_.streams[s].device;
   std::vector<std::int32_t> group_ids;
@@ -239,7 +254,6 @@ void Run::setup() {
     std::int32_t size;  // the group's size this op states
   };
   std::vector<Member> grouped;  // the transfers that belong to a collective group, beside group_ids
-  std::uint64_t total_deps = 0;
   DurationCache durations;
   for (std::size_t i = 0; i < n; ++i) {
     check.op(i);
@@ -282,24 +296,10 @@ void Run::setup() {
             "op duration exceeds the simulated time range (about 292 years); check its work and rates");
       }
     }
-    for (OpId d : op.deps) ++dependents_at[static_cast<std::size_t>(d)];
-    total_deps += op.deps.size();
+    for (OpId d : op.deps) add_dependent(dependents[static_cast<std::size_t>(d)], id);
   }
   check.finish();
-  if (total_deps > std::numeric_limits<std::uint32_t>::max())
-    throw InputError(plan_.origin, "/ops",
-                     fmt::format("{} dependencies; valid: at most 2^32 - 1", total_deps));
-  // Reverse dependencies (CSR) in place: dependents_at[d] first counts d's dependents, then, summed, is the
-  // end of d's range; filling from the last op backwards moves it down to the range's start, and leaves
-  // each list in ascending op order (the order the dependents are tried in).
-  for (std::size_t i = 1; i < n; ++i) dependents_at[i] += dependents_at[i - 1];
-  dependents_.resize(total_deps);
-  for (std::size_t i = n; i-- > 0;) {
-    const auto& deps = plan_.ops[i].deps;
-    for (std::size_t k = deps.size(); k-- > 0;)
-      dependents_[--dependents_at[static_cast<std::size_t>(deps[k])]] = static_cast<OpId>(i);
-  }
-  for (std::size_t i = 0; i < n; ++i) ops_[i].dependents = dependents_at[i];
+  for (std::size_t i = 0; i < n; ++i) ops_[i].dependents = dependents[i];
   // The members are numbered from the ids kept beside them: the plan's ops are not read again.
   const GroupNumbering groups(group_ids, n);
   group_size_.assign(groups.size(), 0);
@@ -343,6 +343,26 @@ void Run::setup() {
     endpoints_[d] = endpoint_of(dev);
     adjust_memory(static_cast<DeviceId>(d), dev.resident_bytes);
   }
+}
+
+void Run::add_dependent(OpId& dependents, OpId op) {
+  if (dependents == -1) {
+    dependents = op;
+    return;
+  }
+  // A second dependent: both move to links (the chain is walked backwards, so the first is linked first).
+  if (dependent_links_.size() + 2 > static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()) - 2)
+    throw InputError(plan_.origin, "/ops",
+                     "over 2^31 - 4 dependencies on ops that have more than one dependent; valid: fewer");
+  std::int32_t prev = -1;
+  if (dependents >= 0) {
+    prev = static_cast<std::int32_t>(dependent_links_.size());
+    dependent_links_.push_back({dependents, -1});
+  } else {
+    prev = -2 - dependents;
+  }
+  dependents = chain_ref(static_cast<std::int32_t>(dependent_links_.size()));
+  dependent_links_.push_back({op, prev});
 }
 
 Timeline Run::execute() {
@@ -523,10 +543,14 @@ void Run::finish(OpId id) {
   }
   st.head_op = h.next;
   if (st.head_op >= 0) try_start(st.head_op);
-  const std::size_t dependents_end = i + 1 < ops_.size() ? ops_[i + 1].dependents : dependents_.size();
-  for (std::size_t k = h.dependents; k < dependents_end; ++k) {
-    OpId d = dependents_[static_cast<std::size_t>(k)];
-    if (--ops_[static_cast<std::size_t>(d)].deps_left == 0) try_start(d);
+  if (h.dependents >= 0) {
+    release(h.dependents);
+  } else if (h.dependents < -1) {
+    // The chain runs from the last dependent to the first; they are tried in plan order.
+    released_.clear();
+    for (std::int32_t k = -2 - h.dependents; k >= 0; k = dependent_links_[static_cast<std::size_t>(k)].next)
+      released_.push_back(dependent_links_[static_cast<std::size_t>(k)].op);
+    for (std::size_t k = released_.size(); k-- > 0;) release(released_[k]);
   }
 }
 

@@ -177,6 +177,28 @@ TEST(Engine, CpuOptimizerHoldsCoresFromThePool) {
   EXPECT_EQ(t.end[static_cast<std::size_t>(b)], 2 * d);
 }
 
+TEST(Engine, AnOpsDependentsAreTriedInPlanOrder) {
+  // Three optimizer steps that each need every core wait for one op (the first of them sits before it in the
+  // plan); they take the cores in plan order, which their distinct lengths make visible.
+  PlanMaker pm(1);
+  const int cores = pm.plan.hw.host.cores;
+  const double rate = pm.plan.hw.adam_params_per_s(cores);
+  const StreamId cpu3 = pm.add_stream(1, StreamKind::kCpu, "cpu3");
+  const auto ms = [&](int k) { return CpuWork{static_cast<std::int64_t>(rate / 1000) * k, cores}; };
+  OpId first = pm.add(2, ms(1), -1, {1});
+  OpId gate = pm.add(0, ComputeWork{}, 10);
+  OpId second = pm.add(3, ms(2), -1, {gate});
+  OpId third = pm.add(cpu3, ms(3), -1, {gate});
+  Timeline t = Engine{}.run(pm.plan);
+  const auto len = [&](int k) {
+    return duration_for_work(static_cast<double>(static_cast<std::int64_t>(rate / 1000) * k), rate);
+  };
+  EXPECT_EQ(t.start[static_cast<std::size_t>(first)], 10);
+  EXPECT_EQ(t.start[static_cast<std::size_t>(second)], 10 + len(1));
+  EXPECT_EQ(t.start[static_cast<std::size_t>(third)], 10 + len(1) + len(2));
+  EXPECT_EQ(t.end[static_cast<std::size_t>(third)], 10 + len(1) + len(2) + len(3));
+}
+
 TEST(Engine, DetectsDeadlockAndNamesStuckOps) {
   PlanMaker pm(2);
   // Stream A: X then Y. Stream B: Z then W. X waits for W and Z waits for Y: nothing can ever start.
