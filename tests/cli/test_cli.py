@@ -140,6 +140,21 @@ class Simulate(unittest.TestCase):
                 for key, value in ref["metrics"].items():
                     self.assertEqual(now["metrics"][key], value, f"{plan}: {key}")
 
+    def test_spipe_default_stages_fit_the_model(self):
+        # The paper's 2,6 needs 6 blocks per GPU; llama3-8b's 32 blocks on 8 GPUs hold 4: not given, the stages
+        # keep B = 3F (1,3) and say why, where the same run with 2,6 given is refused (see the errors below).
+        rc, out, err = run("simulate", "--model", "llama3-8b", "--hw", "rtx4090-8x", "--schedule", "spipe",
+                           "--format", "json")
+        self.assertEqual(rc, 0, err)
+        r = json.loads(out)
+        self.assertEqual(r["note"], "F=1 forward and B=3 backward stages per GPU "
+                                    "(chosen for 32 blocks: the default 2,6 needs 48)")
+        self.assertEqual(r["partition"], [2] * 8 + [1] * 16)  # 24 backward stages over 32 blocks
+        rc, out, err = run("simulate", "--model", "llama3-8b", "--hw", "rtx4090-8x", "--schedule", "spipe",
+                           "--spipe-stages", "1,3", "--format", "json")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(json.loads(out)["step_time_s"], r["step_time_s"])
+
     def test_offload_schedules_report_host_pcie_and_optimizer(self):
         for schedule, iterations in [("mobius", 2), ("spipe", 3), ("roundpipe", 4)]:
             rc, out, err = run("simulate", "--model", "llama2-7b", "--pp", "4", "--schedule", schedule, "--format", "json")

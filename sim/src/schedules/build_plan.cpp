@@ -29,7 +29,7 @@ Plan dispatch(const ScheduleDescriptor& schedule, const ScheduleInput& input) {
 ScheduleInput completed(const ScheduleDescriptor& schedule, const ScheduleInput& input) {
   ScheduleInput out = input;  // parameters not set take the descriptor's defaults
   for (const auto& p : schedule.parameters)
-    if (!input.parameters.values().count(p.name)) out.parameters.set(p.name, p.default_value);
+    if (!input.parameters.values().count(p.name)) out.parameters.set_default(p.name, p.default_value);
   return out;
 }
 

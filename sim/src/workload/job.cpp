@@ -91,7 +91,10 @@ ScheduleParameters resolve_parameters(const JobOptions& j, const ScheduleDescrip
   ScheduleParameters out;
   for (const ScheduleParameter& p : schedule.parameters) {
     auto given = j.schedule_flags.find(p.flag);
-    out.set(p.name, given == j.schedule_flags.end() ? p.default_value : parse_parameter(p, given->second));
+    if (given == j.schedule_flags.end())
+      out.set_default(p.name, p.default_value);
+    else
+      out.set(p.name, parse_parameter(p, given->second));
   }
   return out;
 }

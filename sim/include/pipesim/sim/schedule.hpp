@@ -9,6 +9,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <variant>
@@ -78,11 +79,18 @@ class ScheduleParameters {
     return std::get<std::vector<std::int64_t>>(at(name));
   }
   void set(const std::string& name, ParameterValue value) { values_[name] = std::move(value); }
+  /// Sets a parameter the user did not give to its default (a schedule may adapt such a value to the job).
+  void set_default(const std::string& name, ParameterValue value) {
+    set(name, std::move(value));
+    defaulted_.insert(name);
+  }
+  bool is_default(const std::string& name) const { return defaulted_.count(name) != 0; }
   const std::map<std::string, ParameterValue>& values() const { return values_; }
 
  private:
   const ParameterValue& at(const std::string& name) const;  // a missing name is a bug: std::logic_error
   std::map<std::string, ParameterValue> values_;
+  std::set<std::string> defaulted_;
 };
 
 // ---- What the planner and the partitioner need to know ----

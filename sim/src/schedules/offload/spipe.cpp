@@ -62,6 +62,7 @@ class SpipeBuilder {
 
   const ScheduleInput& in_;
   std::int32_t P_ = 0, F_ = 0, B_ = 0, NF_ = 0, NB_ = 0, M_ = 0, L_ = 0;
+  std::string stages_note_;  // why the stages differ from the default, when the job could not hold it
   bool sync_checkpoints_ = false;
   double overflow_prob_ = 0;
   std::vector<LayerRange> forward_chunks_, backward_chunks_;
@@ -93,20 +94,30 @@ SpipeBuilder::SpipeBuilder(const ScheduleInput& in) : in_(in), op_(in, "spipe", 
   const auto& layers = in.costs.front();
   const BlockSpan blocks = block_span(layers);
   L_ = blocks.count;
+  if (in.parameters.is_default("stages") && (L_ < P_ * F_ || L_ < P_ * B_) && L_ >= P_) {
+    // The paper's 2,6 needs 6 blocks per GPU. Not given, the stages keep its B = 3F (a backward stage, with
+    // its recompute, about as long as a forward one) with as many blocks as each GPU holds, or B = all of
+    // them.
+    const std::int32_t most = L_ / P_;
+    stages_note_ =
+        fmt::format(" (chosen for {} blocks: the default {},{} needs {})", L_, F_, B_, P_ * std::max(F_, B_));
+    F_ = std::max(1, most / 3);
+    B_ = std::min(3 * F_, most);
+  }
   if (L_ < P_ * F_ || L_ < P_ * B_) {
     // Name the count that fails (each stage holds at least one block) and the largest values that fit.
     const bool forward = L_ < P_ * F_;
     const std::int32_t most = L_ / P_;
     if (most < 1)
-      throw InputError("--pp", "",
-                       fmt::format("spipe gives every GPU at least one block: {} blocks; valid: pp of 1 .. {}",
-                                   L_, L_));
-    throw InputError("--spipe-stages", "",
-                     fmt::format("{} blocks cannot fill P x {} = {} x {} = {} {} stages (one block each at "
-                                 "least); valid: F and B of 1 .. {} (blocks / P), e.g. {},{}",
-                                 L_, forward ? "F" : "B", P_, forward ? F_ : B_, P_ * (forward ? F_ : B_),
-                                 forward ? "forward" : "backward", most, std::min(F_, most),
-                                 std::min(B_, most)));
+      throw InputError(
+          "--pp", "",
+          fmt::format("spipe gives every GPU at least one block: {} blocks; valid: pp of 1 .. {}", L_, L_));
+    throw InputError(
+        "--spipe-stages", "",
+        fmt::format("{} blocks cannot fill P x {} = {} x {} = {} {} stages (one block each at "
+                    "least); valid: F and B of 1 .. {} (blocks / P), e.g. {},{}",
+                    L_, forward ? "F" : "B", P_, forward ? F_ : B_, P_ * (forward ? F_ : B_),
+                    forward ? "forward" : "backward", most, std::min(F_, most), std::min(B_, most)));
   }
   const auto nlayers = static_cast<std::int32_t>(layers.size());
   NF_ = P_ * F_;
@@ -282,7 +293,7 @@ Plan SpipeBuilder::build() {
   }
   std::vector<std::int32_t> part = balanced_partition(L_, NB_);
   return op_.finish(
-      part, fmt::format("F={} forward and B={} backward stages per GPU{}{}", F_, B_,
+      part, fmt::format("F={} forward and B={} backward stages per GPU{}{}{}", F_, B_, stages_note_,
                         sync_checkpoints_ ? ", synchronous checkpoints" : "",
                         overflow_prob_ > 0 ? fmt::format(", overflow probability {}", overflow_prob_) : ""));
 }
