@@ -465,6 +465,13 @@ void Run::start(OpId id) {
   h.started = true;
   tl_.start[i] = now_;
   prefetch_ahead(i);
+  // On a stream that carries transfers the next op is most often one: its payload would be read cold.
+  if (h.next >= 0 && streams_[static_cast<std::size_t>(h.stream)].memo >= 0) {
+    const Op& next = plan_.ops[static_cast<std::size_t>(h.next)];
+    __builtin_prefetch(&next.kind);  // start() reads its kind and its payload
+    __builtin_prefetch(&next.payload);
+    __builtin_prefetch(reinterpret_cast<const char*>(&next.payload) + sizeof(Payload) - 1);
+  }
   adjust_memory(dev, h.alloc);
   if (h.collective) {
     const double old_factor = stretch(dev);
@@ -480,12 +487,6 @@ void Run::start(OpId id) {
     const Op& op = plan_.ops[i];
     const auto& t = std::get<TransferWork>(op.payload);
     const Path& p = path_of(st, t, is_collective(op.kind));
-    // The stream's next op is most often a transfer too: its payload would be read cold.
-    if (h.next >= 0) {
-      const auto* next = reinterpret_cast<const char*>(&plan_.ops[static_cast<std::size_t>(h.next)].payload);
-      __builtin_prefetch(next);
-      __builtin_prefetch(next + sizeof(Payload) - 1);
-    }
     h.duration = p.latency * t.latency_steps;
     if (!p.links.empty() && t.bytes > 0) {
       FlowId f = net_.add(p.links, static_cast<double>(t.bytes), p.max_bytes_per_ns, now_, t.priority);
