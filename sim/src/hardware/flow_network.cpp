@@ -24,8 +24,7 @@ void FlowNetwork::advance(Flow& f, TimePoint now) {
   }
 }
 
-FlowId FlowNetwork::add(std::span<const std::int32_t> links, double bytes, double cap, TimePoint now,
-                        std::int32_t priority) {
+FlowId FlowNetwork::add(const PathLinks& links, double bytes, double cap, TimePoint now, std::int32_t priority) {
   FlowId id;
   if (!free_ids_.empty()) {
     id = free_ids_.back();
@@ -36,7 +35,7 @@ FlowId FlowNetwork::add(std::span<const std::int32_t> links, double bytes, doubl
     flow_mark_.push_back(-1);
   }
   Flow& f = flows_[static_cast<std::size_t>(id)];
-  f.links = PathLinks(links);
+  f.links = links;  // whole: rebuilt id by id, its bytes were read back before the stores had landed
   f.remaining = bytes;
   f.rate = 0;
   f.cap = cap;

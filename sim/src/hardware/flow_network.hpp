@@ -25,12 +25,15 @@ class FlowNetwork {
   /// `max_bytes_per_ns`, 0 = no cap).
   /// Returns its id; rates of the affected flows change (see changed()).
   /// Priority 0 flows share links max-min first; priority 1 (background) flows get what they leave.
-  FlowId add(std::span<const std::int32_t> links, double bytes, double max_bytes_per_ns, TimePoint now,
+  FlowId add(const PathLinks& links, double bytes, double max_bytes_per_ns, TimePoint now,
              std::int32_t priority = 0);
+  FlowId add(std::span<const std::int32_t> links, double bytes, double max_bytes_per_ns, TimePoint now,
+             std::int32_t priority = 0) {
+    return add(PathLinks(links), bytes, max_bytes_per_ns, now, priority);
+  }
   FlowId add(std::initializer_list<std::int32_t> links, double bytes, double max_bytes_per_ns, TimePoint now,
              std::int32_t priority = 0) {
-    return add(std::span<const std::int32_t>(links.begin(), links.size()), bytes, max_bytes_per_ns, now,
-               priority);
+    return add(PathLinks(links), bytes, max_bytes_per_ns, now, priority);
   }
   /// Removes a flow (finished); rates of the flows that shared links with it change.
   void remove(FlowId f, TimePoint now);
