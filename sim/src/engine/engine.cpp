@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <stdexcept>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -218,10 +219,12 @@ class Run {
   std::vector<WaitQueue> cpu_waiting_;
   // Collective groups are numbered densely (plans may number them sparsely, up to 2^31); a transfer's
   // index sits in its HotOp until it starts.
-  std::vector<std::int32_t> group_ready_;
-  std::vector<std::int32_t> group_size_;   // members each group waits for (kept here: try_start stays off the
-                                           // plan's ops, whose cache lines it would otherwise miss)
-  std::vector<std::int64_t> group_begin_;  // group g's members are group_members_[begin[g], begin[g + 1])
+  struct Group {
+    std::int64_t begin = 0;  // its members are group_members_[begin, begin + size) once all are ready
+    std::int32_t ready = 0;  // members ready so far
+    std::int32_t size = 0;   // members it waits for (kept here: try_start stays off the plan's ops)
+  };
+  std::vector<Group> groups_;  // one record per group: a member's arrival touches one cache line
   std::vector<OpId> group_members_;
   std::vector<OpId> flow_op_;
   std::vector<std::uint32_t> flow_version_;
@@ -305,30 +308,32 @@ void Run::setup() {
   for (std::size_t i = 0; i < n; ++i) ops_[i].dependents = dependents[i];
   // The members are numbered from the ids kept beside them: the plan's ops are not read again.
   const GroupNumbering groups(group_ids, n);
-  group_size_.assign(groups.size(), 0);
-  group_ready_.assign(groups.size(), 0);
+  groups_.assign(groups.size(), {});
   for (std::size_t k = 0; k < grouped.size(); ++k) {
     const auto i = static_cast<std::size_t>(grouped[k].op);
     const std::int32_t group = group_ids[k], size = grouped[k].size;
-    const std::size_t g = groups[group];
-    ops_[i].duration = static_cast<Duration>(g);
-    if (group_size_[g] != 0 && group_size_[g] != size)
+    Group& g = groups_[groups[group]];
+    ops_[i].duration = static_cast<Duration>(groups[group]);
+    if (g.size != 0 && g.size != size)
       throw InputError(plan_.origin, fmt::format("/ops/{}/transfer/group_size", i),
                        fmt::format("{} members, where another op of collective group {} says {}; valid: {}",
-                                   size, group, group_size_[g], group_size_[g]));
-    group_size_[g] = size;
-    if (++group_ready_[g] > group_size_[g])  // counts members here; reset below
+                                   size, group, g.size, g.size));
+    g.size = size;
+    if (++g.ready > g.size)  // counts members here; reset below
       throw InputError(plan_.origin, fmt::format("/ops/{}/transfer/group", i),
                        fmt::format("collective group {} has {} member ops; valid: at most its group_size, {} "
                                    "(each collective its own group)",
-                                   group, group_ready_[g], group_size_[g]));
+                                   group, g.ready, g.size));
   }
   // Each group's member ops in one flat array, in the order they become ready (sized by the ops present: a
-  // group may declare more members than the plan holds, and then never starts).
-  group_begin_.assign(groups.size() + 1, 0);
-  for (std::size_t g = 0; g < groups.size(); ++g) group_begin_[g + 1] = group_begin_[g] + group_ready_[g];
-  group_members_.assign(static_cast<std::size_t>(group_begin_.back()), -1);
-  group_ready_.assign(groups.size(), 0);
+  // group may declare more members than the plan holds, and then never starts; it starts once `size` are
+  // ready, which is then all of them).
+  std::int64_t members = 0;
+  for (Group& g : groups_) {
+    g.begin = members;
+    members += std::exchange(g.ready, 0);
+  }
+  group_members_.assign(static_cast<std::size_t>(members), -1);
 
   const std::size_t nd = plan_.devices.size();
   mem_now_.assign(nd, 0);
@@ -416,14 +421,13 @@ void Run::try_start(OpId id) {
   if (h.started || h.deps_left > 0) return;
   if (streams_[static_cast<std::size_t>(h.stream)].head_op != id) return;
   if (h.mode == Mode::kFlow && h.duration >= 0) {
-    const auto g = static_cast<std::size_t>(h.duration);
-    if (group_size_[g] > 1) {
+    Group& g = groups_[static_cast<std::size_t>(h.duration)];
+    if (g.size > 1) {
       // A collective starts on all members at once, when the last of them is ready.
       h.started = true;
-      const std::int64_t begin = group_begin_[g];
-      group_members_[static_cast<std::size_t>(begin + group_ready_[g])] = id;
-      if (++group_ready_[g] < group_size_[g]) return;
-      for (std::int64_t k = begin; k < group_begin_[g + 1]; ++k) {
+      group_members_[static_cast<std::size_t>(g.begin + g.ready)] = id;
+      if (++g.ready < g.size) return;
+      for (std::int64_t k = g.begin; k < g.begin + g.size; ++k) {
         const OpId m = group_members_[static_cast<std::size_t>(k)];
         ops_[static_cast<std::size_t>(m)].started = false;
         start(m);
