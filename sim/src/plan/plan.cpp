@@ -64,14 +64,7 @@ OpId append_op(Plan& plan, StreamId stream, OpKind kind, const OpTags& tags, Pay
                Duration fixed) {
   // Built with its payload in place: a default op's empty ComputeWork would be made and dropped first (a
   // reference count up and down, per op of a plan of millions).
-  plan.ops.push_back(Op{.stream = stream,
-                        .kind = kind,
-                        .tags = tags,
-                        .payload = std::move(payload),
-                        .fixed_duration = fixed,
-                        .alloc_bytes = 0,
-                        .free_bytes = 0,
-                        .deps = {}});
+  plan.ops.emplace_back(stream, kind, tags, std::move(payload), fixed);
   return static_cast<OpId>(plan.ops.size() - 1);
 }
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -165,6 +166,11 @@ struct OpTags {
 };
 
 struct Op {
+  Op() = default;
+  /// An op with its payload in place and no memory or dependencies yet (built straight into a plan's array).
+  Op(StreamId s, OpKind k, const OpTags& t, Payload&& p, Duration fixed)
+      : stream(s), kind(k), tags(t), payload(std::move(p)), fixed_duration(fixed) {}
+
   StreamId stream = 0;
   OpKind kind = OpKind::kForward;
   OpTags tags;
