@@ -191,6 +191,7 @@ class Run {
   };
   std::vector<DependentLink> dependent_links_;
   static constexpr OpId chain_ref(std::int32_t link) { return -2 - link; }
+  static constexpr std::int32_t chain_link(OpId ref) { return -2 - ref; }  // chain_ref's inverse
   void add_dependent(OpId& dependents, OpId op);
   /// One of `d`'s dependencies ended: it starts once none is left.
   void release(OpId d) {
@@ -367,7 +368,7 @@ void Run::add_dependent(OpId& dependents, OpId op) {
     prev = static_cast<std::int32_t>(dependent_links_.size());
     dependent_links_.push_back({dependents, -1});
   } else {
-    prev = -2 - dependents;
+    prev = chain_link(dependents);
   }
   dependents = chain_ref(static_cast<std::int32_t>(dependent_links_.size()));
   dependent_links_.push_back({op, prev});
@@ -556,7 +557,8 @@ void Run::finish(OpId id) {
   } else if (h.dependents < -1) {
     // The chain runs from the last dependent to the first; they are tried in plan order.
     released_.clear();
-    for (std::int32_t k = -2 - h.dependents; k >= 0; k = dependent_links_[static_cast<std::size_t>(k)].next)
+    for (std::int32_t k = chain_link(h.dependents); k >= 0;
+         k = dependent_links_[static_cast<std::size_t>(k)].next)
       released_.push_back(dependent_links_[static_cast<std::size_t>(k)].op);
     for (std::size_t k = released_.size(); k-- > 0;) release(released_[k]);
   }

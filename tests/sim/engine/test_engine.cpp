@@ -184,15 +184,14 @@ TEST(Engine, AnOpsDependentsAreTriedInPlanOrder) {
   const int cores = pm.plan.hw.host.cores;
   const double rate = pm.plan.hw.adam_params_per_s(cores);
   const StreamId cpu3 = pm.add_stream(1, StreamKind::kCpu, "cpu3");
-  const auto ms = [&](int k) { return CpuWork{static_cast<std::int64_t>(rate / 1000) * k, cores}; };
+  const auto params = [&](int k) { return static_cast<std::int64_t>(rate / 1000) * k; };  // k ms of work
+  const auto ms = [&](int k) { return CpuWork{params(k), cores}; };
   OpId first = pm.add(2, ms(1), -1, {1});
   OpId gate = pm.add(0, ComputeWork{}, 10);
   OpId second = pm.add(3, ms(2), -1, {gate});
   OpId third = pm.add(cpu3, ms(3), -1, {gate});
   Timeline t = Engine{}.run(pm.plan);
-  const auto len = [&](int k) {
-    return duration_for_work(static_cast<double>(static_cast<std::int64_t>(rate / 1000) * k), rate);
-  };
+  const auto len = [&](int k) { return duration_for_work(static_cast<double>(params(k)), rate); };
   EXPECT_EQ(t.start[static_cast<std::size_t>(first)], 10);
   EXPECT_EQ(t.start[static_cast<std::size_t>(second)], 10 + len(1));
   EXPECT_EQ(t.start[static_cast<std::size_t>(third)], 10 + len(1) + len(2));
