@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "pipesim/sim/json_text.hpp"
+#include "report/stream_roles.hpp"
 
 namespace pipesim::sim {
 
@@ -24,6 +25,7 @@ Metrics compute_metrics(const Plan& plan, const Timeline& tl) {
   std::vector<Duration> busy(nd, 0);
   std::vector<TimePoint> first_c(nd, std::numeric_limits<TimePoint>::max()), last_c(nd, -1);
   std::vector<std::pair<TimePoint, TimePoint>> cpu, gpu;
+  const std::vector<StreamRole> roles = stream_roles(plan);
   for (std::size_t i = 0; i < plan.ops.size(); ++i) {
     const Op& op = plan.ops[i];
     first = std::min(first, tl.start[i]);
@@ -31,8 +33,8 @@ Metrics compute_metrics(const Plan& plan, const Timeline& tl) {
     auto it = static_cast<std::size_t>(std::clamp(op.tags.iteration, 0, m.iterations - 1));
     iteration_end[it] = std::max(iteration_end[it], tl.end[i]);
     if (std::holds_alternative<CpuWork>(op.payload)) cpu.push_back({tl.start[i], tl.end[i]});
-    const auto& s = plan.streams[static_cast<std::size_t>(op.stream)];
-    if (s.kind != StreamKind::kCompute) continue;
+    const StreamRole& s = roles[static_cast<std::size_t>(op.stream)];
+    if (!s.compute) continue;
     auto d = static_cast<std::size_t>(s.device);
     busy[d] += tl.end[i] - tl.start[i];
     first_c[d] = std::min(first_c[d], tl.start[i]);
@@ -100,7 +102,7 @@ Metrics compute_metrics(const Plan& plan, const Timeline& tl) {
   if (!cpu.empty())
     for (std::size_t i = 0; i < plan.ops.size(); ++i)
       if (!std::holds_alternative<CpuWork>(plan.ops[i].payload) &&
-          plan.streams[static_cast<std::size_t>(plan.ops[i].stream)].kind == StreamKind::kCompute)
+          roles[static_cast<std::size_t>(plan.ops[i].stream)].compute)
         gpu.push_back({tl.start[i], tl.end[i]});
   auto merge = [](std::vector<std::pair<TimePoint, TimePoint>>& v) {
     std::sort(v.begin(), v.end());

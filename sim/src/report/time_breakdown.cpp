@@ -4,6 +4,8 @@
 #include <limits>
 #include <vector>
 
+#include "report/stream_roles.hpp"
+
 namespace pipesim::sim {
 
 namespace {
@@ -122,16 +124,17 @@ TimeBreakdown compute_time_breakdown(const Plan& plan, const Timeline& tl) {
   std::vector<char> computes(nd, 0);
   std::vector<OpId> last_other(nd, -1);
   Tally t;
+  const std::vector<StreamRole> roles = stream_roles(plan);
   for (std::size_t i = 0; i < plan.ops.size(); ++i) {
     const Op& op = plan.ops[i];
-    const Stream& s = plan.streams[static_cast<std::size_t>(op.stream)];
+    const StreamRole& s = roles[static_cast<std::size_t>(op.stream)];
     const auto d = static_cast<std::size_t>(s.device);
     const auto id = static_cast<OpId>(i);
-    if (s.kind != StreamKind::kCompute) {
+    if (!s.compute) {
       if (last_other[d] < 0 || tl.end[i] > a.end(last_other[d])) last_other[d] = id;
       continue;
     }
-    if (plan.devices[d].kind != DeviceKind::kGpu) continue;
+    if (!s.on_gpu) continue;
     computes[d] = 1;
     a.charge_wait(at[d], a.start(id), a.critical_dep(id), t);
     const Duration run = a.end(id) - a.start(id);
