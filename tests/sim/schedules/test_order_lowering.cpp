@@ -2,6 +2,8 @@
 // of the DP buckets and the optimizer, resident memory, and when replicas must be simulated explicitly.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
 #include <map>
 #include <set>
 
@@ -44,6 +46,66 @@ TEST(OrderLowering, HybridJobOpCounts) {
   Plan all = hybrid_plan("none", true);
   EXPECT_EQ(all.meta.simulated_gpus, 8);
   EXPECT_EQ(count_on(all, StreamKind::kCompute)[OpKind::kForward], 4 * pp * m);
+}
+
+/// Each op of a stream as (kind, stage, chunk, microbatch, first layer, end layer, iteration, dependencies).
+using OpShape = std::array<std::int64_t, 8>;
+std::map<StreamId, std::vector<OpShape>> shapes_by_stream(const Plan& plan) {
+  std::map<StreamId, std::vector<OpShape>> out;
+  for (const Op& op : plan.ops)
+    out[op.stream].push_back({static_cast<std::int64_t>(op.kind), op.tags.stage, op.tags.virtual_stage,
+                              op.tags.microbatch, op.tags.layer_begin, op.tags.layer_end, op.tags.iteration,
+                              static_cast<std::int64_t>(op.deps.size())});
+  return out;
+}
+
+TEST(OrderLowering, ExplicitReplicasInterleaveTaskByTaskAndKeepEachGpusOrder) {
+  JobOptions j = testing::job("llama2-7b", "h100-sxm-8x", 2, 2, 2, 4);
+  j.iterations = 2;
+  const Plan one = testing::plan_of("1f1b", j);
+  j.explicit_replicas = true;
+  const Plan all = testing::plan_of("1f1b", j);
+  ASSERT_EQ(all.meta.simulated_gpus, 8);
+  // Every GPU runs the op sequence of the symmetric plan's GPU of its stage, dependencies included: the
+  // interleaving moves no op of a GPU past another of the same GPU.
+  const auto reference = shapes_by_stream(one);
+  const auto shapes = shapes_by_stream(all);
+  auto stage_of = [](const Plan& p, StreamId s) {
+    for (const Op& op : p.ops)
+      if (op.stream == s) return op.tags.stage;
+    return -1;
+  };
+  std::map<std::pair<std::string, std::int32_t>, StreamId> symmetric;  // (stream name, stage) -> stream
+  for (const auto& [s, ops] : reference)
+    symmetric[{one.streams[static_cast<std::size_t>(s)].name, stage_of(one, s)}] = s;
+  ASSERT_EQ(shapes.size(), 4 * reference.size());  // tp x dp GPUs per stage, each with the same streams
+  for (const auto& [s, ops] : shapes) {
+    const auto it = symmetric.find({all.streams[static_cast<std::size_t>(s)].name, stage_of(all, s)});
+    ASSERT_NE(it, symmetric.end());
+    EXPECT_EQ(ops, reference.at(it->second)) << all.streams[static_cast<std::size_t>(s)].name;
+  }
+  // Side by side: the first forward of stage 0 runs on each of its four GPUs before any GPU's second task.
+  std::set<DeviceId> first_devices;
+  for (const Op& op : all.ops) {
+    if (op.tags.microbatch != 0) break;
+    EXPECT_EQ(op.tags.stage, 0);
+    if (op.kind == OpKind::kForward)
+      first_devices.insert(all.streams[static_cast<std::size_t>(op.stream)].device);
+  }
+  EXPECT_EQ(first_devices.size(), 4u);
+  // Each GPU's second iteration starts after its own optimizer step.
+  std::set<StreamId> seen;
+  for (const Op& op : all.ops) {
+    if (op.tags.iteration != 1 ||
+        all.streams[static_cast<std::size_t>(op.stream)].kind != StreamKind::kCompute ||
+        !seen.insert(op.stream).second)
+      continue;
+    EXPECT_TRUE(std::any_of(op.deps.begin(), op.deps.end(), [&](OpId d) {
+      const Op& dep = all.ops[static_cast<std::size_t>(d)];
+      return dep.kind == OpKind::kOptimizer && dep.stream == op.stream && dep.tags.iteration == 0;
+    }));
+  }
+  EXPECT_EQ(seen.size(), 8u);
 }
 
 TEST(OrderLowering, ScatteredBoundariesAreRegatheredWithoutSequenceParallelism) {
