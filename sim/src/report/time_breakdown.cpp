@@ -19,7 +19,7 @@ struct Tally {
 
 class Attribution {
  public:
-  Attribution(const Plan& plan, const Timeline& tl) : plan_(plan), tl_(tl) {
+  Attribution(const Plan& plan, const Timeline& tl) : plan_(plan), tl_(tl), roles_(stream_roles(plan)) {
     // Streams named for context or tensor parallelism, looked up once: a wait is charged per compute op.
     named_.reserve(plan.streams.size());
     for (const Stream& s : plan.streams)
@@ -76,7 +76,6 @@ class Attribution {
   Cause cause(OpId dep) const {
     if (dep < 0) return Cause::kOther;
     const Op& op = plan_.ops[static_cast<std::size_t>(dep)];
-    const Stream& s = plan_.streams[static_cast<std::size_t>(op.stream)];
     if (std::holds_alternative<CpuWork>(op.payload)) return Cause::kOffload;
     switch (op.kind) {
       case OpKind::kH2D:
@@ -91,17 +90,20 @@ class Attribution {
         break;
     }
     if (const Cause c = named_[static_cast<std::size_t>(op.stream)]; c != Cause::kOther) return c;
-    if (is_collective(op.kind) && s.kind != StreamKind::kCompute) return Cause::kDataParallel;
+    if (is_collective(op.kind) && !roles_[static_cast<std::size_t>(op.stream)].compute)
+      return Cause::kDataParallel;
     return Cause::kPipeline;  // another GPU's compute, its TP collectives, or a p2p transfer
   }
 
   TimePoint start(OpId i) const { return tl_.start[static_cast<std::size_t>(i)]; }
   TimePoint end(OpId i) const { return tl_.end[static_cast<std::size_t>(i)]; }
+  const std::vector<StreamRole>& roles() const { return roles_; }
 
  private:
   const Plan& plan_;
   const Timeline& tl_;
   std::vector<Cause> named_;  // per stream: kContextParallel, kTensorParallel or kOther (no such name)
+  std::vector<StreamRole> roles_;
 };
 
 }  // namespace
@@ -124,7 +126,7 @@ TimeBreakdown compute_time_breakdown(const Plan& plan, const Timeline& tl) {
   std::vector<char> computes(nd, 0);
   std::vector<OpId> last_other(nd, -1);
   Tally t;
-  const std::vector<StreamRole> roles = stream_roles(plan);
+  const std::vector<StreamRole>& roles = a.roles();
   for (std::size_t i = 0; i < plan.ops.size(); ++i) {
     const Op& op = plan.ops[i];
     const StreamRole& s = roles[static_cast<std::size_t>(op.stream)];
