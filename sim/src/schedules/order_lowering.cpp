@@ -342,9 +342,8 @@ class Builder {
                      std::int64_t bytes, std::vector<OpId> deps);
   /// A read from (or write to) the node's NVMe volume into (from) host memory, on the GPU's NVMe queue.
   OpId emit_nvme(const GpuRank& g, bool read, const OpTags& tags, std::int64_t bytes, std::vector<OpId> deps);
-  /// The pipeline sends of a stage's GPUs, round by round, every replica's side by side.
+  /// The pipeline sends of a stage's GPUs, task by task, every replica's side by side.
   void emit_p2p(std::int32_t stage);
-  void emit_p2p_round(std::size_t replica, std::int32_t stage, std::int32_t round);
 
   const ScheduleDescriptor& sched_;
   const ScheduleInput& in_;
@@ -395,13 +394,13 @@ class Builder {
   std::vector<DeviceId> host_of_node_;     // host device per node, created on demand
   std::vector<DeviceId> nvme_of_node_;     // NVMe volume per node, created on demand
   std::vector<OpId> next_on_stream_;       // blocking p2p: each op's successor on its stream
-  /// One send (or same-device handoff) of emit_p2p's round: the task, what it waits for and who consumes it.
+  /// One send (or same-device handoff) of emit_p2p's task on one replica: what it waits for and who consumes
+  /// it.
   struct Hop {
-    const Task* task;
+    std::size_t replica;
     OpId produced, consumer;
-    std::int32_t chunk, peer;
   };
-  std::vector<Hop> hops_;  // emit_p2p's round (kept: its buffer serves every round)
+  std::vector<Hop> hops_;  // emit_p2p's task (kept: its buffer serves every task)
   OpId last_compute_op_ = kNone;
   std::vector<OpId> first_in_iteration_, last_on_stream_;  // per stream (see append)
   std::int32_t cpu_threads_per_gpu_ = 1;
@@ -1247,60 +1246,56 @@ OpId Builder::emit_optimizer(GpuRank& g, std::int32_t iter) {
 }
 
 void Builder::emit_p2p(std::int32_t stage) {
-  for (std::int32_t round = 0; round < in_.accum_steps * in_.iterations; ++round)
-    for (std::size_t r = 0; r < replicas_.size(); ++r) emit_p2p_round(r, stage, round);
-}
-
-void Builder::emit_p2p_round(std::size_t replica, std::int32_t stage, std::int32_t round) {
-  const auto& st = streams_[replica * static_cast<std::size_t>(in_.pp) + static_cast<std::size_t>(stage)];
-  const StreamId send = st[kP2PSendSlot];
-  const DeviceId self = plan_.streams[static_cast<std::size_t>(send)].device;
-  const auto r = static_cast<std::int32_t>(replica);
-  auto device_of_chunk = [&](std::int32_t chunk) {
-    const auto& cs = streams_[replica * static_cast<std::size_t>(in_.pp) +
-                              static_cast<std::size_t>(stage_of_chunk(chunk))];
-    return plan_.streams[static_cast<std::size_t>(cs[0])].device;
+  const auto pp = static_cast<std::size_t>(in_.pp);
+  auto device_of = [&](std::size_t replica, std::int32_t on_stage) {
+    const auto& cs = streams_[replica * pp + static_cast<std::size_t>(on_stage)];
+    return plan_.streams[static_cast<std::size_t>(cs[kComputeSlot])].device;
   };
-  // A round's hops are gathered first: each adds a dependency to an op of the peer stage, built long
-  // before, whose cache line is fetched while the rest are gathered.
-  hops_.clear();
-  for (const Task& task : orders_[static_cast<std::size_t>(stage)]) {
-    if (task.kind == TaskKind::kBackwardWeight) continue;
-    const bool fwd = task.kind == TaskKind::kForward;
-    const std::int32_t chunk = model_chunk(task.chunk, stage);
-    if (fwd ? takes_loss(chunk) : takes_data(chunk)) continue;  // the path ends here
-    const std::int32_t mb = round * in_.microbatches + task.microbatch;
-    const std::int32_t peer = fwd ? chunk + 1 : chunk - 1;
-    const Slot& from = slot(r, chunk, mb);
-    const Slot& to = slot(r, peer, mb);
-    const OpId wait = fwd ? to.fwd_wait : to.bwd_wait;
-    const OpId consumer = wait != kNone ? wait : fwd ? to.fwd_first : to.bwd_first;
-    __builtin_prefetch(&plan_.ops[static_cast<std::size_t>(consumer)].deps, 1);
-    hops_.push_back({&task, fwd ? from.fwd_done : from.bwd_done, consumer, chunk, peer});
-  }
-  for (const Hop& hop : hops_) {
-    const Task& task = *hop.task;
-    const bool fwd = task.kind == TaskKind::kForward;
-    const std::int32_t mb = round * in_.microbatches + task.microbatch;
-    DeviceId dst = device_of_chunk(hop.peer);
-    if (dst == self) {
-      plan_.ops[static_cast<std::size_t>(hop.consumer)].deps.push_back(hop.produced);
-      continue;
+  for (std::int32_t round = 0; round < in_.accum_steps * in_.iterations; ++round) {
+    for (const Task& task : orders_[static_cast<std::size_t>(stage)]) {
+      if (task.kind == TaskKind::kBackwardWeight) continue;
+      const bool fwd = task.kind == TaskKind::kForward;
+      const std::int32_t chunk = model_chunk(task.chunk, stage);
+      if (fwd ? takes_loss(chunk) : takes_data(chunk)) continue;  // the path ends here
+      const std::int32_t mb = round * in_.microbatches + task.microbatch;
+      const std::int32_t peer = fwd ? chunk + 1 : chunk - 1;
+      const RangeCost& boundary = chunk_costs_[static_cast<std::size_t>(
+          in_.cost_of_microbatch[static_cast<std::size_t>(task.microbatch)])]
+                                              [static_cast<std::size_t>(fwd ? chunk : peer)];
+      const OpTags tags{stage, task.chunk, mb, -1, -1, round / in_.accum_steps};
+      // The task's send on every replica's GPU of the stage, side by side. The hops are gathered first: each
+      // adds a dependency to an op of the peer stage, built long before, whose cache line is fetched while
+      // the rest are gathered.
+      hops_.clear();
+      for (std::size_t r = 0; r < replicas_.size(); ++r) {
+        const auto ri = static_cast<std::int32_t>(r);
+        const Slot& from = slot(ri, chunk, mb);
+        const Slot& to = slot(ri, peer, mb);
+        const OpId wait = fwd ? to.fwd_wait : to.bwd_wait;
+        const OpId consumer = wait != kNone ? wait : fwd ? to.fwd_first : to.bwd_first;
+        __builtin_prefetch(&plan_.ops[static_cast<std::size_t>(consumer)].deps, 1);
+        hops_.push_back({r, fwd ? from.fwd_done : from.bwd_done, consumer});
+      }
+      for (const Hop& hop : hops_) {
+        const DeviceId self = device_of(hop.replica, stage);
+        const DeviceId dst = device_of(hop.replica, stage_of_chunk(peer));
+        if (dst == self) {
+          plan_.ops[static_cast<std::size_t>(hop.consumer)].deps.push_back(hop.produced);
+          continue;
+        }
+        TransferWork w;
+        w.src = self;
+        w.dst = dst;
+        w.bytes = boundary.output_bytes;
+        const StreamId send = streams_[hop.replica * pp + static_cast<std::size_t>(stage)][kP2PSendSlot];
+        OpId p = add_op(send, OpKind::kP2P, tags, w, in_.p2p_fixed_ns);
+        plan_.ops[static_cast<std::size_t>(p)].deps.push_back(hop.produced);
+        plan_.ops[static_cast<std::size_t>(hop.consumer)].deps.push_back(p);
+        // A blocking send holds the sender's compute: its next op waits for the transfer.
+        const OpId next = in_.blocking_p2p ? next_on_stream_[static_cast<std::size_t>(hop.produced)] : kNone;
+        if (next != kNone) plan_.ops[static_cast<std::size_t>(next)].deps.push_back(p);
+      }
     }
-    const RangeCost& boundary = chunk_costs_[static_cast<std::size_t>(
-        in_.cost_of_microbatch[static_cast<std::size_t>(task.microbatch)])]
-                                            [static_cast<std::size_t>(fwd ? hop.chunk : hop.peer)];
-    TransferWork w;
-    w.src = self;
-    w.dst = dst;
-    w.bytes = boundary.output_bytes;
-    OpTags tags{stage, task.chunk, mb, -1, -1, round / in_.accum_steps};
-    OpId p = add_op(send, OpKind::kP2P, tags, w, in_.p2p_fixed_ns);
-    plan_.ops[static_cast<std::size_t>(p)].deps.push_back(hop.produced);
-    plan_.ops[static_cast<std::size_t>(hop.consumer)].deps.push_back(p);
-    // A blocking send holds the sender's compute: its next op waits for the transfer.
-    const OpId next = in_.blocking_p2p ? next_on_stream_[static_cast<std::size_t>(hop.produced)] : kNone;
-    if (next != kNone) plan_.ops[static_cast<std::size_t>(next)].deps.push_back(p);
   }
 }
 
