@@ -93,6 +93,14 @@ TEST(OrderLowering, ExplicitReplicasInterleaveTaskByTaskAndKeepEachGpusOrder) {
       first_devices.insert(all.streams[static_cast<std::size_t>(op.stream)].device);
   }
   EXPECT_EQ(first_devices.size(), 4u);
+  // And so are the pipeline sends: each GPU's first send comes before any GPU's second.
+  std::set<DeviceId> first_senders;
+  for (const Op& op : all.ops) {
+    if (op.kind != OpKind::kP2P) continue;
+    if (op.tags.microbatch != 0) break;
+    first_senders.insert(all.streams[static_cast<std::size_t>(op.stream)].device);
+  }
+  EXPECT_EQ(first_senders.size(), 4u);
   // Each GPU's second iteration starts after its own optimizer step.
   std::set<StreamId> seen;
   for (const Op& op : all.ops) {
