@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <map>
+#include <numeric>
 #include <set>
 
 #include "pipesim/sim/job.hpp"
@@ -114,6 +115,43 @@ TEST(OrderLowering, ExplicitReplicasInterleaveTaskByTaskAndKeepEachGpusOrder) {
     }));
   }
   EXPECT_EQ(seen.size(), 8u);
+}
+
+TEST(OrderLowering, InterleavingTheReplicasChangesNoResult) {
+  // The explicit plan, and the same ops with each GPU's in one block (stably sorted by device: the order
+  // before the replicas were interleaved): each op starts and ends at the same instant in both, and every
+  // device peaks at the same memory.
+  JobOptions j = testing::job("llama2-7b", "h100-sxm-8x", 2, 2, 2, 4);
+  j.iterations = 2;
+  j.explicit_replicas = true;
+  const Plan plan = testing::plan_of("1f1b", j);
+  const std::size_t n = plan.ops.size();
+  std::vector<OpId> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  auto device = [&](OpId i) {
+    return plan.streams[static_cast<std::size_t>(plan.ops[static_cast<std::size_t>(i)].stream)].device;
+  };
+  std::stable_sort(order.begin(), order.end(), [&](OpId a, OpId b) { return device(a) < device(b); });
+  ASSERT_NE(order, [&] {
+    std::vector<OpId> same(n);
+    std::iota(same.begin(), same.end(), 0);
+    return same;
+  }());
+  std::vector<OpId> moved_to(n);
+  for (std::size_t k = 0; k < n; ++k) moved_to[static_cast<std::size_t>(order[k])] = static_cast<OpId>(k);
+  Plan blocked = plan;
+  for (std::size_t k = 0; k < n; ++k) {
+    blocked.ops[k] = plan.ops[static_cast<std::size_t>(order[k])];
+    for (OpId& d : blocked.ops[k].deps) d = moved_to[static_cast<std::size_t>(d)];
+  }
+  const Timeline a = Engine{}.run(plan), b = Engine{}.run(blocked);
+  for (std::size_t i = 0; i < n; ++i) {
+    ASSERT_EQ(a.start[i], b.start[static_cast<std::size_t>(moved_to[i])]) << "op " << i;
+    ASSERT_EQ(a.end[i], b.end[static_cast<std::size_t>(moved_to[i])]) << "op " << i;
+  }
+  EXPECT_EQ(a.peak_bytes, b.peak_bytes);
+  EXPECT_EQ(a.events, b.events);
+  EXPECT_EQ(compute_metrics(plan, a).step_time_s, compute_metrics(blocked, b).step_time_s);
 }
 
 TEST(OrderLowering, ScatteredBoundariesAreRegatheredWithoutSequenceParallelism) {
