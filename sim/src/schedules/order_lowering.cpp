@@ -394,13 +394,15 @@ class Builder {
   std::vector<DeviceId> host_of_node_;     // host device per node, created on demand
   std::vector<DeviceId> nvme_of_node_;     // NVMe volume per node, created on demand
   std::vector<OpId> next_on_stream_;       // blocking p2p: each op's successor on its stream
-  /// One send (or same-device handoff) of emit_p2p's task on one replica: what it waits for and who consumes
-  /// it.
+  /// One send (or same-device handoff) of emit_p2p's round: the task and replica, what it waits for and who
+  /// consumes it.
   struct Hop {
+    const Task* task;
     std::size_t replica;
     OpId produced, consumer;
+    std::int32_t chunk, peer;
   };
-  std::vector<Hop> hops_;  // emit_p2p's task (kept: its buffer serves every task)
+  std::vector<Hop> hops_;  // emit_p2p's round (kept: its buffer serves every round)
   OpId last_compute_op_ = kNone;
   std::vector<OpId> first_in_iteration_, last_on_stream_;  // per stream (see append)
   std::int32_t cpu_threads_per_gpu_ = 1;
@@ -1252,6 +1254,10 @@ void Builder::emit_p2p(std::int32_t stage) {
     return plan_.streams[static_cast<std::size_t>(cs[kComputeSlot])].device;
   };
   for (std::int32_t round = 0; round < in_.accum_steps * in_.iterations; ++round) {
+    // A round's hops are gathered first, each task's on every replica's GPU of the stage side by side: each
+    // adds a dependency to an op of the peer stage, built long before, whose cache line is fetched while the
+    // rest are gathered.
+    hops_.clear();
     for (const Task& task : orders_[static_cast<std::size_t>(stage)]) {
       if (task.kind == TaskKind::kBackwardWeight) continue;
       const bool fwd = task.kind == TaskKind::kForward;
@@ -1259,14 +1265,6 @@ void Builder::emit_p2p(std::int32_t stage) {
       if (fwd ? takes_loss(chunk) : takes_data(chunk)) continue;  // the path ends here
       const std::int32_t mb = round * in_.microbatches + task.microbatch;
       const std::int32_t peer = fwd ? chunk + 1 : chunk - 1;
-      const RangeCost& boundary = chunk_costs_[static_cast<std::size_t>(
-          in_.cost_of_microbatch[static_cast<std::size_t>(task.microbatch)])]
-                                              [static_cast<std::size_t>(fwd ? chunk : peer)];
-      const OpTags tags{stage, task.chunk, mb, -1, -1, round / in_.accum_steps};
-      // The task's send on every replica's GPU of the stage, side by side. The hops are gathered first: each
-      // adds a dependency to an op of the peer stage, built long before, whose cache line is fetched while
-      // the rest are gathered.
-      hops_.clear();
       for (std::size_t r = 0; r < replicas_.size(); ++r) {
         const auto ri = static_cast<std::int32_t>(r);
         const Slot& from = slot(ri, chunk, mb);
@@ -1274,27 +1272,34 @@ void Builder::emit_p2p(std::int32_t stage) {
         const OpId wait = fwd ? to.fwd_wait : to.bwd_wait;
         const OpId consumer = wait != kNone ? wait : fwd ? to.fwd_first : to.bwd_first;
         __builtin_prefetch(&plan_.ops[static_cast<std::size_t>(consumer)].deps, 1);
-        hops_.push_back({r, fwd ? from.fwd_done : from.bwd_done, consumer});
+        hops_.push_back({&task, r, fwd ? from.fwd_done : from.bwd_done, consumer, chunk, peer});
       }
-      for (const Hop& hop : hops_) {
-        const DeviceId self = device_of(hop.replica, stage);
-        const DeviceId dst = device_of(hop.replica, stage_of_chunk(peer));
-        if (dst == self) {
-          plan_.ops[static_cast<std::size_t>(hop.consumer)].deps.push_back(hop.produced);
-          continue;
-        }
-        TransferWork w;
-        w.src = self;
-        w.dst = dst;
-        w.bytes = boundary.output_bytes;
-        const StreamId send = streams_[hop.replica * pp + static_cast<std::size_t>(stage)][kP2PSendSlot];
-        OpId p = add_op(send, OpKind::kP2P, tags, w, in_.p2p_fixed_ns);
-        plan_.ops[static_cast<std::size_t>(p)].deps.push_back(hop.produced);
-        plan_.ops[static_cast<std::size_t>(hop.consumer)].deps.push_back(p);
-        // A blocking send holds the sender's compute: its next op waits for the transfer.
-        const OpId next = in_.blocking_p2p ? next_on_stream_[static_cast<std::size_t>(hop.produced)] : kNone;
-        if (next != kNone) plan_.ops[static_cast<std::size_t>(next)].deps.push_back(p);
+    }
+    for (const Hop& hop : hops_) {
+      const Task& task = *hop.task;
+      const bool fwd = task.kind == TaskKind::kForward;
+      const std::int32_t mb = round * in_.microbatches + task.microbatch;
+      const DeviceId self = device_of(hop.replica, stage);
+      const DeviceId dst = device_of(hop.replica, stage_of_chunk(hop.peer));
+      if (dst == self) {
+        plan_.ops[static_cast<std::size_t>(hop.consumer)].deps.push_back(hop.produced);
+        continue;
       }
+      const RangeCost& boundary = chunk_costs_[static_cast<std::size_t>(
+          in_.cost_of_microbatch[static_cast<std::size_t>(task.microbatch)])]
+                                              [static_cast<std::size_t>(fwd ? hop.chunk : hop.peer)];
+      TransferWork w;
+      w.src = self;
+      w.dst = dst;
+      w.bytes = boundary.output_bytes;
+      OpTags tags{stage, task.chunk, mb, -1, -1, round / in_.accum_steps};
+      const StreamId send = streams_[hop.replica * pp + static_cast<std::size_t>(stage)][kP2PSendSlot];
+      OpId p = add_op(send, OpKind::kP2P, tags, w, in_.p2p_fixed_ns);
+      plan_.ops[static_cast<std::size_t>(p)].deps.push_back(hop.produced);
+      plan_.ops[static_cast<std::size_t>(hop.consumer)].deps.push_back(p);
+      // A blocking send holds the sender's compute: its next op waits for the transfer.
+      const OpId next = in_.blocking_p2p ? next_on_stream_[static_cast<std::size_t>(hop.produced)] : kNone;
+      if (next != kNone) plan_.ops[static_cast<std::size_t>(next)].deps.push_back(p);
     }
   }
 }
