@@ -1,25 +1,27 @@
 // Allocator for the arrays that grow with a plan's ops (millions of entries): blocks of 2 MiB and more are
 // aligned to 2 MiB and offered to the kernel as transparent huge pages, so filling them takes one page
 // fault per 2 MiB instead of one per 4 KiB (page faults were a fifth of an 8,192-GPU simulation's time).
-// Smaller blocks come from the standard allocator.
+// Freed large blocks are kept for the next run of the same size (huge_block_cache.hpp): a search or a
+// notebook simulates plan after plan, and fresh memory costs its first touch again (a sixth of a
+// compute-bound run). Smaller blocks come from the standard allocator.
 #pragma once
 
 #include <cstddef>
-#include <cstdlib>
 #include <memory>
 #include <new>
 #include <vector>
 
-#if defined(__linux__)
-#include <sys/mman.h>
-#endif
-
 namespace pipesim::sim {
+
+/// A block of at least `bytes` (>= kHugeBlockMin), aligned to 2 MiB; nullptr when none can be had.
+void* acquire_huge_block(std::size_t bytes);
+/// Gives back a block from acquire_huge_block with the same `bytes`.
+void release_huge_block(void* block, std::size_t bytes) noexcept;
+inline constexpr std::size_t kHugeBlockMin = std::size_t{2} << 20;
 
 template <class T>
 struct HugePageAllocator {
   using value_type = T;
-  static constexpr std::size_t kHugePage = std::size_t{2} << 20;
 
   HugePageAllocator() = default;
   template <class U>
@@ -28,20 +30,16 @@ struct HugePageAllocator {
   T* allocate(std::size_t n) {
     if (n > static_cast<std::size_t>(-1) / sizeof(T)) throw std::bad_array_new_length();
     const std::size_t bytes = n * sizeof(T);
-    if (bytes < kHugePage) return std::allocator<T>{}.allocate(n);
-    const std::size_t rounded = (bytes + kHugePage - 1) / kHugePage * kHugePage;
-    void* p = std::aligned_alloc(kHugePage, rounded);
+    if (bytes < kHugeBlockMin) return std::allocator<T>{}.allocate(n);
+    void* p = acquire_huge_block(bytes);
     if (p == nullptr) throw std::bad_alloc();
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-    (void)madvise(p, rounded, MADV_HUGEPAGE);  // advice only: without huge pages the block still works
-#endif
     return static_cast<T*>(p);
   }
   void deallocate(T* p, std::size_t n) noexcept {
-    if (n * sizeof(T) < kHugePage)
+    if (n * sizeof(T) < kHugeBlockMin)
       std::allocator<T>{}.deallocate(p, n);
     else
-      std::free(p);
+      release_huge_block(p, n * sizeof(T));
   }
   template <class U>
   bool operator==(const HugePageAllocator<U>&) const noexcept {

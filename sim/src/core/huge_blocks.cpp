@@ -1,0 +1,113 @@
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <cstdlib>
+#include <mutex>
+#include <utility>
+
+#include "pipesim/sim/huge_page_allocator.hpp"
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
+namespace pipesim::sim {
+namespace {
+
+constexpr std::size_t kHugePage = std::size_t{2} << 20;
+/// Freed blocks kept for reuse, and the bytes they may hold in all: enough for the plan, the engine's
+/// records and the timeline of a run of millions of ops, little beside a model's training memory.
+constexpr std::size_t kCachedBlocks = 8;
+constexpr std::size_t kCachedBytesMax = std::size_t{512} << 20;
+
+/// Block sizes come in classes, four per doubling, so a plan a few ops larger than the last one reuses its
+/// blocks (the unused tail is address space only: pages are backed when touched).
+std::size_t size_class(std::size_t bytes) {
+  if (bytes > (std::size_t{1} << 62)) return 0;  // no such block: acquire fails, as malloc would
+  std::size_t pages = (bytes + kHugePage - 1) / kHugePage;
+  if (pages <= 4) return pages * kHugePage;
+  const int top = 63 - __builtin_clzll(pages);  // pages in [2^top, 2^(top+1))
+  const std::size_t step = std::size_t{1} << (top - 2);
+  pages = (pages + step - 1) / step * step;
+  return pages * kHugePage;
+}
+
+struct Cache {
+  std::mutex mutex;
+  std::array<void*, kCachedBlocks> block{};
+  std::array<std::size_t, kCachedBlocks> bytes{};
+  std::array<std::uint64_t, kCachedBlocks> kept_at{};  // when it was given back: the oldest goes first
+  std::uint64_t releases = 0;
+  std::size_t held = 0;
+};
+Cache& cache() {
+  static Cache* c = new Cache;  // never destroyed: blocks may be freed by other static destructors
+  return *c;
+}
+
+void* map_block(std::size_t bytes) {
+  void* raw = std::aligned_alloc(kHugePage, bytes);
+  if (raw == nullptr) return nullptr;
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  (void)madvise(raw, bytes, MADV_HUGEPAGE);  // advice only: without huge pages the block still works
+#endif
+  return raw;
+}
+
+}  // namespace
+
+void* acquire_huge_block(std::size_t bytes) {
+  const std::size_t size = size_class(bytes);
+  if (size == 0) return nullptr;
+  Cache& c = cache();
+  {
+    std::lock_guard<std::mutex> lock(c.mutex);
+    for (std::size_t k = 0; k < kCachedBlocks; ++k)
+      if (c.block[k] != nullptr && c.bytes[k] == size) {
+        c.held -= size;
+        return std::exchange(c.block[k], nullptr);
+      }
+  }
+  return map_block(size);
+}
+
+void release_huge_block(void* block, std::size_t bytes) noexcept {
+  const std::size_t size = size_class(bytes);
+  if (size > kCachedBytesMax) {
+    std::free(block);
+    return;
+  }
+#if defined(__linux__) && defined(MADV_FREE)
+  // A kept block's pages stay until the kernel needs them: under memory pressure it takes them back as if
+  // they were freed, and the block's next owner then finds fresh pages.
+  (void)madvise(block, size, MADV_FREE);
+#endif
+  // The newest blocks are kept (the next run most likely has the same sizes): the oldest make room.
+  std::array<void*, kCachedBlocks> evicted{};
+  {
+    Cache& c = cache();
+    std::lock_guard<std::mutex> lock(c.mutex);
+    for (std::size_t e = 0;; ++e) {
+      std::size_t empty = kCachedBlocks, oldest = kCachedBlocks;
+      for (std::size_t k = 0; k < kCachedBlocks; ++k) {
+        if (c.block[k] == nullptr)
+          empty = k;
+        else if (oldest == kCachedBlocks || c.kept_at[k] < c.kept_at[oldest])
+          oldest = k;
+      }
+      if (empty < kCachedBlocks && c.held + size <= kCachedBytesMax) {
+        c.block[empty] = block;
+        c.bytes[empty] = size;
+        c.kept_at[empty] = ++c.releases;
+        c.held += size;
+        break;
+      }
+      // Ends: size <= kCachedBytesMax, so once every block is out there is room.
+      evicted[e] = std::exchange(c.block[oldest], nullptr);
+      c.held -= c.bytes[oldest];
+    }
+  }
+  for (void* b : evicted) std::free(b);  // outside the lock; free(nullptr) does nothing
+}
+
+}  // namespace pipesim::sim
