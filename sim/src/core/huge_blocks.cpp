@@ -11,6 +11,17 @@
 #include <sys/mman.h>
 #endif
 
+#if defined(__SANITIZE_ADDRESS__)
+#define PIPESIM_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define PIPESIM_ASAN 1
+#endif
+#endif
+#if defined(PIPESIM_ASAN)
+#include <sanitizer/asan_interface.h>
+#endif
+
 namespace pipesim::sim {
 namespace {
 
@@ -45,6 +56,22 @@ Cache& cache() {
   return *c;
 }
 
+/// Under AddressSanitizer a kept block is poisoned, so a use of a freed plan-sized array is still caught.
+void poison(void* block, std::size_t bytes) {
+#if defined(PIPESIM_ASAN)
+  ASAN_POISON_MEMORY_REGION(block, bytes);
+#else
+  (void)block, (void)bytes;
+#endif
+}
+void unpoison(void* block, std::size_t bytes) {
+#if defined(PIPESIM_ASAN)
+  ASAN_UNPOISON_MEMORY_REGION(block, bytes);
+#else
+  (void)block, (void)bytes;
+#endif
+}
+
 void* map_block(std::size_t bytes) {
   void* raw = std::aligned_alloc(kHugePage, bytes);
   if (raw == nullptr) return nullptr;
@@ -65,6 +92,7 @@ void* acquire_huge_block(std::size_t bytes) {
     for (std::size_t k = 0; k < kCachedBlocks; ++k)
       if (c.block[k] != nullptr && c.bytes[k] == size) {
         c.held -= size;
+        unpoison(c.block[k], size);
         return std::exchange(c.block[k], nullptr);
       }
   }
@@ -82,6 +110,7 @@ void release_huge_block(void* block, std::size_t bytes) noexcept {
   // they were freed, and the block's next owner then finds fresh pages.
   (void)madvise(block, size, MADV_FREE);
 #endif
+  poison(block, size);
   // The newest blocks are kept (the next run most likely has the same sizes): the oldest make room.
   std::array<void*, kCachedBlocks> evicted{};
   {
@@ -104,6 +133,7 @@ void release_huge_block(void* block, std::size_t bytes) noexcept {
       }
       // Ends: size <= kCachedBytesMax, so once every block is out there is room.
       evicted[e] = std::exchange(c.block[oldest], nullptr);
+      unpoison(evicted[e], c.bytes[oldest]);
       c.held -= c.bytes[oldest];
     }
   }
