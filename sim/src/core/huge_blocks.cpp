@@ -57,18 +57,14 @@ Cache& cache() {
 }
 
 /// Under AddressSanitizer a kept block is poisoned, so a use of a freed plan-sized array is still caught.
-void poison(void* block, std::size_t bytes) {
+void set_poisoned(void* block, std::size_t bytes, bool poisoned) {
 #if defined(PIPESIM_ASAN)
-  ASAN_POISON_MEMORY_REGION(block, bytes);
+  if (poisoned)
+    ASAN_POISON_MEMORY_REGION(block, bytes);
+  else
+    ASAN_UNPOISON_MEMORY_REGION(block, bytes);
 #else
-  (void)block, (void)bytes;
-#endif
-}
-void unpoison(void* block, std::size_t bytes) {
-#if defined(PIPESIM_ASAN)
-  ASAN_UNPOISON_MEMORY_REGION(block, bytes);
-#else
-  (void)block, (void)bytes;
+  (void)block, (void)bytes, (void)poisoned;
 #endif
 }
 
@@ -92,7 +88,7 @@ void* acquire_huge_block(std::size_t bytes) {
     for (std::size_t k = 0; k < kCachedBlocks; ++k)
       if (c.block[k] != nullptr && c.bytes[k] == size) {
         c.held -= size;
-        unpoison(c.block[k], size);
+        set_poisoned(c.block[k], size, false);
         return std::exchange(c.block[k], nullptr);
       }
   }
@@ -110,7 +106,7 @@ void release_huge_block(void* block, std::size_t bytes) noexcept {
   // they were freed, and the block's next owner then finds fresh pages.
   (void)madvise(block, size, MADV_FREE);
 #endif
-  poison(block, size);
+  set_poisoned(block, size, true);
   // The newest blocks are kept (the next run most likely has the same sizes): the oldest make room.
   std::array<void*, kCachedBlocks> evicted{};
   {
@@ -133,7 +129,7 @@ void release_huge_block(void* block, std::size_t bytes) noexcept {
       }
       // Ends: size <= kCachedBytesMax, so once every block is out there is room.
       evicted[e] = std::exchange(c.block[oldest], nullptr);
-      unpoison(evicted[e], c.bytes[oldest]);
+      set_poisoned(evicted[e], c.bytes[oldest], false);
       c.held -= c.bytes[oldest];
     }
   }
