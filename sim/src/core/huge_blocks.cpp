@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "pipesim/sim/huge_page_allocator.hpp"
+#include "pipesim/sim/memory_budget.hpp"
 
 #if defined(__linux__)
 #include <sys/mman.h>
@@ -27,9 +28,15 @@ namespace {
 
 constexpr std::size_t kHugePage = std::size_t{2} << 20;
 /// Freed blocks kept for reuse, and the bytes they may hold in all: enough for the plan, the engine's
-/// records and the timeline of a run of millions of ops, little beside a model's training memory.
+/// records and the timeline of a run of millions of ops, little beside a model's training memory; an
+/// eighth of the memory this process may use at most (under `ulimit -v` the kept blocks count against the
+/// limit, and a search's other allocations must still fit).
 constexpr std::size_t kCachedBlocks = 8;
-constexpr std::size_t kCachedBytesMax = std::size_t{512} << 20;
+std::size_t kept_bytes_max() {
+  static const std::size_t cap = static_cast<std::size_t>(
+      std::min(static_cast<double>(std::size_t{512} << 20), usable_memory_bytes() / 8));
+  return cap;
+}
 
 /// Block sizes come in classes, four per doubling, so a plan a few ops larger than the last one reuses its
 /// blocks (the unused tail is address space only: pages are backed when touched).
@@ -92,12 +99,25 @@ void* acquire_huge_block(std::size_t bytes) {
         return std::exchange(c.block[k], nullptr);
       }
   }
+  if (void* fresh = map_block(size)) return fresh;
+  // Out of memory or of address space (a ulimit): the kept blocks go back and the request is tried again.
+  std::array<void*, kCachedBlocks> kept{};
+  {
+    std::lock_guard<std::mutex> lock(c.mutex);
+    for (std::size_t k = 0; k < kCachedBlocks; ++k)
+      if (c.block[k] != nullptr) {
+        set_poisoned(c.block[k], c.bytes[k], false);
+        kept[k] = std::exchange(c.block[k], nullptr);
+      }
+    c.held = 0;
+  }
+  for (void* b : kept) std::free(b);
   return map_block(size);
 }
 
 void release_huge_block(void* block, std::size_t bytes) noexcept {
   const std::size_t size = size_class(bytes);
-  if (size > kCachedBytesMax) {
+  if (size > kept_bytes_max()) {
     std::free(block);
     return;
   }
@@ -120,14 +140,14 @@ void release_huge_block(void* block, std::size_t bytes) noexcept {
         else if (oldest == kCachedBlocks || c.kept_at[k] < c.kept_at[oldest])
           oldest = k;
       }
-      if (empty < kCachedBlocks && c.held + size <= kCachedBytesMax) {
+      if (empty < kCachedBlocks && c.held + size <= kept_bytes_max()) {
         c.block[empty] = block;
         c.bytes[empty] = size;
         c.kept_at[empty] = ++c.releases;
         c.held += size;
         break;
       }
-      // Ends: size <= kCachedBytesMax, so once every block is out there is room.
+      // Ends: size <= kept_bytes_max(), so once every block is out there is room.
       evicted[e] = std::exchange(c.block[oldest], nullptr);
       set_poisoned(evicted[e], c.bytes[oldest], false);
       c.held -= c.bytes[oldest];
