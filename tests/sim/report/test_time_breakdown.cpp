@@ -62,5 +62,21 @@ TEST(TimeBreakdown, GpipeIdleTimeIsAllPipelineBubble) {
   EXPECT_NEAR(t.pipeline_bubble, r.metrics.bubble_fraction, 1e-12);
 }
 
+TEST(TimeBreakdown, OnALargePlanItRunsBesideTheMetricsPassAndGivesTheSameShares) {
+  // From 2^17 ops on the breakdown's pass over the plan runs on a thread of its own: the same closed form,
+  // and the same numbers as computing it alone.
+  constexpr Duration kF = 1'000'000, kB = 2'000'000;
+  const int p = 4, m = 10000;
+  auto r = testing::simulate("gpipe", testing::uniform_input(p, m, kF, kB / 2, kB / 2));
+  ASSERT_GE(r.plan.ops.size(), std::size_t{1} << 17);
+  const TimeBreakdown& t = r.metrics.time;
+  EXPECT_DOUBLE_EQ(t.pipeline_bubble, static_cast<double>(p - 1) / (m + p - 1));
+  EXPECT_DOUBLE_EQ(t.kernels, static_cast<double>(m) / (m + p - 1));
+  const TimeBreakdown alone = compute_time_breakdown(r.plan, r.timeline);
+  EXPECT_EQ(t.kernels, alone.kernels);
+  EXPECT_EQ(t.pipeline_bubble, alone.pipeline_bubble);
+  EXPECT_EQ(t.pp_comm + t.dp_comm + t.tp_comm + t.cp_comm + t.offload + t.other + t.optimizer, 0);
+}
+
 }  // namespace
 }  // namespace pipesim::sim
