@@ -34,7 +34,7 @@ constexpr std::size_t kHugePage = std::size_t{2} << 20;
 constexpr std::size_t kCachedBlocks = 8;
 std::size_t kept_bytes_max() {
   static const std::size_t cap = static_cast<std::size_t>(
-      std::min(static_cast<double>(std::size_t{512} << 20), usable_memory_bytes() / 8));
+      std::clamp(usable_memory_bytes() / 8, 0.0, static_cast<double>(std::size_t{512} << 20)));
   return cap;
 }
 
