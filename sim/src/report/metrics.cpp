@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <future>
 #include <limits>
+#include <system_error>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -20,8 +21,13 @@ constexpr std::size_t kBreakdownBesideOps = std::size_t{1} << 17;
 
 Metrics compute_metrics(const Plan& plan, const Timeline& tl) {
   std::future<TimeBreakdown> breakdown;
-  if (plan.ops.size() >= kBreakdownBesideOps && std::thread::hardware_concurrency() >= 2)
-    breakdown = std::async(std::launch::async, [&plan, &tl] { return compute_time_breakdown(plan, tl); });
+  if (plan.ops.size() >= kBreakdownBesideOps && std::thread::hardware_concurrency() >= 2) {
+    try {
+      breakdown = std::async(std::launch::async, [&plan, &tl] { return compute_time_breakdown(plan, tl); });
+    } catch (const std::system_error&) {
+      // No thread to be had (a thread or memory limit): the breakdown runs after this pass instead.
+    }
+  }
   Metrics m;
   m.schedule = plan.meta.schedule;
   m.num_gpus = plan.num_gpus();

@@ -1,7 +1,7 @@
 // Allocator for the arrays that grow with a plan's ops (millions of entries): blocks of 2 MiB and more are
 // aligned to 2 MiB and offered to the kernel as transparent huge pages, so filling them takes one page
 // fault per 2 MiB instead of one per 4 KiB (page faults were a fifth of an 8,192-GPU simulation's time).
-// Freed large blocks are kept for the next run of the same size (huge_block_cache.hpp): a search or a
+// Freed large blocks are kept for the next run of the same size (src/core/huge_blocks.cpp): a search or a
 // notebook simulates plan after plan, and fresh memory costs its first touch again (a sixth of a
 // compute-bound run). Smaller blocks come from the standard allocator.
 #pragma once
