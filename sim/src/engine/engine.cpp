@@ -275,11 +275,12 @@ void Run::setup() {
       st.head_op = id;
     st.last_op = id;
     h.deps_left = static_cast<std::int32_t>(op.deps.size());
-    h.allocates = op.alloc_bytes != 0;
-    h.frees = op.free_bytes != 0;
+    // The flags start false: each is stored only when set (a bit field's store reads its byte first).
+    if (op.alloc_bytes != 0) h.allocates = true;
+    if (op.free_bytes != 0) h.frees = true;
     if (slowdown_ > 0 && plan_.devices[static_cast<std::size_t>(st.device)].kind == DeviceKind::kGpu) {
-      h.collective = is_collective(op.kind);
-      h.stretchable = std::holds_alternative<SharedCompute>(op.payload) && op.fixed_duration < 0;
+      if (is_collective(op.kind)) h.collective = true;
+      if (std::holds_alternative<SharedCompute>(op.payload) && op.fixed_duration < 0) h.stretchable = true;
     }
     if (const auto* t = std::get_if<TransferWork>(&op.payload); t && op.fixed_duration < 0) {
       h.mode = Mode::kFlow;

@@ -11,7 +11,7 @@
 
 namespace pipesim::sim {
 
-FlowNetwork::FlowNetwork(std::vector<double> capacity) : links_(capacity.size()) {
+FlowNetwork::FlowNetwork(std::vector<double> capacity) : links_(capacity.size()), carried_(capacity.size()) {
   for (std::size_t l = 0; l < capacity.size(); ++l) links_[l].capacity = capacity[l];
 }
 
@@ -19,12 +19,13 @@ void FlowNetwork::advance(Flow& f, TimePoint now) {
   if (now > f.updated) {
     double moved = std::min(f.remaining, f.rate * static_cast<double>(now - f.updated));
     f.remaining -= moved;
-    for (auto l : f.links) links_[static_cast<std::size_t>(l)].carried += moved;
+    for (auto l : f.links) carried_[static_cast<std::size_t>(l)] += moved;
     f.updated = now;
   }
 }
 
-FlowId FlowNetwork::add(const PathLinks& links, double bytes, double cap, TimePoint now, std::int32_t priority) {
+FlowId FlowNetwork::add(const PathLinks& links, double bytes, double cap, TimePoint now,
+                        std::int32_t priority) {
   FlowId id;
   if (!free_ids_.empty()) {
     id = free_ids_.back();
@@ -43,8 +44,21 @@ FlowId FlowNetwork::add(const PathLinks& links, double bytes, double cap, TimePo
   f.updated = now;
   f.live = true;
   ++active_;
-  for (auto l : f.links) links_[static_cast<std::size_t>(l)].flows.push_back(id);
-  touched(std::span<const std::int32_t>(f.links.data(), f.links.size()), now);
+  // Alone, progressive filling gives it the tightest link's capacity or its cap, whichever is lower.
+  double alone = std::numeric_limits<double>::infinity();
+  for (auto l : f.links) {
+    LinkState& link = links_[static_cast<std::size_t>(l)];
+    link.flows.push_back(id);
+    alone = std::min(alone, std::max(0.0, link.capacity));
+  }
+  if (cap > 0 && cap < alone) alone = cap;
+  f.alone = std::isfinite(alone) ? alone : 0.0;
+  if (batching_) {
+    pending_flows_.push_back(id);
+    changed_.clear();
+  } else {
+    recompute(std::span<const std::int32_t>(f.links.data(), f.links.size()), now);
+  }
   return id;
 }
 
@@ -55,52 +69,46 @@ void FlowNetwork::remove(FlowId id, TimePoint now) {
   --active_;
   for (auto l : f.links) {
     auto& v = links_[static_cast<std::size_t>(l)].flows;
+    if (v.size() == 1) {  // the usual case: it was alone there
+      v.clear();
+      continue;
+    }
     auto* at = std::find(v.begin(), v.end(), id);
     v.erase(at, at + 1);
   }
-  // The links seed the recomputation (the flow is off them already).
-  touched(std::span<const std::int32_t>(f.links.data(), f.links.size()), now);
+  // The links seed the recomputation (the flow is off them already). While batching, a link left without
+  // flows (the usual end of a transfer on private links) has nothing to re-rate and is not noted.
+  if (batching_) {
+    for (std::int32_t l : f.links)
+      if (!links_[static_cast<std::size_t>(l)].flows.empty()) pending_links_.push_back(l);
+    changed_.clear();
+  } else {
+    recompute(std::span<const std::int32_t>(f.links.data(), f.links.size()), now);
+  }
   f.links = PathLinks();
   free_ids_.push_back(id);
 }
 
-void FlowNetwork::touched(std::span<const std::int32_t> links, TimePoint now) {
-  if (!batching_) {
-    recompute(links, now);
-    return;
-  }
-  for (std::int32_t l : links) pending_links_.push_back(l);  // a path's few links: no range insert
-  changed_.clear();
-}
-
 void FlowNetwork::flush(TimePoint now) {
-  flush_seeds_.swap(pending_links_);  // both keep their buffers from one flush to the next
+  // Both seed lists keep their buffers from one flush to the next.
+  flush_seeds_.swap(pending_links_);
+  flush_flows_.swap(pending_flows_);
   // One recomputation per connected group: progressive filling over a merged group would cost the product of
-  // their sizes.
+  // their sizes. Rates depend only on each group's flows, so the order of the seeds changes nothing.
   ++flush_epoch_;
   flush_changed_.clear();
+  for (FlowId f : flush_flows_) {
+    const Flow& flow = flows_[static_cast<std::size_t>(f)];
+    // A flow over no link is rated by no link (as when its links were the seeds); one that ended within the
+    // instant has left them.
+    if (flow.live && !flow.links.empty()) flush_seed(flow.links[0], f, now);
+  }
   for (std::int32_t l : flush_seeds_) {
-    if (links_[static_cast<std::size_t>(l)].flush_mark == flush_epoch_) continue;
-    if (links_[static_cast<std::size_t>(l)].flows.empty()) {
-      // A finished flow's link that nobody else uses (the usual end of a transfer): nothing to re-rate.
-      links_[static_cast<std::size_t>(l)].flush_mark = flush_epoch_;
-      continue;
-    }
-    if (const FlowId f = sole_flow(l); f >= 0) {
-      // The usual case: a flow alone on private links (a GPU's NVLink port or NIC).
-      Flow& flow = flows_[static_cast<std::size_t>(f)];
-      advance(flow, now);
-      flow.rate = alone_rate(flow);
-      for (std::int32_t g : flow.links) links_[static_cast<std::size_t>(g)].flush_mark = flush_epoch_;
-      flush_changed_.push_back(f);
-      continue;
-    }
-    one_link_.assign(1, l);
-    recompute(one_link_, now);
-    for (std::int32_t g : scratch_links_) links_[static_cast<std::size_t>(g)].flush_mark = flush_epoch_;
-    flush_changed_.insert(flush_changed_.end(), changed_.begin(), changed_.end());
+    if (links_[static_cast<std::size_t>(l)].flows.empty()) continue;  // its flows started and ended at once
+    flush_seed(l, sole_flow(l), now);
   }
   flush_seeds_.clear();
+  flush_flows_.clear();
   // Ascending ids. Flows started together usually arrive in one order or its reverse (ids are reused last
   // freed first), so two linear checks spare most sorts.
   auto& c = flush_changed_;
@@ -111,29 +119,49 @@ void FlowNetwork::flush(TimePoint now) {
   changed_.swap(flush_changed_);
 }
 
+void FlowNetwork::flush_seed(std::int32_t l, FlowId f, TimePoint now) {
+  if (links_[static_cast<std::size_t>(l)].flush_mark == flush_epoch_) return;  // its group is rated
+  if (f >= 0 && is_sole(flows_[static_cast<std::size_t>(f)])) {
+    // The usual case: a flow alone on private links (a GPU's NVLink port or NIC).
+    Flow& flow = flows_[static_cast<std::size_t>(f)];
+    advance(flow, now);
+    flow.rate = flow.alone;
+    for (std::int32_t g : flow.links) links_[static_cast<std::size_t>(g)].flush_mark = flush_epoch_;
+    flush_changed_.push_back(f);
+    return;
+  }
+  one_link_.assign(1, l);
+  recompute(one_link_, now);
+  for (std::int32_t g : scratch_links_) links_[static_cast<std::size_t>(g)].flush_mark = flush_epoch_;
+  flush_changed_.insert(flush_changed_.end(), changed_.begin(), changed_.end());
+}
+
+bool FlowNetwork::is_sole(const Flow& f) const {
+  if (f.priority < 0) return false;  // rated by no class of the filling: it keeps its rate
+  // A link listed twice on the flow's path lists the flow twice there too.
+  for (std::int32_t l : f.links)
+    if (links_[static_cast<std::size_t>(l)].flows.size() != 1) return false;
+  return true;
+}
+
 FlowId FlowNetwork::sole_flow(std::int32_t link) const {
   const auto& on = links_[static_cast<std::size_t>(link)].flows;
   if (on.size() != 1) return -1;
-  const Flow& f = flows_[static_cast<std::size_t>(on[0])];
-  if (f.priority < 0) return -1;  // rated by no class of the filling: it keeps its rate
-  // A link listed twice on the flow's path lists the flow twice there too.
-  for (std::int32_t l : f.links)
-    if (links_[static_cast<std::size_t>(l)].flows.size() != 1) return -1;
-  return on[0];
-}
-
-double FlowNetwork::alone_rate(const Flow& f) const {
-  double best = std::numeric_limits<double>::infinity();
-  for (auto l : f.links) best = std::min(best, std::max(0.0, links_[static_cast<std::size_t>(l)].capacity));
-  if (f.cap > 0 && f.cap < best) best = f.cap;
-  return std::isfinite(best) ? best : 0.0;
+  return is_sole(flows_[static_cast<std::size_t>(on[0])]) ? on[0] : -1;
 }
 
 TimePoint FlowNetwork::finish_time(FlowId id) const {
   const Flow& f = flows_[static_cast<std::size_t>(id)];
   if (f.remaining <= 0) return f.updated;
   if (f.rate <= 0) return std::numeric_limits<TimePoint>::max();
-  const double end = static_cast<double>(f.updated) + std::ceil(f.remaining / f.rate);
+  // std::ceil, spelled out: without SSE4.1 at compile time it is a call through the dynamic linker, and this
+  // runs for every rated flow. Quotients of 2^53 or more are whole numbers already.
+  double ns = f.remaining / f.rate;
+  if (ns < 9007199254740992.0) {
+    const double whole = static_cast<double>(static_cast<std::int64_t>(ns));
+    ns = whole < ns ? whole + 1 : whole;
+  }
+  const double end = static_cast<double>(f.updated) + ns;
   if (!(end < 9.2e18))
     throw InputError(
         "plan", "",
@@ -146,9 +174,7 @@ TimePoint FlowNetwork::finish_time(FlowId id) const {
 std::vector<double> FlowNetwork::carried_bytes(TimePoint now) {
   for (auto& f : flows_)
     if (f.live) advance(f, now);
-  std::vector<double> carried(links_.size());
-  for (std::size_t l = 0; l < links_.size(); ++l) carried[l] = links_[l].carried;
-  return carried;
+  return carried_;
 }
 
 void FlowNetwork::recompute(std::span<const std::int32_t> seed_links, TimePoint now) {
@@ -183,7 +209,7 @@ void FlowNetwork::recompute(std::span<const std::int32_t> seed_links, TimePoint 
     // also hold a removed flow's links): progressive filling gives it the tightest link's capacity or its
     // cap, whichever is lower; the same value the loop below computes, without it.
     Flow& f = flows_[static_cast<std::size_t>(flows[0])];
-    f.rate = alone_rate(f);
+    f.rate = f.alone;
     return;
   }
 

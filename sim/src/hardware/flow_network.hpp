@@ -42,8 +42,9 @@ class FlowNetwork {
   /// recomputes once for all of them. Max-min rates depend only on the set of flows, so starting and ending
   /// several flows at one instant gives the same rates either way, with one recomputation instead of many.
   void set_batching(bool on) { batching_ = on; }
-  bool has_pending() const { return !pending_links_.empty(); }
-  /// Recomputes the rates around every link touched since the last flush; changed() lists those flows.
+  bool has_pending() const { return !pending_links_.empty() || !pending_flows_.empty(); }
+  /// Recomputes the rates around every flow started and link left since the last flush; changed() lists
+  /// those flows.
   void flush(TimePoint now);
 
   /// Flows whose rate was recomputed by the last add/remove (or flush), ascending ids.
@@ -62,6 +63,7 @@ class FlowNetwork {
     double remaining = 0;
     double rate = 0;
     double cap = 0;
+    double alone = 0;  // its rate when alone on its links: the tightest link's capacity or its cap
     std::int32_t priority = 0;
     TimePoint updated = 0;
     bool live = false;
@@ -70,32 +72,37 @@ class FlowNetwork {
   /// The flow on `link` when it is the only one there and on each of its other links, in a rated class;
   /// -1 otherwise.
   FlowId sole_flow(std::int32_t link) const;
-  /// A flow's rate alone on its links: the tightest link's capacity or its cap, whichever is lower.
-  double alone_rate(const Flow& f) const;
+  /// Whether the flow is the only one on each of its links, in a class the filling rates.
+  bool is_sole(const Flow& f) const;
+  /// Rates the flows around one seed of a flush (a link, or a flow started at the instant), unless an earlier
+  /// seed's recomputation reached them.
+  void flush_seed(std::int32_t link, FlowId flow, TimePoint now);
   void recompute(std::span<const std::int32_t> seed_links, TimePoint now);
 
-  /// Everything kept per link, together: a transfer's start and end touch one cache line per link it crosses.
-  struct LinkState {
+  /// What a transfer's start and end read per link, in 32 bytes: never split across two cache lines.
+  struct alignas(32) LinkState {
     double capacity = 0;
-    double carried = 0;
     DepList flows;                 // the flows on the link (a short id list, kept inline up to three)
     std::int32_t flush_mark = -1;  // the flush that last recomputed the link
     std::int32_t link_mark = -1;   // the recomputation that last gathered the link
   };
+  static_assert(sizeof(LinkState) == 32);
   std::vector<LinkState> links_;
+  std::vector<double> carried_;  // bytes carried per link, apart: written only when a flow moves on
   std::vector<Flow> flows_;
   std::vector<FlowId> free_ids_;
   std::vector<FlowId> changed_;
   std::size_t active_ = 0;
   bool batching_ = false;
-  std::vector<std::int32_t> pending_links_;  // touched while batching, not yet recomputed
+  std::vector<std::int32_t> pending_links_;  // left by flows that ended while batching, not yet recomputed
+  std::vector<FlowId> pending_flows_;        // started while batching, not yet rated
   std::int32_t flush_epoch_ = 0;
-  void touched(std::span<const std::int32_t> links, TimePoint now);
   // Scratch buffers reused across recomputations.
   std::vector<std::int32_t> flow_mark_;
   std::vector<std::int32_t> scratch_links_, scratch_stack_, scratch_count_;
   std::vector<std::int32_t> one_link_;     // the seed of each of flush()'s groups
   std::vector<std::int32_t> flush_seeds_;  // the links a flush works through
+  std::vector<FlowId> flush_flows_;        // the started flows a flush works through
   std::vector<FlowId> flush_changed_;      // the flows a flush re-rated
   std::vector<double> scratch_left_;
   std::vector<char> scratch_frozen_;
