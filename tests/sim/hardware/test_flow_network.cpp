@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <random>
+#include <vector>
+
 #include "hardware/flow_network.hpp"
 #include "hardware/topology.hpp"
 #include "pipesim/sim/hardware.hpp"
@@ -75,6 +78,43 @@ TEST(FlowNetwork, BatchedChangesGiveTheSameRatesWithOneRecomputationPerGroup) {
   EXPECT_DOUBLE_EQ(net.rate(e), 6);
   EXPECT_DOUBLE_EQ(net.remaining(c), 1e6 - 500);
   EXPECT_FALSE(net.has_pending());
+}
+
+TEST(FlowNetwork, BatchedInstantsGiveTheRatesOfOneChangeAtATime) {
+  // Flows start and end in bursts at shared instants, on paths of one to three of six links (a link twice
+  // now and then), some capped, some in the background. After each instant's flush every flow in flight has
+  // the rate and the bytes left that recomputing after each change gives: a flush seeds its groups from the
+  // flows started and the links left, in any order.
+  const std::vector<double> capacity{10, 4, 10, 6, 25, 1};
+  FlowNetwork batched(capacity), one_by_one(capacity);
+  batched.set_batching(true);
+  std::mt19937 rng(7);
+  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
+  std::vector<FlowId> live;  // the same ids in both: they reuse freed ids alike
+  for (TimePoint now = 0; now < 4000; now += 1 + pick(50)) {
+    for (int k = pick(3); k > 0 && !live.empty(); --k) {
+      const auto at = static_cast<std::size_t>(pick(static_cast<int>(live.size())));
+      batched.remove(live[at], now);
+      one_by_one.remove(live[at], now);
+      live.erase(live.begin() + static_cast<std::ptrdiff_t>(at));
+    }
+    for (int k = pick(4); k > 0; --k) {
+      PathLinks path;
+      for (int l = 1 + pick(3); l > 0; --l) path.push_back(pick(6));
+      const double bytes = 1e3 * (1 + pick(100)), cap = pick(4) == 0 ? 0.5 + pick(8) : 0;
+      const std::int32_t priority = pick(5) == 0 ? 1 : 0;
+      const FlowId f = batched.add(path, bytes, cap, now, priority);
+      ASSERT_EQ(f, one_by_one.add(path, bytes, cap, now, priority));
+      live.push_back(f);
+    }
+    batched.flush(now);
+    EXPECT_FALSE(batched.has_pending());
+    for (FlowId f : live) {
+      EXPECT_EQ(batched.rate(f), one_by_one.rate(f)) << "flow " << f << " at " << now;
+      EXPECT_EQ(batched.remaining(f), one_by_one.remaining(f)) << "flow " << f << " at " << now;
+    }
+  }
+  EXPECT_GT(live.size(), 3u);
 }
 
 TEST(FlowNetwork, BackgroundFlowsUseWhatForegroundLeaves) {
