@@ -63,6 +63,7 @@ class Run {
     // line (a record of 48 bytes with both amounts was 5-9 % slower on the compute-bound benchmark).
     bool allocates : 1 = false;
     bool frees : 1 = false;
+    bool finished : 1 = false;  // for a deadlock's report: the timeline's ends are not filled beforehand
   };
   static_assert(sizeof(HotOp) == 32, "two ops per cache line");
   /// A compute op in flight on a GPU where collectives may slow it: nominal nanoseconds still to run.
@@ -246,8 +247,10 @@ void Run::setup() {
     collectives_on_.assign(plan_.devices.size(), 0);
     computing_.assign(plan_.devices.size(), {});
   }
-  tl_.start.assign(n, -1);
-  tl_.end.assign(n, -1);
+  // Every op's start and end are written as it runs (a run that leaves one out is a deadlock and returns no
+  // timeline), so they are not filled first.
+  tl_.start.resize(n);
+  tl_.end.resize(n);
   ops_.clear();
   ops_.reserve(n);  // filled below: each op's entry is written once
   // Each op's dependents, gathered as the ops that name it are read (copied into ops_ after the pass: an op
@@ -525,9 +528,10 @@ void Run::schedule_flow_events(const std::vector<FlowId>& flows) {
 
 void Run::finish(OpId id) {
   const auto i = static_cast<std::size_t>(id);
-  const HotOp& h = ops_[i];
+  HotOp& h = ops_[i];
   auto& st = streams_[static_cast<std::size_t>(h.stream)];
   tl_.end[i] = now_;
+  h.finished = true;
   ++finished_;
   if (h.frees) adjust_memory(st.device, -plan_.ops[i].free_bytes);
   if (h.stretchable) {
@@ -619,7 +623,7 @@ void Run::report_deadlock() const {
     msg += fmt::format(" [{} waits for", describe(plan_, head));
     int listed = 0;
     for (OpId d : plan_.ops[static_cast<std::size_t>(head)].deps) {
-      if (tl_.end[static_cast<std::size_t>(d)] >= 0) continue;
+      if (ops_[static_cast<std::size_t>(d)].finished) continue;
       if (listed++ == 3) {
         msg += " ...";
         break;

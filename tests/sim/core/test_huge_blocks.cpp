@@ -49,6 +49,23 @@ TEST(HugeBlocks, AVectorRefilledAfterFreeingGetsTheSameMemory) {
   EXPECT_EQ(w[n - 1], 2);
 }
 
+TEST(HugeBlocks, ElementsMadeWithoutArgumentsRunTheirMemberInitializers) {
+  // resize() default-initializes (numbers are left for the caller to write), so a record's members still
+  // get their initializers, and values asked for are still written.
+  struct Record {
+    std::int32_t id = -1;
+    double share = 0.5;
+  };
+  HugeVector<Record> records;
+  records.resize((std::size_t{3} << 20) / sizeof(Record));
+  EXPECT_EQ(records.back().id, -1);
+  EXPECT_EQ(records.back().share, 0.5);
+  HugeVector<std::int32_t> filled((std::size_t{3} << 20) / sizeof(std::int32_t), -7);
+  EXPECT_EQ(filled.back(), -7);
+  filled.assign(filled.size(), 9);
+  EXPECT_EQ(filled.front(), 9);
+}
+
 TEST(HugeBlocks, KeepsTheEightNewestBlocksGivenBack) {
   constexpr std::size_t kBytes = std::size_t{4} << 20;
   std::vector<void*> blocks(24);

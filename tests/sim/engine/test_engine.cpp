@@ -218,6 +218,26 @@ TEST(Engine, DetectsDeadlockAndNamesStuckOps) {
   }
 }
 
+TEST(Engine, ADeadlockReportListsOnlyTheDependenciesThatNeverEnded) {
+  PlanMaker pm(2);
+  // Stream A: P then X, X after P and W. Stream B: Z then W, Z after X. P runs; X, Z and W never do.
+  OpId p = pm.add(0, ComputeWork{}, 1);
+  OpId x = pm.add(0, ComputeWork{}, 1, {p});
+  pm.add(2, ComputeWork{}, 1, {x});
+  OpId w = pm.add(2, ComputeWork{}, 1);
+  pm.plan.ops[static_cast<std::size_t>(x)].deps.push_back(w);
+  try {
+    Engine{}.run(pm.plan);
+    FAIL() << "deadlock not detected";
+  } catch (const DeadlockError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("3 of 4 ops never ran"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("[op 1 forward on gpu0/compute waits for op 3 forward on gpu1/compute;]"),
+              std::string::npos)
+        << msg;  // not for op 0, which ended
+  }
+}
+
 TEST(Engine, CollectiveWithMissingMemberIsADeadlock) {
   PlanMaker pm(2);
   pm.add(0, TransferWork{0, 1, 10, 1, 0, 2}, -1);

@@ -9,6 +9,8 @@
 #include <cstddef>
 #include <memory>
 #include <new>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace pipesim::sim {
@@ -40,6 +42,16 @@ struct HugePageAllocator {
       std::allocator<T>{}.deallocate(p, n);
     else
       release_huge_block(p, n * sizeof(T));
+  }
+  /// Elements made without arguments are default-initialized: resize() leaves numbers unwritten (a plan-sized
+  /// array the caller fills anyway is not zeroed first); classes still run their member initializers.
+  template <class U>
+  void construct(U* p) noexcept(std::is_nothrow_default_constructible_v<U>) {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <class U, class... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
   }
   template <class U>
   bool operator==(const HugePageAllocator<U>&) const noexcept {
