@@ -130,10 +130,33 @@ class Builder {
     if (it == works_.end()) it = works_.emplace(work, SharedCompute(work)).first;
     return append(stream, kind, tags, it->second, fixed);
   }
+  /// The same for a work made by `make` from `range` (a pass: forward, recompute or a backward kind, with its
+  /// launches and GEMM size): ops of every microbatch and replica ask for the same few, so each is remembered
+  /// by where its costs live and found without making, hashing and comparing a ComputeWork. The ranges stay
+  /// put while the plan is built (chunk and layer tables are filled before, bucket costs sit in a map).
+  template <class Make>
+  OpId add_op(StreamId stream, OpKind kind, const OpTags& tags, const RangeCost& range, std::int32_t pass,
+              std::int32_t kernels, double gemm, Make make, Duration fixed) {
+    const WorkKey key{&range, std::bit_cast<std::uint64_t>(gemm), kernels, pass};
+    const std::size_t slot =
+        (std::hash<const void*>{}(&range) ^ static_cast<std::size_t>(pass) * 0x9e3779b9u) % kWorkSlots;
+    WorkMemo& m = work_memo_[slot];
+    if (!(m.key == key) || !m.work) {
+      const ComputeWork work = make();
+      auto it = works_.find(work);
+      if (it == works_.end()) it = works_.emplace(work, SharedCompute(work)).first;
+      m.key = key;
+      m.work = it->second;
+    }
+    return append(stream, kind, tags, *m.work, fixed);
+  }
   /// A zero-time marker (sync, bubble): its empty work is interned once, not hashed and compared per op.
   OpId add_marker(StreamId stream, OpKind kind, const OpTags& tags) {
     if (!empty_work_) empty_work_ = works_.emplace(ComputeWork{}, SharedCompute(ComputeWork{})).first->second;
     return append(stream, kind, tags, *empty_work_, 0);
+  }
+  static std::int32_t backward_pass(TaskKind kind, bool rows_with_input) {
+    return kBackwardPass + static_cast<std::int32_t>(kind) + (rows_with_input ? 8 : 0);
   }
   DeviceId device_of_rank(std::int32_t rank);
   /// A TP ring member's neighbour in the ring: the next rank, or where the group spans several NVLink
@@ -379,6 +402,21 @@ class Builder {
   };
   /// Every distinct ComputeWork of the plan, once (add_op's interning).
   std::unordered_map<ComputeWork, SharedCompute, WorkHash> works_;
+  /// add_op's memory of the works it made lately, by their costs' address and pass.
+  struct WorkKey {
+    const RangeCost* range = nullptr;
+    std::uint64_t gemm = 0;  // the GEMM size's bits
+    std::int32_t kernels = 0;
+    std::int32_t pass = 0;  // kForwardPass, kRecomputePass or kBackwardPass + the TaskKind, + 8 with rows
+    bool operator==(const WorkKey&) const = default;
+  };
+  struct WorkMemo {
+    WorkKey key;
+    std::optional<SharedCompute> work;
+  };
+  static constexpr std::size_t kWorkSlots = 64;
+  static constexpr std::int32_t kForwardPass = 0, kRecomputePass = 1, kBackwardPass = 2;
+  std::array<WorkMemo, kWorkSlots> work_memo_;
   std::optional<SharedCompute> empty_work_;          // works_'s empty work, once a marker asked for it
   std::vector<std::vector<RangeCost>> layer_costs_;  // ZeRO-3: [cost table][layer]
   std::map<std::array<std::int64_t, 5>, std::int32_t> dp_groups_;  // explicit replicas: collective ids
@@ -797,7 +835,9 @@ void Builder::emit_task(GpuRank& g, const Task& task, std::int32_t iter, std::in
   emit_boundary_regather(g, task, chunk, cc, tags, sl);
   const OpId fork = fork_context_ring(g, task, cc, tags, sl);
   if (task.kind == TaskKind::kForward) {
-    OpId f = add_op(compute, OpKind::kForward, tags, forward_work(cc), forward_fixed(cc));
+    OpId f = add_op(
+        compute, OpKind::kForward, tags, cc, kForwardPass, cc.kernels, cc.gemm,
+        [&] { return forward_work(cc); }, forward_fixed(cc));
     plan_.ops[static_cast<std::size_t>(f)].alloc_bytes = cc.stored;
     sl.fwd_first = sl.fwd_done = f;
     if (OpId join = join_context_exchange(g, task, cc, tags, fork, f); join != kNone) sl.fwd_done = join;
@@ -809,7 +849,9 @@ void Builder::emit_task(GpuRank& g, const Task& task, std::int32_t iter, std::in
   OpId first = kNone;
   if (task.kind == TaskKind::kBackward || task.kind == TaskKind::kBackwardInput) {
     if (cc.recompute > 0 || cc.recompute_ns > 0) {
-      first = add_op(compute, OpKind::kRecompute, tags, recompute_work(cc), recompute_fixed(cc));
+      first = add_op(
+          compute, OpKind::kRecompute, tags, cc, kRecomputePass, cc.kernels, cc.gemm,
+          [&] { return recompute_work(cc); }, recompute_fixed(cc));
       plan_.ops[static_cast<std::size_t>(first)].alloc_bytes = cc.extra;
       if (tp_comm && in_.recompute == Recompute::kFull && cc.tp_bus > 0)
         emit_tp_collective(compute, g.self, g.d, g.stage, g.t, cc, tags, 1);
@@ -858,9 +900,11 @@ void Builder::emit_task(GpuRank& g, const Task& task, std::int32_t iter, std::in
 std::pair<OpId, OpId> Builder::emit_backward(const GpuRank& g, const Task& task, const RangeCost& cc,
                                              const OpTags& tags, std::int32_t launch_share,
                                              bool rows_with_input) {
-  OpId b = add_op(g.stream(kComputeSlot), backward_kind(task.kind), tags,
-                  backward_work(task.kind, cc, cc.gemm, cc.kernels * launch_share, rows_with_input),
-                  backward_fixed(task.kind, cc));
+  const std::int32_t kernels = cc.kernels * launch_share;
+  OpId b = add_op(
+      g.stream(kComputeSlot), backward_kind(task.kind), tags, cc, backward_pass(task.kind, rows_with_input),
+      kernels, cc.gemm, [&] { return backward_work(task.kind, cc, cc.gemm, kernels, rows_with_input); },
+      backward_fixed(task.kind, cc));
   return {b, b};
 }
 
@@ -879,9 +923,10 @@ std::pair<OpId, OpId> Builder::emit_gradient_buckets(GpuRank& g, const Task& tas
     bt.layer_end = bucket.hi;
     const std::int32_t kernels =
         cc.kernels * launch_share * (bucket.hi - bucket.lo) / std::max(1, cc.end - cc.begin);
-    OpId b = add_op(g.stream(kComputeSlot), backward_kind(task.kind), bt,
-                    backward_work(task.kind, part, cc.gemm, kernels, rows_with_input),
-                    backward_fixed(task.kind, part));
+    OpId b = add_op(
+        g.stream(kComputeSlot), backward_kind(task.kind), bt, part, backward_pass(task.kind, rows_with_input),
+        kernels, cc.gemm, [&] { return backward_work(task.kind, part, cc.gemm, kernels, rows_with_input); },
+        backward_fixed(task.kind, part));
     if (first == kNone) first = b;
     last = b;
     emit_gradient_reduction(g, bt, bucket.params, b);
@@ -980,7 +1025,9 @@ void Builder::emit_layerwise_task(GpuRank& g, const Task& task, std::int32_t ite
       const RangeCost& lc = layers[static_cast<std::size_t>(i)];
       const OpTags tags = layer_tags(i);
       const OpId gathered = gather_layer(g, lc, tags);
-      OpId f = add_op(compute, OpKind::kForward, tags, forward_work(lc), forward_fixed(lc));
+      OpId f = add_op(
+          compute, OpKind::kForward, tags, lc, kForwardPass, lc.kernels, lc.gemm,
+          [&] { return forward_work(lc); }, forward_fixed(lc));
       plan_.ops[static_cast<std::size_t>(f)].alloc_bytes += lc.stored;
       use_gathered(g, f, gathered, lc);
       if (sl.fwd_first == kNone) sl.fwd_first = f;
@@ -1001,12 +1048,15 @@ void Builder::emit_layerwise_task(GpuRank& g, const Task& task, std::int32_t ite
     // only activations and output gradients.
     const OpId gathered = weight_only ? kNone : gather_layer(g, lc, tags);
     if (!weight_only && (lc.recompute > 0 || lc.recompute_ns > 0)) {
-      first = add_op(compute, OpKind::kRecompute, tags, recompute_work(lc), recompute_fixed(lc));
+      first = add_op(
+          compute, OpKind::kRecompute, tags, lc, kRecomputePass, lc.kernels, lc.gemm,
+          [&] { return recompute_work(lc); }, recompute_fixed(lc));
       plan_.ops[static_cast<std::size_t>(first)].alloc_bytes += lc.extra;
       if (gathered != kNone) plan_.ops[static_cast<std::size_t>(first)].deps.push_back(gathered);
     }
-    OpId b = add_op(compute, backward_kind(task.kind), tags,
-                    backward_work(task.kind, lc, lc.gemm, lc.kernels * 2), backward_fixed(task.kind, lc));
+    OpId b = add_op(
+        compute, backward_kind(task.kind), tags, lc, backward_pass(task.kind, false), lc.kernels * 2, lc.gemm,
+        [&] { return backward_work(task.kind, lc, lc.gemm, lc.kernels * 2); }, backward_fixed(task.kind, lc));
     plan_.ops[static_cast<std::size_t>(b)].free_bytes += whole ? lc.stored + lc.extra
                                                          : weight_only
                                                              ? lc.weight_grad_share

@@ -49,6 +49,42 @@ TEST(OrderLowering, HybridJobOpCounts) {
   EXPECT_EQ(count_on(all, StreamKind::kCompute)[OpKind::kForward], 4 * pp * m);
 }
 
+TEST(OrderLowering, ComputeOpsAddUpToTheStepsHardwareFlopsAndShareWorkByValue) {
+  // The builder remembers each pass's work by where its costs live: over every GPU, the compute ops' FLOPs
+  // must still add up to the step's hardware FLOPs (forward, recompute and backward of every microbatch), and
+  // two ops share a work exactly when their works are equal. Split backward passes, full recompute, gradient
+  // buckets and ZeRO-3's per-layer ops each take another path through it.
+  struct Case {
+    const char* schedule;
+    const char* recompute;
+    int zero;
+  };
+  for (const Case c : {Case{"zb-v", "full", 0}, Case{"1f1b", "full", 0}, Case{"1f1b", "none", 0},
+                       Case{"interleaved-1f1b", "selective", 0}, Case{"1f1b", "full", 3}}) {
+    JobOptions j = testing::job("llama2-7b", "h100-sxm-8x", 2, 2, 2, 4);
+    j.seq = 1024;
+    j.recompute = c.recompute;
+    j.zero = c.zero;
+    j.explicit_replicas = true;
+    if (std::string(c.schedule) == "interleaved-1f1b") j.virtual_stages = 2;
+    const Plan plan = testing::plan_of(c.schedule, j);
+    const std::string name = std::string(c.schedule) + " " + c.recompute + " zero " + std::to_string(c.zero);
+    ASSERT_EQ(plan.meta.simulated_gpus, 8) << name;
+    double flops = 0;
+    std::map<const ComputeWork*, const ComputeWork*> works;
+    for (const Op& op : plan.ops) {
+      if (plan.streams[static_cast<std::size_t>(op.stream)].kind != StreamKind::kCompute) continue;
+      const ComputeWork* w = compute_of(op.payload);
+      if (w == nullptr || op.kind == OpKind::kOptimizer) continue;
+      flops += w->flops;
+      works.emplace(w, w);
+    }
+    EXPECT_NEAR(flops, plan.meta.hardware_flops_per_step, 1e-9 * plan.meta.hardware_flops_per_step) << name;
+    for (auto a = works.begin(); a != works.end(); ++a)
+      for (auto b = std::next(a); b != works.end(); ++b) EXPECT_FALSE(*a->second == *b->second) << name;
+  }
+}
+
 /// Each op of a stream as (kind, stage, chunk, microbatch, first layer, end layer, iteration, dependencies).
 using OpShape = std::array<std::int64_t, 8>;
 std::map<StreamId, std::vector<OpShape>> shapes_by_stream(const Plan& plan) {
