@@ -60,7 +60,7 @@ SharedCompute::SharedCompute(const ComputeWork& work) {
   work_ = work == ComputeWork{} ? no_work() : std::make_shared<const ComputeWork>(work);
 }
 
-OpId append_op(Plan& plan, StreamId stream, OpKind kind, const OpTags& tags, Payload payload,
+OpId append_op(Plan& plan, StreamId stream, OpKind kind, const OpTags& tags, Payload&& payload,
                Duration fixed) {
   // Built with its payload in place: a default op's empty ComputeWork would be made and dropped first (a
   // reference count up and down, per op of a plan of millions).

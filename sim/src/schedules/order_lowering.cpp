@@ -114,14 +114,14 @@ class Builder {
   void size_plan();
   /// Every op of the plan is appended here: each stream's first op since emit_stage's iteration began and
   /// its last op are kept, so that no GPU searches the plan for its own ops.
-  OpId append(StreamId stream, OpKind kind, const OpTags& tags, Payload payload, Duration fixed) {
+  OpId append(StreamId stream, OpKind kind, const OpTags& tags, Payload&& payload, Duration fixed) {
     const OpId id = append_op(plan_, stream, kind, tags, std::move(payload), fixed);
     const auto s = static_cast<std::size_t>(stream);
     if (first_in_iteration_[s] == kNone) first_in_iteration_[s] = id;
     last_on_stream_[s] = id;
     return id;
   }
-  OpId add_op(StreamId stream, OpKind kind, const OpTags& tags, Payload payload, Duration fixed) {
+  OpId add_op(StreamId stream, OpKind kind, const OpTags& tags, Payload&& payload, Duration fixed) {
     return append(stream, kind, tags, std::move(payload), fixed);
   }
   /// A compute op: ops of equal work (every microbatch and replica of a chunk) share one ComputeWork.

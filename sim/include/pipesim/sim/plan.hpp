@@ -235,7 +235,8 @@ inline bool is_collective(OpKind k) {
 }
 
 /// Appends an op to `plan` (after every op already on its stream) and returns its id.
-OpId append_op(Plan& plan, StreamId stream, OpKind kind, const OpTags& tags, Payload payload, Duration fixed);
+OpId append_op(Plan& plan, StreamId stream, OpKind kind, const OpTags& tags, Payload&& payload,
+               Duration fixed);
 
 /// The schedule's name, with its data-parallel mode when that is not plain DDP and its expert parallelism
 /// ("1f1b zero-3", "1f1b zero-1 ep8").
