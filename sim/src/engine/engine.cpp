@@ -401,8 +401,7 @@ Timeline Run::execute() {
         continue;  // superseded by a rate change
       OpId op = flow_op_[static_cast<std::size_t>(ev.target)];
       ++flow_version_[static_cast<std::size_t>(ev.target)];
-      net_.remove(ev.target, now_);
-      schedule_flow_events(net_.changed());
+      net_.remove(ev.target, now_);  // the flows beside it are re-rated by the instant's flush
       queue_.push(after(ops_[static_cast<std::size_t>(op)].duration), 0, kOpEnd, op);
     }
     // Flows started or ended at this instant share one rate recomputation, once the instant is over.
@@ -507,8 +506,7 @@ void Run::start(OpId id) {
         flow_version_.resize(static_cast<std::size_t>(f) + 1, 0);
       }
       flow_op_[static_cast<std::size_t>(f)] = id;
-      schedule_flow_events(net_.changed());
-      return;
+      return;  // rated when the instant's flush runs (the network batches)
     }
     queue_.push(after(h.duration), 0, kOpEnd, id);
     return;

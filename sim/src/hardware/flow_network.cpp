@@ -85,8 +85,7 @@ void FlowNetwork::remove(FlowId id, TimePoint now) {
   } else {
     recompute(std::span<const std::int32_t>(f.links.data(), f.links.size()), now);
   }
-  f.links = PathLinks();
-  free_ids_.push_back(id);
+  free_ids_.push_back(id);  // its links stay until the id is reused: nothing reads a finished flow's
 }
 
 void FlowNetwork::flush(TimePoint now) {
