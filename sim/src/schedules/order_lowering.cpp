@@ -141,7 +141,7 @@ class Builder {
     const std::size_t slot =
         (std::hash<const void*>{}(&range) ^ static_cast<std::size_t>(pass) * 0x9e3779b9u) % kWorkSlots;
     WorkMemo& m = work_memo_[slot];
-    if (!(m.key == key) || !m.work) {
+    if (!(m.key == key)) {  // an empty slot's key names no range
       const ComputeWork work = make();
       auto it = works_.find(work);
       if (it == works_.end()) it = works_.emplace(work, SharedCompute(work)).first;
