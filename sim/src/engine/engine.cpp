@@ -257,7 +257,14 @@ void Run::setup() {
   // may depend on one later in the plan).
   HugeVector<OpId> dependents(n, -1);
   streams_.resize(plan_.streams.size());
-  for (std::size_t s = 0; s < plan_.streams.size(); ++s) streams_[s].device = plan_.streams[s].device;
+  // Streams whose ops collectives may slow or that slow compute (GPU streams, when the profile names a
+  // slowdown): looked up per stream here, not per op.
+  std::vector<char> contended(plan_.streams.size(), 0);
+  for (std::size_t s = 0; s < plan_.streams.size(); ++s) {
+    const DeviceId d = plan_.streams[s].device;
+    streams_[s].device = d;
+    contended[s] = slowdown_ > 0 && plan_.devices[static_cast<std::size_t>(d)].kind == DeviceKind::kGpu;
+  }
   std::vector<std::int32_t> group_ids;
   struct Member {
     OpId op;
@@ -266,8 +273,8 @@ void Run::setup() {
   std::vector<Member> grouped;  // the transfers that belong to a collective group, beside group_ids
   DurationCache durations;
   for (std::size_t i = 0; i < n; ++i) {
-    check.op(i);
     const Op& op = plan_.ops[i];
+    check.op(i, op);
     const auto id = static_cast<OpId>(i);
     HotOp& h = ops_.emplace_back();
     auto& st = streams_[static_cast<std::size_t>(op.stream)];
@@ -281,7 +288,7 @@ void Run::setup() {
     // The flags start false: each is stored only when set (a bit field's store reads its byte first).
     if (op.alloc_bytes != 0) h.allocates = true;
     if (op.free_bytes != 0) h.frees = true;
-    if (slowdown_ > 0 && plan_.devices[static_cast<std::size_t>(st.device)].kind == DeviceKind::kGpu) {
+    if (contended[static_cast<std::size_t>(op.stream)] != 0) {
       if (is_collective(op.kind)) h.collective = true;
       if (std::holds_alternative<SharedCompute>(op.payload) && op.fixed_duration < 0) h.stretchable = true;
     }

@@ -22,7 +22,8 @@ class PlanValidator {
         file_(file),
         devices_(static_cast<std::int64_t>(plan.devices.size())),
         streams_(static_cast<std::int64_t>(plan.streams.size())),
-        ops_(static_cast<std::int64_t>(plan.ops.size())) {
+        ops_(static_cast<std::int64_t>(plan.ops.size())),
+        iterations_(std::max(0, plan.meta.iterations)) {
     for (std::size_t d = 0; d < plan.devices.size(); ++d) {
       const auto& dev = plan.devices[d];
       std::string path = fmt::format("/devices/{}", d);
@@ -41,20 +42,22 @@ class PlanValidator {
                          fmt::format("no device {}; valid: 0 .. {}", plan.streams[s].device, devices_ - 1));
   }
 
-  /// Inlined into the loops over millions of ops; each failure is reported out of line.
-  [[gnu::always_inline]] void op(std::size_t i) {
-    const Op& op = plan_.ops[i];
+  /// Inlined into the loops over millions of ops; each failure is reported out of line. Each range check is
+  /// one unsigned comparison (a negative number wraps past every valid bound).
+  [[gnu::always_inline]] void op(std::size_t i) { op(i, plan_.ops[i]); }
+  [[gnu::always_inline]] void op(std::size_t i, const Op& op) {
     last_iteration_ = std::max(last_iteration_, op.tags.iteration);
-    if (op.stream < 0 || op.stream >= streams_) fail(i, Bad::kStream);
-    for (std::size_t k = 0; k < op.deps.size(); ++k)
-      if (op.deps[k] < 0 || op.deps[k] >= ops_ || op.deps[k] == static_cast<OpId>(i)) fail(i, Bad::kDep, k);
-    if (op.alloc_bytes < 0 || op.free_bytes < 0) fail(i, Bad::kMemory);
-    if (op.tags.iteration < 0 || op.tags.iteration >= plan_.meta.iterations) fail(i, Bad::kIteration);
+    if (!below(op.stream, streams_)) fail(i, Bad::kStream);
+    const auto self = static_cast<OpId>(i);
+    for (const OpId& d : op.deps)
+      if (!below(d, ops_) || d == self) fail(i, Bad::kDep, static_cast<std::size_t>(&d - op.deps.begin()));
+    if ((op.alloc_bytes | op.free_bytes) < 0) fail(i, Bad::kMemory);
+    if (!below(op.tags.iteration, iterations_)) fail(i, Bad::kIteration);
     if (std::holds_alternative<SharedCompute>(op.payload)) return;  // GPU math refers to nothing else
     if (const auto* t = std::get_if<TransferWork>(&op.payload)) {
-      if (t->src < 0 || t->src >= devices_ || t->dst < 0 || t->dst >= devices_) fail(i, Bad::kEndpoints);
+      if (!below(t->src, devices_) || !below(t->dst, devices_)) fail(i, Bad::kEndpoints);
       if (t->bytes < 0) fail(i, Bad::kBytes);
-      if (t->group_size < 1 || t->group_size > devices_) fail(i, Bad::kGroupSize);
+      if (!below(t->group_size - std::int64_t{1}, devices_)) fail(i, Bad::kGroupSize);
     }
     if (const auto* c = std::get_if<CpuWork>(&op.payload)) {
       if (plan_.devices[static_cast<std::size_t>(plan_.streams[static_cast<std::size_t>(op.stream)].device)]
@@ -121,9 +124,14 @@ class PlanValidator {
     throw InputError(file_, path, "invalid op");
   }
 
+  /// 0 <= v < bound, for a non-negative bound.
+  static bool below(std::int64_t v, std::int64_t bound) {
+    return static_cast<std::uint64_t>(v) < static_cast<std::uint64_t>(bound);
+  }
+
   const Plan& plan_;
   const std::string& file_;
-  std::int64_t devices_, streams_, ops_;
+  std::int64_t devices_, streams_, ops_, iterations_;  // bounds, none negative
   std::int32_t last_iteration_ = -1;
 };
 
