@@ -203,12 +203,14 @@ class Builder {
   }
   /// A pass's TP collectives on `stream`: `halves` halves of the forward's volume (the forward's two
   /// all-reduces, or all-gather + reduce-scatter pairs, are 2).
-  OpId emit_tp_collective(StreamId stream, DeviceId self, std::int32_t replica_d, std::int32_t stage,
-                          std::int32_t t, const RangeCost& cc, OpTags tags, std::int32_t phase,
-                          std::int32_t halves = 2);
+  struct GpuRank;
+  OpId emit_tp_collective(StreamId stream, const GpuRank& g, const RangeCost& cc, OpTags tags,
+                          std::int32_t phase, std::int32_t halves = 2);
   /// The TP ring of (replica, stage) as an engine group: one per chunk, microbatch and `phase`.
   void set_tp_group(TransferWork& w, std::int32_t d, std::int32_t stage, const OpTags& tags,
                     std::int32_t phase) const;
+  /// The device of g's next rank on its TP ring.
+  DeviceId tp_next_device(const GpuRank& g);
   /// The GPU of (replica, stage) whose ops are being emitted.
   struct GpuRank {
     std::size_t replica;
@@ -220,6 +222,9 @@ class Builder {
     std::int64_t dp_sequence = 0;    // data-parallel collectives emitted so far: their group key
     std::vector<OpId> weight_users;  // ZeRO-3: compute ops that used gathered weights, in order
     OpId weights_updated = kNone;    // the op that last updated this GPU's weights (its optimizer step)
+    // Its TP ring neighbour's device, looked up at its first TP collective (devices are numbered as first
+    // used), then kept: a stage's collectives all go there.
+    mutable DeviceId tp_next = kNone;
     StreamId stream(StreamSlot s) const { return streams[s]; }
   };
   /// The backward's TP collectives in halves of the forward's volume: `exposed` on the compute stream after
@@ -644,18 +649,17 @@ DeviceId Builder::device_of_rank(std::int32_t rank) {
   return d;
 }
 
-OpId Builder::emit_tp_collective(StreamId stream, DeviceId self, std::int32_t d, std::int32_t stage,
-                                 std::int32_t t, const RangeCost& cc, OpTags tags, std::int32_t phase,
-                                 std::int32_t halves) {
+OpId Builder::emit_tp_collective(StreamId stream, const GpuRank& g, const RangeCost& cc, OpTags tags,
+                                 std::int32_t phase, std::int32_t halves) {
   TransferWork w;
-  w.src = self;
-  w.dst = device_of_rank(global_rank(d, stage, tp_peer(t)));
+  w.src = g.self;
+  w.dst = tp_next_device(g);
   w.bytes = cc.tp_bus * halves / 2;
   w.latency_steps = (in_.tp - 1) * cc.tp_collectives * halves;
   // One collective's buffer: the bus bytes are 2(t-1)/t of it per collective.
   if (cc.tp_collectives > 0)
     w.message_bytes = cc.tp_bus * in_.tp / (2 * (in_.tp - 1) * std::int64_t{cc.tp_collectives});
-  set_tp_group(w, d, stage, tags, phase);
+  set_tp_group(w, g.d, g.stage, tags, phase);
   return add_op(stream, OpKind::kAllReduce, tags, w, -1);
 }
 
@@ -663,11 +667,9 @@ OpId Builder::emit_tp_backward(const GpuRank& g, const RangeCost& cc, const OpTa
                                const TpBackward& how) {
   // Phase 2 is the backward's; the exposed part under sequence parallelism takes the backward re-gather's
   // phase (4), which boundaries split by sequence parallelism never use.
-  const OpId hidden =
-      emit_tp_collective(g.stream(kTpSlot), g.self, g.d, g.stage, g.t, cc, tags, 2, how.hidden);
+  const OpId hidden = emit_tp_collective(g.stream(kTpSlot), g, cc, tags, 2, how.hidden);
   plan_.ops[static_cast<std::size_t>(hidden)].deps.push_back(after);
-  if (how.exposed > 0)
-    emit_tp_collective(g.stream(kComputeSlot), g.self, g.d, g.stage, g.t, cc, tags, 4, how.exposed);
+  if (how.exposed > 0) emit_tp_collective(g.stream(kComputeSlot), g, cc, tags, 4, how.exposed);
   const OpId join = add_marker(g.stream(kComputeSlot), OpKind::kSync, tags);
   plan_.ops[static_cast<std::size_t>(join)].deps.push_back(hidden);
   return join;
@@ -698,7 +700,7 @@ void Builder::emit_boundary_regather(GpuRank& g, const Task& task, std::int32_t 
   if (piece <= 0) return;
   TransferWork w;
   w.src = g.self;
-  w.dst = device_of_rank(global_rank(g.d, g.stage, tp_peer(g.t)));
+  w.dst = tp_next_device(g);
   w.bytes = (in_.tp - 1) * piece;
   w.latency_steps = in_.tp - 1;
   w.message_bytes = in_.tp * piece;
@@ -708,6 +710,11 @@ void Builder::emit_boundary_regather(GpuRank& g, const Task& task, std::int32_t 
   // is the op the p2p transfer feeds.
   OpId& wait = fwd ? sl.fwd_wait : sl.bwd_wait;
   if (wait == kNone) wait = gather;
+}
+
+DeviceId Builder::tp_next_device(const GpuRank& g) {
+  if (g.tp_next == kNone) g.tp_next = device_of_rank(global_rank(g.d, g.stage, tp_peer(g.t)));
+  return g.tp_next;
 }
 
 Builder::GpuRank Builder::gpu_rank(std::size_t replica, std::int32_t stage) {
@@ -841,8 +848,7 @@ void Builder::emit_task(GpuRank& g, const Task& task, std::int32_t iter, std::in
     plan_.ops[static_cast<std::size_t>(f)].alloc_bytes = cc.stored;
     sl.fwd_first = sl.fwd_done = f;
     if (OpId join = join_context_exchange(g, task, cc, tags, fork, f); join != kNone) sl.fwd_done = join;
-    if (tp_comm && cc.tp_bus > 0)
-      sl.fwd_done = emit_tp_collective(compute, g.self, g.d, g.stage, g.t, cc, tags, 0);
+    if (tp_comm && cc.tp_bus > 0) sl.fwd_done = emit_tp_collective(compute, g, cc, tags, 0);
     if (OpId a2a = emit_expert_alltoall(g, cc, tags); a2a != kNone) sl.fwd_done = a2a;
     return;
   }
@@ -854,7 +860,7 @@ void Builder::emit_task(GpuRank& g, const Task& task, std::int32_t iter, std::in
           [&] { return recompute_work(cc); }, recompute_fixed(cc));
       plan_.ops[static_cast<std::size_t>(first)].alloc_bytes = cc.extra;
       if (tp_comm && in_.recompute == Recompute::kFull && cc.tp_bus > 0)
-        emit_tp_collective(compute, g.self, g.d, g.stage, g.t, cc, tags, 1);
+        emit_tp_collective(compute, g, cc, tags, 1);
       if (in_.recompute == Recompute::kFull) emit_expert_alltoall(g, cc, tags);
     }
   }
@@ -892,7 +898,7 @@ void Builder::emit_task(GpuRank& g, const Task& task, std::int32_t iter, std::in
     if (tp.hidden > 0)
       sl.bwd_done = emit_tp_backward(g, cc, tags, tp_after, tp);
     else if (tp.exposed > 0)
-      sl.bwd_done = emit_tp_collective(compute, g.self, g.d, g.stage, g.t, cc, tags, 2, tp.exposed);
+      sl.bwd_done = emit_tp_collective(compute, g, cc, tags, 2, tp.exposed);
     if (OpId a2a = emit_expert_alltoall(g, cc, tags); a2a != kNone) sl.bwd_done = a2a;
   }
 }
@@ -1017,9 +1023,7 @@ void Builder::emit_layerwise_task(GpuRank& g, const Task& task, std::int32_t ite
   // The chunk's TP collectives follow its last layer: on the compute stream they take the same time there,
   // and keep one collective id per (chunk, microbatch, phase).
   const OpTags chunk_tags{g.stage, task.chunk, mb, cc.begin, cc.end, iter};
-  auto emit_tp = [&](std::int32_t phase) {
-    return emit_tp_collective(compute, g.self, g.d, g.stage, g.t, cc, chunk_tags, phase);
-  };
+  auto emit_tp = [&](std::int32_t phase) { return emit_tp_collective(compute, g, cc, chunk_tags, phase); };
   if (task.kind == TaskKind::kForward) {
     for (std::int32_t i = cc.begin; i < cc.end; ++i) {
       const RangeCost& lc = layers[static_cast<std::size_t>(i)];
@@ -1076,8 +1080,7 @@ void Builder::emit_layerwise_task(GpuRank& g, const Task& task, std::int32_t ite
   if (tp_comm && cc.tp_bus > 0) {
     if (recomputed) emit_tp(1);
     // ZeRO-3's layer-by-layer ops keep every TP collective on the compute stream (see tp_backward).
-    sl.bwd_done = emit_tp_collective(compute, g.self, g.d, g.stage, g.t, cc, chunk_tags, 2,
-                                     tp_backward(task.kind).exposed);
+    sl.bwd_done = emit_tp_collective(compute, g, cc, chunk_tags, 2, tp_backward(task.kind).exposed);
   }
   if (recomputed) emit_expert_alltoall(g, cc, chunk_tags);
   if (OpId a2a = emit_expert_alltoall(g, cc, chunk_tags); a2a != kNone) sl.bwd_done = a2a;
