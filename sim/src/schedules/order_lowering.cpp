@@ -201,9 +201,9 @@ class Builder {
                       static_cast<std::size_t>(total_mb_) +
                   static_cast<std::size_t>(mb)];
   }
+  struct GpuRank;
   /// A pass's TP collectives on `stream`: `halves` halves of the forward's volume (the forward's two
   /// all-reduces, or all-gather + reduce-scatter pairs, are 2).
-  struct GpuRank;
   OpId emit_tp_collective(StreamId stream, const GpuRank& g, const RangeCost& cc, OpTags tags,
                           std::int32_t phase, std::int32_t halves = 2);
   /// The TP ring of (replica, stage) as an engine group: one per chunk, microbatch and `phase`.
