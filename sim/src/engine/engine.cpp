@@ -64,6 +64,9 @@ class Run {
     bool allocates : 1 = false;
     bool frees : 1 = false;
     bool finished : 1 = false;  // for a deadlock's report: the timeline's ends are not filled beforehand
+    // A timed op with none of the above to do when it starts or ends (most compute and every fixed-time
+    // hop): start() and finish() test this one bit instead of each flag.
+    bool plain : 1 = false;
   };
   static_assert(sizeof(HotOp) == 32, "two ops per cache line");
   /// A compute op in flight on a GPU where collectives may slow it: nominal nanoseconds still to run.
@@ -92,9 +95,16 @@ class Run {
     return c;
   }
   void setup();
-  void try_start(OpId id);
+  /// Starts op `id` if it is ready: its dependencies ended and it heads its stream (`at_head`: known to).
+  void try_start(OpId id, bool at_head = false);
   void start(OpId id);
+  /// Starts an op that is not plain: CPU work (which may wait for cores), a transfer, memory, collectives.
+  void start_other(OpId id);
+  /// What every op does when it starts: its start time and the prefetches ahead of it.
+  void begin(HotOp& h, std::size_t i);
   void finish(OpId id);
+  /// What an op that is not plain does besides when it ends.
+  void end_other(const HotOp& h, OpId id);
   void schedule_flow_events(const std::vector<FlowId>& flows);
   void adjust_memory(DeviceId d, std::int64_t delta);
   /// Compute time per nominal nanosecond on device `d` now: 1, or 1 + the slowdown while a collective runs.
@@ -314,6 +324,7 @@ void Run::setup() {
             "op duration exceeds the simulated time range (about 292 years); check its work and rates");
       }
     }
+    if (h.mode == Mode::kTimed && !h.allocates && !h.frees && !h.collective && !h.stretchable) h.plain = true;
     for (OpId d : op.deps) add_dependent(dependents[static_cast<std::size_t>(d)], id);
   }
   check.finish();
@@ -388,7 +399,7 @@ void Run::add_dependent(OpId& dependents, OpId op) {
 Timeline Run::execute() {
   setup();
   for (const auto& st : streams_)
-    if (st.head_op >= 0) try_start(st.head_op);
+    if (st.head_op >= 0) try_start(st.head_op, true);
 
   net_.flush(now_);
   schedule_flow_events(net_.changed());
@@ -427,10 +438,10 @@ Timeline Run::execute() {
   return std::move(tl_);
 }
 
-void Run::try_start(OpId id) {
+void Run::try_start(OpId id, bool at_head) {
   HotOp& h = ops_[static_cast<std::size_t>(id)];
   if (h.started || h.deps_left > 0) return;
-  if (streams_[static_cast<std::size_t>(h.stream)].head_op != id) return;
+  if (!at_head && streams_[static_cast<std::size_t>(h.stream)].head_op != id) return;
   if (h.mode == Mode::kFlow && h.duration >= 0) {
     Group& g = groups_[static_cast<std::size_t>(h.duration)];
     if (g.size > 1) {
@@ -469,6 +480,30 @@ Duration Run::compute_duration(const Op& op, DeviceId device) const {
 void Run::start(OpId id) {
   const auto i = static_cast<std::size_t>(id);
   HotOp& h = ops_[i];
+  if (!h.plain) {
+    start_other(id);
+    return;
+  }
+  begin(h, i);
+  queue_.push(after(h.duration), 0, kOpEnd, id);
+}
+
+void Run::begin(HotOp& h, std::size_t i) {
+  h.started = true;
+  tl_.start[i] = now_;
+  prefetch_ahead(i);
+  // On a stream that carries transfers the next op is most often one: its payload would be read cold.
+  if (h.next >= 0 && streams_[static_cast<std::size_t>(h.stream)].memo >= 0) {
+    const Op& next = plan_.ops[static_cast<std::size_t>(h.next)];
+    __builtin_prefetch(&next.kind);  // start() reads its kind and its payload
+    __builtin_prefetch(&next.payload);
+    __builtin_prefetch(reinterpret_cast<const char*>(&next.payload) + sizeof(Payload) - 1);
+  }
+}
+
+void Run::start_other(OpId id) {
+  const auto i = static_cast<std::size_t>(id);
+  HotOp& h = ops_[i];
   const DeviceId dev = streams_[static_cast<std::size_t>(h.stream)].device;
   if (h.mode == Mode::kCpu) {
     auto d = static_cast<std::size_t>(dev);
@@ -480,16 +515,7 @@ void Run::start(OpId id) {
     }
     cores_free_[d] -= threads;
   }
-  h.started = true;
-  tl_.start[i] = now_;
-  prefetch_ahead(i);
-  // On a stream that carries transfers the next op is most often one: its payload would be read cold.
-  if (h.next >= 0 && streams_[static_cast<std::size_t>(h.stream)].memo >= 0) {
-    const Op& next = plan_.ops[static_cast<std::size_t>(h.next)];
-    __builtin_prefetch(&next.kind);  // start() reads its kind and its payload
-    __builtin_prefetch(&next.payload);
-    __builtin_prefetch(reinterpret_cast<const char*>(&next.payload) + sizeof(Payload) - 1);
-  }
+  begin(h, i);
   if (h.allocates) adjust_memory(dev, plan_.ops[i].alloc_bytes);
   if (h.collective) {
     const double old_factor = stretch(dev);
@@ -538,6 +564,24 @@ void Run::finish(OpId id) {
   tl_.end[i] = now_;
   h.finished = true;
   ++finished_;
+  if (!h.plain) end_other(h, id);
+  st.head_op = h.next;
+  if (h.next >= 0) try_start(h.next, true);
+  if (h.dependents >= 0) {
+    release(h.dependents);
+  } else if (h.dependents < -1) {
+    // The chain runs from the last dependent to the first; they are tried in plan order.
+    released_.clear();
+    for (std::int32_t k = chain_link(h.dependents); k >= 0;
+         k = dependent_links_[static_cast<std::size_t>(k)].next)
+      released_.push_back(dependent_links_[static_cast<std::size_t>(k)].op);
+    for (std::size_t k = released_.size(); k-- > 0;) release(released_[k]);
+  }
+}
+
+void Run::end_other(const HotOp& h, OpId id) {
+  const auto i = static_cast<std::size_t>(id);
+  const auto& st = streams_[static_cast<std::size_t>(h.stream)];
   if (h.frees) adjust_memory(st.device, -plan_.ops[i].free_bytes);
   if (h.stretchable) {
     auto& running = computing_[static_cast<std::size_t>(st.device)];
@@ -559,18 +603,6 @@ void Run::finish(OpId id) {
       ops_[static_cast<std::size_t>(next)].started = false;
       start(next);
     }
-  }
-  st.head_op = h.next;
-  if (st.head_op >= 0) try_start(st.head_op);
-  if (h.dependents >= 0) {
-    release(h.dependents);
-  } else if (h.dependents < -1) {
-    // The chain runs from the last dependent to the first; they are tried in plan order.
-    released_.clear();
-    for (std::int32_t k = chain_link(h.dependents); k >= 0;
-         k = dependent_links_[static_cast<std::size_t>(k)].next)
-      released_.push_back(dependent_links_[static_cast<std::size_t>(k)].op);
-    for (std::size_t k = released_.size(); k-- > 0;) release(released_[k]);
   }
 }
 
