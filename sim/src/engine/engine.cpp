@@ -410,13 +410,12 @@ Timeline Run::execute() {
       throw std::logic_error(fmt::format("simulated time went backwards: {} ns after {} ns", ev.time, now_));
     now_ = ev.time;
     ++tl_.events;
+    // An event superseded since it was pushed (an end moved by a collective starting or ending beside it, a
+    // flow's finish by a rate change) does nothing, but may still be the instant's last.
     if (ev.type == kOpEnd) {
-      if (slowdown_ > 0 && ev.version != ops_[static_cast<std::size_t>(ev.target)].end_version)
-        continue;  // moved by a collective starting or ending beside it
-      finish(ev.target);
-    } else if (ev.type == kFlowDone) {
-      if (ev.version != flow_version_[static_cast<std::size_t>(ev.target)])
-        continue;  // superseded by a rate change
+      if (slowdown_ <= 0 || ev.version == ops_[static_cast<std::size_t>(ev.target)].end_version)
+        finish(ev.target);
+    } else if (ev.type == kFlowDone && ev.version == flow_version_[static_cast<std::size_t>(ev.target)]) {
       OpId op = flow_op_[static_cast<std::size_t>(ev.target)];
       ++flow_version_[static_cast<std::size_t>(ev.target)];
       net_.remove(ev.target, now_);  // the flows beside it are re-rated by the instant's flush

@@ -133,6 +133,30 @@ TEST(Engine, TransfersShareLinksAndPayLatency) {
   EXPECT_DOUBLE_EQ(t2.links.front().carried_bytes, 900'000);
 }
 
+TEST(Engine, AnInstantWhoseLastEventWasSupersededStillRatesItsNewFlows) {
+  // GPU 3 computes X while a collective on its other stream slows it (the profile's
+  // collective_compute_slowdown): X's first end event is superseded. At exactly that instant GPU 2's timed op
+  // Y ends and its transfer Z starts; the superseded event pops after Y's (its stream comes later). Z must be
+  // rated at that instant, as when nothing slows X (before, the instant's flush waited for the next event).
+  auto make = [](double slowdown, Duration y_ns) {
+    PlanMaker pm(4);
+    pm.plan.hw.gpu.collective_compute_slowdown = slowdown;
+    pm.add(5, ComputeWork{}, y_ns);                              // Y, on GPU 2's second stream
+    pm.add(5, TransferWork{2, 0, 450'000, 1, -1, 1}, -1);        // Z, right after it
+    pm.add(6, ComputeWork{989e12 * 0.6 * 1e-3, 100.0, 10}, -1);  // X, on GPU 3: about 1 ms
+    pm.add(7, ComputeWork{}, 1000);                              // W, then the collective C beside X
+    pm.add(7, TransferWork{3, 1, 4'500'000, 1, -1, 1}, -1, {}, OpKind::kAllReduce);
+    return pm;
+  };
+  const Duration x_ns = Engine{}.run(make(0, 1).plan).end[2];
+  PlanMaker slowed = make(0.5, x_ns), control = make(0, x_ns);
+  const Timeline a = Engine{}.run(slowed.plan), b = Engine{}.run(control.plan);
+  ASSERT_GT(a.end[2], x_ns);  // X was slowed: its first end event was superseded
+  EXPECT_EQ(a.start[1], x_ns);
+  EXPECT_EQ(a.end[1], b.end[1]);
+  EXPECT_EQ(b.end[1], x_ns + 1000 + 3000);  // 450 kB at 450 B/ns, then the 3 us latency
+}
+
 TEST(Engine, CollectiveMembersStartTogether) {
   PlanMaker pm(2);
   OpId late = pm.add(2, ComputeWork{}, 700);
