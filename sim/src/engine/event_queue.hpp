@@ -35,9 +35,10 @@ struct Event {
 class EventQueue {
  public:
   /// `time` must not precede the time of the last event popped; `priority` must lie in [-32768, 32767]; at
-  /// most 2^48 events are pushed in one run.
-  void push(TimePoint time, std::int32_t priority, std::int32_t type, std::int32_t target,
-            std::uint32_t version = 0) {
+  /// most 2^48 events are pushed in one run. Inlined where it is called (each op's start pushes its end): as
+  /// a call it was 3 % of the compute-bound benchmark's time.
+  [[gnu::always_inline]] void push(TimePoint time, std::int32_t priority, std::int32_t type,
+                                   std::int32_t target, std::uint32_t version = 0) {
     if (time < last_) throw std::logic_error("event queue: an event pushed before the last one popped");
     if (priority < -(1 << 15) || priority >= (1 << 15))
       throw std::logic_error("event queue: a priority outside [-32768, 32767]");
