@@ -6,6 +6,8 @@
 #include <utility>
 
 #include "pipesim/sim/huge_page_allocator.hpp"
+
+#include "core/page_populator.hpp"
 #include "pipesim/sim/memory_budget.hpp"
 
 #if defined(__linux__)
@@ -117,6 +119,7 @@ void* acquire_huge_block(std::size_t bytes) {
 
 void release_huge_block(void* block, std::size_t bytes) noexcept {
   const std::size_t size = size_class(bytes);
+  forget_populate(block, size);  // the background thread keeps off it from here on
   if (size > kept_bytes_max()) {
     std::free(block);
     return;

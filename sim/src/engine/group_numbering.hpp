@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <utility>
+#include <span>
 #include <vector>
 
 namespace pipesim::sim {
@@ -14,19 +14,19 @@ class GroupNumbering {
  public:
   /// `ids`: the group id of every member op (repeats allowed); `ops`: the plan's op count. Groups are
   /// numbered in ascending order of their ids.
-  GroupNumbering(std::vector<std::int32_t> ids, std::size_t ops) : ids_(std::move(ids)) {
-    const std::int32_t max_id = ids_.empty() ? -1 : *std::max_element(ids_.begin(), ids_.end());
+  GroupNumbering(std::span<const std::int32_t> ids, std::size_t ops) {
+    const std::int32_t max_id = ids.empty() ? -1 : *std::max_element(ids.begin(), ids.end());
     if (max_id >= 0 && static_cast<std::size_t>(max_id) <= 2 * ops) {
       // Generated plans number their groups 0, 1, ...: a table indexed by id, filled in one pass.
       table_.assign(static_cast<std::size_t>(max_id) + 1, -1);
-      for (std::int32_t id : ids_) table_[static_cast<std::size_t>(id)] = 0;
-      ids_.clear();
+      for (std::int32_t id : ids) table_[static_cast<std::size_t>(id)] = 0;
       for (std::size_t id = 0; id < table_.size(); ++id)
         if (table_[id] == 0) {
           table_[id] = static_cast<std::int32_t>(ids_.size());
           ids_.push_back(static_cast<std::int32_t>(id));
         }
     } else {
+      ids_.assign(ids.begin(), ids.end());
       std::sort(ids_.begin(), ids_.end());
       ids_.erase(std::unique(ids_.begin(), ids_.end()), ids_.end());
     }

@@ -1,5 +1,7 @@
 #include "pipesim/sim/plan.hpp"
 
+#include "core/page_populator.hpp"
+
 namespace pipesim::sim {
 
 const char* to_string(OpKind k) {
@@ -68,7 +70,14 @@ OpId append_op(Plan& plan, StreamId stream, OpKind kind, const OpTags& tags, Pay
   // Built with its payload in place: a default op's empty ComputeWork would be made and dropped first (a
   // reference count up and down, per op of a plan of millions).
   plan.ops.emplace_back(stream, kind, tags, std::move(payload), fixed);
-  return static_cast<OpId>(plan.ops.size() - 1);
+  // The pages a few huge pages ahead of the last op are backed on the other CPU while this one builds.
+  constexpr std::size_t kPageOfOps = kHugeBlockMin / sizeof(Op), kAhead = 3;
+  const std::size_t size = plan.ops.size();
+  if (size == 1)
+    populate_elements(plan.ops, 0, (kAhead + 1) * kPageOfOps);
+  else if (size % kPageOfOps == 0)
+    populate_elements(plan.ops, size + kAhead * kPageOfOps, kPageOfOps);
+  return static_cast<OpId>(size - 1);
 }
 
 std::string schedule_label(const PlanMeta& meta) {

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "engine/group_numbering.hpp"
@@ -10,7 +11,8 @@ namespace {
 
 TEST(GroupNumbering, DenseIdsAreNumberedInAscendingOrderThroughATable) {
   // Ids 0..6 with gaps and repeats, over 10 ops: the table path.
-  const GroupNumbering g({5, 2, 5, 0, 6, 2}, 10);
+  const std::vector<std::int32_t> ids{5, 2, 5, 0, 6, 2};
+  const GroupNumbering g(ids, 10);
   ASSERT_EQ(g.size(), 4u);
   EXPECT_EQ(g[0], 0u);
   EXPECT_EQ(g[2], 1u);
@@ -20,7 +22,8 @@ TEST(GroupNumbering, DenseIdsAreNumberedInAscendingOrderThroughATable) {
 
 TEST(GroupNumbering, SparseIdsGetTheSameNumbersWithoutATableOfTheirSize) {
   // The largest id is far above twice the op count: the sorted-search path, same ascending numbers.
-  const GroupNumbering g({2147483647, 7, 2147483647, 1000000}, 4);
+  const std::vector<std::int32_t> ids{2147483647, 7, 2147483647, 1000000};
+  const GroupNumbering g(ids, 4);
   ASSERT_EQ(g.size(), 3u);
   EXPECT_EQ(g[7], 0u);
   EXPECT_EQ(g[1000000], 1u);
@@ -28,7 +31,7 @@ TEST(GroupNumbering, SparseIdsGetTheSameNumbersWithoutATableOfTheirSize) {
 }
 
 TEST(GroupNumbering, NoGroups) {
-  const GroupNumbering g({}, 0);
+  const GroupNumbering g(std::span<const std::int32_t>{}, 0);
   EXPECT_EQ(g.size(), 0u);
 }
 
