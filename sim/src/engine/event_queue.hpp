@@ -96,9 +96,10 @@ class EventQueue {
     TimePoint earliest = from.front().time;
     for (const Event& e : from) earliest = std::min(earliest, e.time);
     last_ = earliest;
-    moving_.swap(from);
     occupied_ &= ~(std::uint64_t{1} << (b - 1));
-    for (const Event& e : moving_) {
+    // Every event of bucket b goes to a lower one (all share the bits from b - 1 up with the new last time),
+    // so the bucket is read in place and keeps its buffer.
+    for (const Event& e : from) {
       const int to = bucket_of(e.time, last_);
       if (to == 0) {
         now_.push_back(e);
@@ -107,7 +108,7 @@ class EventQueue {
         occupied_ |= std::uint64_t{1} << (to - 1);
       }
     }
-    moving_.clear();
+    from.clear();
     // Usually already in order (a bucket keeps its events in push order unless a settle moved older ones in).
     if (!std::is_sorted(now_.begin(), now_.end(), KeyLess{})) std::sort(now_.begin(), now_.end(), KeyLess{});
   }
@@ -122,7 +123,6 @@ class EventQueue {
   std::uint64_t occupied_ = 0;                        // bit b - 1 set: bucket b holds events
   std::vector<Event> now_;                            // events at the last popped time, by key
   std::size_t head_ = 0;                              // the next of now_ to pop
-  std::vector<Event> moving_;  // the bucket being emptied (its buffer is kept for the next one)
   TimePoint last_ = 0;
   std::uint64_t next_sequence_ = 0;
 };
