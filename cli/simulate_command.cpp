@@ -22,6 +22,8 @@
 #include "pipesim/sim/plan_json.hpp"
 #include "pipesim/sim/trace.hpp"
 
+#include "keep_until_exit.hpp"
+
 namespace pipesim::cli {
 
 namespace {
@@ -222,6 +224,7 @@ int run_simulate(const SimulateOptions& o) {
     if (!o.trace_dir.empty())
       std::cout << fmt::format("Chrome traces written under {}/ (open in ui.perfetto.dev)\n", o.trace_dir);
   }
+  keep_until_exit(std::move(results));
   return 0;
 }
 

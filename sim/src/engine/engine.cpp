@@ -444,9 +444,10 @@ Timeline Run::execute() {
   tl_.links.reserve(static_cast<std::size_t>(
       std::count_if(carried.begin(), carried.end(), [](double bytes) { return bytes > 0; })));
   for (std::size_t l = 0; l < carried.size(); ++l)
-    if (carried[l] > 0)
-      tl_.links.push_back(
-          {topo_.link_name(static_cast<LinkId>(l)), carried[l], topo_.links()[l].bytes_per_ns});
+    if (carried[l] > 0) {
+      tl_.links.push_back(topo_.describe(static_cast<LinkId>(l)));
+      tl_.links.back().carried_bytes = carried[l];
+    }
   return std::move(tl_);
 }
 

@@ -14,6 +14,9 @@ constexpr std::int32_t kLaneUp = 0, kLaneDown = 1, kNvlTx = 2, kNvlRx = 3, kNicT
                        kGpuLinks = 6;
 constexpr std::int32_t kSwUp = 0, kSwDown = 1;
 const char* kGpuLinkNames[] = {"pcie.up", "pcie.down", "nvlink.tx", "nvlink.rx", "nic.tx", "nic.rx"};
+// A GPU's link slots in LinkKind's order: describe() counts from kPcieUp.
+static_assert(static_cast<int>(LinkKind::kPcieUp) + kNvlTx == static_cast<int>(LinkKind::kNvlinkTx) &&
+              static_cast<int>(LinkKind::kPcieUp) + kNicRx == static_cast<int>(LinkKind::kNicRx));
 
 }  // namespace
 
@@ -75,19 +78,41 @@ LinkId Topology::nvme_link(std::int32_t node, std::int32_t which) const {
   return node * per_node_ + per_node_ - 2 + which;
 }
 
-std::string Topology::link_name(LinkId id) const {
-  // Compiled formats: a run names every link that carried bytes (tens of thousands at 8K GPUs).
-  std::int32_t node = id / per_node_, rest = id % per_node_;
-  if (rest >= per_node_ - 2)
-    return fmt::format(FMT_COMPILE("node{}.nvme.{}"), node, rest == per_node_ - 2 ? "read" : "write");
-  if (rest >= per_node_ - 4)
-    return fmt::format(FMT_COMPILE("node{}.pcie_root.{}"), node, rest == per_node_ - 4 ? "up" : "down");
-  if (rest < gpus_ * kGpuLinks)
-    return fmt::format(FMT_COMPILE("node{}.gpu{}.{}"), node, rest / kGpuLinks,
-                       kGpuLinkNames[rest % kGpuLinks]);
-  rest -= gpus_ * kGpuLinks;
-  return fmt::format(FMT_COMPILE("node{}.switch{}.uplink.{}"), node, rest / 2,
-                     rest % 2 == kSwUp ? "up" : "down");
+LinkUsage Topology::describe(LinkId id) const {
+  LinkUsage u;
+  u.node = id / per_node_;
+  const std::int32_t rest = id % per_node_;
+  u.capacity_bytes_per_ns = links_[static_cast<std::size_t>(id)].bytes_per_ns;
+  if (rest >= per_node_ - 4) {  // the root complex, then the NVMe volume, each 2 ways
+    static constexpr LinkKind kNodeLinks[] = {LinkKind::kRootUp, LinkKind::kRootDown, LinkKind::kNvmeRead,
+                                              LinkKind::kNvmeWrite};
+    u.kind = kNodeLinks[rest - (per_node_ - 4)];
+  } else if (rest < gpus_ * kGpuLinks) {
+    u.index = rest / kGpuLinks;
+    u.kind = static_cast<LinkKind>(static_cast<int>(LinkKind::kPcieUp) + rest % kGpuLinks);
+  } else {
+    u.index = (rest - gpus_ * kGpuLinks) / 2;
+    u.kind = (rest - gpus_ * kGpuLinks) % 2 == kSwUp ? LinkKind::kSwitchUp : LinkKind::kSwitchDown;
+  }
+  return u;
+}
+
+std::string LinkUsage::name() const {
+  switch (kind) {
+    case LinkKind::kRootUp:
+    case LinkKind::kRootDown:
+      return fmt::format(FMT_COMPILE("node{}.pcie_root.{}"), node, kind == LinkKind::kRootUp ? "up" : "down");
+    case LinkKind::kNvmeRead:
+    case LinkKind::kNvmeWrite:
+      return fmt::format(FMT_COMPILE("node{}.nvme.{}"), node, kind == LinkKind::kNvmeRead ? "read" : "write");
+    case LinkKind::kSwitchUp:
+    case LinkKind::kSwitchDown:
+      return fmt::format(FMT_COMPILE("node{}.switch{}.uplink.{}"), node, index,
+                         kind == LinkKind::kSwitchUp ? "up" : "down");
+    default:
+      return fmt::format(FMT_COMPILE("node{}.gpu{}.{}"), node, index,
+                         kGpuLinkNames[static_cast<int>(kind) - static_cast<int>(LinkKind::kPcieUp)]);
+  }
 }
 
 bool Topology::nvlinked(std::int32_t a, std::int32_t b) const {

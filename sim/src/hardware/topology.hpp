@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "hardware/path_links.hpp"
+#include "pipesim/sim/engine.hpp"
 #include "pipesim/sim/hardware.hpp"
 #include "pipesim/sim/plan.hpp"
 #include "pipesim/sim/time.hpp"
@@ -58,7 +59,9 @@ class Topology {
   /// `message_bytes`: one collective's buffer (0: unknown), for the size-dependent NVLink bus bandwidth.
   Path ring_path(Endpoint self, Endpoint next, std::int64_t bytes, std::int64_t message_bytes = 0) const;
   const std::vector<Link>& links() const { return links_; }
-  std::string link_name(LinkId id) const;
+  std::string link_name(LinkId id) const { return describe(id).name(); }
+  /// Where link `id` sits and its capacity (carried bytes left 0).
+  LinkUsage describe(LinkId id) const;
   std::int32_t nodes() const { return nodes_; }
 
  private:

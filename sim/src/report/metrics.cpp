@@ -100,9 +100,9 @@ Metrics compute_metrics(const Plan& plan, const Timeline& tl) {
     m.bubble_intra_fraction = m.bubble_fraction - m.bubble_warmup_fraction - m.bubble_drain_fraction;
     m.tokens_per_s = static_cast<double>(plan.meta.global_batch) * plan.meta.seq / m.step_time_s;
     for (const auto& l : tl.links) {
-      if (l.name.find(".pcie.") == std::string::npos && l.name.find(".switch") == std::string::npos) continue;
+      if (!l.pcie_lane_or_uplink()) continue;
       m.pcie_utilization.push_back(
-          {l.name, l.carried_bytes / (l.capacity_bytes_per_ns * static_cast<double>(step))});
+          {l.name(), l.carried_bytes / (l.capacity_bytes_per_ns * static_cast<double>(step))});
     }
     m.tflops_per_gpu = plan.meta.model_flops_per_step / (m.num_gpus * m.step_time_s) / 1e12;
     const double peak = plan.hw.peak_flops(plan.meta.dtype);

@@ -129,7 +129,7 @@ TEST(Engine, TransfersShareLinksAndPayLatency) {
   EXPECT_EQ(t2.end[static_cast<std::size_t>(one)], 5000);
   EXPECT_EQ(t2.end[static_cast<std::size_t>(two)], 5000);
   ASSERT_FALSE(t2.links.empty());
-  EXPECT_EQ(t2.links.front().name, "node0.gpu0.nvlink.tx");
+  EXPECT_EQ(t2.links.front().name(), "node0.gpu0.nvlink.tx");
   EXPECT_DOUBLE_EQ(t2.links.front().carried_bytes, 900'000);
 }
 
