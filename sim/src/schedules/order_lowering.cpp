@@ -432,7 +432,7 @@ class Builder {
   std::vector<DeviceId> device_of_rank_;
   std::vector<std::vector<StreamId>> streams_;  // [replica*pp + stage] -> compute, p2p_send, collective
   std::vector<std::vector<Task>> orders_;       // [stage]
-  std::vector<Slot> slots_;
+  HugeVector<Slot> slots_;  // megabytes at thousands of GPUs: on huge pages, filled without a fault per page
   std::vector<std::vector<OpId>> dp_ops_;  // [replica*pp + stage]
   std::vector<DeviceId> host_of_node_;     // host device per node, created on demand
   std::vector<DeviceId> nvme_of_node_;     // NVMe volume per node, created on demand
@@ -1379,6 +1379,9 @@ Plan Builder::build(bool explicit_replicas) {
   slots_.assign(replicas_.size() * static_cast<std::size_t>(chunks_) * static_cast<std::size_t>(total_mb_),
                 Slot{});
   dp_ops_.resize(replicas_.size() * static_cast<std::size_t>(in_.pp));
+  // At most kStreamSlots streams per GPU: sized once, not regrown (and copied) as they are added.
+  plan_.streams.reserve(replicas_.size() * static_cast<std::size_t>(in_.pp) * kStreamSlots);
+  streams_.reserve(replicas_.size() * static_cast<std::size_t>(in_.pp));
   for (const auto& [d, t] : replicas_) {
     for (std::int32_t s = 0; s < in_.pp; ++s) {
       DeviceId dev = device_of_rank(global_rank(d, s, t));
