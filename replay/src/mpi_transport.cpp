@@ -1,13 +1,16 @@
-// The MPI transport of multi-node replay (built when CMake finds MPI; Debian's OpenMPI). Control messages
-// are one int64; transfer bytes go as MPI messages of up to 16 MB that a receiver thread drains.
+// The MPI transport of multi-node replay, a module of its own (built when CMake finds MPI; Debian's
+// OpenMPI) that pipesim loads only for `replay --mpi`: every other command starts without MPI's libraries.
+// Control messages are one int64; transfer bytes go as MPI messages of up to 16 MB that a receiver thread
+// drains.
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <stdexcept>
 #include <thread>
 
-#include <fmt/format.h>
 #include <mpi.h>
 
-#include "pipesim/sim/error.hpp"
+#include "mpi_transport_abi.hpp"
 #include "transport.hpp"
 
 namespace pipesim::replay {
@@ -34,8 +37,7 @@ class MpiTransport final : public Transport {
     else
       MPI_Query_thread(&provided);
     if (provided < MPI_THREAD_MULTIPLE)
-      throw sim::InputError(
-          "--mpi", "",
+      throw std::runtime_error(
           "the MPI library does not support MPI_THREAD_MULTIPLE; valid: an MPI that does (OpenMPI 4)");
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &ranks_);
@@ -140,8 +142,16 @@ class MpiTransport final : public Transport {
 
 }  // namespace
 
-std::unique_ptr<Transport> make_mpi_transport() {
-  return std::make_unique<MpiTransport>();
-}
-
 }  // namespace pipesim::replay
+
+extern "C" __attribute__((visibility("default"))) pipesim::replay::Transport* pipesim_make_mpi_transport(
+    char* error, std::size_t error_size) noexcept {
+  try {
+    return new pipesim::replay::MpiTransport();
+  } catch (const std::exception& e) {
+    std::snprintf(error, error_size, "%s", e.what());
+  } catch (...) {
+    std::snprintf(error, error_size, "MPI could not be started");
+  }
+  return nullptr;
+}

@@ -568,6 +568,21 @@ class Startup(unittest.TestCase):
             for name in cuda:
                 self.assertFalse([line for line in loaded if name in line], f"{args} loaded {name}")
 
+    def test_only_multi_node_replay_loads_mpi(self):
+        """MPI's libraries (OpenMPI, hwloc, libevent: over a millisecond of every start) are a module that
+        `replay --mpi` loads; no other command links or loads them."""
+        mpi = ("libmpi", "libopen-pal", "libopen-rte", "pipesim_mpi_transport")
+        linked = subprocess.run(["ldd", PIPESIM], capture_output=True, text=True).stdout
+        for name in mpi[:3]:
+            self.assertNotIn(name, linked, "linked at build time")
+        for args in (["hw"], ["simulate", "--schedule", "1f1b", "--format", "json"]):
+            rc, out, err = run(*args, env=dict(os.environ, LD_DEBUG="files"))
+            self.assertEqual(rc, 0, err[-500:])
+            loaded = [line for line in err.splitlines() if "file=" in line]
+            self.assertTrue(loaded, "LD_DEBUG reports the objects the loader opens")
+            for name in mpi:
+                self.assertFalse([line for line in loaded if name in line], f"{args} loaded {name}")
+
 
 class BadInput(unittest.TestCase):
     def expect_error(self, args, *fragments, cwd=None):
