@@ -28,7 +28,7 @@
 namespace pipesim::sim {
 namespace {
 
-constexpr std::size_t kHugePage = std::size_t{2} << 20;
+constexpr std::size_t kHugePage = kHugePageBytes;
 /// Freed blocks kept for reuse, and the bytes they may hold in all: enough for the plan, the engine's
 /// records and the timeline of a run of millions of ops, little beside a model's training memory; an
 /// eighth of the memory this process may use at most (under `ulimit -v` the kept blocks count against the

@@ -1,9 +1,9 @@
-// Allocator for the arrays that grow with a plan's ops (millions of entries): blocks of 2 MiB and more are
-// aligned to 2 MiB and offered to the kernel as transparent huge pages, so filling them takes one page
-// fault per 2 MiB instead of one per 4 KiB (page faults were a fifth of an 8,192-GPU simulation's time).
-// Freed large blocks are kept for the next run of the same size (src/core/huge_blocks.cpp): a search or a
-// notebook simulates plan after plan, and fresh memory costs its first touch again (a sixth of a
-// compute-bound run). Smaller blocks come from the standard allocator.
+// Allocator for the arrays that grow with a plan's ops (millions of entries): blocks of 1 MiB and more are
+// rounded up to and aligned on 2 MiB and offered to the kernel as transparent huge pages, so filling them
+// takes one page fault per 2 MiB instead of one per 4 KiB (page faults were a fifth of an 8,192-GPU
+// simulation's time). Freed large blocks are kept for the next run of the same size
+// (src/core/huge_blocks.cpp): a search or a notebook simulates plan after plan, and fresh memory costs its
+// first touch again (a sixth of a compute-bound run). Smaller blocks come from the standard allocator.
 #pragma once
 
 #include <cstddef>
@@ -19,7 +19,12 @@ namespace pipesim::sim {
 void* acquire_huge_block(std::size_t bytes);
 /// Gives back a block from acquire_huge_block with the same `bytes`.
 void release_huge_block(void* block, std::size_t bytes) noexcept;
-inline constexpr std::size_t kHugeBlockMin = std::size_t{2} << 20;
+inline constexpr std::size_t kHugePageBytes = std::size_t{2} << 20;
+/// Arrays from a megabyte up take a block of huge pages (rounded up to one): below a huge page the standard
+/// allocator may give such an array back to the kernel when it is freed, and the next run of the same plan
+/// then faults it in again page by page (the engine's 2 MB reverse-dependency array, every run of the
+/// compute-bound benchmark).
+inline constexpr std::size_t kHugeBlockMin = std::size_t{1} << 20;
 
 template <class T>
 struct HugePageAllocator {
