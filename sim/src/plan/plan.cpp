@@ -71,7 +71,7 @@ OpId append_op(Plan& plan, StreamId stream, OpKind kind, const OpTags& tags, Pay
   // reference count up and down, per op of a plan of millions).
   plan.ops.emplace_back(stream, kind, tags, std::move(payload), fixed);
   // The pages a few huge pages ahead of the last op are backed on the other CPU while this one builds.
-  constexpr std::size_t kPageOfOps = kHugePageBytes / sizeof(Op), kAhead = 3;
+  constexpr std::size_t kPageOfOps = kHugePageBytes / sizeof(Op), kAhead = 1;
   const std::size_t size = plan.ops.size();
   if (size == 1)
     populate_elements(plan.ops, 0, (kAhead + 1) * kPageOfOps);
