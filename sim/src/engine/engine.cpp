@@ -237,8 +237,9 @@ class Run {
     std::int32_t ready = 0;  // members ready so far
     std::int32_t size = 0;   // members it waits for (kept here: try_start stays off the plan's ops)
   };
-  std::vector<Group> groups_;  // one record per group: a member's arrival touches one cache line
-  std::vector<OpId> group_members_;
+  // Both grow with the plan's collectives (megabytes at thousands of GPUs): on huge pages.
+  HugeVector<Group> groups_;  // one record per group: a member's arrival touches one cache line
+  HugeVector<OpId> group_members_;
   std::vector<OpId> flow_op_;
   std::vector<std::uint32_t> flow_version_;
   std::size_t finished_ = 0;

@@ -11,6 +11,7 @@
 
 #include "hardware/path_links.hpp"
 #include "pipesim/sim/dep_list.hpp"
+#include "pipesim/sim/huge_page_allocator.hpp"
 #include "pipesim/sim/time.hpp"
 
 namespace pipesim::sim {
@@ -87,7 +88,7 @@ class FlowNetwork {
     std::int32_t link_mark = -1;   // the recomputation that last gathered the link
   };
   static_assert(sizeof(LinkState) == 32);
-  std::vector<LinkState> links_;
+  HugeVector<LinkState> links_;  // two megabytes at 8,192 GPUs: on huge pages
   std::vector<double> carried_;  // bytes carried per link, apart: written only when a flow moves on
   std::vector<Flow> flows_;
   std::vector<FlowId> free_ids_;
