@@ -3,6 +3,6 @@
 #include "pipesim/sim/memory_budget.hpp"
 
 int main(int argc, char** argv) {
-  pipesim::sim::fit_allocator_to_limits();
+  pipesim::sim::configure_allocator();
   return pipesim::cli::run_cli(argc, argv);
 }
