@@ -552,36 +552,33 @@ class Calibrate(unittest.TestCase):
 
 
 class Startup(unittest.TestCase):
-    def test_the_simulator_loads_no_cuda_library(self):
-        """Only `calibrate` on a GPU and `replay --backend cuda` load CUDA (their modules, on demand); the
-        simulator, planner and every other command load none of it, whether or not CUDA is installed."""
-        cuda = ("libcuda.", "libcudart", "libcublas", "libcupti", "libnvrtc", "cuda_replay", "cuda_calibration")
+    def expect_never_loaded(self, names, linked_names, commands):
+        """None of `linked_names` is linked into pipesim, and none of `names` is opened by the loader while
+        each of `commands` runs."""
         linked = subprocess.run(["ldd", PIPESIM], capture_output=True, text=True).stdout
-        for name in cuda[:5]:
+        for name in linked_names:
             self.assertNotIn(name, linked, "linked at build time")
-        for args in (["hw"], ["simulate", "--schedule", "1f1b", "--format", "json"],
-                     ["plan", "--model", "llama2-7b", "--gpus", "8", "--global-batch", "16", "--top", "1"]):
+        for args in commands:
             rc, out, err = run(*args, env=dict(os.environ, LD_DEBUG="files"))
             self.assertEqual(rc, 0, err[-500:])
             loaded = [line for line in err.splitlines() if "file=" in line]
             self.assertTrue(loaded, "LD_DEBUG reports the objects the loader opens")
-            for name in cuda:
+            for name in names:
                 self.assertFalse([line for line in loaded if name in line], f"{args} loaded {name}")
+
+    def test_the_simulator_loads_no_cuda_library(self):
+        """Only `calibrate` on a GPU and `replay --backend cuda` load CUDA (their modules, on demand); the
+        simulator, planner and every other command load none of it, whether or not CUDA is installed."""
+        cuda = ("libcuda.", "libcudart", "libcublas", "libcupti", "libnvrtc", "cuda_replay", "cuda_calibration")
+        self.expect_never_loaded(cuda, cuda[:5], (
+            ["hw"], ["simulate", "--schedule", "1f1b", "--format", "json"],
+            ["plan", "--model", "llama2-7b", "--gpus", "8", "--global-batch", "16", "--top", "1"]))
 
     def test_only_multi_node_replay_loads_mpi(self):
         """MPI's libraries (OpenMPI, hwloc, libevent: over a millisecond of every start) are a module that
         `replay --mpi` loads; no other command links or loads them."""
         mpi = ("libmpi", "libopen-pal", "libopen-rte", "pipesim_mpi_transport")
-        linked = subprocess.run(["ldd", PIPESIM], capture_output=True, text=True).stdout
-        for name in mpi[:3]:
-            self.assertNotIn(name, linked, "linked at build time")
-        for args in (["hw"], ["simulate", "--schedule", "1f1b", "--format", "json"]):
-            rc, out, err = run(*args, env=dict(os.environ, LD_DEBUG="files"))
-            self.assertEqual(rc, 0, err[-500:])
-            loaded = [line for line in err.splitlines() if "file=" in line]
-            self.assertTrue(loaded, "LD_DEBUG reports the objects the loader opens")
-            for name in mpi:
-                self.assertFalse([line for line in loaded if name in line], f"{args} loaded {name}")
+        self.expect_never_loaded(mpi, mpi[:3], (["hw"], ["simulate", "--schedule", "1f1b", "--format", "json"]))
 
 
 class BadInput(unittest.TestCase):
