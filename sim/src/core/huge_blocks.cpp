@@ -5,9 +5,8 @@
 #include <mutex>
 #include <utility>
 
-#include "pipesim/sim/huge_page_allocator.hpp"
-
 #include "core/page_populator.hpp"
+#include "pipesim/sim/huge_page_allocator.hpp"
 #include "pipesim/sim/memory_budget.hpp"
 
 #if defined(__linux__)

@@ -70,7 +70,7 @@ OpId append_op(Plan& plan, StreamId stream, OpKind kind, const OpTags& tags, Pay
   // Built with its payload in place: a default op's empty ComputeWork would be made and dropped first (a
   // reference count up and down, per op of a plan of millions).
   plan.ops.emplace_back(stream, kind, tags, std::move(payload), fixed);
-  // The pages a few huge pages ahead of the last op are backed on the other CPU while this one builds.
+  // The huge page after the one being filled is backed on the other CPU while this one builds.
   constexpr std::size_t kPageOfOps = kHugePageBytes / sizeof(Op), kAhead = 1;
   const std::size_t size = plan.ops.size();
   if (size == 1)
