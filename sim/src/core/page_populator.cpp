@@ -23,7 +23,7 @@ namespace {
 #if defined(__linux__)
 
 /// One request is worked through a huge page at a time, so that a block given back waits at most for one.
-constexpr std::uintptr_t kStep = std::uintptr_t{2} << 20;
+constexpr std::uintptr_t kStep = kHugePageBytes;
 constexpr std::uintptr_t kPage = 4096;
 
 struct Range {
