@@ -315,17 +315,18 @@ void Run::setup() {
   // A large plan is read in two halves, the second on the other CPU (reading the ops is memory-bound: a
   // tenth of an 8,192-GPU run), and the halves are joined in plan order, so the records, the order in which
   // dependents are released and the first error reported are those of one pass.
-  const bool split = n >= options_.split_setup_from_ops && n >= 2 && std::thread::hardware_concurrency() >= 2;
+  const bool split = n >= options_.split_setup_from_ops && n >= 2;
   std::vector<SetupPart> parts;
   parts.reserve(2);
   parts.emplace_back(check, 0, split ? n / 2 : n, n, plan_.streams.size());
   if (split) parts.emplace_back(check, n / 2, n, n, plan_.streams.size());
   std::thread other;
-  if (split) {
+  if (split && std::thread::hardware_concurrency() >= 2) {
     try {
       other = std::thread([this, &parts] { read_part(parts[1]); });
     } catch (const std::system_error&) {
-      // No thread to be had (a thread or memory limit): the second half is read after the first.
+      // No thread to be had (a thread or memory limit): the second half is read after the first, as on one
+      // CPU.
     }
   }
   read_part(parts[0]);
@@ -393,7 +394,10 @@ void Run::read_part(SetupPart& part) {
       part.check.op(i, op);
       const auto id = static_cast<OpId>(i);
       const auto s = static_cast<std::size_t>(op.stream);
-      HotOp h{};  // all zero and false: each flag below is set only when it holds
+      // Written in place, zeroed whole first: a record built aside and copied in was read back right after
+      // its narrow bit-field stores, a stall per op (the compute-bound benchmark: 21.3 against 17.2 ms).
+      HotOp& h = ops_[i];
+      h = HotOp{};
       h.stream = op.stream;
       h.next = -1;
       h.dependents = -1;
@@ -404,11 +408,12 @@ void Run::read_part(SetupPart& part) {
         part.first[s] = id;
       last = id;
       h.deps_left = static_cast<std::int32_t>(op.deps.size());
-      h.allocates = op.alloc_bytes != 0;
-      h.frees = op.free_bytes != 0;
+      // The flags start false: each is stored only when set (a bit field's store reads its byte first).
+      if (op.alloc_bytes != 0) h.allocates = true;
+      if (op.free_bytes != 0) h.frees = true;
       if (contended_[s] != 0) {
-        h.collective = is_collective(op.kind);
-        h.stretchable = std::holds_alternative<SharedCompute>(op.payload) && op.fixed_duration < 0;
+        if (is_collective(op.kind)) h.collective = true;
+        if (std::holds_alternative<SharedCompute>(op.payload) && op.fixed_duration < 0) h.stretchable = true;
       }
       if (const auto* t = std::get_if<TransferWork>(&op.payload); t && op.fixed_duration < 0) {
         h.mode = Mode::kFlow;
@@ -429,8 +434,8 @@ void Run::read_part(SetupPart& part) {
               "op duration exceeds the simulated time range (about 292 years); check its work and rates");
         }
       }
-      h.plain = h.mode == Mode::kTimed && !h.allocates && !h.frees && !h.collective && !h.stretchable;
-      ops_[i] = h;
+      if (h.mode == Mode::kTimed && !h.allocates && !h.frees && !h.collective && !h.stretchable)
+        h.plain = true;
       for (OpId d : op.deps) part.chains.add(part.dependents[static_cast<std::size_t>(d)], id, plan_.origin);
     }
   } catch (...) {
