@@ -297,9 +297,14 @@ void Run::setup() {
   tl_.start.resize(n);
   tl_.end.resize(n);
   ops_.resize(n);
-  // Backed with pages on the other CPU meanwhile: the records as the parts fill them, the timeline as the
-  // run does.
-  populate_elements(ops_, 0, n);
+  // A large plan is read in two halves, the second on the other CPU where there is one (reading the ops is
+  // memory-bound: a tenth of an 8,192-GPU run), and the halves are joined in plan order, so the records,
+  // the order in which dependents are released and the first error reported are those of one pass.
+  const bool split = n >= options_.split_setup_from_ops && n >= 2;
+  const bool second_thread = split && std::thread::hardware_concurrency() >= 2;
+  // Backed with pages on the other CPU meanwhile: the records as the first half is read (a second thread
+  // backs its own as it writes them), the timeline as the run goes.
+  populate_elements(ops_, 0, second_thread ? n / 2 : n);
   populate_elements(tl_.start, 0, n);
   populate_elements(tl_.end, 0, n);
   streams_.resize(plan_.streams.size());
@@ -312,16 +317,12 @@ void Run::setup() {
     contended_[s] = slowdown_ > 0 && plan_.devices[static_cast<std::size_t>(d)].kind == DeviceKind::kGpu;
   }
 
-  // A large plan is read in two halves, the second on the other CPU (reading the ops is memory-bound: a
-  // tenth of an 8,192-GPU run), and the halves are joined in plan order, so the records, the order in which
-  // dependents are released and the first error reported are those of one pass.
-  const bool split = n >= options_.split_setup_from_ops && n >= 2;
   std::vector<SetupPart> parts;
   parts.reserve(2);
   parts.emplace_back(check, 0, split ? n / 2 : n, n, plan_.streams.size());
   if (split) parts.emplace_back(check, n / 2, n, n, plan_.streams.size());
   std::thread other;
-  if (split && std::thread::hardware_concurrency() >= 2) {
+  if (second_thread) {
     try {
       other = std::thread([this, &parts] { read_part(parts[1]); });
     } catch (const std::system_error&) {
