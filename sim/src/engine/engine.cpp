@@ -3,18 +3,13 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <exception>
 #include <limits>
 #include <stdexcept>
-#include <system_error>
-#include <thread>
-#include <type_traits>
 #include <utility>
 
 #include <fmt/format.h>
 
 #include "core/page_populator.hpp"
-#include "engine/dependent_chains.hpp"
 #include "engine/event_queue.hpp"
 #include "engine/group_numbering.hpp"
 #include "engine/plan_validator.hpp"
@@ -53,28 +48,27 @@ class Run {
   struct HotOp {
     /// Timed and CPU ops: the precomputed duration. A transfer: its collective group's dense index (-1:
     /// none) until it starts, then its path latency.
-    Duration duration;
-    StreamId stream;
-    OpId next;  // the op after it on its stream, or -1
-    std::int32_t deps_left;
-    std::uint32_t end_version;  // bumped when a collective beside it moves its end event
-    OpId dependents;            // the ops that depend on it (see DependentChains)
-    Mode mode;
-    bool started;
-    bool collective : 1;   // a collective on a GPU: slows the compute beside it
-    bool stretchable : 1;  // GPU compute that a collective beside it slows
+    Duration duration = 0;
+    StreamId stream = 0;
+    OpId next = -1;  // the op after it on its stream, or -1
+    std::int32_t deps_left = 0;
+    std::uint32_t end_version = 0;  // bumped when a collective beside it moves its end event
+    // The ops that depend on it: -1 none, an op id when it is the only one (the usual case), else
+    // chain_ref(k) for the chain of dependent_links_ that starts at link k.
+    OpId dependents = -1;
+    Mode mode = Mode::kTimed;
+    bool started = false;
+    bool collective : 1 = false;   // a collective on a GPU: slows the compute beside it
+    bool stretchable : 1 = false;  // GPU compute that a collective beside it slows
     // It allocates or frees memory: how much is read from the plan then, keeping the record half a cache
     // line (a record of 48 bytes with both amounts was 5-9 % slower on the compute-bound benchmark).
-    bool allocates : 1;
-    bool frees : 1;
-    bool finished : 1;  // for a deadlock's report: the timeline's ends are not filled beforehand
+    bool allocates : 1 = false;
+    bool frees : 1 = false;
+    bool finished : 1 = false;  // for a deadlock's report: the timeline's ends are not filled beforehand
     // A timed op with none of the above to do when it starts or ends (most compute and every fixed-time
     // hop): start() and finish() test this one bit instead of each flag.
-    bool plain : 1;
+    bool plain : 1 = false;
   };
-  // No member initializers: the plan-sized array is sized without being written, and each setup thread
-  // writes the records of its ops whole.
-  static_assert(std::is_trivially_default_constructible_v<HotOp>);
   static_assert(sizeof(HotOp) == 32, "two ops per cache line");
   /// A compute op in flight on a GPU where collectives may slow it: nominal nanoseconds still to run.
   struct Stretched {
@@ -102,39 +96,6 @@ class Run {
     return c;
   }
   void setup();
-  /// What one read of a contiguous range of ops gathers besides the records it writes; a large plan is read
-  /// as two such parts on two threads.
-  struct SetupPart {
-    SetupPart(const PlanValidator& c, std::size_t b, std::size_t e, std::size_t ops, std::size_t streams)
-        : begin(b),
-          end(e),
-          check(c),
-          dependents(ops, -1),
-          first(streams, -1),
-          last(streams, -1),
-          transfers(streams, 0) {
-      // Sized for the part's ops up front (address space only: pages are backed as entries are written), so
-      // that neither array is copied as it grows.
-      group_ids.reserve(e - b);
-      grouped.reserve(e - b);
-    }
-    std::size_t begin, end;
-    PlanValidator check;
-    HugeVector<OpId> dependents;  // per op of the plan: its dependents in this part (see DependentChains)
-    DependentChains chains;
-    std::vector<OpId> first, last;  // per stream: its first and last op in this part, or -1
-    std::vector<char> transfers;    // per stream: it carries a transfer in this part
-    struct Member {
-      OpId op;
-      std::int32_t size;  // the group's size this op states
-    };
-    HugeVector<std::int32_t> group_ids;  // the collective group of each transfer that belongs to one
-    HugeVector<Member> grouped;          // those transfers, beside group_ids
-    std::exception_ptr error;            // the first bad op's error: the part stops there
-  };
-  void read_part(SetupPart& part);
-  /// Links the parts' streams and dependents in plan order and checks what spans all ops.
-  void join_parts(std::vector<SetupPart>& parts);
   /// Starts op `id` if it is ready: its dependencies ended and it heads its stream (`at_head`: known to).
   void try_start(OpId id, bool at_head = false);
   void start(OpId id);
@@ -234,10 +195,16 @@ class Run {
 
   HugeVector<HotOp> ops_;
   std::vector<StreamState> streams_;
-  std::vector<char> contended_;  // per stream: its ops are slowed by collectives or slow compute (see setup)
-  /// Each op's dependents beyond the first (the first is in its record): the plan is not read again to find
+  /// Reverse dependencies beyond an op's first, chained newest first: the plan is not read again to build
   /// them.
-  DependentChains dependents_;
+  struct DependentLink {
+    OpId op;
+    std::int32_t next;  // the link of the dependent before it, or -1
+  };
+  std::vector<DependentLink> dependent_links_;
+  static constexpr OpId chain_ref(std::int32_t link) { return -2 - link; }
+  static constexpr std::int32_t chain_link(OpId ref) { return -2 - ref; }  // chain_ref's inverse
+  void add_dependent(OpId& dependents, OpId op);
   /// One of `d`'s dependencies ended: it starts once none is left.
   void release(OpId d) {
     if (--ops_[static_cast<std::size_t>(d)].deps_left == 0) try_start(d);
@@ -284,8 +251,8 @@ class Run {
 };
 
 void Run::setup() {
-  // The plan is checked as it is read: devices and streams here, each op as its part is read.
-  const PlanValidator check(plan_, plan_.origin);
+  // The plan is checked as it is read: devices and streams here, each op in the loop below.
+  PlanValidator check(plan_, plan_.origin);
   const std::size_t n = plan_.ops.size();
   slowdown_ = plan_.hw.gpu.collective_compute_slowdown;
   if (slowdown_ > 0) {
@@ -293,54 +260,88 @@ void Run::setup() {
     computing_.assign(plan_.devices.size(), {});
   }
   // Every op's start and end are written as it runs (a run that leaves one out is a deadlock and returns no
-  // timeline), and each record by the part that reads its op: none is filled first.
+  // timeline), so they are not filled first.
   tl_.start.resize(n);
   tl_.end.resize(n);
-  ops_.resize(n);
-  // A large plan is read in two halves, the second on the other CPU where there is one (reading the ops is
-  // memory-bound: a tenth of an 8,192-GPU run), and the halves are joined in plan order, so the records,
-  // the order in which dependents are released and the first error reported are those of one pass.
-  const bool split = n >= options_.split_setup_from_ops && n >= 2;
-  const bool second_thread = split && std::thread::hardware_concurrency() >= 2;
-  // Backed with pages on the other CPU meanwhile: the records as the first half is read (a second thread
-  // backs its own as it writes them), the timeline as the run goes.
-  populate_elements(ops_, 0, second_thread ? n / 2 : n);
+  ops_.clear();
+  ops_.reserve(n);  // filled below: each op's entry is written once
+  // Backed with pages on the other CPU meanwhile: the records as this pass fills them, the timeline as the
+  // run does.
+  populate_elements(ops_, 0, n);
   populate_elements(tl_.start, 0, n);
   populate_elements(tl_.end, 0, n);
+  // Each op's dependents, gathered as the ops that name it are read (copied into ops_ after the pass: an op
+  // may depend on one later in the plan).
+  HugeVector<OpId> dependents(n, -1);
   streams_.resize(plan_.streams.size());
   // Streams whose ops collectives may slow or that slow compute (GPU streams, when the profile names a
   // slowdown): looked up per stream here, not per op.
-  contended_.assign(plan_.streams.size(), 0);
+  std::vector<char> contended(plan_.streams.size(), 0);
   for (std::size_t s = 0; s < plan_.streams.size(); ++s) {
     const DeviceId d = plan_.streams[s].device;
     streams_[s].device = d;
-    contended_[s] = slowdown_ > 0 && plan_.devices[static_cast<std::size_t>(d)].kind == DeviceKind::kGpu;
+    contended[s] = slowdown_ > 0 && plan_.devices[static_cast<std::size_t>(d)].kind == DeviceKind::kGpu;
   }
-
-  std::vector<SetupPart> parts;
-  parts.reserve(2);
-  parts.emplace_back(check, 0, split ? n / 2 : n, n, plan_.streams.size());
-  if (split) parts.emplace_back(check, n / 2, n, n, plan_.streams.size());
-  std::thread other;
-  if (second_thread) {
-    try {
-      other = std::thread([this, &parts] { read_part(parts[1]); });
-    } catch (const std::system_error&) {
-      // No thread to be had (a thread or memory limit): the second half is read after the first, as on one
-      // CPU.
+  // Sized for every op up front (address space only: pages are backed as entries are written), so that
+  // neither array is copied as it grows: growth was a fifth of the tp 8 x pp 16 x dp 64 run's page faults.
+  HugeVector<std::int32_t> group_ids;
+  group_ids.reserve(n);
+  struct Member {
+    OpId op;
+    std::int32_t size;  // the group's size this op states
+  };
+  HugeVector<Member> grouped;  // the transfers that belong to a collective group, beside group_ids
+  grouped.reserve(n);
+  path_memos_.reserve(plan_.streams.size());
+  DurationCache durations;
+  for (std::size_t i = 0; i < n; ++i) {
+    const Op& op = plan_.ops[i];
+    check.op(i, op);
+    const auto id = static_cast<OpId>(i);
+    HotOp& h = ops_.emplace_back();
+    auto& st = streams_[static_cast<std::size_t>(op.stream)];
+    h.stream = op.stream;
+    if (st.last_op >= 0)
+      ops_[static_cast<std::size_t>(st.last_op)].next = id;
+    else
+      st.head_op = id;
+    st.last_op = id;
+    h.deps_left = static_cast<std::int32_t>(op.deps.size());
+    // The flags start false: each is stored only when set (a bit field's store reads its byte first).
+    if (op.alloc_bytes != 0) h.allocates = true;
+    if (op.free_bytes != 0) h.frees = true;
+    if (contended[static_cast<std::size_t>(op.stream)] != 0) {
+      if (is_collective(op.kind)) h.collective = true;
+      if (std::holds_alternative<SharedCompute>(op.payload) && op.fixed_duration < 0) h.stretchable = true;
     }
+    if (const auto* t = std::get_if<TransferWork>(&op.payload); t && op.fixed_duration < 0) {
+      h.mode = Mode::kFlow;
+      h.duration = -1;
+      if (t->group >= 0) {
+        group_ids.push_back(t->group);
+        grouped.push_back({id, t->group_size});
+      }
+      if (st.memo < 0) {
+        st.memo = static_cast<std::int32_t>(path_memos_.size());
+        path_memos_.emplace_back();
+      }
+    } else {
+      h.mode =
+          std::holds_alternative<CpuWork>(op.payload) && op.fixed_duration < 0 ? Mode::kCpu : Mode::kTimed;
+      try {
+        h.duration = cached_duration(op, st.device, durations);
+      } catch (const InputError&) {
+        throw InputError(
+            plan_.hw.origin, fmt::format("/ops/{}", i),
+            "op duration exceeds the simulated time range (about 292 years); check its work and rates");
+      }
+    }
+    if (h.mode == Mode::kTimed && !h.allocates && !h.frees && !h.collective && !h.stretchable) h.plain = true;
+    for (OpId d : op.deps) add_dependent(dependents[static_cast<std::size_t>(d)], id);
   }
-  read_part(parts[0]);
-  if (other.joinable())
-    other.join();
-  else if (split)
-    read_part(parts[1]);
-  for (const SetupPart& p : parts)
-    if (p.error) std::rethrow_exception(p.error);
-  join_parts(parts);
+  check.finish();
+  for (std::size_t i = 0; i < n; ++i) ops_[i].dependents = dependents[i];
   // The members are numbered from the ids kept beside them: the plan's ops are not read again.
-  const auto& group_ids = parts[0].group_ids;
-  const auto& grouped = parts[0].grouped;
   const GroupNumbering groups(group_ids, n);
   groups_.assign(groups.size(), {});
   for (std::size_t k = 0; k < grouped.size(); ++k) {
@@ -387,98 +388,24 @@ void Run::setup() {
   }
 }
 
-void Run::read_part(SetupPart& part) {
-  try {
-    DurationCache durations;
-    for (std::size_t i = part.begin; i < part.end; ++i) {
-      const Op& op = plan_.ops[i];
-      part.check.op(i, op);
-      const auto id = static_cast<OpId>(i);
-      const auto s = static_cast<std::size_t>(op.stream);
-      // Written in place, zeroed whole first: a record built aside and copied in was read back right after
-      // its narrow bit-field stores, a stall per op (the compute-bound benchmark: 21.3 against 17.2 ms).
-      HotOp& h = ops_[i];
-      h = HotOp{};
-      h.stream = op.stream;
-      h.next = -1;
-      h.dependents = -1;
-      OpId& last = part.last[s];
-      if (last >= 0)
-        ops_[static_cast<std::size_t>(last)].next = id;
-      else
-        part.first[s] = id;
-      last = id;
-      h.deps_left = static_cast<std::int32_t>(op.deps.size());
-      // The flags start false: each is stored only when set (a bit field's store reads its byte first).
-      if (op.alloc_bytes != 0) h.allocates = true;
-      if (op.free_bytes != 0) h.frees = true;
-      if (contended_[s] != 0) {
-        if (is_collective(op.kind)) h.collective = true;
-        if (std::holds_alternative<SharedCompute>(op.payload) && op.fixed_duration < 0) h.stretchable = true;
-      }
-      if (const auto* t = std::get_if<TransferWork>(&op.payload); t && op.fixed_duration < 0) {
-        h.mode = Mode::kFlow;
-        h.duration = -1;
-        if (t->group >= 0) {
-          part.group_ids.push_back(t->group);
-          part.grouped.push_back({id, t->group_size});
-        }
-        part.transfers[s] = 1;
-      } else {
-        h.mode =
-            std::holds_alternative<CpuWork>(op.payload) && op.fixed_duration < 0 ? Mode::kCpu : Mode::kTimed;
-        try {
-          h.duration = cached_duration(op, streams_[s].device, durations);
-        } catch (const InputError&) {
-          throw InputError(
-              plan_.hw.origin, fmt::format("/ops/{}", i),
-              "op duration exceeds the simulated time range (about 292 years); check its work and rates");
-        }
-      }
-      if (h.mode == Mode::kTimed && !h.allocates && !h.frees && !h.collective && !h.stretchable)
-        h.plain = true;
-      for (OpId d : op.deps) part.chains.add(part.dependents[static_cast<std::size_t>(d)], id, plan_.origin);
-    }
-  } catch (...) {
-    part.error = std::current_exception();  // the part stops at its first bad op, as one pass would
-  }
-}
-
-void Run::join_parts(std::vector<SetupPart>& parts) {
-  SetupPart& first = parts.front();
-  for (std::size_t k = 1; k < parts.size(); ++k) first.check.include(parts[k].check);
-  first.check.finish();
-  // A stream's ops in the second half follow its ops in the first.
-  for (std::size_t s = 0; s < streams_.size(); ++s) {
-    StreamState& st = streams_[s];
-    bool transfers = false;
-    for (const SetupPart& p : parts) {
-      transfers = transfers || p.transfers[s] != 0;
-      if (p.first[s] < 0) continue;
-      if (st.head_op < 0)
-        st.head_op = p.first[s];
-      else
-        ops_[static_cast<std::size_t>(st.last_op)].next = p.first[s];
-      st.last_op = p.last[s];
-    }
-    if (transfers) {
-      st.memo = static_cast<std::int32_t>(path_memos_.size());
-      path_memos_.emplace_back();
-    }
-  }
-  // Each op's dependents: those in the first half, then those in the second.
-  dependents_ = std::move(first.chains);
-  const std::size_t n = ops_.size();
-  if (parts.size() == 1) {
-    for (std::size_t i = 0; i < n; ++i) ops_[i].dependents = first.dependents[i];
+void Run::add_dependent(OpId& dependents, OpId op) {
+  if (dependents == -1) {
+    dependents = op;
     return;
   }
-  const SetupPart& second = parts[1];
-  const std::int32_t offset = dependents_.absorb(second.chains, plan_.origin);
-  for (std::size_t i = 0; i < n; ++i)
-    ops_[i].dependents = dependents_.join(first.dependents[i], second.dependents[i], offset, plan_.origin);
-  first.group_ids.insert(first.group_ids.end(), second.group_ids.begin(), second.group_ids.end());
-  first.grouped.insert(first.grouped.end(), second.grouped.begin(), second.grouped.end());
+  // A second dependent: both move to links (the chain is walked backwards, so the first is linked first).
+  if (dependent_links_.size() + 2 > static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()) - 2)
+    throw InputError(plan_.origin, "/ops",
+                     "over 2^31 - 4 dependencies on ops that have more than one dependent; valid: fewer");
+  std::int32_t prev = -1;
+  if (dependents >= 0) {
+    prev = static_cast<std::int32_t>(dependent_links_.size());
+    dependent_links_.push_back({dependents, -1});
+  } else {
+    prev = chain_link(dependents);
+  }
+  dependents = chain_ref(static_cast<std::int32_t>(dependent_links_.size()));
+  dependent_links_.push_back({op, prev});
 }
 
 Timeline Run::execute() {
@@ -654,10 +581,16 @@ void Run::finish(OpId id) {
   if (!h.plain) end_other(h, id);
   st.head_op = h.next;
   if (h.next >= 0) try_start(h.next, true);
-  if (h.dependents >= 0)
+  if (h.dependents >= 0) {
     release(h.dependents);
-  else if (h.dependents < -1)
-    dependents_.for_each(h.dependents, released_, [this](OpId d) { release(d); });
+  } else if (h.dependents < -1) {
+    // The chain runs from the last dependent to the first; they are tried in plan order.
+    released_.clear();
+    for (std::int32_t k = chain_link(h.dependents); k >= 0;
+         k = dependent_links_[static_cast<std::size_t>(k)].next)
+      released_.push_back(dependent_links_[static_cast<std::size_t>(k)].op);
+    for (std::size_t k = released_.size(); k-- > 0;) release(released_[k]);
+  }
 }
 
 void Run::end_other(const HotOp& h, OpId id) {

@@ -1,6 +1,5 @@
 // The checks of a plan's references, split so that the engine runs them inside the one pass it already makes
-// over the ops, or the two parts it splits a large plan into (a plan of millions of ops is 112 bytes an op:
-// every extra pass over it is memory traffic).
+// over the ops (a plan of millions of ops is 112 bytes an op: every extra pass over it is memory traffic).
 #pragma once
 
 #include <algorithm>
@@ -66,11 +65,6 @@ class PlanValidator {
         fail(i, Bad::kCpuDevice);
       if (c->threads < 1 || c->threads > plan_.hw.host.cores) fail(i, Bad::kCpuThreads);
     }
-  }
-
-  /// Takes in what a copy checked over another range of the ops (the engine reads a large plan in two parts).
-  void include(const PlanValidator& other) {
-    last_iteration_ = std::max(last_iteration_, other.last_iteration_);
   }
 
   /// After every op: metrics size per-iteration tables by meta.iterations, so it must be the iterations the

@@ -214,17 +214,12 @@ TEST(Engine, AnOpsDependentsAreTriedInPlanOrder) {
   OpId gate = pm.add(0, ComputeWork{}, 10);
   OpId second = pm.add(3, ms(2), -1, {gate});
   OpId third = pm.add(cpu3, ms(3), -1, {gate});
+  Timeline t = Engine{}.run(pm.plan);
   const auto len = [&](int k) { return duration_for_work(static_cast<double>(params(k)), rate); };
-  // Also with the plan read in two halves: the gate's dependents are then found in both.
-  for (const std::size_t split_from : {std::size_t{1} << 17, std::size_t{0}}) {
-    EngineOptions o;
-    o.split_setup_from_ops = split_from;
-    Timeline t = Engine{o}.run(pm.plan);
-    EXPECT_EQ(t.start[static_cast<std::size_t>(first)], 10);
-    EXPECT_EQ(t.start[static_cast<std::size_t>(second)], 10 + len(1));
-    EXPECT_EQ(t.start[static_cast<std::size_t>(third)], 10 + len(1) + len(2));
-    EXPECT_EQ(t.end[static_cast<std::size_t>(third)], 10 + len(1) + len(2) + len(3));
-  }
+  EXPECT_EQ(t.start[static_cast<std::size_t>(first)], 10);
+  EXPECT_EQ(t.start[static_cast<std::size_t>(second)], 10 + len(1));
+  EXPECT_EQ(t.start[static_cast<std::size_t>(third)], 10 + len(1) + len(2));
+  EXPECT_EQ(t.end[static_cast<std::size_t>(third)], 10 + len(1) + len(2) + len(3));
 }
 
 TEST(Engine, DetectsDeadlockAndNamesStuckOps) {
@@ -315,7 +310,7 @@ TEST(Engine, ChecksEachOpAsValidatePlanDoes) {
     ASSERT_NO_THROW(Engine{}.run(pm.plan));
     c.spoil(pm.plan);
     pm.plan.origin = "bad.json";
-    std::string from_validate;
+    std::string from_validate, from_engine;
     try {
       validate_plan(pm.plan, pm.plan.origin);
     } catch (const InputError& e) {
@@ -324,77 +319,13 @@ TEST(Engine, ChecksEachOpAsValidatePlanDoes) {
       EXPECT_EQ(e.json_path(), c.path);
       EXPECT_NE(e.message().find(c.message), std::string::npos) << e.what();
     }
-    // Read in one pass, and in two halves (the bad op then in the second).
-    for (const std::size_t split_from : {std::size_t{1} << 17, std::size_t{0}}) {
-      EngineOptions o;
-      o.split_setup_from_ops = split_from;
-      std::string from_engine;
-      try {
-        Engine{o}.run(pm.plan);
-      } catch (const InputError& e) {
-        from_engine = e.what();
-      }
-      EXPECT_EQ(from_engine, from_validate) << c.path << " split from " << split_from;
+    try {
+      Engine{}.run(pm.plan);
+    } catch (const InputError& e) {
+      from_engine = e.what();
     }
     EXPECT_FALSE(from_validate.empty()) << c.path;
-  }
-}
-
-TEST(Engine, TheFirstBadOpIsReportedWhenBothHalvesHaveOne) {
-  PlanMaker pm(1);
-  for (int i = 0; i < 8; ++i) pm.add(0, ComputeWork{}, 1);
-  pm.plan.ops[2].stream = 40;
-  pm.plan.ops[6].stream = 60;
-  EngineOptions o;
-  o.split_setup_from_ops = 0;
-  try {
-    Engine{o}.run(pm.plan);
-    FAIL() << "bad streams accepted";
-  } catch (const InputError& e) {
-    EXPECT_EQ(e.json_path(), "/ops/2/stream");
-  }
-}
-
-TEST(Engine, ReadingAPlanInTwoHalvesChangesNothing) {
-  // Generated plans of several kinds (collectives, point-to-point transfers, CPU optimizer steps, memory
-  // offload, MoE), run with their ops read on one thread and on two: the same timeline to the nanosecond.
-  struct Case {
-    const char* schedule;
-    JobOptions job;
-  };
-  std::vector<Case> cases;
-  JobOptions hybrid;
-  hybrid.model = "llama2-7b";
-  hybrid.hw = "h100-sxm-8x";
-  hybrid.pp = 4, hybrid.tp = 2, hybrid.dp = 2;
-  hybrid.microbatches = 8;
-  hybrid.explicit_replicas = true;
-  cases.push_back({"1f1b", hybrid});
-  cases.push_back({"zb-v", hybrid});
-  JobOptions offload;
-  offload.model = "llama3-8b";
-  offload.hw = "rtx4090-8x";
-  offload.global_batch = 16;
-  cases.push_back({"spipe", offload});
-  cases.push_back({"roundpipe", offload});
-  JobOptions zero = hybrid;
-  zero.pp = 2, zero.dp = 4, zero.microbatches = 4;
-  zero.zero = 3;
-  zero.offload = "optimizer";
-  zero.iterations = 2;
-  cases.push_back({"1f1b", zero});
-  for (const Case& c : cases) {
-    const auto& s = find_schedule(c.schedule);
-    const Plan plan = build_plan(s, make_schedule_input(c.job, s));
-    ASSERT_GT(plan.ops.size(), 100u) << c.schedule;
-    EngineOptions one, two;
-    one.split_setup_from_ops = static_cast<std::size_t>(-1);
-    two.split_setup_from_ops = 0;
-    const Timeline a = Engine{one}.run(plan), b = Engine{two}.run(plan);
-    EXPECT_TRUE(a.start == b.start) << c.schedule;
-    EXPECT_TRUE(a.end == b.end) << c.schedule;
-    EXPECT_EQ(a.events, b.events) << c.schedule;
-    EXPECT_EQ(a.peak_bytes, b.peak_bytes) << c.schedule;
+    EXPECT_EQ(from_engine, from_validate) << c.path;
   }
 }
 

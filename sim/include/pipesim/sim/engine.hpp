@@ -2,7 +2,6 @@
 // Timeline. A value type with no global state, so the planner can run many engines in parallel threads.
 #pragma once
 
-#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -75,9 +74,6 @@ struct Timeline {
 
 struct EngineOptions {
   bool record_memory = false;
-  /// Plans of at least this many ops are read in two halves on two threads before the run (same results;
-  /// tests lower it to check that).
-  std::size_t split_setup_from_ops = std::size_t{1} << 17;
 };
 
 class Engine {
