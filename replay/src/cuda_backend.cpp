@@ -61,12 +61,13 @@ cuda_abi::Request flatten(const sim::Plan& plan, double scale) {
     o.stream = op.stream;
     for (OpId d : op.deps) o.waits.push_back(d);
     // Memory is the plan's, at full size: the work scale shrinks time, not what a GPU must hold.
-    o.alloc_bytes = op.alloc_bytes;
-    o.free_bytes = op.free_bytes;
+    const sim::OpExtras& extras = plan.extras_of(op);
+    o.alloc_bytes = extras.alloc_bytes;
+    o.free_bytes = extras.free_bytes;
     const sim::DeviceId dev = plan.streams[static_cast<std::size_t>(op.stream)].device;
-    if (op.fixed_duration >= 0) {
+    if (extras.fixed_duration >= 0) {
       o.work = cuda_abi::Work::kFixed;
-      o.fixed_ns = static_cast<std::int64_t>(static_cast<double>(op.fixed_duration) * scale);
+      o.fixed_ns = static_cast<std::int64_t>(static_cast<double>(extras.fixed_duration) * scale);
     } else if (const auto* c = sim::compute_of(op.payload)) {
       o.work = cuda_abi::Work::kCompute;
       o.flops = c->flops * scale;

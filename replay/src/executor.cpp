@@ -267,8 +267,9 @@ void apply_memory(const Plan& plan, sim::Timeline& tl) {
   };
   std::vector<Change> changes;
   for (std::size_t i = 0; i < plan.ops.size(); ++i) {
-    if (plan.ops[i].alloc_bytes != 0) changes.push_back({tl.start[i], 1, i});
-    if (plan.ops[i].free_bytes != 0) changes.push_back({tl.end[i], 0, i});
+    const sim::OpExtras& extras = plan.extras_of(plan.ops[i]);
+    if (extras.alloc_bytes != 0) changes.push_back({tl.start[i], 1, i});
+    if (extras.free_bytes != 0) changes.push_back({tl.end[i], 0, i});
   }
   std::stable_sort(changes.begin(), changes.end(), [](const Change& a, const Change& b) {
     return a.at != b.at ? a.at < b.at : a.order < b.order;
@@ -276,7 +277,8 @@ void apply_memory(const Plan& plan, sim::Timeline& tl) {
   for (const Change& c : changes) {
     const sim::Op& op = plan.ops[c.op];
     const auto d = static_cast<std::size_t>(plan.streams[static_cast<std::size_t>(op.stream)].device);
-    adjust(d, c.order == 1 ? op.alloc_bytes : -op.free_bytes, c.at);
+    const sim::OpExtras& extras = plan.extras_of(op);
+    adjust(d, c.order == 1 ? extras.alloc_bytes : -extras.free_bytes, c.at);
   }
 }
 

@@ -134,7 +134,7 @@ class Run {
     std::array<Duration, kSlots> duration{};
   };
   Duration cached_duration(const Op& op, DeviceId device, DurationCache& cache) const {
-    const ComputeWork* w = op.fixed_duration < 0 ? compute_of(op.payload) : nullptr;
+    const ComputeWork* w = plan_.extras_of(op).fixed_duration < 0 ? compute_of(op.payload) : nullptr;
     if (w == nullptr) return compute_duration(op, device);
     const std::size_t slot = (reinterpret_cast<std::uintptr_t>(w) >> 4) % DurationCache::kSlots;
     if (cache.work[slot] != w) {
@@ -297,6 +297,8 @@ void Run::setup() {
   for (std::size_t i = 0; i < n; ++i) {
     const Op& op = plan_.ops[i];
     check.op(i, op);
+    const OpExtras& extras = plan_.extras_of(op);
+    const bool timed_by_work = extras.fixed_duration < 0;
     const auto id = static_cast<OpId>(i);
     HotOp& h = ops_.emplace_back();
     auto& st = streams_[static_cast<std::size_t>(op.stream)];
@@ -308,13 +310,13 @@ void Run::setup() {
     st.last_op = id;
     h.deps_left = static_cast<std::int32_t>(op.deps.size());
     // The flags start false: each is stored only when set (a bit field's store reads its byte first).
-    if (op.alloc_bytes != 0) h.allocates = true;
-    if (op.free_bytes != 0) h.frees = true;
+    if (extras.alloc_bytes != 0) h.allocates = true;
+    if (extras.free_bytes != 0) h.frees = true;
     if (contended[static_cast<std::size_t>(op.stream)] != 0) {
       if (is_collective(op.kind)) h.collective = true;
-      if (std::holds_alternative<SharedCompute>(op.payload) && op.fixed_duration < 0) h.stretchable = true;
+      if (std::holds_alternative<SharedCompute>(op.payload) && timed_by_work) h.stretchable = true;
     }
-    if (const auto* t = std::get_if<TransferWork>(&op.payload); t && op.fixed_duration < 0) {
+    if (const auto* t = std::get_if<TransferWork>(&op.payload); t && timed_by_work) {
       h.mode = Mode::kFlow;
       h.duration = -1;
       if (t->group >= 0) {
@@ -326,8 +328,7 @@ void Run::setup() {
         path_memos_.emplace_back();
       }
     } else {
-      h.mode =
-          std::holds_alternative<CpuWork>(op.payload) && op.fixed_duration < 0 ? Mode::kCpu : Mode::kTimed;
+      h.mode = std::holds_alternative<CpuWork>(op.payload) && timed_by_work ? Mode::kCpu : Mode::kTimed;
       try {
         h.duration = cached_duration(op, st.device, durations);
       } catch (const InputError&) {
@@ -475,7 +476,7 @@ void Run::try_start(OpId id, bool at_head) {
 }
 
 Duration Run::compute_duration(const Op& op, DeviceId device) const {
-  if (op.fixed_duration >= 0) return op.fixed_duration;
+  if (const Duration fixed = plan_.extras_of(op).fixed_duration; fixed >= 0) return fixed;
   const auto& hw = plan_.hw;
   if (const auto* c = compute_of(op.payload))
     return hw.op_ns(c->flops, c->gemm_gflop, c->kernels, plan_.meta.dtype, c->mem_bytes, c->expert_flops,
@@ -530,7 +531,7 @@ void Run::start_other(OpId id) {
     cores_free_[d] -= threads;
   }
   begin(h, i);
-  if (h.allocates) adjust_memory(dev, plan_.ops[i].alloc_bytes);
+  if (h.allocates) adjust_memory(dev, plan_.extras_of(plan_.ops[i]).alloc_bytes);
   if (h.collective) {
     const double old_factor = stretch(dev);
     if (collectives_on_[static_cast<std::size_t>(dev)]++ == 0) restretch(dev, old_factor);
@@ -596,7 +597,7 @@ void Run::finish(OpId id) {
 void Run::end_other(const HotOp& h, OpId id) {
   const auto i = static_cast<std::size_t>(id);
   const auto& st = streams_[static_cast<std::size_t>(h.stream)];
-  if (h.frees) adjust_memory(st.device, -plan_.ops[i].free_bytes);
+  if (h.frees) adjust_memory(st.device, -plan_.extras_of(plan_.ops[i]).free_bytes);
   if (h.stretchable) {
     auto& running = computing_[static_cast<std::size_t>(st.device)];
     running.erase(

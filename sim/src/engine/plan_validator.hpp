@@ -1,5 +1,5 @@
 // The checks of a plan's references, split so that the engine runs them inside the one pass it already makes
-// over the ops (a plan of millions of ops is 112 bytes an op: every extra pass over it is memory traffic).
+// over the ops (a plan of millions of ops is 96 bytes an op: every extra pass over it is memory traffic).
 #pragma once
 
 #include <algorithm>
@@ -23,6 +23,7 @@ class PlanValidator {
         devices_(static_cast<std::int64_t>(plan.devices.size())),
         streams_(static_cast<std::int64_t>(plan.streams.size())),
         ops_(static_cast<std::int64_t>(plan.ops.size())),
+        extras_(static_cast<std::int64_t>(plan.extras.size())),
         iterations_(std::max(0, plan.meta.iterations)) {
     for (std::size_t d = 0; d < plan.devices.size(); ++d) {
       const auto& dev = plan.devices[d];
@@ -51,7 +52,11 @@ class PlanValidator {
     const auto self = static_cast<OpId>(i);
     for (const OpId& d : op.deps)
       if (!below(d, ops_) || d == self) fail(i, Bad::kDep, static_cast<std::size_t>(&d - op.deps.begin()));
-    if ((op.alloc_bytes | op.free_bytes) < 0) fail(i, Bad::kMemory);
+    if (op.extras >= 0) {
+      if (!below(op.extras, extras_)) fail(i, Bad::kExtras);
+      const OpExtras& e = plan_.extras[static_cast<std::size_t>(op.extras)];
+      if ((e.alloc_bytes | e.free_bytes) < 0) fail(i, Bad::kMemory);
+    }
     if (!below(op.tags.iteration, iterations_)) fail(i, Bad::kIteration);
     if (std::holds_alternative<SharedCompute>(op.payload)) return;  // GPU math refers to nothing else
     if (const auto* t = std::get_if<TransferWork>(&op.payload)) {
@@ -81,6 +86,7 @@ class PlanValidator {
     kStream,
     kDep,
     kMemory,
+    kExtras,
     kIteration,
     kEndpoints,
     kBytes,
@@ -102,6 +108,10 @@ class PlanValidator {
             fmt::format("dependency {} is not another op; valid: 0 .. {}", op.deps[k], ops_ - 1));
       case Bad::kMemory:
         throw InputError(file_, path, "alloc_bytes and free_bytes must be >= 0");
+      case Bad::kExtras:
+        throw InputError(
+            file_, path,
+            fmt::format("extras entry {} out of range; valid: -1 .. {}", op.extras, extras_ - 1));
       case Bad::kIteration:
         throw InputError(file_, path + "/tags/iteration",
                          fmt::format("iteration {}; valid: 0 .. {} (meta.iterations - 1)", op.tags.iteration,
@@ -131,7 +141,7 @@ class PlanValidator {
 
   const Plan& plan_;
   const std::string& file_;
-  std::int64_t devices_, streams_, ops_, iterations_;  // bounds, none negative
+  std::int64_t devices_, streams_, ops_, extras_, iterations_;  // bounds, none negative
   std::int32_t last_iteration_ = -1;
 };
 

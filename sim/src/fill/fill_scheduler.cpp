@@ -178,9 +178,8 @@ FillOutcome add_fill_jobs(Plan& plan, const Timeline& tl, const std::vector<Fill
       // The chunk: its units plus the fixed switch overheads; it holds the job's state and working memory.
       const Duration work = busy + o.switch_overhead_ns * (job.writes_back ? 2 : 1);
       OpId chunk = add(stream, OpKind::kFill, tags, ComputeWork{}, work, first >= 0 ? first : chain);
-      Op& c = plan.ops[static_cast<std::size_t>(chunk)];
-      c.alloc_bytes = unit_memory + (first >= 0 ? 0 : job.state_bytes);
-      if (first >= 0) plan.ops[static_cast<std::size_t>(first)].alloc_bytes = job.state_bytes;
+      plan.extras_of(chunk).alloc_bytes = unit_memory + (first >= 0 ? 0 : job.state_bytes);
+      if (first >= 0) plan.extras_of(first).alloc_bytes = job.state_bytes;
       OpId last = chunk;
       if (job.writes_back && job.state_bytes > 0) {
         TransferWork w;
@@ -188,10 +187,10 @@ FillOutcome add_fill_jobs(Plan& plan, const Timeline& tl, const std::vector<Fill
         w.dst = host(b.device);
         w.bytes = job.state_bytes;
         last = add(stream, OpKind::kContextSwitch, tags, w, -1, chunk);
-        c.free_bytes = unit_memory;
-        plan.ops[static_cast<std::size_t>(last)].free_bytes = job.state_bytes;
+        plan.extras_of(chunk).free_bytes = unit_memory;
+        plan.extras_of(last).free_bytes = job.state_bytes;
       } else {
-        c.free_bytes = unit_memory + job.state_bytes;
+        plan.extras_of(chunk).free_bytes = unit_memory + job.state_bytes;
       }
       if (b.after >= 0) plan.ops[static_cast<std::size_t>(b.after)].deps.push_back(last);
       chain = last;

@@ -1,5 +1,8 @@
 #include "pipesim/sim/plan.hpp"
 
+#include <limits>
+#include <stdexcept>
+
 #include "core/page_populator.hpp"
 
 namespace pipesim::sim {
@@ -69,7 +72,8 @@ OpId append_op(Plan& plan, StreamId stream, OpKind kind, const OpTags& tags, Pay
                Duration fixed) {
   // Built with its payload in place: a default op's empty ComputeWork would be made and dropped first (a
   // reference count up and down, per op of a plan of millions).
-  plan.ops.emplace_back(stream, kind, tags, std::move(payload), fixed);
+  plan.ops.emplace_back(stream, kind, tags, std::move(payload));
+  if (fixed >= 0) plan.extras_of(static_cast<OpId>(plan.ops.size() - 1)).fixed_duration = fixed;
   // The huge page after the one being filled is backed on the other CPU while this one builds.
   constexpr std::size_t kPageOfOps = kHugePageBytes / sizeof(Op), kAhead = 1;
   const std::size_t size = plan.ops.size();
@@ -78,6 +82,17 @@ OpId append_op(Plan& plan, StreamId stream, OpKind kind, const OpTags& tags, Pay
   else if (size % kPageOfOps == 0)
     populate_elements(plan.ops, size + kAhead * kPageOfOps, kPageOfOps);
   return static_cast<OpId>(size - 1);
+}
+
+OpExtras& Plan::extras_of(OpId id) {
+  Op& op = ops[static_cast<std::size_t>(id)];
+  if (op.extras < 0) {
+    if (extras.size() >= static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()))
+      throw std::length_error("a plan holds at most 2^31 - 1 ops with extras");
+    op.extras = static_cast<std::int32_t>(extras.size());
+    extras.emplace_back();
+  }
+  return extras[static_cast<std::size_t>(op.extras)];
 }
 
 std::string schedule_label(const PlanMeta& meta) {

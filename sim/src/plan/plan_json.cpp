@@ -166,9 +166,10 @@ std::string plan_to_json(const Plan& plan) {
       j["cpu"] = {{"params", w->params}, {"threads", w->threads}};
     else if (const auto* m = std::get_if<MemoryWork>(&op.payload))
       j["memory"] = {{"bytes", m->bytes}};
-    if (op.fixed_duration >= 0) j["duration_ns"] = op.fixed_duration;
-    if (op.alloc_bytes) j["alloc_bytes"] = op.alloc_bytes;
-    if (op.free_bytes) j["free_bytes"] = op.free_bytes;
+    const OpExtras& extras = plan.extras_of(op);
+    if (extras.fixed_duration >= 0) j["duration_ns"] = extras.fixed_duration;
+    if (extras.alloc_bytes) j["alloc_bytes"] = extras.alloc_bytes;
+    if (extras.free_bytes) j["free_bytes"] = extras.free_bytes;
     j["deps"] = op.deps;
     ops.push_back(std::move(j));
   }
@@ -308,9 +309,9 @@ Plan plan_from_json(const std::string& text, const std::string& file) {
       ++payloads;
     }
     if (payloads != 1) o.fail("", "an op needs exactly one of: compute, transfer, cpu, memory");
-    op.fixed_duration = o.integer_or("duration_ns", -1, 0, kMaxOpNs);
-    op.alloc_bytes = o.integer_or("alloc_bytes", 0, 0, kMaxBytes);
-    op.free_bytes = o.integer_or("free_bytes", 0, 0, kMaxBytes);
+    const OpExtras extras{o.integer_or("duration_ns", -1, 0, kMaxOpNs),
+                          o.integer_or("alloc_bytes", 0, 0, kMaxBytes),
+                          o.integer_or("free_bytes", 0, 0, kMaxBytes)};
     const json& deps = o.raw("deps");
     if (!deps.is_array()) o.fail("deps", "expected an array of op indices");
     op.deps.reserve(deps.size());
@@ -320,6 +321,7 @@ Plan plan_from_json(const std::string& text, const std::string& file) {
                                                     static_cast<std::int64_t>(ops.size()) - 1)));
     o.finish();
     plan.ops.push_back(std::move(op));
+    if (extras != OpExtras{}) plan.extras_of(static_cast<OpId>(plan.ops.size() - 1)) = extras;
   }
   r.finish();
   plan.origin = file;

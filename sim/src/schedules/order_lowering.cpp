@@ -591,6 +591,7 @@ void Builder::size_plan() {
   // Growing the op vector by doubling moves every op about twice: reserve the estimate with a margin (it
   // may fall a few per cent short; pages reserved beyond the ops emitted are never touched).
   plan_.ops.reserve(static_cast<std::size_t>(std::min(1.25 * estimate, static_cast<double>(kMaxOps))));
+  plan_.extras.reserve(plan_.ops.capacity());  // address space: a page is backed when an entry reaches it
   total_mb_ = static_cast<std::int32_t>(rounds);
   // Data-parallel collective ids follow the TP ones (one per replica, stage, chunk, microbatch and phase).
   dp_group_base_ = static_cast<std::int32_t>(std::min<std::int64_t>(
@@ -845,7 +846,7 @@ void Builder::emit_task(GpuRank& g, const Task& task, std::int32_t iter, std::in
     OpId f = add_op(
         compute, OpKind::kForward, tags, cc, kForwardPass, cc.kernels, cc.gemm,
         [&] { return forward_work(cc); }, forward_fixed(cc));
-    plan_.ops[static_cast<std::size_t>(f)].alloc_bytes = cc.stored;
+    if (cc.stored != 0) plan_.extras_of(f).alloc_bytes = cc.stored;
     sl.fwd_first = sl.fwd_done = f;
     if (OpId join = join_context_exchange(g, task, cc, tags, fork, f); join != kNone) sl.fwd_done = join;
     if (tp_comm && cc.tp_bus > 0) sl.fwd_done = emit_tp_collective(compute, g, cc, tags, 0);
@@ -858,7 +859,7 @@ void Builder::emit_task(GpuRank& g, const Task& task, std::int32_t iter, std::in
       first = add_op(
           compute, OpKind::kRecompute, tags, cc, kRecomputePass, cc.kernels, cc.gemm,
           [&] { return recompute_work(cc); }, recompute_fixed(cc));
-      plan_.ops[static_cast<std::size_t>(first)].alloc_bytes = cc.extra;
+      if (cc.extra != 0) plan_.extras_of(first).alloc_bytes = cc.extra;
       if (tp_comm && in_.recompute == Recompute::kFull && cc.tp_bus > 0)
         emit_tp_collective(compute, g, cc, tags, 1);
       if (in_.recompute == Recompute::kFull) emit_expert_alltoall(g, cc, tags);
@@ -889,7 +890,8 @@ void Builder::emit_task(GpuRank& g, const Task& task, std::int32_t iter, std::in
     if (tp_after != kNone) ops.first = tp_after;
   }
   auto [first_b, last] = ops;
-  plan_.ops[static_cast<std::size_t>(last)].free_bytes = frees;
+  if (frees != 0 || plan_.ops[static_cast<std::size_t>(last)].extras >= 0)
+    plan_.extras_of(last).free_bytes = frees;
   if (first == kNone) first = first_b;
   if (task.kind != TaskKind::kBackwardWeight) {
     sl.bwd_first = first;
@@ -973,16 +975,15 @@ OpId Builder::gather_layer(GpuRank& g, const RangeCost& layer, const OpTags& tag
       after_update(ag);
     }
   }
-  plan_.ops[static_cast<std::size_t>(first)].alloc_bytes += full;  // the unsharded weights' buffer
+  if (full != 0) plan_.extras_of(first).alloc_bytes += full;  // the unsharded weights' buffer
   return gathered;
 }
 
 void Builder::use_gathered(GpuRank& g, OpId user, OpId gather, const RangeCost& layer) {
   g.weight_users.push_back(user);
   if (gather == kNone) return;
-  Op& op = plan_.ops[static_cast<std::size_t>(user)];
-  op.deps.push_back(gather);
-  op.free_bytes += kShardWeightBytes * layer_weight_params(layer);  // resharded once the layer is done
+  plan_.ops[static_cast<std::size_t>(user)].deps.push_back(gather);
+  plan_.extras_of(user).free_bytes += kShardWeightBytes * layer_weight_params(layer);  // resharded once done
 }
 
 void Builder::reduce_layer_gradients(GpuRank& g, const RangeCost& layer, const OpTags& tags, OpId after,
@@ -990,11 +991,11 @@ void Builder::reduce_layer_gradients(GpuRank& g, const RangeCost& layer, const O
   // The layer's full gradients exist from its backward until their reduce-scatter leaves this rank's shard.
   const std::int64_t grads = kShardGradBytes * layer.trainable;
   if (grads == 0) return;
-  plan_.ops[static_cast<std::size_t>(after)].alloc_bytes += grads;
+  plan_.extras_of(after).alloc_bytes += grads;
   OpId rs =
       emit_dp_collective(g, OpKind::kReduceScatter, kCollectiveSlot, tags, grads, DpGroup::kShard, after);
   const OpId freed = rs != kNone ? rs : after;
-  plan_.ops[static_cast<std::size_t>(freed)].free_bytes += grads;
+  plan_.extras_of(freed).free_bytes += grads;
   if (rs != kNone) g.dp_ops.push_back(rs);
   if (in_.sharding.hybrid && last_round) {
     // HSDP: the reduced shards of the replicas on other nodes are averaged once per optimizer step.
@@ -1032,7 +1033,7 @@ void Builder::emit_layerwise_task(GpuRank& g, const Task& task, std::int32_t ite
       OpId f = add_op(
           compute, OpKind::kForward, tags, lc, kForwardPass, lc.kernels, lc.gemm,
           [&] { return forward_work(lc); }, forward_fixed(lc));
-      plan_.ops[static_cast<std::size_t>(f)].alloc_bytes += lc.stored;
+      if (lc.stored != 0) plan_.extras_of(f).alloc_bytes += lc.stored;
       use_gathered(g, f, gathered, lc);
       if (sl.fwd_first == kNone) sl.fwd_first = f;
       sl.fwd_done = f;
@@ -1055,16 +1056,16 @@ void Builder::emit_layerwise_task(GpuRank& g, const Task& task, std::int32_t ite
       first = add_op(
           compute, OpKind::kRecompute, tags, lc, kRecomputePass, lc.kernels, lc.gemm,
           [&] { return recompute_work(lc); }, recompute_fixed(lc));
-      plan_.ops[static_cast<std::size_t>(first)].alloc_bytes += lc.extra;
+      if (lc.extra != 0) plan_.extras_of(first).alloc_bytes += lc.extra;
       if (gathered != kNone) plan_.ops[static_cast<std::size_t>(first)].deps.push_back(gathered);
     }
     OpId b = add_op(
         compute, backward_kind(task.kind), tags, lc, backward_pass(task.kind, false), lc.kernels * 2, lc.gemm,
         [&] { return backward_work(task.kind, lc, lc.gemm, lc.kernels * 2); }, backward_fixed(task.kind, lc));
-    plan_.ops[static_cast<std::size_t>(b)].free_bytes += whole ? lc.stored + lc.extra
-                                                         : weight_only
-                                                             ? lc.weight_grad_share
-                                                             : lc.stored - lc.weight_grad_share + lc.extra;
+    const std::int64_t freed = whole         ? lc.stored + lc.extra
+                               : weight_only ? lc.weight_grad_share
+                                             : lc.stored - lc.weight_grad_share + lc.extra;
+    if (freed != 0) plan_.extras_of(b).free_bytes += freed;
     if (!weight_only) use_gathered(g, b, gathered, lc);
     if (first == kNone) first = b;
     if (!weight_only) {
@@ -1457,7 +1458,7 @@ SharedLinkUse shared_link_use(const Plan& plan) {
   SharedLinkUse use;
   for (const Op& op : plan.ops) {
     const auto* w = std::get_if<TransferWork>(&op.payload);
-    if (!w || op.fixed_duration >= 0) continue;
+    if (!w || plan.extras_of(op).fixed_duration >= 0) continue;
     const auto& a = plan.devices[static_cast<std::size_t>(w->src)];
     const auto& b = plan.devices[static_cast<std::size_t>(w->dst)];
     Path p = is_collective(op.kind) ? topo.ring_path({a.node, a.local_index}, {b.node, b.local_index},

@@ -30,8 +30,10 @@ TEST(Engine, TimeAndMemoryBeyondInt64AreInputErrorsNotWraps) {
   // 2^63, and 8,193 ops of 2^50 ns pass the int64 time range.
   constexpr std::int64_t kBig = std::int64_t{1} << 50;
   PlanMaker memory(1);
-  for (int i = 0; i < 8193; ++i) memory.plan.ops.push_back(Op{}), memory.plan.ops.back().alloc_bytes = kBig;
-  for (Op& op : memory.plan.ops) op.fixed_duration = 1;
+  for (int i = 0; i < 8193; ++i) {
+    memory.plan.ops.push_back(Op{});
+    memory.plan.extras_of(i) = OpExtras{1, kBig, 0};
+  }
   EXPECT_THROW(
       {
         try {
@@ -173,10 +175,10 @@ TEST(Engine, MemoryPeakAndOomKeepRunning) {
   PlanMaker pm(1);
   pm.plan.devices[0].resident_bytes = 1000;
   OpId a = pm.add(0, ComputeWork{}, 10);
-  pm.plan.ops[static_cast<std::size_t>(a)].alloc_bytes = 500;
+  pm.plan.extras_of(a).alloc_bytes = 500;
   OpId b = pm.add(0, ComputeWork{}, 10);
-  pm.plan.ops[static_cast<std::size_t>(b)].alloc_bytes = pm.plan.hw.gpu.hbm_bytes;  // far too much
-  pm.plan.ops[static_cast<std::size_t>(b)].free_bytes = pm.plan.hw.gpu.hbm_bytes + 500;
+  pm.plan.extras_of(b).alloc_bytes = pm.plan.hw.gpu.hbm_bytes;  // far too much
+  pm.plan.extras_of(b).free_bytes = pm.plan.hw.gpu.hbm_bytes + 500;
   pm.add(0, ComputeWork{}, 10);
   Timeline t = Engine{}.run(pm.plan);
   EXPECT_EQ(t.peak_bytes[0], 1500 + pm.plan.hw.gpu.hbm_bytes);
@@ -283,7 +285,8 @@ TEST(Engine, ChecksEachOpAsValidatePlanDoes) {
          p.ops[1].deps = DepList{0, 1};
        }},
       {"/ops/1/deps/0", "dependency -3 is not another op", [](Plan& p) { p.ops[1].deps = DepList{-3}; }},
-      {"/ops/1", "alloc_bytes and free_bytes must be >= 0", [](Plan& p) { p.ops[1].free_bytes = -1; }},
+      {"/ops/1", "alloc_bytes and free_bytes must be >= 0", [](Plan& p) { p.extras_of(1).free_bytes = -1; }},
+      {"/ops/1", "extras entry 5 out of range; valid: -1 .. 0", [](Plan& p) { p.ops[1].extras = 5; }},
       {"/ops/1/tags/iteration", "iteration 1; valid: 0 .. 0", [](Plan& p) { p.ops[1].tags.iteration = 1; }},
       {"/ops/1/transfer", "src/dst must be devices 0 .. 2",
        [](Plan& p) { std::get<TransferWork>(p.ops[1].payload).dst = 3; }},

@@ -337,7 +337,7 @@ TEST(OrderLowering, RecomputeHoldsOneLayersActivationsAtATime) {
   ASSERT_GT(sum, largest);
   for (const Op& op : plan.ops)
     if (op.kind == OpKind::kRecompute && op.tags.stage == 0) {
-      EXPECT_EQ(op.alloc_bytes, largest);
+      EXPECT_EQ(plan.extras_of(op).alloc_bytes, largest);
     }
 }
 

@@ -87,7 +87,7 @@ class DepList {
  private:
   // The top bit of size_ says the ids live on the heap: in a block [capacity, ids...] whose address is kept
   // in the inline words (copied bytewise: they are not aligned for a pointer). DepList stays 16 bytes, so
-  // an op is 112.
+  // an op is 96.
   static constexpr std::uint32_t kHeapBit = 0x80000000u;
   bool on_heap() const { return (size_ & kHeapBit) != 0; }
   value_type* block() const {

@@ -110,7 +110,7 @@ struct ComputeWork {
 };
 
 /// An op's ComputeWork, held by reference and immutable: the ops of every microbatch and replica of a chunk
-/// run the same work and share one copy (an op of a plan of millions stays at 112 bytes).
+/// run the same work and share one copy (an op of a plan of millions stays at 96 bytes).
 /// Read it with compute_of(op).
 class SharedCompute {
  public:
@@ -165,23 +165,32 @@ struct OpTags {
   std::int32_t iteration = 0;
 };
 
+/// What few ops carry beyond their work: a fixed time, memory allocated when they start or freed when they
+/// end. Kept in the plan beside the ops (Plan::extras), not in each: a fifth of a large job's ops allocate or
+/// free memory and hardly any has a fixed time, and every pass over a plan of millions reads its ops whole.
+struct OpExtras {
+  Duration fixed_duration = -1;  ///< >= 0 replaces the payload's cost (profiled times, fixed p2p time)
+  std::int64_t alloc_bytes = 0;  ///< allocated on the stream's device when the op starts
+  std::int64_t free_bytes = 0;   ///< freed when the op ends
+
+  bool operator==(const OpExtras&) const = default;
+};
+
 struct Op {
   Op() = default;
-  /// An op with its payload in place and no memory or dependencies yet (built straight into a plan's array).
-  Op(StreamId s, OpKind k, const OpTags& t, Payload&& p, Duration fixed)
-      : payload(std::move(p)), kind(k), stream(s), tags(t), fixed_duration(fixed) {}
+  /// An op with its payload in place and no extras or dependencies yet (built straight into a plan's array).
+  Op(StreamId s, OpKind k, const OpTags& t, Payload&& p)
+      : payload(std::move(p)), kind(k), stream(s), tags(t) {}
 
-  // The payload first: its kind and stream sit in the 7 bytes after the variant's index, an op is 112 bytes.
+  // The payload first: its kind and stream sit in the 7 bytes after the variant's index, an op is 96 bytes.
   [[no_unique_address]] Payload payload;
   OpKind kind = OpKind::kForward;
   StreamId stream = 0;
   OpTags tags;
-  Duration fixed_duration = -1;  ///< >= 0 replaces the payload's cost (profiled times, fixed p2p time)
-  std::int64_t alloc_bytes = 0;  ///< allocated on the stream's device when the op starts
-  std::int64_t free_bytes = 0;   ///< freed when the op ends
+  std::int32_t extras = -1;  ///< its entry in Plan::extras, or -1: no fixed time and no memory (see OpExtras)
   DepList deps;
 };
-static_assert(sizeof(Op) == 112, "an op of a plan of millions: keep it small");
+static_assert(sizeof(Op) == 96, "an op of a plan of millions: keep it small");
 
 /// The stream on which a GPU exchanges context-parallel keys and values (a collective stream).
 inline constexpr const char* kContextParallelStream = "cp";
@@ -226,9 +235,18 @@ struct Plan {
   std::vector<Device> devices;
   std::vector<Stream> streams;
   HugeVector<Op> ops;
-  std::string origin = "plan";  ///< file it was read from (for messages); not serialized
+  HugeVector<OpExtras> extras;  ///< the extras of the ops that have any (Op::extras)
+  std::string origin = "plan";   ///< file it was read from (for messages); not serialized
 
   std::int32_t num_gpus() const { return meta.pp * meta.tp * meta.cp * meta.dp; }
+  /// An op's extras: the defaults (no fixed time, no memory) when it has none. Its index is checked by the
+  /// plan checks (validate_plan) and the engine.
+  const OpExtras& extras_of(const Op& op) const {
+    static const OpExtras none;
+    return op.extras < 0 ? none : extras[static_cast<std::size_t>(op.extras)];
+  }
+  /// Op `id`'s extras to change, given an entry first when it has none.
+  OpExtras& extras_of(OpId id);
 };
 
 inline bool is_collective(OpKind k) {

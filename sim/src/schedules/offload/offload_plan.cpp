@@ -70,13 +70,15 @@ StreamId OffloadPlan::cpu_stream(std::int32_t node, std::int32_t queue) {
 }
 
 namespace {
-OpId push(Plan& plan, Op op, std::vector<OpId> deps) {
+OpId push(Plan& plan, Op op, std::vector<OpId> deps, const OpExtras& extras) {
   deps.erase(std::remove(deps.begin(), deps.end(), kNoOp), deps.end());
   std::sort(deps.begin(), deps.end());
   deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
   op.deps = std::move(deps);
   plan.ops.push_back(std::move(op));
-  return static_cast<OpId>(plan.ops.size() - 1);
+  const auto id = static_cast<OpId>(plan.ops.size() - 1);
+  if (extras != OpExtras{}) plan.extras_of(id) = extras;
+  return id;
 }
 }  // namespace
 
@@ -113,10 +115,7 @@ OpId OffloadPlan::compute(std::int32_t g, OpKind kind, const OpTags& tags, Compu
   op.kind = kind;
   op.tags = tags;
   op.payload = work;
-  op.fixed_duration = fixed;
-  op.alloc_bytes = alloc;
-  op.free_bytes = free;
-  return push(plan_, std::move(op), std::move(deps));
+  return push(plan_, std::move(op), std::move(deps), {fixed, alloc, free});
 }
 
 OpId OffloadPlan::transfer(StreamId s, OpKind kind, const OpTags& tags, DeviceId src, DeviceId dst,
@@ -132,10 +131,8 @@ OpId OffloadPlan::transfer(StreamId s, OpKind kind, const OpTags& tags, DeviceId
   w.bytes = bytes;
   w.priority = priority;
   op.payload = w;
-  op.fixed_duration = bytes == 0 ? 0 : (kind == OpKind::kP2P ? in_.p2p_fixed_ns : -1);
-  op.alloc_bytes = alloc;
-  op.free_bytes = free;
-  return push(plan_, std::move(op), std::move(deps));
+  return push(plan_, std::move(op), std::move(deps),
+              {bytes == 0 ? 0 : (kind == OpKind::kP2P ? in_.p2p_fixed_ns : -1), alloc, free});
 }
 
 OpId OffloadPlan::cpu_adam(StreamId s, const OpTags& tags, std::int64_t params, std::int32_t threads,
@@ -145,7 +142,7 @@ OpId OffloadPlan::cpu_adam(StreamId s, const OpTags& tags, std::int64_t params, 
   op.kind = OpKind::kOptimizer;
   op.tags = tags;
   op.payload = CpuWork{params, std::clamp(threads, 1, in_.hw.host.cores)};
-  return push(plan_, std::move(op), std::move(deps));
+  return push(plan_, std::move(op), std::move(deps), {});
 }
 
 void OffloadPlan::add_dep(OpId op, OpId dep) {
