@@ -84,6 +84,15 @@ OpId append_op(Plan& plan, StreamId stream, OpKind kind, const OpTags& tags, Pay
   return static_cast<OpId>(size - 1);
 }
 
+OpTags::OpTags(std::int32_t s, std::int32_t v, std::int32_t mb, std::int32_t lb, std::int32_t le,
+               std::int32_t it)
+    : stage(s), virtual_stage(v), microbatch(mb), iteration(it) {
+  if (lb < -1 || lb > kMaxLayerIndex || le < -1 || le > kMaxLayerIndex)
+    throw std::length_error("a layer index beyond 32767 in an op's tags");
+  layer_begin = static_cast<std::int16_t>(lb);
+  layer_end = static_cast<std::int16_t>(le);
+}
+
 OpExtras& Plan::extras_of(OpId id) {
   Op& op = ops[static_cast<std::size_t>(id)];
   if (op.extras < 0) {

@@ -249,8 +249,8 @@ Plan plan_from_json(const std::string& text, const std::string& file) {
       op.tags.stage = static_cast<std::int32_t>(t.integer("stage", -1, kI32));
       op.tags.virtual_stage = static_cast<std::int32_t>(t.integer("virtual_stage", -1, kI32));
       op.tags.microbatch = static_cast<std::int32_t>(t.integer("microbatch", -1, kI32));
-      op.tags.layer_begin = static_cast<std::int32_t>(t.integer("layer_begin", -1, kI32));
-      op.tags.layer_end = static_cast<std::int32_t>(t.integer("layer_end", -1, kI32));
+      op.tags.layer_begin = static_cast<std::int16_t>(t.integer("layer_begin", -1, kMaxLayerIndex));
+      op.tags.layer_end = static_cast<std::int16_t>(t.integer("layer_end", -1, kMaxLayerIndex));
       op.tags.iteration = static_cast<std::int32_t>(t.integer("iteration", 0, kI32));
       t.finish();
     }

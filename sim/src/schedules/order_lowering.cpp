@@ -926,9 +926,7 @@ std::pair<OpId, OpId> Builder::emit_gradient_buckets(GpuRank& g, const Task& tas
   OpId first = kNone, last = kNone;
   for (const Bucket& bucket : gradient_buckets(cc)) {
     const RangeCost& part = bucket_cost(table, bucket.lo, bucket.hi);
-    OpTags bt = tags;
-    bt.layer_begin = bucket.lo;
-    bt.layer_end = bucket.hi;
+    const OpTags bt{tags.stage, tags.virtual_stage, tags.microbatch, bucket.lo, bucket.hi, tags.iteration};
     const std::int32_t kernels =
         cc.kernels * launch_share * (bucket.hi - bucket.lo) / std::max(1, cc.end - cc.begin);
     OpId b = add_op(

@@ -445,9 +445,9 @@ std::vector<LayerCost> model_layer_costs(const ModelSpec& m, const CostOptions& 
 }
 
 namespace {
-// A measured layer of a terabyte, a hundred thousand layers: sums over a whole model stay far inside int64.
+// A measured layer of a terabyte, thirty thousand layers: sums over a whole model stay far inside int64.
 constexpr std::int64_t kMaxLayerBytes = std::int64_t{1} << 40;
-constexpr std::int64_t kMaxWorkloadLayers = 100000;
+constexpr std::int64_t kMaxWorkloadLayers = kMaxModelLayers;
 }  // namespace
 
 Workload parse_workload(const std::string& text, const std::string& file, Recompute recompute) {

@@ -49,7 +49,7 @@ ModelSpec parse_preset(JsonObject& r) {
   m.name = r.string("name");
   r.string("source");
   m.hidden = r.integer("hidden_size", 1, kMaxDim);
-  m.layers = r.integer("num_layers", 1, 100000);
+  m.layers = r.integer("num_layers", 1, kMaxModelLayers);
   m.heads = r.integer("num_heads", 1, kMaxDim);
   m.kv_heads = r.integer_or("num_kv_heads", m.heads, 1, kMaxDim);
   m.head_dim = r.integer_or("head_dim", 0, 1, kMaxDim);
@@ -137,7 +137,7 @@ ModelSpec parse_hf(const json& j, const std::string& file) {
   const std::string type = hf_string(j, file, "model_type", "");
   m.name = std::filesystem::path(file).stem().string();
   m.hidden = hf_int(j, file, {"hidden_size", "n_embd", "d_model"}, 1, kMaxDim);
-  m.layers = hf_int(j, file, {"num_hidden_layers", "n_layer", "num_layers"}, 1, 100000);
+  m.layers = hf_int(j, file, {"num_hidden_layers", "n_layer", "num_layers"}, 1, kMaxModelLayers);
   m.heads = hf_int(j, file, {"num_attention_heads", "n_head"}, 1, kMaxDim);
   m.kv_heads = hf_int(j, file, {"num_key_value_heads", "multi_query_group_num"}, 1, kMaxDim, m.heads);
   m.head_dim = hf_int(j, file, {"head_dim"}, 1, kMaxDim, 0);

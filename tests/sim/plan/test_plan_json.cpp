@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <stdexcept>
+
 #include "pipesim/sim/error.hpp"
 #include "pipesim/sim/job.hpp"
 #include "pipesim/sim/plan_json.hpp"
@@ -68,6 +70,40 @@ TEST(PlanJson, RejectsBadPlans) {
   dep.replace(dep.rfind("\"deps\": []"), 10, "\"deps\": [99999999]");
   EXPECT_NE(err(dep).find("/deps/0: value 99999999 out of range"), std::string::npos) << err(dep);
   EXPECT_NE(err("[1,2]").find("expected a JSON object"), std::string::npos);
+  // Layer indices are kept in 16 bits.
+  std::string layer = text;
+  const std::size_t at = layer.find("\"layer_begin\": ") + 15;
+  layer.replace(at, layer.find(',', at) - at, "40000");
+  EXPECT_NE(err(layer).find("/tags/layer_begin: value 40000 out of range; valid: -1 .. 32767"),
+            std::string::npos)
+      << err(layer);
+}
+
+TEST(PlanJson, ExtrasTravelWithTheirOps) {
+  // Fixed times and memory sit in the plan's extras, one entry per op that has any: the round trip keeps
+  // each with its op and gives none to the others.
+  testing::PlanMaker pm(2);
+  const OpId timed = pm.add(0, ComputeWork{1e9, 1, 1, 0}, 1234);
+  const OpId plain = pm.add(0, ComputeWork{1e9, 1, 1, 0}, -1);
+  const OpId holds = pm.add(2, ComputeWork{1e9, 1, 1, 0}, -1, {timed});
+  pm.plan.extras_of(holds).alloc_bytes = 1 << 20;
+  pm.plan.extras_of(holds).free_bytes = 1 << 10;
+  const Plan back = plan_from_json(plan_to_json(pm.plan), "p.json");
+  ASSERT_EQ(back.extras.size(), 2u);
+  EXPECT_EQ(back.extras_of(back.ops[static_cast<std::size_t>(timed)]), (OpExtras{1234, 0, 0}));
+  EXPECT_EQ(back.ops[static_cast<std::size_t>(plain)].extras, -1);
+  EXPECT_EQ(back.extras_of(back.ops[static_cast<std::size_t>(plain)]), OpExtras{});
+  EXPECT_EQ(back.extras_of(back.ops[static_cast<std::size_t>(holds)]), (OpExtras{-1, 1 << 20, 1 << 10}));
+  const Timeline a = Engine{}.run(pm.plan), b = Engine{}.run(back);
+  EXPECT_EQ(a.end, b.end);
+  EXPECT_EQ(a.peak_bytes, b.peak_bytes);
+  EXPECT_EQ(b.end[static_cast<std::size_t>(timed)], 1234);
+}
+
+TEST(OpTags, LayerIndicesBeyond16BitsAreRefused) {
+  EXPECT_EQ(OpTags(0, 0, 0, 32766, 32767, 0).layer_end, 32767);
+  EXPECT_THROW(OpTags(0, 0, 0, 0, 32768, 0), std::length_error);
+  EXPECT_THROW(OpTags(0, 0, 0, -2, 1, 0), std::length_error);
 }
 
 }  // namespace

@@ -143,6 +143,12 @@ TEST(Model, BadInputNamesFileAndPath) {
             "m.json: /linear_biases/0: expected \"qkv\", \"out\" or \"mlp\"");
   EXPECT_NE(msg("{" + base + R"(,"linear_biases":"all"})").find("m.json: /linear_biases: expected an array"),
             std::string::npos);
+  // Layer indices are 16-bit in a plan's ops: models stop at 30,000 blocks, whichever file style names them.
+  std::string deep = base;
+  deep.replace(deep.find(R"("num_layers":2)"), 14, R"("num_layers":30001)");
+  EXPECT_EQ(msg("{" + deep + "}"), "m.json: /num_layers: value 30001 out of range; valid: 1 .. 30000");
+  EXPECT_EQ(msg(R"({"hidden_size": 64, "num_hidden_layers": 30001, "num_attention_heads": 4})"),
+            "m.json: /num_hidden_layers: value 30001 out of range; valid: 1 .. 30000");
   EXPECT_THROW(load_model("no-such-model"), InputError);
   EXPECT_THROW(load_model("/no/such/file.json"), InputError);
 }

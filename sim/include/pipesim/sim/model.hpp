@@ -9,6 +9,10 @@
 
 namespace pipesim::sim {
 
+/// Transformer blocks (or a profiled workload's layers) a model may have: a plan keeps layer indices in 16
+/// bits (OpTags), and the layers around the blocks (embedding, output layer) take indices of their own.
+inline constexpr std::int64_t kMaxModelLayers = 30000;
+
 enum class MlpKind { kSwiGlu, kGelu };
 
 struct ModelSpec {

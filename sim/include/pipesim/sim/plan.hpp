@@ -157,13 +157,23 @@ inline const ComputeWork* compute_of(const Payload& p) {
 }
 
 struct OpTags {
+  OpTags() = default;
+  /// Throws std::length_error for a layer index beyond 16 bits (models are capped well below: see
+  /// kMaxModelLayers).
+  OpTags(std::int32_t stage, std::int32_t virtual_stage, std::int32_t microbatch, std::int32_t layer_begin,
+         std::int32_t layer_end, std::int32_t iteration);
+
   std::int32_t stage = -1;
   std::int32_t virtual_stage = -1;
   std::int32_t microbatch = -1;
-  std::int32_t layer_begin = -1;  ///< first layer (inclusive)
-  std::int32_t layer_end = -1;    ///< last layer (exclusive)
+  // Layer indices in 16 bits: an op of a plan of millions stays at 88 bytes.
+  std::int16_t layer_begin = -1;  ///< first layer (inclusive)
+  std::int16_t layer_end = -1;    ///< last layer (exclusive)
   std::int32_t iteration = 0;
 };
+static_assert(sizeof(OpTags) == 20);
+/// The largest layer index an op's tags hold.
+inline constexpr std::int32_t kMaxLayerIndex = 32767;
 
 /// What few ops carry beyond their work: a fixed time, memory allocated when they start or freed when they
 /// end. Kept in the plan beside the ops (Plan::extras), not in each: a fifth of a large job's ops allocate or
@@ -182,7 +192,7 @@ struct Op {
   Op(StreamId s, OpKind k, const OpTags& t, Payload&& p)
       : payload(std::move(p)), kind(k), stream(s), tags(t) {}
 
-  // The payload first: its kind and stream sit in the 7 bytes after the variant's index, an op is 96 bytes.
+  // The payload first: its kind and stream sit in the 7 bytes after the variant's index, an op is 88 bytes.
   [[no_unique_address]] Payload payload;
   OpKind kind = OpKind::kForward;
   StreamId stream = 0;
@@ -190,7 +200,7 @@ struct Op {
   std::int32_t extras = -1;  ///< its entry in Plan::extras, or -1: no fixed time and no memory (see OpExtras)
   DepList deps;
 };
-static_assert(sizeof(Op) == 96, "an op of a plan of millions: keep it small");
+static_assert(sizeof(Op) == 88, "an op of a plan of millions: keep it small");
 
 /// The stream on which a GPU exchanges context-parallel keys and values (a collective stream).
 inline constexpr const char* kContextParallelStream = "cp";
@@ -236,7 +246,7 @@ struct Plan {
   std::vector<Stream> streams;
   HugeVector<Op> ops;
   HugeVector<OpExtras> extras;  ///< the extras of the ops that have any (Op::extras)
-  std::string origin = "plan";   ///< file it was read from (for messages); not serialized
+  std::string origin = "plan";  ///< file it was read from (for messages); not serialized
 
   std::int32_t num_gpus() const { return meta.pp * meta.tp * meta.cp * meta.dp; }
   /// An op's extras: the defaults (no fixed time, no memory) when it has none. Its index is checked by the
