@@ -65,9 +65,9 @@ cuda_abi::Request flatten(const sim::Plan& plan, double scale) {
     o.alloc_bytes = extras.alloc_bytes;
     o.free_bytes = extras.free_bytes;
     const sim::DeviceId dev = plan.streams[static_cast<std::size_t>(op.stream)].device;
-    if (extras.fixed_duration >= 0) {
+    if (op.fixed_duration >= 0) {
       o.work = cuda_abi::Work::kFixed;
-      o.fixed_ns = static_cast<std::int64_t>(static_cast<double>(extras.fixed_duration) * scale);
+      o.fixed_ns = static_cast<std::int64_t>(static_cast<double>(op.fixed_duration) * scale);
     } else if (const auto* c = sim::compute_of(op.payload)) {
       o.work = cuda_abi::Work::kCompute;
       o.flops = c->flops * scale;

@@ -33,8 +33,8 @@ class HostBackend final : public Backend {
   void execute(const sim::Plan& plan, sim::OpId id) override {
     const sim::Op& op = plan.ops[static_cast<std::size_t>(id)];
     const auto stream = static_cast<std::size_t>(op.stream);
-    if (const sim::Duration fixed = plan.extras_of(op).fixed_duration; fixed >= 0) {
-      busy_wait(static_cast<double>(fixed) * 1e-9 * scale_);
+    if (op.fixed_duration >= 0) {
+      busy_wait(static_cast<double>(op.fixed_duration) * 1e-9 * scale_);
       return;
     }
     if (const auto* c = sim::compute_of(op.payload)) {

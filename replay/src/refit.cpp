@@ -69,7 +69,7 @@ RefitReport refit_profile(const sim::Plan& plan, const TimelineFile& m, const si
                       "plan",
                       m.ops[i].kind, m.ops[i].stream, sim::to_string(op.kind), op.stream));
     const double ns = static_cast<double>(m.ops[i].end_ns - m.ops[i].start_ns);
-    if (plan.extras_of(op).fixed_duration >= 0 || ns <= 0) continue;  // profiled times: nothing to learn
+    if (op.fixed_duration >= 0 || ns <= 0) continue;  // profiled times say nothing about the hardware
     if (const auto* c = sim::compute_of(op.payload); c && c->flops > 0) {
       if (c->expert_flops > 0) {
         ++skipped_moe;

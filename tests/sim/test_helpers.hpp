@@ -39,11 +39,10 @@ struct PlanMaker {
     op.stream = s;
     op.kind = kind;
     op.payload = p;
+    op.fixed_duration = fixed;
     op.deps = std::move(deps);
     plan.ops.push_back(op);
-    const auto id = static_cast<OpId>(plan.ops.size() - 1);
-    if (fixed >= 0) plan.extras_of(id).fixed_duration = fixed;
-    return id;
+    return static_cast<OpId>(plan.ops.size() - 1);
   }
 };
 

@@ -125,6 +125,7 @@ class Run {
       throw InputError(plan_.origin, "", "the run passes the simulated time range (about 292 years)");
     return t;
   }
+  /// The time of an op timed by its work (no fixed time).
   Duration compute_duration(const Op& op, DeviceId device) const;
   /// Durations of shared compute works seen last, by the work's address: every microbatch and replica of a
   /// chunk runs one work, so most ops find theirs here instead of pricing it again.
@@ -134,7 +135,7 @@ class Run {
     std::array<Duration, kSlots> duration{};
   };
   Duration cached_duration(const Op& op, DeviceId device, DurationCache& cache) const {
-    const ComputeWork* w = plan_.extras_of(op).fixed_duration < 0 ? compute_of(op.payload) : nullptr;
+    const ComputeWork* w = compute_of(op.payload);
     if (w == nullptr) return compute_duration(op, device);
     const std::size_t slot = (reinterpret_cast<std::uintptr_t>(w) >> 4) % DurationCache::kSlots;
     if (cache.work[slot] != w) {
@@ -298,7 +299,7 @@ void Run::setup() {
     const Op& op = plan_.ops[i];
     check.op(i, op);
     const OpExtras& extras = plan_.extras_of(op);
-    const bool timed_by_work = extras.fixed_duration < 0;
+    const bool timed_by_work = op.fixed_duration < 0;
     const auto id = static_cast<OpId>(i);
     HotOp& h = ops_.emplace_back();
     auto& st = streams_[static_cast<std::size_t>(op.stream)];
@@ -330,7 +331,7 @@ void Run::setup() {
     } else {
       h.mode = std::holds_alternative<CpuWork>(op.payload) && timed_by_work ? Mode::kCpu : Mode::kTimed;
       try {
-        h.duration = cached_duration(op, st.device, durations);
+        h.duration = timed_by_work ? cached_duration(op, st.device, durations) : op.fixed_duration;
       } catch (const InputError&) {
         throw InputError(
             plan_.hw.origin, fmt::format("/ops/{}", i),
@@ -476,7 +477,6 @@ void Run::try_start(OpId id, bool at_head) {
 }
 
 Duration Run::compute_duration(const Op& op, DeviceId device) const {
-  if (const Duration fixed = plan_.extras_of(op).fixed_duration; fixed >= 0) return fixed;
   const auto& hw = plan_.hw;
   if (const auto* c = compute_of(op.payload))
     return hw.op_ns(c->flops, c->gemm_gflop, c->kernels, plan_.meta.dtype, c->mem_bytes, c->expert_flops,

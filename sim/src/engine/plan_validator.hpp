@@ -111,7 +111,9 @@ class PlanValidator {
       case Bad::kExtras:
         throw InputError(
             file_, path,
-            fmt::format("extras entry {} out of range; valid: -1 .. {}", op.extras, extras_ - 1));
+            extras_ == 0
+                ? fmt::format("extras entry {}, but the plan has none; valid: -1", op.extras)
+                : fmt::format("extras entry {} out of range; valid: -1 .. {}", op.extras, extras_ - 1));
       case Bad::kIteration:
         throw InputError(file_, path + "/tags/iteration",
                          fmt::format("iteration {}; valid: 0 .. {} (meta.iterations - 1)", op.tags.iteration,

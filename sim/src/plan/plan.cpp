@@ -72,8 +72,7 @@ OpId append_op(Plan& plan, StreamId stream, OpKind kind, const OpTags& tags, Pay
                Duration fixed) {
   // Built with its payload in place: a default op's empty ComputeWork would be made and dropped first (a
   // reference count up and down, per op of a plan of millions).
-  plan.ops.emplace_back(stream, kind, tags, std::move(payload));
-  if (fixed >= 0) plan.extras_of(static_cast<OpId>(plan.ops.size() - 1)).fixed_duration = fixed;
+  plan.ops.emplace_back(stream, kind, tags, std::move(payload), fixed);
   // The huge page after the one being filled is backed on the other CPU while this one builds.
   constexpr std::size_t kPageOfOps = kHugePageBytes / sizeof(Op), kAhead = 1;
   const std::size_t size = plan.ops.size();

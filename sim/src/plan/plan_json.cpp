@@ -167,7 +167,7 @@ std::string plan_to_json(const Plan& plan) {
     else if (const auto* m = std::get_if<MemoryWork>(&op.payload))
       j["memory"] = {{"bytes", m->bytes}};
     const OpExtras& extras = plan.extras_of(op);
-    if (extras.fixed_duration >= 0) j["duration_ns"] = extras.fixed_duration;
+    if (op.fixed_duration >= 0) j["duration_ns"] = op.fixed_duration;
     if (extras.alloc_bytes) j["alloc_bytes"] = extras.alloc_bytes;
     if (extras.free_bytes) j["free_bytes"] = extras.free_bytes;
     j["deps"] = op.deps;
@@ -309,8 +309,8 @@ Plan plan_from_json(const std::string& text, const std::string& file) {
       ++payloads;
     }
     if (payloads != 1) o.fail("", "an op needs exactly one of: compute, transfer, cpu, memory");
-    const OpExtras extras{o.integer_or("duration_ns", -1, 0, kMaxOpNs),
-                          o.integer_or("alloc_bytes", 0, 0, kMaxBytes),
+    op.fixed_duration = o.integer_or("duration_ns", -1, 0, kMaxOpNs);
+    const OpExtras extras{o.integer_or("alloc_bytes", 0, 0, kMaxBytes),
                           o.integer_or("free_bytes", 0, 0, kMaxBytes)};
     const json& deps = o.raw("deps");
     if (!deps.is_array()) o.fail("deps", "expected an array of op indices");

@@ -1456,7 +1456,7 @@ SharedLinkUse shared_link_use(const Plan& plan) {
   SharedLinkUse use;
   for (const Op& op : plan.ops) {
     const auto* w = std::get_if<TransferWork>(&op.payload);
-    if (!w || plan.extras_of(op).fixed_duration >= 0) continue;
+    if (!w || op.fixed_duration >= 0) continue;
     const auto& a = plan.devices[static_cast<std::size_t>(w->src)];
     const auto& b = plan.devices[static_cast<std::size_t>(w->dst)];
     Path p = is_collective(op.kind) ? topo.ring_path({a.node, a.local_index}, {b.node, b.local_index},

@@ -32,7 +32,8 @@ TEST(Engine, TimeAndMemoryBeyondInt64AreInputErrorsNotWraps) {
   PlanMaker memory(1);
   for (int i = 0; i < 8193; ++i) {
     memory.plan.ops.push_back(Op{});
-    memory.plan.extras_of(i) = OpExtras{1, kBig, 0};
+    memory.plan.ops.back().fixed_duration = 1;
+    memory.plan.extras_of(i) = OpExtras{kBig, 0};
   }
   EXPECT_THROW(
       {
@@ -286,7 +287,7 @@ TEST(Engine, ChecksEachOpAsValidatePlanDoes) {
        }},
       {"/ops/1/deps/0", "dependency -3 is not another op", [](Plan& p) { p.ops[1].deps = DepList{-3}; }},
       {"/ops/1", "alloc_bytes and free_bytes must be >= 0", [](Plan& p) { p.extras_of(1).free_bytes = -1; }},
-      {"/ops/1", "extras entry 5 out of range; valid: -1 .. 0", [](Plan& p) { p.ops[1].extras = 5; }},
+      {"/ops/1", "extras entry 5, but the plan has none; valid: -1", [](Plan& p) { p.ops[1].extras = 5; }},
       {"/ops/1/tags/iteration", "iteration 1; valid: 0 .. 0", [](Plan& p) { p.ops[1].tags.iteration = 1; }},
       {"/ops/1/transfer", "src/dst must be devices 0 .. 2",
        [](Plan& p) { std::get<TransferWork>(p.ops[1].payload).dst = 3; }},

@@ -111,9 +111,8 @@ ScheduleInput sharded_input(int stage, int dp, int layers, std::int64_t params_p
 /// Every transfer takes no time: links infinitely fast.
 testing::RunResult run_with_free_links(const ScheduleInput& in) {
   Plan plan = build_plan(find_schedule("1f1b"), in);
-  for (std::size_t i = 0; i < plan.ops.size(); ++i)
-    if (std::holds_alternative<TransferWork>(plan.ops[i].payload))
-      plan.extras_of(static_cast<OpId>(i)).fixed_duration = 0;
+  for (Op& op : plan.ops)
+    if (std::holds_alternative<TransferWork>(op.payload)) op.fixed_duration = 0;
   Timeline tl = Engine{}.run(plan);
   Metrics m = compute_metrics(plan, tl);
   return {std::move(plan), std::move(tl), std::move(m)};

@@ -166,7 +166,7 @@ struct OpTags {
   std::int32_t stage = -1;
   std::int32_t virtual_stage = -1;
   std::int32_t microbatch = -1;
-  // Layer indices in 16 bits: an op of a plan of millions stays at 88 bytes.
+  // Layer indices in 16 bits: an op of a plan of millions stays at 96 bytes.
   std::int16_t layer_begin = -1;  ///< first layer (inclusive)
   std::int16_t layer_end = -1;    ///< last layer (exclusive)
   std::int32_t iteration = 0;
@@ -175,11 +175,10 @@ static_assert(sizeof(OpTags) == 20);
 /// The largest layer index an op's tags hold.
 inline constexpr std::int32_t kMaxLayerIndex = 32767;
 
-/// What few ops carry beyond their work: a fixed time, memory allocated when they start or freed when they
-/// end. Kept in the plan beside the ops (Plan::extras), not in each: a fifth of a large job's ops allocate or
-/// free memory and hardly any has a fixed time, and every pass over a plan of millions reads its ops whole.
+/// The memory an op allocates when it starts and frees when it ends, kept in the plan beside the ops
+/// (Plan::extras), not in each: a fifth of a large job's ops allocate or free memory, and every pass over a
+/// plan of millions reads its ops whole.
 struct OpExtras {
-  Duration fixed_duration = -1;  ///< >= 0 replaces the payload's cost (profiled times, fixed p2p time)
   std::int64_t alloc_bytes = 0;  ///< allocated on the stream's device when the op starts
   std::int64_t free_bytes = 0;   ///< freed when the op ends
 
@@ -188,19 +187,20 @@ struct OpExtras {
 
 struct Op {
   Op() = default;
-  /// An op with its payload in place and no extras or dependencies yet (built straight into a plan's array).
-  Op(StreamId s, OpKind k, const OpTags& t, Payload&& p)
-      : payload(std::move(p)), kind(k), stream(s), tags(t) {}
+  /// An op with its payload in place and no memory or dependencies yet (built straight into a plan's array).
+  Op(StreamId s, OpKind k, const OpTags& t, Payload&& p, Duration fixed)
+      : payload(std::move(p)), kind(k), stream(s), tags(t), fixed_duration(fixed) {}
 
-  // The payload first: its kind and stream sit in the 7 bytes after the variant's index, an op is 88 bytes.
+  // The payload first: its kind and stream sit in the 7 bytes after the variant's index, an op is 96 bytes.
   [[no_unique_address]] Payload payload;
   OpKind kind = OpKind::kForward;
   StreamId stream = 0;
   OpTags tags;
-  std::int32_t extras = -1;  ///< its entry in Plan::extras, or -1: no fixed time and no memory (see OpExtras)
+  std::int32_t extras = -1;      ///< its entry in Plan::extras, or -1: no memory (see OpExtras)
+  Duration fixed_duration = -1;  ///< >= 0 replaces the payload's cost (profiled times, fixed p2p time)
   DepList deps;
 };
-static_assert(sizeof(Op) == 88, "an op of a plan of millions: keep it small");
+static_assert(sizeof(Op) == 96, "an op of a plan of millions: keep it small");
 
 /// The stream on which a GPU exchanges context-parallel keys and values (a collective stream).
 inline constexpr const char* kContextParallelStream = "cp";
@@ -249,7 +249,7 @@ struct Plan {
   std::string origin = "plan";  ///< file it was read from (for messages); not serialized
 
   std::int32_t num_gpus() const { return meta.pp * meta.tp * meta.cp * meta.dp; }
-  /// An op's extras: the defaults (no fixed time, no memory) when it has none. Its index is checked by the
+  /// An op's extras: the defaults (no memory) when it has none. Its index is checked by the
   /// plan checks (validate_plan) and the engine.
   const OpExtras& extras_of(const Op& op) const {
     static const OpExtras none;

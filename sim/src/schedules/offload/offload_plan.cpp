@@ -115,7 +115,8 @@ OpId OffloadPlan::compute(std::int32_t g, OpKind kind, const OpTags& tags, Compu
   op.kind = kind;
   op.tags = tags;
   op.payload = work;
-  return push(plan_, std::move(op), std::move(deps), {fixed, alloc, free});
+  op.fixed_duration = fixed;
+  return push(plan_, std::move(op), std::move(deps), {alloc, free});
 }
 
 OpId OffloadPlan::transfer(StreamId s, OpKind kind, const OpTags& tags, DeviceId src, DeviceId dst,
@@ -131,8 +132,8 @@ OpId OffloadPlan::transfer(StreamId s, OpKind kind, const OpTags& tags, DeviceId
   w.bytes = bytes;
   w.priority = priority;
   op.payload = w;
-  return push(plan_, std::move(op), std::move(deps),
-              {bytes == 0 ? 0 : (kind == OpKind::kP2P ? in_.p2p_fixed_ns : -1), alloc, free});
+  op.fixed_duration = bytes == 0 ? 0 : (kind == OpKind::kP2P ? in_.p2p_fixed_ns : -1);
+  return push(plan_, std::move(op), std::move(deps), {alloc, free});
 }
 
 OpId OffloadPlan::cpu_adam(StreamId s, const OpTags& tags, std::int64_t params, std::int32_t threads,
