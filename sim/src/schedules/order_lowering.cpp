@@ -591,7 +591,9 @@ void Builder::size_plan() {
   // Growing the op vector by doubling moves every op about twice: reserve the estimate with a margin (it
   // may fall a few per cent short; pages reserved beyond the ops emitted are never touched).
   plan_.ops.reserve(static_cast<std::size_t>(std::min(1.25 * estimate, static_cast<double>(kMaxOps))));
-  plan_.extras.reserve(plan_.ops.capacity());  // address space: a page is backed when an entry reaches it
+  // About a fifth of a plan's ops allocate or free memory (the forward and backward passes); reserving for
+  // every op would take address space a search of many plans under a ulimit cannot spare.
+  plan_.extras.reserve(plan_.ops.capacity() / 4);
   total_mb_ = static_cast<std::int32_t>(rounds);
   // Data-parallel collective ids follow the TP ones (one per replica, stage, chunk, microbatch and phase).
   dp_group_base_ = static_cast<std::int32_t>(std::min<std::int64_t>(
