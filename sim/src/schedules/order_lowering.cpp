@@ -848,7 +848,7 @@ void Builder::emit_task(GpuRank& g, const Task& task, std::int32_t iter, std::in
     OpId f = add_op(
         compute, OpKind::kForward, tags, cc, kForwardPass, cc.kernels, cc.gemm,
         [&] { return forward_work(cc); }, forward_fixed(cc));
-    if (cc.stored != 0) plan_.extras_of(f).alloc_bytes = cc.stored;
+    plan_.add_alloc(f, cc.stored);
     sl.fwd_first = sl.fwd_done = f;
     if (OpId join = join_context_exchange(g, task, cc, tags, fork, f); join != kNone) sl.fwd_done = join;
     if (tp_comm && cc.tp_bus > 0) sl.fwd_done = emit_tp_collective(compute, g, cc, tags, 0);
@@ -861,7 +861,7 @@ void Builder::emit_task(GpuRank& g, const Task& task, std::int32_t iter, std::in
       first = add_op(
           compute, OpKind::kRecompute, tags, cc, kRecomputePass, cc.kernels, cc.gemm,
           [&] { return recompute_work(cc); }, recompute_fixed(cc));
-      if (cc.extra != 0) plan_.extras_of(first).alloc_bytes = cc.extra;
+      plan_.add_alloc(first, cc.extra);
       if (tp_comm && in_.recompute == Recompute::kFull && cc.tp_bus > 0)
         emit_tp_collective(compute, g, cc, tags, 1);
       if (in_.recompute == Recompute::kFull) emit_expert_alltoall(g, cc, tags);
@@ -975,7 +975,7 @@ OpId Builder::gather_layer(GpuRank& g, const RangeCost& layer, const OpTags& tag
       after_update(ag);
     }
   }
-  if (full != 0) plan_.extras_of(first).alloc_bytes += full;  // the unsharded weights' buffer
+  plan_.add_alloc(first, full);  // the unsharded weights' buffer
   return gathered;
 }
 
@@ -983,7 +983,7 @@ void Builder::use_gathered(GpuRank& g, OpId user, OpId gather, const RangeCost& 
   g.weight_users.push_back(user);
   if (gather == kNone) return;
   plan_.ops[static_cast<std::size_t>(user)].deps.push_back(gather);
-  plan_.extras_of(user).free_bytes += kShardWeightBytes * layer_weight_params(layer);  // resharded once done
+  plan_.add_free(user, kShardWeightBytes * layer_weight_params(layer));  // resharded once the layer is done
 }
 
 void Builder::reduce_layer_gradients(GpuRank& g, const RangeCost& layer, const OpTags& tags, OpId after,
@@ -991,11 +991,11 @@ void Builder::reduce_layer_gradients(GpuRank& g, const RangeCost& layer, const O
   // The layer's full gradients exist from its backward until their reduce-scatter leaves this rank's shard.
   const std::int64_t grads = kShardGradBytes * layer.trainable;
   if (grads == 0) return;
-  plan_.extras_of(after).alloc_bytes += grads;
+  plan_.add_alloc(after, grads);
   OpId rs =
       emit_dp_collective(g, OpKind::kReduceScatter, kCollectiveSlot, tags, grads, DpGroup::kShard, after);
   const OpId freed = rs != kNone ? rs : after;
-  plan_.extras_of(freed).free_bytes += grads;
+  plan_.add_free(freed, grads);
   if (rs != kNone) g.dp_ops.push_back(rs);
   if (in_.sharding.hybrid && last_round) {
     // HSDP: the reduced shards of the replicas on other nodes are averaged once per optimizer step.
@@ -1033,7 +1033,7 @@ void Builder::emit_layerwise_task(GpuRank& g, const Task& task, std::int32_t ite
       OpId f = add_op(
           compute, OpKind::kForward, tags, lc, kForwardPass, lc.kernels, lc.gemm,
           [&] { return forward_work(lc); }, forward_fixed(lc));
-      if (lc.stored != 0) plan_.extras_of(f).alloc_bytes += lc.stored;
+      plan_.add_alloc(f, lc.stored);
       use_gathered(g, f, gathered, lc);
       if (sl.fwd_first == kNone) sl.fwd_first = f;
       sl.fwd_done = f;
@@ -1056,16 +1056,15 @@ void Builder::emit_layerwise_task(GpuRank& g, const Task& task, std::int32_t ite
       first = add_op(
           compute, OpKind::kRecompute, tags, lc, kRecomputePass, lc.kernels, lc.gemm,
           [&] { return recompute_work(lc); }, recompute_fixed(lc));
-      if (lc.extra != 0) plan_.extras_of(first).alloc_bytes += lc.extra;
+      plan_.add_alloc(first, lc.extra);
       if (gathered != kNone) plan_.ops[static_cast<std::size_t>(first)].deps.push_back(gathered);
     }
     OpId b = add_op(
         compute, backward_kind(task.kind), tags, lc, backward_pass(task.kind, false), lc.kernels * 2, lc.gemm,
         [&] { return backward_work(task.kind, lc, lc.gemm, lc.kernels * 2); }, backward_fixed(task.kind, lc));
-    const std::int64_t freed = whole         ? lc.stored + lc.extra
-                               : weight_only ? lc.weight_grad_share
-                                             : lc.stored - lc.weight_grad_share + lc.extra;
-    if (freed != 0) plan_.extras_of(b).free_bytes += freed;
+    plan_.add_free(b, whole         ? lc.stored + lc.extra
+                      : weight_only ? lc.weight_grad_share
+                                    : lc.stored - lc.weight_grad_share + lc.extra);
     if (!weight_only) use_gathered(g, b, gathered, lc);
     if (first == kNone) first = b;
     if (!weight_only) {

@@ -257,6 +257,13 @@ struct Plan {
   }
   /// Op `id`'s extras to change, given an entry first when it has none.
   OpExtras& extras_of(OpId id);
+  /// Adds to what op `id` allocates when it starts / frees when it ends (nothing is stored for 0 bytes).
+  void add_alloc(OpId id, std::int64_t bytes) {
+    if (bytes != 0) extras_of(id).alloc_bytes += bytes;
+  }
+  void add_free(OpId id, std::int64_t bytes) {
+    if (bytes != 0) extras_of(id).free_bytes += bytes;
+  }
 };
 
 inline bool is_collective(OpKind k) {

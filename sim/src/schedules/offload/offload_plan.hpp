@@ -68,9 +68,7 @@ class OffloadPlan {
   OpId cpu_adam(StreamId stream, const OpTags& tags, std::int64_t params, std::int32_t threads,
                 std::vector<OpId> deps);
   void add_dep(OpId op, OpId dep);
-  void add_free(OpId op, std::int64_t bytes) {
-    if (bytes != 0) plan_.extras_of(op).free_bytes += bytes;
-  }
+  void add_free(OpId op, std::int64_t bytes) { plan_.add_free(op, bytes); }
   void add_host_resident(std::int32_t node, std::int64_t bytes);
 
   /// Fills the plan metadata (model FLOPs from `costs`) and returns the plan.

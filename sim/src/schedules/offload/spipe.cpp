@@ -244,7 +244,7 @@ void SpipeBuilder::wire_inputs() {
     const bool checkpoint = p.kind == InputKind::kCheckpoint;
     if (from == g) {
       // A checkpoint that stays on its GPU is held from the forward that produced it.
-      if (checkpoint && bytes != 0) op_.plan().extras_of(produced).alloc_bytes += bytes;
+      if (checkpoint) op_.plan().add_alloc(produced, bytes);
       op_.add_dep(p.consumer, produced);
       continue;
     }
