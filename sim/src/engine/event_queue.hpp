@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <stdexcept>
 #include <vector>
 
@@ -47,8 +48,7 @@ class EventQueue {
     ++size_;
     const int b = bucket_of(time, last_);
     if (b > 0) {
-      buckets_[static_cast<std::size_t>(b)].push_back(e);
-      occupied_ |= std::uint64_t{1} << (b - 1);
+      to_bucket(b, e);
     } else if (now_.size() == head_ || e.key > now_.back().key) {
       now_.push_back(e);  // the usual case: a later insertion at the same priority
     } else {
@@ -57,13 +57,10 @@ class EventQueue {
     }
   }
   bool empty() const { return size_ == 0; }
-  /// The time of the next event; the queue is not empty. (Scans a bucket: for tests and checks.)
+  /// The time of the next event; the queue is not empty.
   TimePoint next_time() const {
     if (more_at_last_popped_time()) return last_;
-    const std::size_t b = lowest_occupied();
-    TimePoint earliest = buckets_[b].front().time;
-    for (const Event& e : buckets_[b]) earliest = std::min(earliest, e.time);
-    return earliest;
+    return earliest_[lowest_occupied()];
   }
   /// Whether events remain at the time of the last event popped.
   bool more_at_last_popped_time() const { return head_ < now_.size(); }
@@ -85,6 +82,11 @@ class EventQueue {
   struct KeyLess {
     bool operator()(const Event& a, const Event& b) const { return a.key < b.key; }
   };
+  static std::array<TimePoint, kBuckets> filled(TimePoint t) {
+    std::array<TimePoint, kBuckets> a;
+    a.fill(t);
+    return a;
+  }
   static int bucket_of(TimePoint time, TimePoint last) {
     const auto diff = static_cast<std::uint64_t>(time) ^ static_cast<std::uint64_t>(last);
     return diff == 0 ? 0 : 64 - __builtin_clzll(diff);
@@ -93,26 +95,32 @@ class EventQueue {
   void settle() {
     const std::size_t b = lowest_occupied();
     auto& from = buckets_[b];
-    TimePoint earliest = from.front().time;
-    for (const Event& e : from) earliest = std::min(earliest, e.time);
-    last_ = earliest;
+    last_ = earliest_[b];
+    earliest_[b] = kNever;
     occupied_ &= ~(std::uint64_t{1} << (b - 1));
     // Every event of bucket b goes to a lower one (all share the bits from b - 1 up with the new last time),
     // so the bucket is read in place and keeps its buffer.
     for (const Event& e : from) {
       const int to = bucket_of(e.time, last_);
-      if (to == 0) {
+      if (to == 0)
         now_.push_back(e);
-      } else {
-        buckets_[static_cast<std::size_t>(to)].push_back(e);
-        occupied_ |= std::uint64_t{1} << (to - 1);
-      }
+      else
+        to_bucket(to, e);
     }
     from.clear();
     // Usually already in order (a bucket keeps its events in push order unless a settle moved older ones in).
     if (!std::is_sorted(now_.begin(), now_.end(), KeyLess{})) std::sort(now_.begin(), now_.end(), KeyLess{});
   }
 
+  /// Files an event in bucket b > 0, keeping the bucket's earliest time: settling a bucket then reads its
+  /// events once, to move them, instead of twice (a large job's GPUs run in step, so a bucket holds the
+  /// events of thousands of them).
+  void to_bucket(int b, const Event& e) {
+    const auto i = static_cast<std::size_t>(b);
+    buckets_[i].push_back(e);
+    earliest_[i] = std::min(earliest_[i], e.time);
+    occupied_ |= std::uint64_t{1} << (b - 1);
+  }
   /// The lowest non-empty bucket; the queue holds events outside `now_`.
   std::size_t lowest_occupied() const { return static_cast<std::size_t>(__builtin_ctzll(occupied_)) + 1; }
 
@@ -120,9 +128,11 @@ class EventQueue {
   // that load waited whenever pop() had just stored size_ alone (a fifth of push's time).
   std::size_t size_ = 0;
   std::array<std::vector<Event>, kBuckets> buckets_;  // bucket 0 unused: those events are in now_
-  std::uint64_t occupied_ = 0;                        // bit b - 1 set: bucket b holds events
-  std::vector<Event> now_;                            // events at the last popped time, by key
-  std::size_t head_ = 0;                              // the next of now_ to pop
+  static constexpr TimePoint kNever = std::numeric_limits<TimePoint>::max();
+  std::array<TimePoint, kBuckets> earliest_ = filled(kNever);  // each bucket's earliest time; kNever: empty
+  std::uint64_t occupied_ = 0;                                 // bit b - 1 set: bucket b holds events
+  std::vector<Event> now_;                                     // events at the last popped time, by key
+  std::size_t head_ = 0;                                       // the next of now_ to pop
   TimePoint last_ = 0;
   std::uint64_t next_sequence_ = 0;
 };
