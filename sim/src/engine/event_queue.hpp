@@ -62,6 +62,11 @@ class EventQueue {
     if (more_at_last_popped_time()) return last_;
     return earliest_[lowest_occupied()];
   }
+  /// The event `ahead` places after the next one to pop at the last popped time, or nullptr: the engine
+  /// fetches what it will touch while it handles the ones before (thousands of GPUs end ops at one instant).
+  const Event* peek_now(std::size_t ahead) const {
+    return head_ + ahead < now_.size() ? &now_[head_ + ahead] : nullptr;
+  }
   /// Whether events remain at the time of the last event popped.
   bool more_at_last_popped_time() const { return head_ < now_.size(); }
   Event pop() {

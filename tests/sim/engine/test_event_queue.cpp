@@ -57,6 +57,20 @@ TEST(EventQueue, PopsRandomPushesInTotalOrder) {
   EXPECT_EQ(q.pushed(), static_cast<std::uint64_t>(next));
 }
 
+TEST(EventQueue, PeeksOnlyAtTheEventsOfThePoppedInstant) {
+  EventQueue q;
+  for (std::int32_t k = 0; k < 4; ++k) q.push(50, 0, 0, k);
+  q.push(60, 0, 0, 9);
+  EXPECT_EQ(q.pop().target, 0);
+  ASSERT_NE(q.peek_now(0), nullptr);
+  EXPECT_EQ(q.peek_now(0)->target, 1);
+  ASSERT_NE(q.peek_now(2), nullptr);
+  EXPECT_EQ(q.peek_now(2)->target, 3);
+  EXPECT_EQ(q.peek_now(3), nullptr);  // the event at 60 is not at this instant
+  EXPECT_EQ(q.pop().target, 1);
+  EXPECT_EQ(q.peek_now(2), nullptr);
+}
+
 TEST(EventQueue, RefusesAnEventBeforeTheLastOnePopped) {
   EventQueue q;
   q.push(100, 0, 0, 1);
