@@ -3,24 +3,18 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <future>
 #include <limits>
 #include <string>
 #include <string_view>
-#include <system_error>
-#include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "pipesim/sim/json_text.hpp"
-#include "report/stream_roles.hpp"
+#include "report/op_sweep.hpp"
 
 namespace pipesim::sim {
 
 namespace {
-/// From this many ops on, the time breakdown's pass over the plan runs beside the metrics' own, on a second
-/// core (both read the whole plan; below it a thread costs more than it saves).
-constexpr std::size_t kBreakdownBesideOps = std::size_t{1} << 17;
 
 /// Appends a number as nlohmann's dump writes it, through the function its serializer calls (Grisu2's digits,
 /// "0.0" for zero; non-finite numbers as null): the output stays the same byte for byte.
@@ -86,43 +80,26 @@ std::string per_gpu_json(const std::vector<GpuMetrics>& gpus, int indent) {
 }  // namespace
 
 Metrics compute_metrics(const Plan& plan, const Timeline& tl) {
-  std::future<TimeBreakdown> breakdown;
-  if (plan.ops.size() >= kBreakdownBesideOps && std::thread::hardware_concurrency() >= 2) {
-    try {
-      breakdown = std::async(std::launch::async, [&plan, &tl] { return compute_time_breakdown(plan, tl); });
-    } catch (const std::system_error&) {
-      // No thread to be had (a thread or memory limit): the breakdown runs after this pass instead.
-    }
-  }
   Metrics m;
   m.schedule = plan.meta.schedule;
   m.num_gpus = plan.num_gpus();
   m.ops = static_cast<std::int64_t>(plan.ops.size());
   m.events = tl.events;
-  TimePoint first = std::numeric_limits<TimePoint>::max(), last = 0;
-  m.iterations = std::max(1, plan.meta.iterations);
-  std::vector<TimePoint> iteration_end(static_cast<std::size_t>(m.iterations), 0);
-  // One pass over the ops (millions of them): the run's span and each iteration's end, the busy time of each
-  // GPU's compute stream (a serial stream: the sum of its op durations), and the CPU optimizer's intervals.
+  // One sweep over the ops (millions of them) for the metrics and the time breakdown: the run's span and
+  // each iteration's end, the busy time of each GPU's compute stream (a serial stream: the sum of its op
+  // durations), and the CPU optimizer's intervals.
+  const SweepContext ctx(plan, tl);
+  OpSweep sweep = sweep_plan(ctx);
+  m.iterations = ctx.iterations;
+  TimePoint first = sweep.first;
+  const TimePoint last = sweep.last;
+  const std::vector<TimePoint>& iteration_end = sweep.iteration_end;
+  const std::vector<Duration>& busy = sweep.busy;
+  const std::vector<TimePoint>&first_c = sweep.first_compute_start, &last_c = sweep.last_compute_end;
+  std::vector<std::pair<TimePoint, TimePoint>>& cpu = sweep.cpu;
+  std::vector<std::pair<TimePoint, TimePoint>> gpu;
+  const std::vector<StreamRole>& roles = ctx.roles;
   const std::size_t nd = plan.devices.size();
-  std::vector<Duration> busy(nd, 0);
-  std::vector<TimePoint> first_c(nd, std::numeric_limits<TimePoint>::max()), last_c(nd, -1);
-  std::vector<std::pair<TimePoint, TimePoint>> cpu, gpu;
-  const std::vector<StreamRole> roles = stream_roles(plan);
-  for (std::size_t i = 0; i < plan.ops.size(); ++i) {
-    const Op& op = plan.ops[i];
-    first = std::min(first, tl.start[i]);
-    last = std::max(last, tl.end[i]);
-    auto it = static_cast<std::size_t>(std::clamp(op.tags.iteration, 0, m.iterations - 1));
-    iteration_end[it] = std::max(iteration_end[it], tl.end[i]);
-    if (std::holds_alternative<CpuWork>(op.payload)) cpu.push_back({tl.start[i], tl.end[i]});
-    const StreamRole& s = roles[static_cast<std::size_t>(op.stream)];
-    if (!s.compute) continue;
-    auto d = static_cast<std::size_t>(s.device);
-    busy[d] += tl.end[i] - tl.start[i];
-    first_c[d] = std::min(first_c[d], tl.start[i]);
-    last_c[d] = std::max(last_c[d], tl.end[i]);
-  }
   if (plan.ops.empty()) first = 0;
   const Duration step = last - first;
   m.run_time_s = to_seconds(step);
@@ -210,7 +187,7 @@ Metrics compute_metrics(const Plan& plan, const Timeline& tl) {
   }
   m.cpu_optimizer_busy_s = to_seconds(busy_cpu) / m.iterations;
   m.cpu_optimizer_exposed_s = to_seconds(busy_cpu - covered) / m.iterations;
-  m.time = breakdown.valid() ? breakdown.get() : compute_time_breakdown(plan, tl);
+  m.time = breakdown_of(ctx, sweep);
   m.oom = tl.oom.oom;
   if (tl.oom.oom) {
     m.oom_device = plan.devices[static_cast<std::size_t>(tl.oom.device)].name;

@@ -62,9 +62,9 @@ TEST(TimeBreakdown, GpipeIdleTimeIsAllPipelineBubble) {
   EXPECT_NEAR(t.pipeline_bubble, r.metrics.bubble_fraction, 1e-12);
 }
 
-TEST(TimeBreakdown, OnALargePlanItRunsBesideTheMetricsPassAndGivesTheSameShares) {
-  // From 2^17 ops on the breakdown's pass over the plan runs on a thread of its own: the same closed form,
-  // and the same numbers as computing it alone.
+TEST(TimeBreakdown, OnALargePlanSweptInTwoHalvesItGivesTheSameShares) {
+  // From 2^17 ops on the plan is swept in two halves on two cores (report/op_sweep.hpp): the same closed
+  // form, and the same numbers as computing it alone.
   constexpr Duration kF = 1'000'000, kB = 2'000'000;
   const int p = 4, m = 10000;
   auto r = testing::simulate("gpipe", testing::uniform_input(p, m, kF, kB / 2, kB / 2));
