@@ -189,7 +189,7 @@ class Run {
   /// they release (in a large job thousands of GPUs end ops at one instant, each op's record a cache miss).
   void prefetch_events_ahead() const {
     if (const Event* e = queue_.peek_now(kPrefetchEvents); e != nullptr) {
-      if (e->type == kOpEnd) {
+      if (e->type() == kOpEnd) {
         __builtin_prefetch(&ops_[static_cast<std::size_t>(e->target)]);
         __builtin_prefetch(&tl_.end[static_cast<std::size_t>(e->target)], 1);
       } else {
@@ -197,7 +197,7 @@ class Run {
       }
     }
     if (const Event* e = queue_.peek_now(kPrefetchEvents / 2); e != nullptr) {
-      if (e->type == kOpEnd) {
+      if (e->type() == kOpEnd) {
         const HotOp& h = ops_[static_cast<std::size_t>(e->target)];
         if (h.dependents >= 0) __builtin_prefetch(&ops_[static_cast<std::size_t>(h.dependents)]);
       } else {
@@ -448,10 +448,10 @@ Timeline Run::execute() {
     prefetch_events_ahead();
     // An event superseded since it was pushed (an end moved by a collective starting or ending beside it, a
     // flow's finish by a rate change) does nothing, but may still be the instant's last.
-    if (ev.type == kOpEnd) {
+    if (ev.type() == kOpEnd) {
       if (slowdown_ <= 0 || ev.version == ops_[static_cast<std::size_t>(ev.target)].end_version)
         finish(ev.target);
-    } else if (ev.type == kFlowDone && ev.version == flow_version_[static_cast<std::size_t>(ev.target)]) {
+    } else if (ev.type() == kFlowDone && ev.version == flow_version_[static_cast<std::size_t>(ev.target)]) {
       OpId op = flow_op_[static_cast<std::size_t>(ev.target)];
       ++flow_version_[static_cast<std::size_t>(ev.target)];
       net_.remove(ev.target, now_);  // the flows beside it are re-rated by the instant's flush

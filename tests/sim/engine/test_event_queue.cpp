@@ -57,6 +57,18 @@ TEST(EventQueue, PopsRandomPushesInTotalOrder) {
   EXPECT_EQ(q.pushed(), static_cast<std::uint64_t>(next));
 }
 
+TEST(EventQueue, KeepsEachEventsTypePriorityTargetAndVersion) {
+  EventQueue q;
+  q.push(7, -3, 3, 11, 0xffffffffu);
+  q.push(7, 32767, 0, -5, 1);
+  q.push(7, -32768, 2, 0, 2);
+  const Event a = q.pop(), b = q.pop(), c = q.pop();
+  EXPECT_EQ(std::make_tuple(a.priority(), a.type(), a.target, a.version), std::make_tuple(-32768, 2, 0, 2u));
+  EXPECT_EQ(std::make_tuple(b.priority(), b.type(), b.target, b.version),
+            std::make_tuple(-3, 3, 11, 0xffffffffu));
+  EXPECT_EQ(std::make_tuple(c.priority(), c.type(), c.target, c.version), std::make_tuple(32767, 0, -5, 1u));
+}
+
 TEST(EventQueue, PeeksOnlyAtTheEventsOfThePoppedInstant) {
   EventQueue q;
   for (std::int32_t k = 0; k < 4; ++k) q.push(50, 0, 0, k);
@@ -79,6 +91,8 @@ TEST(EventQueue, RefusesAnEventBeforeTheLastOnePopped) {
   EXPECT_THROW(q.push(99, 0, 0, 3), std::logic_error);
   EXPECT_THROW(q.push(100, 1 << 15, 0, 3), std::logic_error);  // priorities fit 16 bits of the key
   EXPECT_THROW(q.push(100, -(1 << 15) - 1, 0, 3), std::logic_error);
+  EXPECT_THROW(q.push(100, 0, 4, 3), std::logic_error);  // types fit the key's lowest 2 bits
+  EXPECT_THROW(q.push(100, 0, -1, 3), std::logic_error);
   q.push(100, 0, 0, 4);  // the same instant is fine
   EXPECT_EQ(q.next_time(), 100);
   EXPECT_EQ(q.pop().target, 4);
