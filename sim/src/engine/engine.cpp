@@ -110,7 +110,7 @@ class Run {
   void adjust_memory(DeviceId d, std::int64_t delta);
   /// Compute time per nominal nanosecond on device `d` now: 1, or 1 + the slowdown while a collective runs.
   double stretch(DeviceId d) const {
-    return collectives_on_[static_cast<std::size_t>(d)] > 0 ? 1.0 + slowdown_ : 1.0;
+    return devices_[static_cast<std::size_t>(d)].collectives_on > 0 ? 1.0 + slowdown_ : 1.0;
   }
   /// The instant `work` nominal nanoseconds end when run at `factor`.
   TimePoint stretched_end(double work, double factor) const {
@@ -232,7 +232,19 @@ class Run {
     if (--ops_[static_cast<std::size_t>(d)].deps_left == 0) try_start(d);
   }
   std::vector<OpId> released_;  // scratch: a chain's dependents, put back in ascending order
-  std::vector<std::int64_t> mem_now_;
+  /// What a memory event reads and writes of its device, in one 32-byte record: in separate arrays (and the
+  /// plan's device record for its kind) it was four cache lines per event, thousands of GPUs apart.
+  struct DeviceMemory {
+    std::int64_t now = 0;
+    std::int64_t peak = 0;
+    std::int64_t capacity = 0;
+    /// A symmetric plan's host and NVMe devices also hold what the simulated GPUs' twins on the node put
+    /// there: each amount counts this many times.
+    std::int32_t copies = 1;
+    std::int32_t collectives_on = 0;  // collectives in flight (kept when the profile names a slowdown)
+  };
+  static_assert(sizeof(DeviceMemory) == 32);
+  std::vector<DeviceMemory> devices_;
   std::vector<Endpoint> endpoints_;   // per device: where it sits in the topology (looked up per transfer)
   HugeVector<PathMemos> path_memos_;  // per stream that carries transfers (reserved per stream: no regrowth)
   std::vector<std::int32_t> cores_free_;
@@ -268,7 +280,6 @@ class Run {
   // Contention of overlapped collectives with compute (hw.gpu.collective_compute_slowdown); only kept
   // when the profile names a slowdown.
   double slowdown_ = 0;
-  std::vector<std::int32_t> collectives_on_;       // per device: collectives in flight
   std::vector<std::vector<Stretched>> computing_;  // per device: stretchable compute in flight
 };
 
@@ -278,7 +289,6 @@ void Run::setup() {
   const std::size_t n = plan_.ops.size();
   slowdown_ = plan_.hw.gpu.collective_compute_slowdown;
   if (slowdown_ > 0) {
-    collectives_on_.assign(plan_.devices.size(), 0);
     computing_.assign(plan_.devices.size(), {});
   }
   // Every op's start and end are written as it runs (a run that leaves one out is a deadlock and returns no
@@ -394,17 +404,16 @@ void Run::setup() {
   group_members_.assign(static_cast<std::size_t>(members), -1);
 
   const std::size_t nd = plan_.devices.size();
-  mem_now_.assign(nd, 0);
-  tl_.peak_bytes.assign(nd, 0);
-  tl_.capacity_bytes.assign(nd, 0);
+  devices_.assign(nd, {});
   cores_free_.assign(nd, 0);
   endpoints_.resize(nd);
   cpu_waiting_.resize(nd);
   for (std::size_t d = 0; d < nd; ++d) {
     const auto& dev = plan_.devices[d];
-    tl_.capacity_bytes[d] = dev.kind == DeviceKind::kGpu    ? plan_.hw.gpu.hbm_bytes
-                            : dev.kind == DeviceKind::kHost ? plan_.hw.host.dram_bytes
-                                                            : plan_.hw.host.nvme.bytes;
+    devices_[d].capacity = dev.kind == DeviceKind::kGpu    ? plan_.hw.gpu.hbm_bytes
+                           : dev.kind == DeviceKind::kHost ? plan_.hw.host.dram_bytes
+                                                           : plan_.hw.host.nvme.bytes;
+    if (dev.kind != DeviceKind::kGpu) devices_[d].copies = std::max(1, plan_.meta.node_twins);
     cores_free_[d] = dev.kind == DeviceKind::kHost ? plan_.hw.host.cores : 0;
     endpoints_[d] = endpoint_of(dev);
     adjust_memory(static_cast<DeviceId>(d), dev.resident_bytes);
@@ -473,6 +482,12 @@ Timeline Run::execute() {
       tl_.links.push_back(topo_.describe(static_cast<LinkId>(l)));
       tl_.links.back().carried_bytes = carried[l];
     }
+  tl_.peak_bytes.reserve(devices_.size());
+  tl_.capacity_bytes.reserve(devices_.size());
+  for (const DeviceMemory& m : devices_) {
+    tl_.peak_bytes.push_back(m.peak);
+    tl_.capacity_bytes.push_back(m.capacity);
+  }
   return std::move(tl_);
 }
 
@@ -556,7 +571,7 @@ void Run::start_other(OpId id) {
   if (h.allocates) adjust_memory(dev, plan_.extras_of(plan_.ops[i]).alloc_bytes);
   if (h.collective) {
     const double old_factor = stretch(dev);
-    if (collectives_on_[static_cast<std::size_t>(dev)]++ == 0) restretch(dev, old_factor);
+    if (devices_[static_cast<std::size_t>(dev)].collectives_on++ == 0) restretch(dev, old_factor);
   }
   if (h.stretchable) {
     computing_[static_cast<std::size_t>(dev)].push_back({id, static_cast<double>(h.duration), now_});
@@ -627,7 +642,7 @@ void Run::end_other(const HotOp& h, OpId id) {
   }
   if (h.collective) {
     const double old_factor = stretch(st.device);
-    if (--collectives_on_[static_cast<std::size_t>(st.device)] == 0) restretch(st.device, old_factor);
+    if (--devices_[static_cast<std::size_t>(st.device)].collectives_on == 0) restretch(st.device, old_factor);
   }
   if (h.mode == Mode::kCpu) {
     auto d = static_cast<std::size_t>(st.device);
@@ -655,17 +670,13 @@ void Run::restretch(DeviceId d, double old_factor) {
 
 void Run::adjust_memory(DeviceId d, std::int64_t delta) {
   if (delta == 0) return;
-  auto di = static_cast<std::size_t>(d);
-  // A symmetric plan's host and NVMe devices also hold what the simulated GPUs' twins on the node put there.
-  if (plan_.devices[di].kind != DeviceKind::kGpu && plan_.meta.node_twins > 1 &&
-      __builtin_mul_overflow(delta, std::int64_t{plan_.meta.node_twins}, &delta))
+  DeviceMemory& m = devices_[static_cast<std::size_t>(d)];
+  if ((m.copies > 1 && __builtin_mul_overflow(delta, std::int64_t{m.copies}, &delta)) ||
+      __builtin_add_overflow(m.now, delta, &m.now))
     throw InputError(plan_.origin, fmt::format("/devices/{}", d),
                      "the memory this plan allocates on the device passes 2^63 bytes");
-  if (__builtin_add_overflow(mem_now_[di], delta, &mem_now_[di]))
-    throw InputError(plan_.origin, fmt::format("/devices/{}", d),
-                     "the memory this plan allocates on the device passes 2^63 bytes");
-  tl_.peak_bytes[di] = std::max(tl_.peak_bytes[di], mem_now_[di]);
-  std::int64_t over = mem_now_[di] - tl_.capacity_bytes[di];
+  m.peak = std::max(m.peak, m.now);
+  std::int64_t over = m.now - m.capacity;
   if (over > 0) {
     if (!tl_.oom.oom) {
       tl_.oom.oom = true;
@@ -674,7 +685,7 @@ void Run::adjust_memory(DeviceId d, std::int64_t delta) {
     }
     tl_.oom.bytes_over = std::max(tl_.oom.bytes_over, over);
   }
-  if (options_.record_memory) tl_.memory.push_back({now_, d, mem_now_[di]});
+  if (options_.record_memory) tl_.memory.push_back({now_, d, m.now});
 }
 
 std::string describe(const Plan& plan, OpId id) {
