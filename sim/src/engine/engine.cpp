@@ -52,7 +52,9 @@ class Run {
     StreamId stream = 0;
     OpId next = -1;  // the op after it on its stream, or -1
     std::int32_t deps_left = 0;
-    std::uint32_t end_version = 0;  // bumped when a collective beside it moves its end event
+    // Bumped when a collective beside it moves its end event. A transfer's end never moves: it holds the
+    // index of its shape in shapes_ (which its end events carry).
+    std::uint32_t end_version = 0;
     // The ops that depend on it: -1 none, an op id when it is the only one (the usual case), else
     // chain_ref(k) for the chain of dependent_links_ that starts at link k.
     OpId dependents = -1;
@@ -80,7 +82,6 @@ class Run {
     DeviceId device = 0;
     OpId head_op = -1;  // the op that runs next (kept here: checking it stays off the per-op arrays), or -1
     OpId last_op = -1;  // while setting up: the last op placed on it
-    std::int32_t memo = -1;  // its paths in path_memos_ when it carries transfers
   };
 
   /// Links are built only for nodes that hold a device of the plan (a cluster may be larger than the job).
@@ -145,37 +146,35 @@ class Run {
     return cache.duration[slot];
   }
   Endpoint endpoint(DeviceId d) const { return endpoints_[static_cast<std::size_t>(d)]; }
-  /// The path of a transfer, remembered per stream: a stream's transfers mostly repeat one of the last two
-  /// (a stage's sends alternate between the next stage's activations and the previous one's gradients; a
-  /// ring member repeats its hop), so most skip the topology walk.
-  struct PathMemo {
+  /// A transfer as the network takes it: its path (links, latency, rate cap), bytes, latency steps and
+  /// priority. Worked out as the plan is read, so that starting a transfer reads this and not the plan's op
+  /// (a cache miss per transfer, thousands of GPUs apart).
+  struct TransferShape {
+    Path path;
+    std::int64_t bytes = 0;
+    std::int32_t latency_steps = 1;
+    std::int32_t priority = 0;
+  };
+  /// The shapes of a stream's last two transfers: a stream's transfers mostly repeat one of them (a stage's
+  /// sends alternate between the next stage's activations and the previous one's gradients; a ring member
+  /// repeats its hop), so most share a shape and skip the topology walk.
+  struct ShapeMemo {
     DeviceId src = -1, dst = -1;
     bool ring = false;
+    std::int32_t latency_steps = 1, priority = 0;
     std::int64_t bytes = 0, message_bytes = 0;
-    Path path;
+    std::uint32_t shape = 0;  // in shapes_
     bool matches(const TransferWork& t, bool r) const {
       return src == t.src && dst == t.dst && ring == r && bytes == t.bytes &&
-             message_bytes == t.message_bytes;
+             message_bytes == t.message_bytes && latency_steps == t.latency_steps && priority == t.priority;
     }
   };
-  /// The newest of a stream's two remembered paths is found first; a miss replaces the older one in place.
-  struct PathMemos {
-    std::array<PathMemo, 2> entry;
+  /// The newest of a stream's two shapes is tried first; a miss replaces the older one.
+  struct ShapeMemos {
+    std::array<ShapeMemo, 2> entry;
     std::uint8_t newest = 0;
   };
-  const Path& path_of(const StreamState& stream, const TransferWork& t, bool ring) {
-    auto& memo = path_memos_[static_cast<std::size_t>(stream.memo)];
-    if (memo.entry[memo.newest].matches(t, ring)) return memo.entry[memo.newest].path;
-    memo.newest ^= 1;
-    PathMemo& m = memo.entry[memo.newest];
-    if (!m.matches(t, ring)) {
-      m.path = ring ? topo_.ring_path(endpoint(t.src), endpoint(t.dst), t.bytes, t.message_bytes)
-                    : topo_.path(endpoint(t.src), endpoint(t.dst), t.bytes);
-      m.src = t.src, m.dst = t.dst, m.ring = ring;
-      m.bytes = t.bytes, m.message_bytes = t.message_bytes;
-    }
-    return m.path;
-  }
+  std::uint32_t shape_of(ShapeMemos& memo, const TransferWork& t, bool ring);
   [[noreturn]] void report_deadlock() const;
   /// A stream's ops sit mostly one after another, and each is first touched by the event loop when the one
   /// before it ends: fetch the state of the ops a few places on while this one runs. (Hundreds of streams
@@ -246,7 +245,7 @@ class Run {
   static_assert(sizeof(DeviceMemory) == 32);
   std::vector<DeviceMemory> devices_;
   std::vector<Endpoint> endpoints_;   // per device: where it sits in the topology (looked up per transfer)
-  HugeVector<PathMemos> path_memos_;  // per stream that carries transfers (reserved per stream: no regrowth)
+  HugeVector<TransferShape> shapes_;  // each transfer's, by the index in its HotOp (megabytes at 8,192 GPUs)
   std::vector<std::int32_t> cores_free_;
   /// CPU ops waiting for a device's cores, first come first served. A vector and the index of its first
   /// waiting op: a deque allocates even when empty, and only host devices ever wait.
@@ -324,7 +323,11 @@ void Run::setup() {
   };
   HugeVector<Member> grouped;  // the transfers that belong to a collective group, beside group_ids
   grouped.reserve(n);
-  path_memos_.reserve(plan_.streams.size());
+  // Each stream's last transfer shapes (a stream's index into `memos` once it carries a transfer).
+  std::vector<ShapeMemos> memos;
+  std::vector<std::int32_t> memo_of_stream(plan_.streams.size(), -1);
+  endpoints_.resize(plan_.devices.size());
+  for (std::size_t d = 0; d < plan_.devices.size(); ++d) endpoints_[d] = endpoint_of(plan_.devices[d]);
   DurationCache durations;
   for (std::size_t i = 0; i < n; ++i) {
     const Op& op = plan_.ops[i];
@@ -355,10 +358,12 @@ void Run::setup() {
         group_ids.push_back(t->group);
         grouped.push_back({id, t->group_size});
       }
-      if (st.memo < 0) {
-        st.memo = static_cast<std::int32_t>(path_memos_.size());
-        path_memos_.emplace_back();
+      std::int32_t& memo = memo_of_stream[static_cast<std::size_t>(op.stream)];
+      if (memo < 0) {
+        memo = static_cast<std::int32_t>(memos.size());
+        memos.emplace_back();
       }
+      h.end_version = shape_of(memos[static_cast<std::size_t>(memo)], *t, is_collective(op.kind));
     } else {
       h.mode = std::holds_alternative<CpuWork>(op.payload) && timed_by_work ? Mode::kCpu : Mode::kTimed;
       try {
@@ -406,7 +411,6 @@ void Run::setup() {
   const std::size_t nd = plan_.devices.size();
   devices_.assign(nd, {});
   cores_free_.assign(nd, 0);
-  endpoints_.resize(nd);
   cpu_waiting_.resize(nd);
   for (std::size_t d = 0; d < nd; ++d) {
     const auto& dev = plan_.devices[d];
@@ -415,9 +419,30 @@ void Run::setup() {
                                                            : plan_.hw.host.nvme.bytes;
     if (dev.kind != DeviceKind::kGpu) devices_[d].copies = std::max(1, plan_.meta.node_twins);
     cores_free_[d] = dev.kind == DeviceKind::kHost ? plan_.hw.host.cores : 0;
-    endpoints_[d] = endpoint_of(dev);
     adjust_memory(static_cast<DeviceId>(d), dev.resident_bytes);
   }
+}
+
+std::uint32_t Run::shape_of(ShapeMemos& memo, const TransferWork& t, bool ring) {
+  if (memo.entry[memo.newest].matches(t, ring)) return memo.entry[memo.newest].shape;
+  memo.newest ^= 1;
+  ShapeMemo& m = memo.entry[memo.newest];
+  if (!m.matches(t, ring)) {
+    if (shapes_.size() > std::numeric_limits<std::uint32_t>::max())
+      throw InputError(plan_.origin, "/ops", "over 2^32 distinct transfers; valid: fewer");
+    TransferShape shape;
+    shape.path = ring ? topo_.ring_path(endpoint(t.src), endpoint(t.dst), t.bytes, t.message_bytes)
+                      : topo_.path(endpoint(t.src), endpoint(t.dst), t.bytes);
+    shape.bytes = t.bytes;
+    shape.latency_steps = t.latency_steps;
+    shape.priority = t.priority;
+    shapes_.push_back(shape);
+    m.src = t.src, m.dst = t.dst, m.ring = ring;
+    m.latency_steps = t.latency_steps, m.priority = t.priority;
+    m.bytes = t.bytes, m.message_bytes = t.message_bytes;
+    m.shape = static_cast<std::uint32_t>(shapes_.size() - 1);
+  }
+  return m.shape;
 }
 
 void Run::add_dependent(OpId& dependents, OpId op) {
@@ -464,7 +489,8 @@ Timeline Run::execute() {
       OpId op = flow_op_[static_cast<std::size_t>(ev.target)];
       ++flow_version_[static_cast<std::size_t>(ev.target)];
       net_.remove(ev.target, now_);  // the flows beside it are re-rated by the instant's flush
-      queue_.push(after(ops_[static_cast<std::size_t>(op)].duration), 0, kOpEnd, op);
+      const HotOp& h = ops_[static_cast<std::size_t>(op)];
+      queue_.push(after(h.duration), 0, kOpEnd, op, h.end_version);
     }
     // Flows started or ended at this instant share one rate recomputation, once the instant is over.
     if (net_.has_pending() && !queue_.more_at_last_popped_time()) {
@@ -544,13 +570,6 @@ void Run::begin(HotOp& h, std::size_t i) {
   h.started = true;
   tl_.start[i] = now_;
   prefetch_ahead(i);
-  // On a stream that carries transfers the next op is most often one: its payload would be read cold.
-  if (h.next >= 0 && streams_[static_cast<std::size_t>(h.stream)].memo >= 0) {
-    const Op& next = plan_.ops[static_cast<std::size_t>(h.next)];
-    __builtin_prefetch(&next.kind);  // start() reads its kind and its payload
-    __builtin_prefetch(&next.payload);
-    __builtin_prefetch(reinterpret_cast<const char*>(&next.payload) + sizeof(Payload) - 1);
-  }
 }
 
 void Run::start_other(OpId id) {
@@ -579,10 +598,8 @@ void Run::start_other(OpId id) {
     return;
   }
   if (h.mode == Mode::kFlow) {
-    auto& st = streams_[static_cast<std::size_t>(h.stream)];
-    const Op& op = plan_.ops[i];
-    const auto& t = std::get<TransferWork>(op.payload);
-    const Path& p = path_of(st, t, is_collective(op.kind));
+    const TransferShape& t = shapes_[h.end_version];
+    const Path& p = t.path;
     h.duration = p.latency * t.latency_steps;
     if (!p.links.empty() && t.bytes > 0) {
       FlowId f = net_.add(p.links, static_cast<double>(t.bytes), p.max_bytes_per_ns, now_, t.priority);
@@ -593,7 +610,7 @@ void Run::start_other(OpId id) {
       flow_op_[static_cast<std::size_t>(f)] = id;
       return;  // rated when the instant's flush runs (the network batches)
     }
-    queue_.push(after(h.duration), 0, kOpEnd, id);
+    queue_.push(after(h.duration), 0, kOpEnd, id, h.end_version);
     return;
   }
   queue_.push(after(h.duration), 0, kOpEnd, id);

@@ -136,6 +136,28 @@ TEST(Engine, TransfersShareLinksAndPayLatency) {
   EXPECT_DOUBLE_EQ(t2.links.front().carried_bytes, 900'000);
 }
 
+TEST(Engine, TransfersAlikeButForLatencyStepsOrPriorityKeepTheirOwn) {
+  // One stream's sends of 450 kB from GPU 0 to GPU 1 (1000 ns on the wire, 3 us latency a step), worked out
+  // once per kind of transfer as the plan is read: each keeps its own latency steps and priority.
+  PlanMaker pm(2);
+  const OpId a = pm.add(1, TransferWork{0, 1, 450'000, 1, -1, 1}, -1);
+  const OpId b = pm.add(1, TransferWork{0, 1, 450'000, 3, -1, 1}, -1);
+  const OpId c = pm.add(1, TransferWork{0, 1, 450'000, 3, -1, 1}, -1);
+  const OpId d = pm.add(1, TransferWork{0, 1, 450'000, 1, -1, 1}, -1);
+  // A background send beside a foreground one on another stream: it gets what the first leaves (nothing)
+  // until that one ends, then the port.
+  const StreamId other = pm.add_stream(0, StreamKind::kP2PSend, "p2p_send2");
+  TransferWork background{0, 1, 450'000, 1, -1, 1};
+  background.priority = 1;
+  const OpId e = pm.add(other, background, -1);
+  const Timeline t = Engine{}.run(pm.plan);
+  EXPECT_EQ(t.end[static_cast<std::size_t>(a)], 4000);
+  EXPECT_EQ(t.end[static_cast<std::size_t>(b)], 4000 + 1000 + 9000);
+  EXPECT_EQ(t.end[static_cast<std::size_t>(c)], 14000 + 1000 + 9000);
+  EXPECT_EQ(t.end[static_cast<std::size_t>(d)], 24000 + 4000);
+  EXPECT_EQ(t.end[static_cast<std::size_t>(e)], 1000 + 1000 + 3000);
+}
+
 TEST(Engine, AnInstantWhoseLastEventWasSupersededStillRatesItsNewFlows) {
   // GPU 3 computes X while a collective on its other stream slows it (the profile's
   // collective_compute_slowdown): X's first end event is superseded. At exactly that instant GPU 2's timed op
