@@ -41,6 +41,8 @@ struct SweepContext {
 /// Idle time charged so far, in nanoseconds, by cause.
 struct BreakdownTally {
   Duration kernels = 0, tp = 0, optimizer = 0, bubble = 0, pp = 0, dp = 0, cp = 0, offload = 0, other = 0;
+
+  bool operator==(const BreakdownTally&) const = default;
 };
 
 struct OpSweep {
@@ -56,6 +58,8 @@ struct OpSweep {
   std::vector<OpId> first_compute;
   std::vector<TimePoint> at;
   std::vector<OpId> last_other;
+
+  bool operator==(const OpSweep&) const = default;
 };
 
 /// Sweeps ops [begin, end).

@@ -22,6 +22,8 @@ struct TimeBreakdown {
   double cp_comm = 0;          ///< idle, waiting for context parallelism's key/value exchange
   double offload = 0;          ///< idle, waiting for host transfers, NVMe or the CPU optimizer
   double other = 0;            ///< idle with no dependency to blame (fill jobs, context switches)
+
+  bool operator==(const TimeBreakdown&) const = default;
 };
 
 /// Shares of GPU time (simulated GPUs x run time) by cause; all zero for an empty run.
