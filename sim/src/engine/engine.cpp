@@ -231,9 +231,10 @@ class Run {
     if (--ops_[static_cast<std::size_t>(d)].deps_left == 0) try_start(d);
   }
   std::vector<OpId> released_;  // scratch: a chain's dependents, put back in ascending order
-  /// What a memory event reads and writes of its device, in one 32-byte record: in separate arrays (and the
-  /// plan's device record for its kind) it was four cache lines per event, thousands of GPUs apart.
-  struct DeviceMemory {
+  /// What a memory event (or a collective beside compute) reads and writes of its device, in one 32-byte
+  /// record: in separate arrays (and the plan's device record for its kind) a memory event was four cache
+  /// lines, thousands of GPUs apart.
+  struct DeviceState {
     std::int64_t now = 0;
     std::int64_t peak = 0;
     std::int64_t capacity = 0;
@@ -242,9 +243,9 @@ class Run {
     std::int32_t copies = 1;
     std::int32_t collectives_on = 0;  // collectives in flight (kept when the profile names a slowdown)
   };
-  static_assert(sizeof(DeviceMemory) == 32);
-  std::vector<DeviceMemory> devices_;
-  std::vector<Endpoint> endpoints_;   // per device: where it sits in the topology (looked up per transfer)
+  static_assert(sizeof(DeviceState) == 32);
+  std::vector<DeviceState> devices_;
+  std::vector<Endpoint> endpoints_;   // per device: where it sits in the topology (for transfer shapes)
   HugeVector<TransferShape> shapes_;  // each transfer's, by the index in its HotOp (megabytes at 8,192 GPUs)
   std::vector<std::int32_t> cores_free_;
   /// CPU ops waiting for a device's cores, first come first served. A vector and the index of its first
@@ -510,7 +511,7 @@ Timeline Run::execute() {
     }
   tl_.peak_bytes.reserve(devices_.size());
   tl_.capacity_bytes.reserve(devices_.size());
-  for (const DeviceMemory& m : devices_) {
+  for (const DeviceState& m : devices_) {
     tl_.peak_bytes.push_back(m.peak);
     tl_.capacity_bytes.push_back(m.capacity);
   }
@@ -687,7 +688,7 @@ void Run::restretch(DeviceId d, double old_factor) {
 
 void Run::adjust_memory(DeviceId d, std::int64_t delta) {
   if (delta == 0) return;
-  DeviceMemory& m = devices_[static_cast<std::size_t>(d)];
+  DeviceState& m = devices_[static_cast<std::size_t>(d)];
   if ((m.copies > 1 && __builtin_mul_overflow(delta, std::int64_t{m.copies}, &delta)) ||
       __builtin_add_overflow(m.now, delta, &m.now))
     throw InputError(plan_.origin, fmt::format("/devices/{}", d),
