@@ -95,7 +95,8 @@ Metrics compute_metrics(const Plan& plan, const Timeline& tl) {
   const TimePoint last = sweep.last;
   const std::vector<TimePoint>& iteration_end = sweep.iteration_end;
   const std::vector<Duration>& busy = sweep.busy;
-  const std::vector<TimePoint>&first_c = sweep.first_compute_start, &last_c = sweep.last_compute_end;
+  const std::vector<TimePoint>& first_c = sweep.first_compute_start;
+  const std::vector<TimePoint>& last_c = sweep.last_compute_end;
   std::vector<std::pair<TimePoint, TimePoint>>& cpu = sweep.cpu;
   std::vector<std::pair<TimePoint, TimePoint>> gpu;
   const std::vector<StreamRole>& roles = ctx.roles;
