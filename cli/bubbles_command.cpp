@@ -11,6 +11,7 @@
 #include "pipesim/sim/bubbles.hpp"
 #include "pipesim/sim/engine.hpp"
 #include "pipesim/sim/error.hpp"
+#include "pipesim/sim/invariants.hpp"
 #include "pipesim/sim/json_text.hpp"
 #include "pipesim/sim/metrics.hpp"
 #include "pipesim/sim/plan_builder.hpp"
@@ -168,6 +169,8 @@ int run_bubbles(const BubblesOptions& o) {
   const sim::Timeline tl = sim::Engine(sim::EngineOptions{true}).run(plan);
   const sim::Metrics m = sim::compute_metrics(plan, tl);
   const std::vector<sim::Bubble> bubbles = sim::find_bubbles(plan, tl);
+  sim::check_run(plan, tl, m);
+  sim::check_bubbles(plan, bubbles, m);
   if (o.format == "json")
     print_json(plan, m, bubbles);
   else

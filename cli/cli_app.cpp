@@ -1,5 +1,6 @@
 // pipesim: predict, plan and validate pipeline-parallel LLM training. This file only parses arguments,
-// calls the libraries and maps their typed errors to exit code 2 with one line.
+// calls the libraries and maps their typed errors to one line and an exit code (2: bad input, 3: a broken
+// invariant).
 #include "cli_app.hpp"
 
 #include <filesystem>
@@ -11,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bubbles_command.hpp"
+#include "check_command.hpp"
 #include "explain_command.hpp"
 #include "partition_command.hpp"
 #include "pipesim/calibrate/calibrate.hpp"
@@ -499,6 +501,16 @@ void add_explain(CLI::App& app, Commands& c) {
       ->check(CLI::IsMember({"table", "json"}))
       ->capture_default_str();
   c.explain = explain;
+  auto* check = app.add_subcommand(
+      "check",
+      "hold a saved result to the invariants every result is checked against (exit code 3 if broken)");
+  check
+      ->add_option("result", c.check_result,
+                   "simulate --format json output, or a pipesim-timeline (simulate --timeline, replay --out)")
+      ->required();
+  check->add_option("--plan", c.check_plan,
+                    "the pipesim-plan the timeline ran: checks its op times and memory");
+  c.check = check;
 }
 
 void add_replay(CLI::App& app, Commands& c) {
@@ -601,6 +613,7 @@ int dispatch(CLI::App& app, Commands& c, bool no_arguments) {
   if (c.part->parsed()) return pipesim::cli::run_partition(c.partition);
   if (c.pl->parsed()) return pipesim::cli::run_plan(c.plan);
   if (c.buy_cmd->parsed()) return pipesim::cli::run_buy(c.buy);
+  if (c.check->parsed()) return pipesim::cli::run_check(c.check_result, c.check_plan);
   if (c.explain->parsed()) return pipesim::cli::run_explain(c.explain_file, c.explain_format, c.explain_top);
   if (c.rep->parsed()) return pipesim::cli::run_replay(c.replay);
   if (c.cmp->parsed())
@@ -637,6 +650,10 @@ int run_cli(int argc, char** argv) {
   } catch (const pipesim::sim::DeadlockError& e) {
     std::cerr << "pipesim: error: " << e.what() << "\n";
     return 2;
+  } catch (const pipesim::sim::InvariantError& e) {
+    // pipesim's own bug, not the input's: no number is better than a wrong one.
+    std::cerr << "pipesim: internal error: " << e.what() << "\n";
+    return 3;
   } catch (const std::bad_alloc&) {
     // The estimates refuse what will not fit before building it; this is what they did not foresee.
     std::cerr << "pipesim: error: out of memory (limit: " << pipesim::sim::memory_limit_text()

@@ -30,19 +30,21 @@ struct Commands {
   ReplayCommandOptions replay;
   std::string compare_predicted, compare_measured, compare_format = "table";
   int compare_top = 10;
+  std::string check_result, check_plan;
   std::string list_format = "table";  // schedules, hw, models, fill-jobs
   bool calibrate_replay_host = false;
   std::string calibrate_from_replay, calibrate_plan;
   CLI::Option* calibrate_base = nullptr;
   CLI::App *sim = nullptr, *cal = nullptr, *part = nullptr, *pl = nullptr, *explain = nullptr, *bub = nullptr,
-           *rep = nullptr, *cmp = nullptr, *buy_cmd = nullptr;
+           *rep = nullptr, *cmp = nullptr, *buy_cmd = nullptr, *check = nullptr;
 };
 
 /// Registers every subcommand and its options on `app`, writing into `c`.
 void add_commands(CLI::App& app, Commands& c);
 /// Runs the parsed subcommand (throws the libraries' typed errors).
 int dispatch(CLI::App& app, Commands& c, bool no_arguments);
-/// Parses, runs, and maps errors to one line and exit code 2 (1 only for internal errors).
+/// Parses, runs, and maps errors to one line: exit code 2 for bad input, 3 for a broken invariant, 1 for
+/// other internal errors.
 int run_cli(int argc, char** argv);
 
 }  // namespace pipesim::cli

@@ -10,6 +10,7 @@
 #include "pipesim/replay/refit.hpp"
 #include "pipesim/sim/error.hpp"
 #include "pipesim/sim/hardware.hpp"
+#include "pipesim/sim/invariants.hpp"
 #include "pipesim/sim/json_text.hpp"
 #include "pipesim/sim/metrics.hpp"
 #include "pipesim/sim/output_file.hpp"
@@ -39,7 +40,12 @@ int run_replay(const ReplayCommandOptions& o) {
   const replay::ReplayResult r = replay::replay_plan(plan, o.replay);
   if (!r.root) return 0;  // multi-node: rank 0 reports
   const sim::Metrics measured = sim::compute_metrics(plan, r.timeline);
-  const sim::Metrics predicted = sim::compute_metrics(plan, sim::Engine{}.run(plan));
+  const sim::Timeline predicted_timeline = sim::Engine{}.run(plan);
+  const sim::Metrics predicted = sim::compute_metrics(plan, predicted_timeline);
+  sim::check_run(plan, predicted_timeline, predicted);
+  // A measured run's op times come from clocks on several streams: its metrics are held to the invariants,
+  // its op order is the replay engine's to keep.
+  sim::check_metrics(measured, plan.meta.global_batch, plan.meta.seq);
   if (!o.out.empty()) sim::write_output_file(o.out, measured_timeline_json(plan, r, measured));
   if (!o.trace.empty()) {
     sim::OutputFile out(o.trace);

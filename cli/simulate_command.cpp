@@ -14,6 +14,7 @@
 #include "pipesim/sim/engine.hpp"
 #include "pipesim/sim/error.hpp"
 #include "pipesim/sim/fill.hpp"
+#include "pipesim/sim/invariants.hpp"
 #include "pipesim/sim/json_text.hpp"
 #include "pipesim/sim/metrics.hpp"
 #include "pipesim/sim/output_file.hpp"
@@ -72,6 +73,7 @@ nlohmann::ordered_json fill_json(const SimulateOptions& o, const sim::FillRun& f
   return {{"policy", o.fill_policy},
           {"bubble_share", f.bubble_share},
           {"main_slowdown", f.main_slowdown},
+          {"main_slowdown_limit", o.fill_max_slowdown},
           {"fill_gpu_equivalents", f.fill_gpu_equivalents},
           {"fill_tflops_per_gpu", f.fill_tflops_per_gpu},
           {"utilization_without_fill", f.utilization_before},
@@ -187,6 +189,11 @@ int run_simulate(const SimulateOptions& o) {
     }
   }
   fill_bubbles(o, results);
+  // Nothing is written or printed before every result holds its invariants.
+  for (const auto& r : results) {
+    sim::check_run(r.plan, r.timeline, r.metrics);
+    if (r.fill) sim::check_fill(sim::claims_of(*r.fill, o.fill_max_slowdown));
+  }
   const bool several = results.size() > 1;
   for (const auto& r : results) {
     std::string name = sim::schedule_label(r.plan.meta);

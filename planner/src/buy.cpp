@@ -9,6 +9,7 @@
 #include "pipesim/sim/engine.hpp"
 #include "pipesim/sim/error.hpp"
 #include "pipesim/sim/hardware.hpp"
+#include "pipesim/sim/invariants.hpp"
 
 namespace pipesim::planner {
 
@@ -77,6 +78,7 @@ bool microbatch_held_by_memory(const Candidate& best, double max_mem_fraction) {
   try {
     const sim::Plan plan = candidate_plan(c);
     const sim::Metrics m = sim::compute_metrics(plan, sim::Engine{}.run(plan));
+    sim::check_metrics(m, plan.meta.global_batch, plan.meta.seq);
     return m.oom || static_cast<double>(m.peak_gpu_mem_bytes) >
                         max_mem_fraction * static_cast<double>(plan.hw.gpu.hbm_bytes);
   } catch (const sim::InputError&) {

@@ -14,6 +14,7 @@
 #include "pipesim/planner/partition.hpp"
 #include "pipesim/sim/engine.hpp"
 #include "pipesim/sim/error.hpp"
+#include "pipesim/sim/invariants.hpp"
 #include "pipesim/sim/model.hpp"
 #include "pipesim/sim/plan_builder.hpp"
 
@@ -448,6 +449,7 @@ SearchResult search(const SearchOptions& o, std::ostream* progress) {
             sim::Plan plan = candidate_plan(c);
             sim::Timeline tl = sim::Engine{}.run(plan);
             c.metrics = sim::compute_metrics(plan, tl);
+            sim::check_metrics(c.metrics, plan.meta.global_batch, plan.meta.seq);  // throws: a bug
           } catch (const sim::InputError& e) {  // the schedule cannot run this configuration
             errors[i - next] = e.what();
           } catch (const sim::DeadlockError& e) {

@@ -4,7 +4,8 @@ Every function takes the command line's options as keyword arguments (``--global
 ``global_batch=32``; a flag is ``True``; a list is joined with commas) and runs that command in this process
 (the GIL is released meanwhile), so defaults, checks and results are exactly the command line's. Results are
 the JSON the command prints with ``--format json``, as dicts and lists. Bad input raises ``ValueError`` with
-the command line's one-line message; an unknown keyword raises ``TypeError`` naming the valid ones.
+the command line's one-line message; an unknown keyword raises ``TypeError`` naming the valid ones; a result
+that breaks a physical invariant (pipesim's own bug: docs/invariants.md) raises ``InvariantError``.
 
     import pipesim
     r = pipesim.simulate(model="llama3-8b", hw="rtx4090-8x", pp=8, schedule="1f1b")
@@ -22,9 +23,20 @@ import numpy as np
 
 from . import _pipesim
 
-__all__ = ["simulate", "timeline", "plan", "buy", "partition", "bubbles", "explain", "replay", "compare", "calibrate",
+__all__ = ["InvariantError", "check", "simulate", "timeline", "plan", "buy", "partition", "bubbles", "explain", "replay", "compare", "calibrate",
            "load_plan", "load_timeline",
            "hw_profiles", "models", "schedules", "fill_jobs", "run", "sweep", "Timeline"]
+
+
+class InvariantError(RuntimeError):
+    """A result broke a physical invariant (exit code 3): a bug in pipesim, not in the input; no result is
+    returned. The message names the invariant and its values."""
+
+
+def _raise_for(code, err):
+    if code == 3:
+        raise InvariantError(err.strip())
+    raise ValueError(err.strip())
 
 
 def run(*args):
@@ -72,7 +84,7 @@ def _arguments(command, kwargs):
 def _run_json(command, kwargs):
     code, out, err = _pipesim.run(_arguments(command, dict(kwargs, format="json")))
     if code != 0:
-        raise ValueError(err.strip())
+        _raise_for(code, err)
     return json.loads(out)
 
 
@@ -106,7 +118,7 @@ def bubbles(**kwargs):
 def _run_positional_json(command, positionals, kwargs):
     code, out, err = _pipesim.run(_arguments(command, dict(kwargs, format="json")) + [str(p) for p in positionals])
     if code != 0:
-        raise ValueError(err.strip())
+        _raise_for(code, err)
     return json.loads(out)
 
 
@@ -127,13 +139,22 @@ def compare(predicted, measured, **kwargs):
     return _run_positional_json("compare", [predicted, measured], kwargs)
 
 
+def check(result_file, plan=None):
+    """``pipesim check RESULT [--plan PLAN]``: a saved result (``simulate`` JSON or a timeline) held to the
+    invariants; returns the command's one-line verdict, raises ``InvariantError`` naming the first broken."""
+    code, out, err = _pipesim.run(["check", str(result_file)] + (["--plan", str(plan)] if plan else []))
+    if code != 0:
+        _raise_for(code, err)
+    return out.strip()
+
+
 def calibrate(**kwargs):
     """``pipesim calibrate``: measures this machine (or, with ``replay_host=True``, describes the host replay
     backend; with ``from_replay=`` and ``plan=``, refits a profile from a replay) and writes the profile to
     ``out``; returns the written profile as a dict. What the command reports goes to ``report`` in it."""
     code, out, err = _pipesim.run(_arguments("calibrate", kwargs))
     if code != 0:
-        raise ValueError(err.strip())
+        _raise_for(code, err)
     with open(kwargs["out"], encoding="utf-8") as f:
         profile = json.load(f)
     profile["report"] = (out + err).strip()
@@ -143,7 +164,7 @@ def calibrate(**kwargs):
 def _listing(command):
     code, out, err = _pipesim.run([command, "--format", "json"])
     if code != 0:
-        raise ValueError(err.strip())
+        _raise_for(code, err)
     return json.loads(out)
 
 

@@ -285,5 +285,21 @@ class ThreadsAndSweeps(unittest.TestCase):
         self.assertTrue(local.equals(remote), f"{local}\n{remote}")
 
 
+class Invariants(unittest.TestCase):
+    def test_a_broken_invariant_raises_invariant_error_not_value_error(self):
+        result = pipesim.simulate(**JOB)
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "result.json")
+            with open(path, "w") as f:
+                json.dump(result, f)
+            self.assertIn("holds every invariant", pipesim.check(path))
+            with open(path, "w") as f:
+                json.dump(dict(result, mfu=441.0, hfu=441.0), f)
+            with self.assertRaises(pipesim.InvariantError) as e:
+                pipesim.check(path)
+            self.assertIn("invariant 'hfu-le-1' violated", str(e.exception))
+            self.assertNotIsInstance(e.exception, ValueError)
+
+
 if __name__ == "__main__":
     unittest.main(argv=sys.argv[:1], verbosity=2)

@@ -27,11 +27,21 @@ TimePoint run_end(const Timeline& tl) {
   return end;
 }
 
+/// How much longer the main job takes with fill than without: the longer of its step (the steady state of
+/// an asynchronous schedule) and its whole run (fill that overruns the last bubble delays the next step).
+double slowdown(const Metrics& without, const Metrics& with) {
+  double worse = 0;
+  if (without.step_time_s > 0) worse = std::max(worse, with.step_time_s / without.step_time_s - 1);
+  if (without.run_time_s > 0) worse = std::max(worse, with.run_time_s / without.run_time_s - 1);
+  return worse;
+}
+
 }  // namespace
 
 FillRun simulate_with_fill(const Plan& plan, const Timeline& timeline, const std::vector<FillJob>& jobs,
                            FillOptions options, double max_slowdown) {
   const double base = static_cast<double>(run_end(timeline));
+  const Metrics base_metrics = compute_metrics(plan, timeline);
   const auto [base_busy, gpus] = main_busy(plan, timeline);
   FillRun run;
   for (double share = options.bubble_share;; share *= 0.8) {
@@ -41,8 +51,7 @@ FillRun simulate_with_fill(const Plan& plan, const Timeline& timeline, const std
     attempt.outcome = add_fill_jobs(attempt.plan, timeline, jobs, options);
     attempt.timeline = Engine{}.run(attempt.plan);
     attempt.bubble_share = share;
-    const double step = static_cast<double>(run_end(attempt.timeline));
-    attempt.main_slowdown = base > 0 ? step / base - 1 : 0;
+    attempt.main_slowdown = slowdown(base_metrics, compute_metrics(attempt.plan, attempt.timeline));
     if (attempt.main_slowdown <= max_slowdown || share < 0.05) {
       if (attempt.main_slowdown > max_slowdown) {  // nothing small enough: run without fill
         attempt.plan = plan;
@@ -74,6 +83,22 @@ FillRun simulate_with_fill(const Plan& plan, const Timeline& timeline, const std
             ? static_cast<double>(run.timeline.end[static_cast<std::size_t>(j.last_op)]) / 1e9
             : -1);
   return run;
+}
+
+FillClaims claims_of(const FillRun& run, double max_slowdown) {
+  FillClaims c;
+  c.main_slowdown = run.main_slowdown;
+  c.max_slowdown = max_slowdown;
+  c.utilization_before = run.utilization_before;
+  c.utilization_after = run.utilization_after;
+  c.fill_gpu_equivalents = run.fill_gpu_equivalents;
+  c.num_gpus = run.plan.num_gpus();
+  c.run_time_s = static_cast<double>(run_end(run.timeline)) / 1e9;
+  for (std::size_t j = 0; j < run.outcome.jobs.size(); ++j) {
+    const FillJobOutcome& o = run.outcome.jobs[j];
+    c.jobs.push_back({o.name, o.units_done, o.units, run.completed_s[j]});
+  }
+  return c;
 }
 
 }  // namespace pipesim::sim

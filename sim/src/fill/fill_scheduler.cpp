@@ -154,7 +154,8 @@ FillOutcome add_fill_jobs(Plan& plan, const Timeline& tl, const std::vector<Fill
       for (std::size_t k = 0; k < shapes[j].size() && left[j] > 0; ++k) {
         const FillShape& shape = shapes[j][k];
         if (job.state_bytes + shape.unit_memory_bytes > b.free_bytes) continue;  // no room in this bubble
-        const std::int64_t n = std::min((left[j] + shape.batch - 1) / shape.batch, room / shape.unit_ns);
+        const std::int64_t wanted = (left[j] + shape.batch - 1) / shape.batch;
+        const std::int64_t n = shape.unit_ns > 0 ? std::min(wanted, room / shape.unit_ns) : wanted;
         if (n <= 0) continue;
         units += n;
         busy += n * shape.unit_ns;

@@ -118,10 +118,14 @@ OpSweep sweep_ops(const SweepContext& ctx, std::size_t begin, std::size_t end) {
     const TimePoint op_start = tl.start[i], op_end = tl.end[i];
     s.first = std::min(s.first, op_start);
     s.last = std::max(s.last, op_end);
-    const auto it = static_cast<std::size_t>(std::clamp(op.tags.iteration, 0, ctx.iterations - 1));
-    s.iteration_end[it] = std::max(s.iteration_end[it], op_end);
-    if (std::holds_alternative<CpuWork>(op.payload)) s.cpu.push_back({op_start, op_end});
     const StreamRole& role = ctx.roles[static_cast<std::size_t>(op.stream)];
+    // An iteration ends with the main job's last op of it: a fill chunk carries the iteration of the bubble
+    // it fills, and one in a GPU's last bubble runs on to the end of the whole run.
+    if (!role.fill) {
+      const auto it = static_cast<std::size_t>(std::clamp(op.tags.iteration, 0, ctx.iterations - 1));
+      s.iteration_end[it] = std::max(s.iteration_end[it], op_end);
+    }
+    if (std::holds_alternative<CpuWork>(op.payload)) s.cpu.push_back({op_start, op_end});
     const auto d = static_cast<std::size_t>(role.device);
     const auto id = static_cast<OpId>(i);
     if (!role.compute) {

@@ -14,6 +14,7 @@ struct StreamRole {
   std::int32_t device = 0;
   bool compute = false;  // a compute stream
   bool on_gpu = false;   // its device is a GPU
+  bool fill = false;     // a fill job's stream: its work is not the main job's, nor are its iterations
 };
 
 inline std::vector<StreamRole> stream_roles(const Plan& plan) {
@@ -21,7 +22,8 @@ inline std::vector<StreamRole> stream_roles(const Plan& plan) {
   roles.reserve(plan.streams.size());
   for (const Stream& s : plan.streams)
     roles.push_back({s.device, s.kind == StreamKind::kCompute,
-                     plan.devices[static_cast<std::size_t>(s.device)].kind == DeviceKind::kGpu});
+                     plan.devices[static_cast<std::size_t>(s.device)].kind == DeviceKind::kGpu,
+                     s.kind == StreamKind::kFill});
   return roles;
 }
 

@@ -49,6 +49,20 @@ class InputError : public std::runtime_error {
   std::string message_;
 };
 
+/// A result that breaks a physical invariant (an MFU above 1, a step shorter than the work it holds): a bug
+/// in pipesim, never in the user's input. The command line reports it as an internal error, exit code 3,
+/// and prints no number.
+class InvariantError : public std::runtime_error {
+ public:
+  InvariantError(std::string invariant, const std::string& detail)
+      : std::runtime_error("invariant '" + invariant + "' violated: " + detail),
+        invariant_(std::move(invariant)) {}
+  const std::string& invariant() const { return invariant_; }
+
+ private:
+  std::string invariant_;
+};
+
 /// A plan that cannot execute: a dependency cycle or a stream order that would deadlock.
 class DeadlockError : public std::runtime_error {
  public:

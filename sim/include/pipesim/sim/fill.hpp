@@ -12,6 +12,7 @@
 #include "pipesim/sim/bubbles.hpp"
 #include "pipesim/sim/engine.hpp"
 #include "pipesim/sim/hardware.hpp"
+#include "pipesim/sim/invariants.hpp"
 #include "pipesim/sim/plan.hpp"
 
 namespace pipesim::sim {
@@ -101,5 +102,8 @@ struct FillRun {
 /// to 0.05) and keeps the first run in bounds (or none at all).
 FillRun simulate_with_fill(const Plan& plan, const Timeline& timeline, const std::vector<FillJob>& jobs,
                            FillOptions options, double max_slowdown);
+
+/// What a fill run kept within `max_slowdown` claims, for check_fill.
+FillClaims claims_of(const FillRun& run, double max_slowdown);
 
 }  // namespace pipesim::sim
