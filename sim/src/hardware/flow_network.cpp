@@ -263,6 +263,9 @@ void FlowNetwork::recompute(std::span<const std::int32_t> seed_links, TimePoint 
         for (auto l : f.links) {
           std::size_t i = local(l);
           left[i] -= f.rate;
+          // What rounding leaves of a saturated link is nothing: a background flow given that residue
+          // (bytes per second for a gigabyte) would end centuries later instead of waiting its turn.
+          if (left[i] < links_[static_cast<std::size_t>(l)].capacity * 1e-12) left[i] = 0;
           --count[i];
         }
       }

@@ -135,7 +135,11 @@ SavedResult read_result(const Fields& f, const std::string& path) {
 }  // namespace
 
 std::vector<SavedResult> load_saved_results(const std::string& path) {
-  const json root = detail::parse_json_text(detail::read_text_file(path), path);
+  return parse_saved_results(detail::read_text_file(path), path);
+}
+
+std::vector<SavedResult> parse_saved_results(const std::string& text, const std::string& path) {
+  const json root = detail::parse_json_text(text, path);
   std::vector<SavedResult> out;
   if (root.is_array()) {  // simulate --schedule all
     for (std::size_t i = 0; i < root.size(); ++i)

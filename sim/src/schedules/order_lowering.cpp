@@ -8,6 +8,7 @@
 #include <map>
 #include <numeric>
 #include <optional>
+#include <set>
 #include <tuple>
 #include <unordered_map>
 
@@ -1471,6 +1472,37 @@ SharedLinkUse shared_link_use(const Plan& plan) {
   return use;
 }
 
+/// Whether a collective's ring inside a node can hop over unalike links: a node whose GPU pairs are joined in
+/// more than one way (NVLink bridging only some pairs, or peer-to-peer PCIe under several switches) runs a
+/// ring as fast as its slowest hop, which the simulated member's own hop need not be.
+bool unalike_ring_hops(const Plan& plan) {
+  const HardwareProfile& hw = plan.hw;
+  auto nvlinked = [&](std::int32_t a, std::int32_t b) {
+    return hw.nvlink_group(a) >= 0 && hw.nvlink_group(a) == hw.nvlink_group(b);
+  };
+  std::vector<std::int32_t> switch_of(static_cast<std::size_t>(hw.node.gpus), 0);
+  for (std::size_t s = 0; s < hw.node.pcie.switches.size(); ++s)
+    for (int g : hw.node.pcie.switches[s])
+      switch_of[static_cast<std::size_t>(g)] = static_cast<std::int32_t>(s);
+  std::set<int>
+      kinds;  // 0: NVLink, 1: PCIe under one switch, 2: PCIe across switches, 3: through host memory
+  for (std::int32_t a = 0; a < hw.node.gpus; ++a)
+    for (std::int32_t b = a + 1; b < hw.node.gpus; ++b)
+      kinds.insert(nvlinked(a, b)                                                                     ? 0
+                   : !hw.node.pcie.peer_to_peer                                                       ? 3
+                   : switch_of[static_cast<std::size_t>(a)] == switch_of[static_cast<std::size_t>(b)] ? 1
+                                                                                                      : 2);
+  if (kinds.size() < 2) return false;
+  for (const Op& op : plan.ops) {
+    const auto* w = std::get_if<TransferWork>(&op.payload);
+    if (!w || !is_collective(op.kind) || w->src == w->dst) continue;
+    const Device& a = plan.devices[static_cast<std::size_t>(w->src)];
+    const Device& b = plan.devices[static_cast<std::size_t>(w->dst)];
+    if (a.kind == DeviceKind::kGpu && b.kind == DeviceKind::kGpu && a.node == b.node) return true;
+  }
+  return false;
+}
+
 /// A symmetric plan's twin counts (PlanMeta::node_twins, switch_twins): the job GPUs that run the same
 /// stage as a simulated GPU on its node and under its PCIe switch. They stand in for simulating the other
 /// replicas only where every node repeats the pattern of the simulated replica's nodes and every stage has
@@ -1697,6 +1729,12 @@ Plan lower_layout(const ScheduleDescriptor& schedule, const ScheduleInput& input
   if (input.explicit_replicas || input.tp * input.cp * input.dp == 1)
     return Builder(schedule, input).build(input.explicit_replicas);
   Plan plan = Builder(schedule, input).build(false);
+  if (unalike_ring_hops(plan)) {
+    plan = Builder(schedule, input).build(true);
+    plan.meta.note =
+        "a node's GPUs are linked unalike (NVLink joins only some pairs); rings simulated explicitly";
+    return plan;
+  }
   const SharedLinkUse use = shared_link_use(plan);
   if (use.gpu_traffic) {
     // Identical replicas would contend on shared PCIe uplinks: simulating one would hide that contention.

@@ -30,6 +30,8 @@ struct SavedResult {
 /// null (not finite) is read as NaN, for the invariants to name. Throws InputError naming the file and JSON
 /// path for anything else malformed.
 std::vector<SavedResult> load_saved_results(const std::string& path);
+/// The same from the file's text (`path` names it in errors).
+std::vector<SavedResult> parse_saved_results(const std::string& text, const std::string& path);
 
 /// Checks a saved result's invariants; with the plan it ran, a timeline's op times and memory as well.
 /// Throws InvariantError for the first broken, InputError when the timeline is not of that plan.
