@@ -5,12 +5,13 @@
 #include <string>
 
 #include "pipesim/sim/job.hpp"
+#include "pipesim/sim/schedule.hpp"
 
 namespace pipesim::cli {
 
 struct BubblesOptions {
   sim::JobOptions job;
-  std::string schedule = "1f1b";
+  std::string schedule = sim::default_schedule().name;
   std::string plan_file;  ///< a saved plan instead of the job
   std::string format = "table";
 };

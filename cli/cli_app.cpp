@@ -30,6 +30,7 @@
 #include "plan_command.hpp"
 #include "replay_command.hpp"
 #include "simulate_command.hpp"
+#include "suggestions.hpp"
 
 namespace pipesim::cli {
 
@@ -630,6 +631,10 @@ int run_cli(int argc, char** argv) {
   CLI::App app{"pipesim: discrete-event simulator and planner for pipeline-parallel LLM training"};
   Commands commands;
   add_commands(app, commands);
+  if (const auto unknown = unknown_command(app, argc, argv)) {
+    std::cerr << "pipesim: error: " << *unknown << "\n";
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -639,7 +644,8 @@ int run_cli(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::cerr << "pipesim: error: " << e.what() << " (see --help)\n";
+    const auto unknown = unknown_option(app, argc, argv);
+    std::cerr << "pipesim: error: " << (unknown ? *unknown : std::string(e.what()) + " (see --help)") << "\n";
     return 2;
   }
   try {

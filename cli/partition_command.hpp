@@ -5,12 +5,13 @@
 #include <string>
 
 #include "pipesim/sim/job.hpp"
+#include "pipesim/sim/schedule.hpp"
 
 namespace pipesim::cli {
 
 struct PartitionOptions {
   sim::JobOptions job;
-  std::string schedule = "1f1b";
+  std::string schedule = sim::default_schedule().name;
   double max_mem_fraction = 0.9;
   std::string format = "table";
 };

@@ -1,5 +1,5 @@
-// Multi-node replay loads the MPI transport module on demand: MPI's libraries (OpenMPI, hwloc, libevent)
-// took 1.4 ms of every pipesim process's start when linked in.
+// Multi-node replay loads the MPI transport module on demand: linked in, MPI's libraries (OpenMPI, hwloc,
+// libevent) would load and initialise at every pipesim process's start, replay or not.
 #include <dlfcn.h>
 
 #include <array>

@@ -590,6 +590,18 @@ class BadInput(unittest.TestCase):
         for f in fragments:
             self.assertIn(f, lines[0])
 
+    def test_unknown_words_are_named_with_the_nearest_valid_one(self):
+        self.expect_error(["simulat"], "unknown command 'simulat'", "did you mean 'simulate'?", "valid: simulate,")
+        self.expect_error(["import-nothing"], "unknown command 'import-nothing'", "valid:")
+        self.expect_error(["simulate", "--modle", "llama3-8b"], "unknown option '--modle' for 'simulate'",
+                          "did you mean '--model'?")
+        self.expect_error(["plan", "--gpus", "8", "--globl-batch=8"], "unknown option '--globl-batch'",
+                          "did you mean '--global-batch'?")
+        self.expect_error(["simulate", "--zzzzzzzzzz"], "unknown option '--zzzzzzzzzz'")
+        rc, _, err = run("simulate", "--zzzzzzzzzz")
+        self.assertNotIn("did you mean", err)  # nothing near enough to be a typo of it
+        self.expect_error(["simulate", "--model"], "--model", "missing")  # known words keep the parser's message
+
     def test_tensor_parallel_overlap_and_score_bandwidth(self):
         self.expect_error(["simulate", "--tp-overlap", "sideways"], "--tp-overlap", "backward,none")
         with open(os.path.join(SRC, "hw_profiles", "a100-80g-sxm-8x.json")) as f:

@@ -4,7 +4,7 @@ and the Python module print the same JSON, and `--plan-out` then `--plan` writes
 timeline byte for byte. A job its schedule refuses must be refused the same way by both (exit code 2 and its
 message). A failure prints the seed and the command that reproduces it.
 
-    PYTHONPATH=<build>/python PIPESIM_BIN=<pipesim> cli_and_module.py [--jobs N] [--seed S]
+    PYTHONPATH=<build>/python PIPESIM_BIN=<pipesim> cli_and_module.py [--jobs N] [--seed S] [--max-pp P]
 """
 import argparse
 import filecmp
@@ -23,9 +23,9 @@ HWS = ["h100-sxm-8x", "a100-80g-sxm-8x", "rtx4090-8x", "l40s-8x", "mi300x-8x", "
        "v100-sxm2-4x"]
 
 
-def generate(rng, schedules):
+def generate(rng, schedules, max_pp):
     job = dict(schedule=rng.choice(schedules), model=rng.choice(MODELS), hw=rng.choice(HWS),
-               pp=rng.choice([1, 2, 2, 4, 4, 8, 8, 16, 32, 64]), tp=rng.choice([1, 1, 1, 2, 4]),
+               pp=min(max_pp, rng.choice([1, 2, 2, 4, 4, 8, 8, 16, 32, 64])), tp=rng.choice([1, 1, 1, 2, 4]),
                dp=rng.choice([1, 1, 2, 4]), seq=rng.choice([512, 1024, 2048, 4096]),
                recompute=rng.choice(["none", "none", "full", "selective"]))
     job["microbatches"] = rng.randint(1, 3 * job["pp"] + 1)
@@ -59,7 +59,7 @@ def check(job, d):
     try:
         from_module = pipesim.simulate(**job)
     except ValueError as e:
-        if code == 2 and str(e) == err.strip().removeprefix("pipesim: error: "):
+        if code == 2 and str(e) == err.strip():
             return None  # refused alike
         return f"the command line exits {code} ({err.strip()}), the module raises: {e}"
     if code != 0:
@@ -82,13 +82,15 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--jobs", type=int, default=40)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--max-pp", type=int, default=64,
+                        help="smaller jobs (a sanitizer build reads a saved plan of 100,000 ops for minutes)")
     o = parser.parse_args()
     schedules = [s["name"] for s in pipesim.schedules()]
     answered = refused = 0
     with tempfile.TemporaryDirectory() as d:
         for k in range(o.jobs):
             seed = o.seed + k
-            job = generate(random.Random(seed), schedules)
+            job = generate(random.Random(seed), schedules, o.max_pp)
             problem = check(job, d)
             if problem:
                 print(f"FAILED: seed {seed} (rerun: --seed {seed} --jobs 1): pipesim simulate "

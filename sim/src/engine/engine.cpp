@@ -63,7 +63,7 @@ class Run {
     bool collective : 1 = false;   // a collective on a GPU: slows the compute beside it
     bool stretchable : 1 = false;  // GPU compute that a collective beside it slows
     // It allocates or frees memory: how much is read from the plan then, keeping the record half a cache
-    // line (a record of 48 bytes with both amounts was 5-9 % slower on the compute-bound benchmark).
+    // line (the amounts themselves would push it past that, for the few ops that have them).
     bool allocates : 1 = false;
     bool frees : 1 = false;
     bool finished : 1 = false;  // for a deadlock's report: the timeline's ends are not filled beforehand

@@ -44,7 +44,7 @@ class EventQueue {
  public:
   /// `time` must not precede the time of the last event popped; `priority` must lie in [-32768, 32767] and
   /// `type` in [0, 3]; at most 2^46 events are pushed in one run. Inlined where it is called (each op's start
-  /// pushes its end): as a call it was 3 % of the compute-bound benchmark's time.
+  /// pushes its end, the hottest call of a simulation).
   [[gnu::always_inline]] void push(TimePoint time, std::int32_t priority, std::int32_t type,
                                    std::int32_t target, std::uint32_t version = 0) {
     if (time < last_) throw std::logic_error("event queue: an event pushed before the last one popped");

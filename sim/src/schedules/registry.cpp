@@ -204,4 +204,8 @@ StageLoad peak_stage_load(const ScheduleDescriptor& schedule, const ScheduleShap
   return at_peak;
 }
 
+const ScheduleDescriptor& default_schedule() {
+  return find_schedule("1f1b");
+}
+
 }  // namespace pipesim::sim

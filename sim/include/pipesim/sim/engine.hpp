@@ -41,8 +41,8 @@ enum class LinkKind : std::uint8_t {
   kNvmeWrite,
 };
 
-/// A link that carried traffic. It is named on demand from where it sits (a run at thousands of GPUs uses
-/// tens of thousands of links, and making each name took 2 % of its simulation).
+/// A link that carried traffic. It is named on demand from where it sits: a run at thousands of GPUs uses
+/// tens of thousands of links, and most reports never ask for their names.
 struct LinkUsage {
   std::int32_t node = 0;
   std::int32_t index = 0;  ///< the GPU or PCIe switch of the link in its node; 0 for root complex and NVMe

@@ -9,7 +9,7 @@
 //   hfu-le-1                    HFU <= 1 at the dtype's peak
 //   bubble-in-range             0 <= bubble <= 1
 //   bubble-parts-sum            warm-up + intra + drain = bubble, each in [0, 1]
-//   time-shares-sum-to-1        the time breakdown's shares are >= 0 and sum to 1
+//   time-shares-sum-to-1        the time breakdown's shares are >= 0 and sum to 1 (when some GPU computes)
 //   tokens-per-step             tokens/s x step = global batch x sequence length
 //   steps-within-run            first step + (iterations - 1) x step <= run time
 //   gpu-time-adds-up            each GPU's busy + warm-up + intra + drain = run time

@@ -183,6 +183,9 @@ struct ScheduleDescriptor {
 /// Every schedule of this process in listing order: the built-in ones, then those registered later.
 /// References stay valid; register before simulating from several threads.
 const std::deque<ScheduleDescriptor>& schedule_registry();
+/// The schedule a command that simulates one runs when none is named: 1F1B, the one every pipeline framework
+/// ships.
+const ScheduleDescriptor& default_schedule();
 /// Adds a schedule; throws std::invalid_argument for a duplicate name or a descriptor missing what its kind
 /// needs (an order for order-based, a build for whole-plan, a check).
 const ScheduleDescriptor& register_schedule(ScheduleDescriptor descriptor);
