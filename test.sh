@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds everything with AddressSanitizer + UndefinedBehaviorSanitizer and warnings
-# as errors, and runs every test through ctest (unit, CLI, notebook and validation tests); then the Release
+# Installs what is missing, checks that no folder includes a higher layer, builds everything with
+# AddressSanitizer + UndefinedBehaviorSanitizer and warnings as errors, and runs every test through ctest (unit, CLI, notebook and validation tests); then the Release
 # CLI under a low memory limit (AddressSanitizer cannot start under one) and a short run of every libFuzzer
 # target over its seed corpus.
 set -euo pipefail
 cd "$(dirname "$0")"
 ./scripts/install-deps.sh
+python3 scripts/check-layers.py
 cmake -S . -B build-test -DCMAKE_BUILD_TYPE=Debug -DPIPESIM_SANITIZE=ON -DPIPESIM_WERROR=ON \
   -DPIPESIM_BUILD_TESTS=ON -DPIPESIM_BUILD_BENCH=ON > /dev/null
 cmake --build build-test -j2

@@ -3,9 +3,9 @@
 // ZeRO-3 job with per-layer gathers and reduce-scatters.
 #include <benchmark/benchmark.h>
 
-#include "pipesim/sim/engine.hpp"
-#include "pipesim/sim/job.hpp"
-#include "pipesim/sim/plan_builder.hpp"
+#include "pipesim/sim/engine/engine.hpp"
+#include "pipesim/sim/job/job.hpp"
+#include "pipesim/sim/schedules/plan_builder.hpp"
 
 namespace {
 

@@ -7,11 +7,12 @@
 
 #include <benchmark/benchmark.h>
 
-#include "pipesim/sim/engine.hpp"
-#include "pipesim/sim/fill.hpp"
-#include "pipesim/sim/job.hpp"
-#include "pipesim/sim/metrics.hpp"
-#include "pipesim/sim/plan_builder.hpp"
+#include "pipesim/sim/engine/engine.hpp"
+#include "pipesim/sim/fill/fill.hpp"
+#include "pipesim/sim/job/job.hpp"
+#include "pipesim/sim/report/invariants.hpp"
+#include "pipesim/sim/report/metrics.hpp"
+#include "pipesim/sim/schedules/plan_builder.hpp"
 
 namespace {
 
@@ -64,7 +65,7 @@ void BM_Gpt40b8192Phases(benchmark::State& state) {
   auto seconds = [](Clock::time_point a, Clock::time_point b) {
     return std::chrono::duration<double>(b - a).count();
   };
-  double build = 0, simulate = 0, metrics = 0;
+  double build = 0, simulate = 0, metrics = 0, invariants = 0;
   for (auto _ : state) {
     const auto t0 = Clock::now();
     Plan plan = build_plan(s, make_schedule_input(j, s));
@@ -73,13 +74,17 @@ void BM_Gpt40b8192Phases(benchmark::State& state) {
     const auto t2 = Clock::now();
     Metrics m = compute_metrics(plan, t);
     const auto t3 = Clock::now();
+    check_run(plan, t, m);  // what simulate adds before it prints
+    const auto t4 = Clock::now();
     build += seconds(t0, t1), simulate += seconds(t1, t2), metrics += seconds(t2, t3);
+    invariants += seconds(t3, t4);
     benchmark::DoNotOptimize(m);
   }
   const auto n = static_cast<double>(state.iterations());
   state.counters["build_s"] = build / n;
   state.counters["simulate_s"] = simulate / n;
   state.counters["metrics_s"] = metrics / n;
+  state.counters["invariants_s"] = invariants / n;
 }
 BENCHMARK(BM_Gpt40b8192Phases)->Unit(benchmark::kMillisecond)->Iterations(3);
 

@@ -12,8 +12,8 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
-#include "pipesim/sim/error.hpp"
-#include "pipesim/sim/json_text.hpp"
+#include "pipesim/sim/core/error.hpp"
+#include "pipesim/sim/core/json_text.hpp"
 #include "plan_command.hpp"
 
 namespace pipesim::cli {

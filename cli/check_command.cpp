@@ -4,9 +4,9 @@
 
 #include <fmt/format.h>
 
-#include "pipesim/sim/error.hpp"
-#include "pipesim/sim/plan_json.hpp"
-#include "pipesim/sim/saved_result.hpp"
+#include "pipesim/sim/core/error.hpp"
+#include "pipesim/sim/plan/plan_json.hpp"
+#include "pipesim/sim/report/saved_result.hpp"
 
 namespace pipesim::cli {
 

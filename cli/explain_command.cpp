@@ -5,10 +5,11 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "pipesim/sim/engine.hpp"
-#include "pipesim/sim/json_text.hpp"
-#include "pipesim/sim/plan_check.hpp"
-#include "pipesim/sim/plan_json.hpp"
+#include "pipesim/sim/core/json_text.hpp"
+#include "pipesim/sim/engine/engine.hpp"
+#include "pipesim/sim/plan/plan_check.hpp"
+#include "pipesim/sim/plan/plan_json.hpp"
+#include "pipesim/sim/report/critical_path.hpp"
 
 namespace pipesim::cli {
 

@@ -1,7 +1,7 @@
 // pipesim: predict, plan and validate pipeline-parallel LLM training (see cli_app.hpp).
 #include "cli_app.hpp"
 #include "keep_until_exit.hpp"
-#include "pipesim/sim/memory_budget.hpp"
+#include "pipesim/sim/core/memory_budget.hpp"
 
 int main(int argc, char** argv) {
   pipesim::sim::configure_allocator();

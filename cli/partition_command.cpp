@@ -7,8 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "pipesim/planner/partition.hpp"
-#include "pipesim/sim/error.hpp"
-#include "pipesim/sim/json_text.hpp"
+#include "pipesim/sim/core/error.hpp"
+#include "pipesim/sim/core/json_text.hpp"
 
 namespace pipesim::cli {
 

@@ -4,8 +4,8 @@
 
 #include <string>
 
-#include "pipesim/sim/job.hpp"
-#include "pipesim/sim/schedule.hpp"
+#include "pipesim/sim/job/job.hpp"
+#include "pipesim/sim/schedules/schedule.hpp"
 
 namespace pipesim::cli {
 

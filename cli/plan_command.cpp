@@ -9,10 +9,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "pipesim/sim/error.hpp"
-#include "pipesim/sim/json_text.hpp"
-#include "pipesim/sim/output_file.hpp"
-#include "pipesim/sim/plan_json.hpp"
+#include "pipesim/sim/core/error.hpp"
+#include "pipesim/sim/core/json_text.hpp"
+#include "pipesim/sim/core/output_file.hpp"
+#include "pipesim/sim/plan/plan_json.hpp"
 
 namespace pipesim::cli {
 

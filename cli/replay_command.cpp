@@ -8,14 +8,14 @@
 
 #include "pipesim/replay/compare.hpp"
 #include "pipesim/replay/refit.hpp"
-#include "pipesim/sim/error.hpp"
-#include "pipesim/sim/hardware.hpp"
-#include "pipesim/sim/invariants.hpp"
-#include "pipesim/sim/json_text.hpp"
-#include "pipesim/sim/metrics.hpp"
-#include "pipesim/sim/output_file.hpp"
-#include "pipesim/sim/plan_json.hpp"
-#include "pipesim/sim/trace.hpp"
+#include "pipesim/sim/core/error.hpp"
+#include "pipesim/sim/core/json_text.hpp"
+#include "pipesim/sim/core/output_file.hpp"
+#include "pipesim/sim/hardware/hardware.hpp"
+#include "pipesim/sim/plan/plan_json.hpp"
+#include "pipesim/sim/report/invariants.hpp"
+#include "pipesim/sim/report/metrics.hpp"
+#include "pipesim/sim/report/trace.hpp"
 
 namespace pipesim::cli {
 

@@ -11,17 +11,17 @@
 
 #include <fmt/format.h>
 
-#include "pipesim/sim/engine.hpp"
-#include "pipesim/sim/error.hpp"
-#include "pipesim/sim/fill.hpp"
-#include "pipesim/sim/invariants.hpp"
-#include "pipesim/sim/json_text.hpp"
-#include "pipesim/sim/metrics.hpp"
-#include "pipesim/sim/output_file.hpp"
-#include "pipesim/sim/plan_builder.hpp"
-#include "pipesim/sim/plan_check.hpp"
-#include "pipesim/sim/plan_json.hpp"
-#include "pipesim/sim/trace.hpp"
+#include "pipesim/sim/core/error.hpp"
+#include "pipesim/sim/core/json_text.hpp"
+#include "pipesim/sim/core/output_file.hpp"
+#include "pipesim/sim/engine/engine.hpp"
+#include "pipesim/sim/fill/fill.hpp"
+#include "pipesim/sim/plan/plan_check.hpp"
+#include "pipesim/sim/plan/plan_json.hpp"
+#include "pipesim/sim/report/invariants.hpp"
+#include "pipesim/sim/report/metrics.hpp"
+#include "pipesim/sim/report/trace.hpp"
+#include "pipesim/sim/schedules/plan_builder.hpp"
 
 #include "keep_until_exit.hpp"
 

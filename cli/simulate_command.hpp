@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "pipesim/sim/job.hpp"
+#include "pipesim/sim/job/job.hpp"
 
 namespace pipesim::cli {
 

@@ -14,9 +14,9 @@
 #include "pipesim/calibrate/cuda_calibration.hpp"
 #include "pipesim/calibrate/curve_fit.hpp"
 #include "pipesim/calibrate/host_info.hpp"
-#include "pipesim/sim/error.hpp"
-#include "pipesim/sim/json_text.hpp"
-#include "pipesim/sim/output_file.hpp"
+#include "pipesim/sim/core/error.hpp"
+#include "pipesim/sim/core/json_text.hpp"
+#include "pipesim/sim/core/output_file.hpp"
 
 namespace pipesim::calibrate {
 

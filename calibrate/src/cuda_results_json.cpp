@@ -1,7 +1,7 @@
 #include <nlohmann/json.hpp>
 
 #include "pipesim/calibrate/cuda_calibration.hpp"
-#include "pipesim/sim/json_text.hpp"
+#include "pipesim/sim/core/json_text.hpp"
 
 namespace pipesim::calibrate {
 

@@ -6,10 +6,10 @@
 
 #include <fmt/format.h>
 
-#include "pipesim/sim/engine.hpp"
-#include "pipesim/sim/error.hpp"
-#include "pipesim/sim/hardware.hpp"
-#include "pipesim/sim/invariants.hpp"
+#include "pipesim/sim/core/error.hpp"
+#include "pipesim/sim/engine/engine.hpp"
+#include "pipesim/sim/hardware/hardware.hpp"
+#include "pipesim/sim/report/invariants.hpp"
 
 namespace pipesim::planner {
 

@@ -12,11 +12,11 @@
 #include <fmt/format.h>
 
 #include "pipesim/planner/partition.hpp"
-#include "pipesim/sim/engine.hpp"
-#include "pipesim/sim/error.hpp"
-#include "pipesim/sim/invariants.hpp"
-#include "pipesim/sim/model.hpp"
-#include "pipesim/sim/plan_builder.hpp"
+#include "pipesim/sim/core/error.hpp"
+#include "pipesim/sim/engine/engine.hpp"
+#include "pipesim/sim/report/invariants.hpp"
+#include "pipesim/sim/schedules/plan_builder.hpp"
+#include "pipesim/sim/workload/model.hpp"
 
 namespace pipesim::planner {
 

@@ -7,7 +7,7 @@
 #include <boost/graph/compressed_sparse_row_graph.hpp>
 #include <boost/graph/dag_shortest_paths.hpp>
 
-#include "pipesim/sim/error.hpp"
+#include "pipesim/sim/core/error.hpp"
 
 namespace pipesim::planner {
 

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "pipesim/replay/replay.hpp"
-#include "pipesim/sim/plan.hpp"
+#include "pipesim/sim/plan/plan.hpp"
 
 namespace pipesim::replay {
 

@@ -8,8 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/json_reader.hpp"
-#include "pipesim/sim/error.hpp"
-#include "pipesim/sim/json_text.hpp"
+#include "pipesim/sim/core/error.hpp"
+#include "pipesim/sim/core/json_text.hpp"
 
 namespace pipesim::replay {
 

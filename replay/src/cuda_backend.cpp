@@ -16,7 +16,7 @@
 #include "cuda_replay_abi.hpp"
 #include "pipesim/calibrate/cpu_adam.hpp"
 #include "pipesim/calibrate/host_info.hpp"
-#include "pipesim/sim/error.hpp"
+#include "pipesim/sim/core/error.hpp"
 
 namespace pipesim::replay {
 

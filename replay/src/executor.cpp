@@ -18,9 +18,9 @@
 #include "backend.hpp"
 #include "cuda_backend.hpp"
 #include "pipesim/replay/replay.hpp"
-#include "pipesim/sim/error.hpp"
-#include "pipesim/sim/json_text.hpp"
-#include "pipesim/sim/plan_check.hpp"
+#include "pipesim/sim/core/error.hpp"
+#include "pipesim/sim/core/json_text.hpp"
+#include "pipesim/sim/plan/plan_check.hpp"
 #include "transport.hpp"
 
 namespace pipesim::replay {

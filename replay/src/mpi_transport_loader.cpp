@@ -6,7 +6,7 @@
 #include <string>
 
 #include "mpi_transport_abi.hpp"
-#include "pipesim/sim/error.hpp"
+#include "pipesim/sim/core/error.hpp"
 #include "transport.hpp"
 
 namespace pipesim::replay {

@@ -1,5 +1,5 @@
 // Built without MPI: multi-node replay says so.
-#include "pipesim/sim/error.hpp"
+#include "pipesim/sim/core/error.hpp"
 #include "transport.hpp"
 
 namespace pipesim::replay {

@@ -9,9 +9,9 @@
 
 #include "cli_app.hpp"
 #include "fuzz_input.hpp"
-#include "pipesim/sim/job.hpp"
-#include "pipesim/sim/plan_builder.hpp"
-#include "pipesim/sim/schedule.hpp"
+#include "pipesim/sim/job/job.hpp"
+#include "pipesim/sim/schedules/plan_builder.hpp"
+#include "pipesim/sim/schedules/schedule.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace pipesim;

@@ -1,7 +1,7 @@
 // Hardware profiles (shipped, calibrated or hand-written): parsed, written back and parsed again, and every
 // figure the engine reads through the profile queried once.
 #include "fuzz_input.hpp"
-#include "pipesim/sim/hardware.hpp"
+#include "pipesim/sim/hardware/hardware.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace pipesim::sim;

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "pipesim/sim/error.hpp"
+#include "pipesim/sim/core/error.hpp"
 
 namespace pipesim::fuzz {
 

@@ -1,8 +1,8 @@
 // Model files (pipesim-model presets and HuggingFace config.json): parsed, then priced, since shapes that
 // load but overflow the cost model's arithmetic are bad input too.
 #include "fuzz_input.hpp"
-#include "pipesim/sim/cost_model.hpp"
-#include "pipesim/sim/model.hpp"
+#include "pipesim/sim/workload/cost_model.hpp"
+#include "pipesim/sim/workload/model.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace pipesim::sim;

@@ -2,9 +2,10 @@
 // the engine and explained by the critical path. Plans larger than a fuzz input can sensibly drive are parsed
 // and checked only.
 #include "fuzz_input.hpp"
-#include "pipesim/sim/engine.hpp"
-#include "pipesim/sim/plan_check.hpp"
-#include "pipesim/sim/plan_json.hpp"
+#include "pipesim/sim/engine/engine.hpp"
+#include "pipesim/sim/plan/plan_check.hpp"
+#include "pipesim/sim/plan/plan_json.hpp"
+#include "pipesim/sim/report/critical_path.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace pipesim::sim;

@@ -7,8 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "pipesim/planner/buy.hpp"
-#include "pipesim/sim/error.hpp"
-#include "pipesim/sim/hardware.hpp"
+#include "pipesim/sim/core/error.hpp"
+#include "pipesim/sim/hardware/hardware.hpp"
 
 namespace pipesim::planner {
 namespace {

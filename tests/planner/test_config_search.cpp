@@ -1,11 +1,11 @@
 #include <gtest/gtest.h>
 
 #include "pipesim/planner/config_search.hpp"
-#include "pipesim/sim/engine.hpp"
-#include "pipesim/sim/error.hpp"
-#include "pipesim/sim/metrics.hpp"
-#include "pipesim/sim/plan_check.hpp"
-#include "pipesim/sim/plan_json.hpp"
+#include "pipesim/sim/core/error.hpp"
+#include "pipesim/sim/engine/engine.hpp"
+#include "pipesim/sim/plan/plan_check.hpp"
+#include "pipesim/sim/plan/plan_json.hpp"
+#include "pipesim/sim/report/metrics.hpp"
 
 #include <fmt/format.h>
 

@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 
 #include "pipesim/planner/partition.hpp"
-#include "pipesim/sim/job.hpp"
+#include "pipesim/sim/job/job.hpp"
 
 namespace pipesim::planner {
 namespace {

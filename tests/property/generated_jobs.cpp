@@ -21,15 +21,15 @@
 #include <fmt/format.h>
 
 #include "pipesim/planner/config_search.hpp"
-#include "pipesim/sim/bubbles.hpp"
-#include "pipesim/sim/error.hpp"
-#include "pipesim/sim/fill.hpp"
-#include "pipesim/sim/invariants.hpp"
-#include "pipesim/sim/job.hpp"
-#include "pipesim/sim/metrics.hpp"
-#include "pipesim/sim/plan_builder.hpp"
-#include "pipesim/sim/plan_json.hpp"
-#include "pipesim/sim/schedule.hpp"
+#include "pipesim/sim/core/error.hpp"
+#include "pipesim/sim/fill/fill.hpp"
+#include "pipesim/sim/job/job.hpp"
+#include "pipesim/sim/plan/plan_json.hpp"
+#include "pipesim/sim/report/bubbles.hpp"
+#include "pipesim/sim/report/invariants.hpp"
+#include "pipesim/sim/report/metrics.hpp"
+#include "pipesim/sim/schedules/plan_builder.hpp"
+#include "pipesim/sim/schedules/schedule.hpp"
 
 namespace {
 

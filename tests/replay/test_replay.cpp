@@ -8,9 +8,9 @@
 #include "pipesim/replay/compare.hpp"
 #include "pipesim/replay/refit.hpp"
 #include "pipesim/replay/replay.hpp"
-#include "pipesim/sim/hardware.hpp"
-#include "pipesim/sim/job.hpp"
-#include "pipesim/sim/metrics.hpp"
+#include "pipesim/sim/hardware/hardware.hpp"
+#include "pipesim/sim/job/job.hpp"
+#include "pipesim/sim/report/metrics.hpp"
 #include "test_helpers.hpp"
 
 namespace pipesim::replay {

@@ -3,13 +3,13 @@
 
 #include <string>
 
-#include "pipesim/sim/engine.hpp"
-#include "pipesim/sim/error.hpp"
-#include "pipesim/sim/hardware.hpp"
-#include "pipesim/sim/job.hpp"
-#include "pipesim/sim/metrics.hpp"
-#include "pipesim/sim/plan_builder.hpp"
-#include "pipesim/sim/schedule.hpp"
+#include "pipesim/sim/core/error.hpp"
+#include "pipesim/sim/engine/engine.hpp"
+#include "pipesim/sim/hardware/hardware.hpp"
+#include "pipesim/sim/job/job.hpp"
+#include "pipesim/sim/report/metrics.hpp"
+#include "pipesim/sim/schedules/plan_builder.hpp"
+#include "pipesim/sim/schedules/schedule.hpp"
 
 namespace pipesim::sim::testing {
 

@@ -6,8 +6,8 @@
 #include <utility>
 
 #include "core/page_populator.hpp"
-#include "pipesim/sim/huge_page_allocator.hpp"
-#include "pipesim/sim/memory_budget.hpp"
+#include "pipesim/sim/core/huge_page_allocator.hpp"
+#include "pipesim/sim/core/memory_budget.hpp"
 
 #if defined(__linux__)
 #include <sys/mman.h>

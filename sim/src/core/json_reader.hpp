@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "pipesim/sim/error.hpp"
+#include "pipesim/sim/core/error.hpp"
 
 namespace pipesim::sim::detail {
 

@@ -1,4 +1,4 @@
-#include "pipesim/sim/memory_budget.hpp"
+#include "pipesim/sim/core/memory_budget.hpp"
 
 #include <malloc.h>
 #include <sys/resource.h>

@@ -1,4 +1,4 @@
-#include "pipesim/sim/output_file.hpp"
+#include "pipesim/sim/core/output_file.hpp"
 
 #include <unistd.h>
 
@@ -9,7 +9,7 @@
 #include <mutex>
 #include <system_error>
 
-#include "pipesim/sim/error.hpp"
+#include "pipesim/sim/core/error.hpp"
 
 namespace pipesim::sim {
 

@@ -7,7 +7,7 @@
 
 #include <cstddef>
 
-#include "pipesim/sim/huge_page_allocator.hpp"
+#include "pipesim/sim/core/huge_page_allocator.hpp"
 
 namespace pipesim::sim {
 

@@ -1,11 +1,11 @@
-#include "pipesim/sim/time.hpp"
+#include "pipesim/sim/core/time.hpp"
 
 #include <cmath>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
-#include "pipesim/sim/error.hpp"
+#include "pipesim/sim/core/error.hpp"
 
 namespace pipesim::sim {
 

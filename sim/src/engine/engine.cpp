@@ -1,4 +1,4 @@
-#include "pipesim/sim/engine.hpp"
+#include "pipesim/sim/engine/engine.hpp"
 
 #include <algorithm>
 #include <array>
@@ -12,18 +12,13 @@
 #include "core/page_populator.hpp"
 #include "engine/event_queue.hpp"
 #include "engine/group_numbering.hpp"
-#include "engine/plan_validator.hpp"
 #include "hardware/flow_network.hpp"
 #include "hardware/topology.hpp"
-#include "pipesim/sim/error.hpp"
+#include "pipesim/sim/core/error.hpp"
+#include "plan/endpoints.hpp"
+#include "plan/plan_validator.hpp"
 
 namespace pipesim::sim {
-
-void validate_plan(const Plan& plan, const std::string& file) {
-  PlanValidator check(plan, file);
-  for (std::size_t i = 0; i < plan.ops.size(); ++i) check.op(i);
-  check.finish();
-}
 
 namespace {
 

@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "pipesim/sim/time.hpp"
+#include "pipesim/sim/core/time.hpp"
 
 namespace pipesim::sim {
 

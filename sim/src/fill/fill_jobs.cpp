@@ -5,9 +5,9 @@
 
 #include "core/data_dir.hpp"
 #include "core/json_reader.hpp"
-#include "pipesim/sim/cost_model.hpp"
-#include "pipesim/sim/fill.hpp"
-#include "pipesim/sim/model.hpp"
+#include "pipesim/sim/fill/fill.hpp"
+#include "pipesim/sim/workload/cost_model.hpp"
+#include "pipesim/sim/workload/model.hpp"
 
 namespace pipesim::sim {
 

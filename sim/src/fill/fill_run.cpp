@@ -1,7 +1,7 @@
 #include <algorithm>
 
-#include "pipesim/sim/fill.hpp"
-#include "pipesim/sim/metrics.hpp"
+#include "pipesim/sim/fill/fill.hpp"
+#include "pipesim/sim/report/metrics.hpp"
 
 namespace pipesim::sim {
 

@@ -4,8 +4,8 @@
 
 #include <fmt/format.h>
 
-#include "pipesim/sim/error.hpp"
-#include "pipesim/sim/fill.hpp"
+#include "pipesim/sim/core/error.hpp"
+#include "pipesim/sim/fill/fill.hpp"
 
 namespace pipesim::sim {
 

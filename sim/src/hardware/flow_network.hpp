@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "hardware/path_links.hpp"
-#include "pipesim/sim/dep_list.hpp"
-#include "pipesim/sim/huge_page_allocator.hpp"
-#include "pipesim/sim/time.hpp"
+#include "pipesim/sim/core/dep_list.hpp"
+#include "pipesim/sim/core/huge_page_allocator.hpp"
+#include "pipesim/sim/core/time.hpp"
 
 namespace pipesim::sim {
 

@@ -1,4 +1,4 @@
-#include "pipesim/sim/hardware.hpp"
+#include "pipesim/sim/hardware/hardware.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -9,8 +9,8 @@
 #include "core/data_dir.hpp"
 #include "core/json_reader.hpp"
 #include "hardware/spec_sheet.hpp"
-#include "pipesim/sim/json_text.hpp"
-#include "pipesim/sim/time.hpp"
+#include "pipesim/sim/core/json_text.hpp"
+#include "pipesim/sim/core/time.hpp"
 
 namespace pipesim::sim {
 

@@ -56,12 +56,6 @@ Topology::Topology(const HardwareProfile& hw, std::int32_t nodes, std::int32_t n
   }
 }
 
-Endpoint endpoint_of(const Device& device) {
-  return {device.node, device.kind == DeviceKind::kGpu    ? device.local_index
-                       : device.kind == DeviceKind::kNvme ? Endpoint::kNvme
-                                                          : Endpoint::kHostMemory};
-}
-
 LinkId Topology::gpu_link(std::int32_t node, std::int32_t gpu, std::int32_t which) const {
   return node * per_node_ + gpu * kGpuLinks + which;
 }

@@ -12,10 +12,9 @@
 #include <vector>
 
 #include "hardware/path_links.hpp"
-#include "pipesim/sim/engine.hpp"
-#include "pipesim/sim/hardware.hpp"
-#include "pipesim/sim/plan.hpp"
-#include "pipesim/sim/time.hpp"
+#include "pipesim/sim/core/time.hpp"
+#include "pipesim/sim/hardware/hardware.hpp"
+#include "pipesim/sim/hardware/link_usage.hpp"
 
 namespace pipesim::sim {
 
@@ -37,9 +36,6 @@ struct Path {
   double max_bytes_per_ns =
       0;  ///< per-flow cap: calibrated copy rate by size, or measured NCCL bus bandwidth; 0: none
 };
-
-/// Where a plan's device sits in the topology.
-Endpoint endpoint_of(const Device& device);
 
 /// One per run or plan check: its const lookups keep a one-entry memo, so one instance is not for
 /// concurrent use.

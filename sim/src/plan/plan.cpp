@@ -1,4 +1,4 @@
-#include "pipesim/sim/plan.hpp"
+#include "pipesim/sim/plan/plan.hpp"
 
 #include <limits>
 #include <stdexcept>

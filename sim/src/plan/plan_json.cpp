@@ -1,10 +1,10 @@
-#include "pipesim/sim/plan_json.hpp"
+#include "pipesim/sim/plan/plan_json.hpp"
 
 #include <fmt/format.h>
 
 #include "core/json_reader.hpp"
-#include "pipesim/sim/engine.hpp"
-#include "pipesim/sim/json_text.hpp"
+#include "pipesim/sim/core/json_text.hpp"
+#include "pipesim/sim/plan/plan_check.hpp"
 
 namespace pipesim::sim {
 

@@ -1,4 +1,4 @@
-#include "pipesim/sim/bubbles.hpp"
+#include "pipesim/sim/report/bubbles.hpp"
 
 #include <algorithm>
 #include <map>

@@ -1,4 +1,4 @@
-#include "pipesim/sim/invariants.hpp"
+#include "pipesim/sim/report/invariants.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "pipesim/sim/error.hpp"
+#include "pipesim/sim/core/error.hpp"
 
 namespace pipesim::sim {
 

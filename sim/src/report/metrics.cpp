@@ -1,4 +1,4 @@
-#include "pipesim/sim/metrics.hpp"
+#include "pipesim/sim/report/metrics.hpp"
 
 #include <algorithm>
 #include <array>
@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "pipesim/sim/json_text.hpp"
+#include "pipesim/sim/core/json_text.hpp"
 #include "report/op_sweep.hpp"
 
 namespace pipesim::sim {

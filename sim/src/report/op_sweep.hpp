@@ -10,9 +10,9 @@
 #include <utility>
 #include <vector>
 
-#include "pipesim/sim/engine.hpp"
-#include "pipesim/sim/plan.hpp"
-#include "pipesim/sim/time_breakdown.hpp"
+#include "pipesim/sim/engine/engine.hpp"
+#include "pipesim/sim/plan/plan.hpp"
+#include "pipesim/sim/report/time_breakdown.hpp"
 #include "report/stream_roles.hpp"
 
 namespace pipesim::sim {

@@ -1,11 +1,11 @@
-#include "pipesim/sim/saved_result.hpp"
+#include "pipesim/sim/report/saved_result.hpp"
 
 #include <limits>
 
 #include <fmt/format.h>
 
 #include "core/json_reader.hpp"
-#include "pipesim/sim/error.hpp"
+#include "pipesim/sim/core/error.hpp"
 
 namespace pipesim::sim {
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "pipesim/sim/plan.hpp"
+#include "pipesim/sim/plan/plan.hpp"
 
 namespace pipesim::sim {
 

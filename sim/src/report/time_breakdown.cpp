@@ -1,4 +1,4 @@
-#include "pipesim/sim/time_breakdown.hpp"
+#include "pipesim/sim/report/time_breakdown.hpp"
 
 #include "report/op_sweep.hpp"
 

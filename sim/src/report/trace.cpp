@@ -1,11 +1,11 @@
-#include "pipesim/sim/trace.hpp"
+#include "pipesim/sim/report/trace.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
 #include <nlohmann/json.hpp>
 
-#include "pipesim/sim/json_text.hpp"
+#include "pipesim/sim/core/json_text.hpp"
 
 namespace pipesim::sim {
 

@@ -2,7 +2,7 @@
 // shared lowering (order-based) or to the schedule itself (whole-plan).
 #include <fmt/format.h>
 
-#include "pipesim/sim/plan_builder.hpp"
+#include "pipesim/sim/schedules/plan_builder.hpp"
 #include "schedules/order_lowering.hpp"
 
 namespace pipesim::sim {

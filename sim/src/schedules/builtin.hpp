@@ -4,7 +4,7 @@
 #include <string>
 #include <utility>
 
-#include "pipesim/sim/schedule.hpp"
+#include "pipesim/sim/schedules/schedule.hpp"
 
 namespace pipesim::sim::detail {
 

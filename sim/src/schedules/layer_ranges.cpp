@@ -5,8 +5,8 @@
 
 #include <fmt/format.h>
 
-#include "pipesim/sim/error.hpp"
-#include "pipesim/sim/plan_builder.hpp"
+#include "pipesim/sim/core/error.hpp"
+#include "pipesim/sim/schedules/plan_builder.hpp"
 
 namespace pipesim::sim {
 

@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "pipesim/sim/cost_model.hpp"
+#include "pipesim/sim/workload/cost_model.hpp"
 
 namespace pipesim::sim {
 

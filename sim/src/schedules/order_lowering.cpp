@@ -15,7 +15,8 @@
 #include <fmt/format.h>
 
 #include "hardware/topology.hpp"
-#include "pipesim/sim/error.hpp"
+#include "pipesim/sim/core/error.hpp"
+#include "plan/endpoints.hpp"
 #include "schedules/layer_ranges.hpp"
 #include "schedules/paired_partition.hpp"
 #include "schedules/plan_metadata.hpp"

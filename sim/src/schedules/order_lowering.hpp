@@ -3,9 +3,9 @@
 // optimizer step (on the GPU or offloaded to the host CPU) and memory effects.
 #pragma once
 
-#include "pipesim/sim/plan.hpp"
-#include "pipesim/sim/plan_builder.hpp"
-#include "pipesim/sim/schedule.hpp"
+#include "pipesim/sim/plan/plan.hpp"
+#include "pipesim/sim/schedules/plan_builder.hpp"
+#include "pipesim/sim/schedules/schedule.hpp"
 
 namespace pipesim::sim {
 

@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "pipesim/sim/cost_model.hpp"
-#include "pipesim/sim/schedule.hpp"
+#include "pipesim/sim/schedules/schedule.hpp"
+#include "pipesim/sim/workload/cost_model.hpp"
 #include "schedules/layer_ranges.hpp"
 
 namespace pipesim::sim {

@@ -4,8 +4,8 @@
 
 #include <functional>
 
-#include "pipesim/sim/plan.hpp"
-#include "pipesim/sim/plan_builder.hpp"
+#include "pipesim/sim/plan/plan.hpp"
+#include "pipesim/sim/schedules/plan_builder.hpp"
 
 namespace pipesim::sim {
 

@@ -2,8 +2,8 @@
 
 #include <fmt/format.h>
 
-#include "pipesim/sim/error.hpp"
-#include "pipesim/sim/memory_budget.hpp"
+#include "pipesim/sim/core/error.hpp"
+#include "pipesim/sim/core/memory_budget.hpp"
 
 namespace pipesim::sim::detail {
 

@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "pipesim/sim/cost_model.hpp"
-#include "pipesim/sim/time.hpp"
+#include "pipesim/sim/core/time.hpp"
+#include "pipesim/sim/workload/cost_model.hpp"
 
 namespace pipesim::sim {
 

@@ -6,8 +6,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "pipesim/sim/error.hpp"
-#include "pipesim/sim/schedule.hpp"
+#include "pipesim/sim/core/error.hpp"
+#include "pipesim/sim/schedules/schedule.hpp"
 #include "schedules/builtin.hpp"
 
 namespace pipesim::sim {

@@ -1,4 +1,4 @@
-#include "pipesim/sim/cost_model.hpp"
+#include "pipesim/sim/workload/cost_model.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 
 #include "core/json_reader.hpp"
-#include "pipesim/sim/error.hpp"
+#include "pipesim/sim/core/error.hpp"
 
 namespace pipesim::sim {
 

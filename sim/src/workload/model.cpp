@@ -1,4 +1,4 @@
-#include "pipesim/sim/model.hpp"
+#include "pipesim/sim/workload/model.hpp"
 
 #include <algorithm>
 #include <filesystem>

@@ -1,4 +1,4 @@
-#include "pipesim/sim/sharding.hpp"
+#include "pipesim/sim/workload/sharding.hpp"
 
 #include <algorithm>
 #include <utility>

@@ -8,8 +8,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "pipesim/sim/error.hpp"
-#include "pipesim/sim/output_file.hpp"
+#include "pipesim/sim/core/error.hpp"
+#include "pipesim/sim/core/output_file.hpp"
 
 namespace pipesim::sim {
 namespace {

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "core/page_populator.hpp"
-#include "pipesim/sim/huge_page_allocator.hpp"
+#include "pipesim/sim/core/huge_page_allocator.hpp"
 
 #if defined(__linux__)
 #include <sys/mman.h>

@@ -3,8 +3,8 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "pipesim/sim/error.hpp"
-#include "pipesim/sim/time.hpp"
+#include "pipesim/sim/core/error.hpp"
+#include "pipesim/sim/core/time.hpp"
 
 namespace pipesim::sim {
 namespace {

@@ -1,8 +1,9 @@
 #include <gtest/gtest.h>
 
-#include "pipesim/sim/engine.hpp"
-#include "pipesim/sim/error.hpp"
-#include "pipesim/sim/hardware.hpp"
+#include "pipesim/sim/core/error.hpp"
+#include "pipesim/sim/engine/engine.hpp"
+#include "pipesim/sim/plan/plan_check.hpp"
+#include "pipesim/sim/hardware/hardware.hpp"
 #include "test_helpers.hpp"
 
 namespace pipesim::sim {

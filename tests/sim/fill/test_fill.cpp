@@ -4,8 +4,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "pipesim/sim/fill.hpp"
-#include "pipesim/sim/metrics.hpp"
+#include "pipesim/sim/fill/fill.hpp"
+#include "pipesim/sim/report/metrics.hpp"
 #include "test_helpers.hpp"
 
 namespace pipesim::sim {

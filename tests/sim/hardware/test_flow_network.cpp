@@ -5,7 +5,7 @@
 
 #include "hardware/flow_network.hpp"
 #include "hardware/topology.hpp"
-#include "pipesim/sim/hardware.hpp"
+#include "pipesim/sim/hardware/hardware.hpp"
 
 namespace pipesim::sim {
 namespace {

@@ -2,8 +2,8 @@
 
 #include "test_helpers.hpp"
 
-#include "pipesim/sim/error.hpp"
-#include "pipesim/sim/hardware.hpp"
+#include "pipesim/sim/core/error.hpp"
+#include "pipesim/sim/hardware/hardware.hpp"
 
 namespace pipesim::sim {
 namespace {

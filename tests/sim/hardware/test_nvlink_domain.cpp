@@ -6,9 +6,9 @@
 
 #include "hardware/flow_network.hpp"
 #include "hardware/topology.hpp"
-#include "pipesim/sim/engine.hpp"
-#include "pipesim/sim/hardware.hpp"
-#include "pipesim/sim/job.hpp"
+#include "pipesim/sim/engine/engine.hpp"
+#include "pipesim/sim/hardware/hardware.hpp"
+#include "pipesim/sim/job/job.hpp"
 #include "test_helpers.hpp"
 
 namespace pipesim::sim {

@@ -3,8 +3,8 @@
 
 #include <gtest/gtest.h>
 
-#include "pipesim/sim/hardware.hpp"
-#include "pipesim/sim/job.hpp"
+#include "pipesim/sim/hardware/hardware.hpp"
+#include "pipesim/sim/job/job.hpp"
 #include "test_helpers.hpp"
 
 namespace pipesim::sim {

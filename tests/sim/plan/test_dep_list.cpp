@@ -5,7 +5,7 @@
 #include <numeric>
 #include <utility>
 
-#include "pipesim/sim/dep_list.hpp"
+#include "pipesim/sim/core/dep_list.hpp"
 
 namespace pipesim::sim {
 namespace {

@@ -4,10 +4,11 @@
 
 #include <fmt/format.h>
 
-#include "pipesim/sim/engine.hpp"
-#include "pipesim/sim/error.hpp"
-#include "pipesim/sim/job.hpp"
-#include "pipesim/sim/plan_check.hpp"
+#include "pipesim/sim/core/error.hpp"
+#include "pipesim/sim/engine/engine.hpp"
+#include "pipesim/sim/job/job.hpp"
+#include "pipesim/sim/plan/plan_check.hpp"
+#include "pipesim/sim/report/critical_path.hpp"
 #include "test_helpers.hpp"
 
 namespace pipesim::sim {

@@ -2,9 +2,9 @@
 
 #include <stdexcept>
 
-#include "pipesim/sim/error.hpp"
-#include "pipesim/sim/job.hpp"
-#include "pipesim/sim/plan_json.hpp"
+#include "pipesim/sim/core/error.hpp"
+#include "pipesim/sim/job/job.hpp"
+#include "pipesim/sim/plan/plan_json.hpp"
 #include "test_helpers.hpp"
 
 namespace pipesim::sim {

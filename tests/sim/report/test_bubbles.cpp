@@ -5,7 +5,7 @@
 #include <utility>
 #include <vector>
 
-#include "pipesim/sim/bubbles.hpp"
+#include "pipesim/sim/report/bubbles.hpp"
 #include "test_helpers.hpp"
 
 namespace pipesim::sim {

@@ -4,10 +4,10 @@
 
 #include <cmath>
 
-#include "pipesim/sim/bubbles.hpp"
-#include "pipesim/sim/error.hpp"
-#include "pipesim/sim/invariants.hpp"
-#include "pipesim/sim/metrics.hpp"
+#include "pipesim/sim/core/error.hpp"
+#include "pipesim/sim/report/bubbles.hpp"
+#include "pipesim/sim/report/invariants.hpp"
+#include "pipesim/sim/report/metrics.hpp"
 #include "test_helpers.hpp"
 
 namespace pipesim::sim {

@@ -2,7 +2,7 @@
 // idles s F before its first forward and s B after its last backward.
 #include <gtest/gtest.h>
 
-#include "pipesim/sim/metrics.hpp"
+#include "pipesim/sim/report/metrics.hpp"
 #include "test_helpers.hpp"
 
 namespace pipesim::sim {

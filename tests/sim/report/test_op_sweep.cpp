@@ -3,8 +3,8 @@
 // accounting cannot follow (compute streams of one GPU that overlap) is refused, and the plan swept whole.
 #include <gtest/gtest.h>
 
-#include "pipesim/sim/engine.hpp"
-#include "pipesim/sim/job.hpp"
+#include "pipesim/sim/engine/engine.hpp"
+#include "pipesim/sim/job/job.hpp"
 #include "report/op_sweep.hpp"
 #include "test_helpers.hpp"
 

@@ -3,10 +3,10 @@
 // collective; host work), and the shares of every GPU's time sum to one.
 #include <gtest/gtest.h>
 
-#include "pipesim/sim/engine.hpp"
-#include "pipesim/sim/hardware.hpp"
-#include "pipesim/sim/metrics.hpp"
-#include "pipesim/sim/time_breakdown.hpp"
+#include "pipesim/sim/engine/engine.hpp"
+#include "pipesim/sim/hardware/hardware.hpp"
+#include "pipesim/sim/report/metrics.hpp"
+#include "pipesim/sim/report/time_breakdown.hpp"
 #include "test_helpers.hpp"
 
 namespace pipesim::sim {

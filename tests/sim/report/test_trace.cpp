@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "pipesim/sim/trace.hpp"
+#include "pipesim/sim/report/trace.hpp"
 #include "test_helpers.hpp"
 
 namespace pipesim::sim {

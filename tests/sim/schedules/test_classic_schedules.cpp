@@ -3,7 +3,8 @@
 #include <map>
 #include <set>
 
-#include "pipesim/sim/plan_json.hpp"
+#include "pipesim/sim/plan/plan_json.hpp"
+#include "pipesim/sim/report/critical_path.hpp"
 #include "test_helpers.hpp"
 
 namespace pipesim::sim {

@@ -6,10 +6,10 @@
 
 #include <gtest/gtest.h>
 
-#include "pipesim/sim/cost_model.hpp"
-#include "pipesim/sim/job.hpp"
-#include "pipesim/sim/model.hpp"
-#include "pipesim/sim/time_breakdown.hpp"
+#include "pipesim/sim/job/job.hpp"
+#include "pipesim/sim/report/time_breakdown.hpp"
+#include "pipesim/sim/workload/cost_model.hpp"
+#include "pipesim/sim/workload/model.hpp"
 #include "test_helpers.hpp"
 
 namespace pipesim::sim {

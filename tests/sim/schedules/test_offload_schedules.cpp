@@ -3,8 +3,8 @@
 #include <map>
 #include <set>
 
-#include "pipesim/sim/job.hpp"
-#include "pipesim/sim/plan_json.hpp"
+#include "pipesim/sim/job/job.hpp"
+#include "pipesim/sim/plan/plan_json.hpp"
 #include "test_helpers.hpp"
 
 namespace pipesim::sim {

@@ -8,7 +8,7 @@
 #include <numeric>
 #include <set>
 
-#include "pipesim/sim/job.hpp"
+#include "pipesim/sim/job/job.hpp"
 #include "test_helpers.hpp"
 
 namespace pipesim::sim {

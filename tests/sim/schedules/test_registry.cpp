@@ -7,9 +7,9 @@
 
 #include "pipesim/planner/config_search.hpp"
 #include "pipesim/planner/partition.hpp"
-#include "pipesim/sim/error.hpp"
-#include "pipesim/sim/job.hpp"
-#include "pipesim/sim/schedule.hpp"
+#include "pipesim/sim/core/error.hpp"
+#include "pipesim/sim/job/job.hpp"
+#include "pipesim/sim/schedules/schedule.hpp"
 #include "test_helpers.hpp"
 
 namespace pipesim::sim {

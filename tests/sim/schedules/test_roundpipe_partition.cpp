@@ -5,9 +5,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "pipesim/sim/cost_model.hpp"
-#include "pipesim/sim/job.hpp"
-#include "pipesim/sim/model.hpp"
+#include "pipesim/sim/job/job.hpp"
+#include "pipesim/sim/workload/cost_model.hpp"
+#include "pipesim/sim/workload/model.hpp"
 #include "schedules/offload/roundpipe_partition.hpp"
 #include "test_helpers.hpp"
 

@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "pipesim/sim/job.hpp"
+#include "pipesim/sim/job/job.hpp"
 #include "test_helpers.hpp"
 
 namespace pipesim::sim {

@@ -1,9 +1,9 @@
 #include <gtest/gtest.h>
 
-#include "pipesim/sim/cost_model.hpp"
-#include "pipesim/sim/error.hpp"
-#include "pipesim/sim/hardware.hpp"
-#include "pipesim/sim/model.hpp"
+#include "pipesim/sim/core/error.hpp"
+#include "pipesim/sim/hardware/hardware.hpp"
+#include "pipesim/sim/workload/cost_model.hpp"
+#include "pipesim/sim/workload/model.hpp"
 
 namespace pipesim::sim {
 namespace {

@@ -2,10 +2,10 @@
 // head at its 16-bit peak, as Transformer Engine recipes run them; everything else as in bf16.
 #include <gtest/gtest.h>
 
-#include "pipesim/sim/engine.hpp"
-#include "pipesim/sim/hardware.hpp"
-#include "pipesim/sim/job.hpp"
-#include "pipesim/sim/plan_json.hpp"
+#include "pipesim/sim/engine/engine.hpp"
+#include "pipesim/sim/hardware/hardware.hpp"
+#include "pipesim/sim/job/job.hpp"
+#include "pipesim/sim/plan/plan_json.hpp"
 #include "test_helpers.hpp"
 
 namespace pipesim::sim {

@@ -1,8 +1,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "pipesim/sim/error.hpp"
-#include "pipesim/sim/job.hpp"
+#include "pipesim/sim/core/error.hpp"
+#include "pipesim/sim/job/job.hpp"
 #include "test_helpers.hpp"
 
 namespace pipesim::sim {

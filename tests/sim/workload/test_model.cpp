@@ -4,9 +4,9 @@
 
 #include <filesystem>
 
-#include "pipesim/sim/cost_model.hpp"
-#include "pipesim/sim/error.hpp"
-#include "pipesim/sim/model.hpp"
+#include "pipesim/sim/core/error.hpp"
+#include "pipesim/sim/workload/cost_model.hpp"
+#include "pipesim/sim/workload/model.hpp"
 
 namespace pipesim::sim {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "pipesim/sim/sharding.hpp"
+#include "pipesim/sim/workload/sharding.hpp"
 #include "test_helpers.hpp"
 
 namespace pipesim::sim {

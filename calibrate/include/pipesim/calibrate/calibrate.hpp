@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "pipesim/sim/hardware.hpp"
+#include "pipesim/sim/hardware/hardware.hpp"
 
 namespace pipesim::calibrate {
 

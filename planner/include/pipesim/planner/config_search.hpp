@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "pipesim/sim/job.hpp"
-#include "pipesim/sim/metrics.hpp"
-#include "pipesim/sim/plan.hpp"
+#include "pipesim/sim/job/job.hpp"
+#include "pipesim/sim/plan/plan.hpp"
+#include "pipesim/sim/report/metrics.hpp"
 
 namespace pipesim::planner {
 

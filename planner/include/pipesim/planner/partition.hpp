@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "pipesim/sim/plan_builder.hpp"
-#include "pipesim/sim/schedule.hpp"
+#include "pipesim/sim/schedules/plan_builder.hpp"
+#include "pipesim/sim/schedules/schedule.hpp"
 
 namespace pipesim::planner {
 

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "pipesim/replay/compare.hpp"
-#include "pipesim/sim/hardware.hpp"
-#include "pipesim/sim/plan.hpp"
+#include "pipesim/sim/hardware/hardware.hpp"
+#include "pipesim/sim/plan/plan.hpp"
 
 namespace pipesim::replay {
 

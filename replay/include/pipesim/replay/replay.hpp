@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "pipesim/sim/engine.hpp"
-#include "pipesim/sim/hardware.hpp"
-#include "pipesim/sim/plan.hpp"
+#include "pipesim/sim/engine/engine.hpp"
+#include "pipesim/sim/hardware/hardware.hpp"
+#include "pipesim/sim/plan/plan.hpp"
 
 namespace pipesim::replay {
 

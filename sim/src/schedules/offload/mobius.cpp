@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "pipesim/sim/error.hpp"
+#include "pipesim/sim/core/error.hpp"
 #include "schedules/builtin.hpp"
 #include "schedules/offload/offload_plan.hpp"
 

@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-#include "pipesim/sim/error.hpp"
+#include "pipesim/sim/core/error.hpp"
 #include "schedules/plan_metadata.hpp"
 #include "schedules/plan_size_guard.hpp"
 

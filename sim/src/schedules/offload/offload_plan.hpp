@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "pipesim/sim/plan.hpp"
-#include "pipesim/sim/plan_builder.hpp"
-#include "pipesim/sim/schedule.hpp"
+#include "pipesim/sim/plan/plan.hpp"
+#include "pipesim/sim/schedules/plan_builder.hpp"
+#include "pipesim/sim/schedules/schedule.hpp"
 #include "schedules/builtin.hpp"
 #include "schedules/layer_ranges.hpp"
 #include "schedules/range_cost.hpp"

@@ -13,7 +13,7 @@
 
 #include <fmt/format.h>
 
-#include "pipesim/sim/error.hpp"
+#include "pipesim/sim/core/error.hpp"
 #include "schedules/builtin.hpp"
 #include "schedules/offload/offload_plan.hpp"
 #include "schedules/offload/roundpipe_partition.hpp"

@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "pipesim/sim/error.hpp"
+#include "pipesim/sim/core/error.hpp"
 
 namespace pipesim::sim {
 

@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "pipesim/sim/cost_model.hpp"
-#include "pipesim/sim/hardware.hpp"
+#include "pipesim/sim/hardware/hardware.hpp"
+#include "pipesim/sim/workload/cost_model.hpp"
 
 namespace pipesim::sim {
 

@@ -1,4 +1,4 @@
-#include "pipesim/sim/job.hpp"
+#include "pipesim/sim/job/job.hpp"
 
 #include <cmath>
 #include <map>
@@ -6,8 +6,8 @@
 
 #include <fmt/format.h>
 
-#include "pipesim/sim/error.hpp"
-#include "pipesim/sim/model.hpp"
+#include "pipesim/sim/core/error.hpp"
+#include "pipesim/sim/workload/model.hpp"
 
 namespace pipesim::sim {
 

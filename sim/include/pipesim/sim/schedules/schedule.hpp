@@ -15,8 +15,8 @@
 #include <variant>
 #include <vector>
 
-#include "pipesim/sim/cost_model.hpp"
-#include "pipesim/sim/time.hpp"
+#include "pipesim/sim/core/time.hpp"
+#include "pipesim/sim/workload/cost_model.hpp"
 
 namespace pipesim::sim {
 

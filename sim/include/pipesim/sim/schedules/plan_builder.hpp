@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
-#include "pipesim/sim/cost_model.hpp"
-#include "pipesim/sim/hardware.hpp"
-#include "pipesim/sim/plan.hpp"
-#include "pipesim/sim/schedule.hpp"
-#include "pipesim/sim/sharding.hpp"
+#include "pipesim/sim/hardware/hardware.hpp"
+#include "pipesim/sim/plan/plan.hpp"
+#include "pipesim/sim/schedules/schedule.hpp"
+#include "pipesim/sim/workload/cost_model.hpp"
+#include "pipesim/sim/workload/sharding.hpp"
 
 namespace pipesim::sim {
 

@@ -33,10 +33,10 @@
 #include <string>
 #include <vector>
 
-#include "pipesim/sim/bubbles.hpp"
-#include "pipesim/sim/engine.hpp"
-#include "pipesim/sim/metrics.hpp"
-#include "pipesim/sim/plan.hpp"
+#include "pipesim/sim/engine/engine.hpp"
+#include "pipesim/sim/plan/plan.hpp"
+#include "pipesim/sim/report/bubbles.hpp"
+#include "pipesim/sim/report/metrics.hpp"
 
 namespace pipesim::sim {
 

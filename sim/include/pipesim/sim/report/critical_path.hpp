@@ -1,20 +1,14 @@
-// Plan checks before a plan is simulated or replayed, and the critical-path report behind `pipesim explain`.
-// Both see the plan as a graph over its ops: an edge for every dependency and for every pair of consecutive
-// ops on one stream (a stream runs its ops in order).
+// The critical path of a simulated run, behind `pipesim explain`: the longest path through the plan's ops
+// (dependencies and stream order) weighted by their simulated durations, split by stage and link.
 #pragma once
 
-#include <cstdint>
 #include <string>
 #include <vector>
 
-#include "pipesim/sim/engine.hpp"
-#include "pipesim/sim/plan.hpp"
+#include "pipesim/sim/engine/engine.hpp"
+#include "pipesim/sim/plan/plan.hpp"
 
 namespace pipesim::sim {
-
-/// Boost.Graph topological check: throws DeadlockError naming the ops of a cycle (dependencies and
-/// stream order together) when the plan could never run to the end.
-void check_plan_order(const Plan& plan, const std::string& file = "");
 
 struct PathShare {
   std::string what;  ///< e.g. "stage 3 compute", "gpu2 -> gpu3 p2p (node0.gpu2.pcie.up)"

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "pipesim/sim/engine.hpp"
-#include "pipesim/sim/plan.hpp"
-#include "pipesim/sim/time_breakdown.hpp"
+#include "pipesim/sim/engine/engine.hpp"
+#include "pipesim/sim/plan/plan.hpp"
+#include "pipesim/sim/report/time_breakdown.hpp"
 
 namespace pipesim::sim {
 

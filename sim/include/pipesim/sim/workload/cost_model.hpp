@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "pipesim/sim/gemm_shape.hpp"
-#include "pipesim/sim/model.hpp"
-#include "pipesim/sim/time.hpp"
+#include "pipesim/sim/core/time.hpp"
+#include "pipesim/sim/workload/gemm_shape.hpp"
+#include "pipesim/sim/workload/model.hpp"
 
 namespace pipesim::sim {
 

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "pipesim/sim/hardware.hpp"
-#include "pipesim/sim/model.hpp"
-#include "pipesim/sim/plan_builder.hpp"
+#include "pipesim/sim/hardware/hardware.hpp"
+#include "pipesim/sim/schedules/plan_builder.hpp"
+#include "pipesim/sim/workload/model.hpp"
 
 namespace pipesim::sim {
 

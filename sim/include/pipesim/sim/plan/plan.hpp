@@ -10,11 +10,11 @@
 #include <variant>
 #include <vector>
 
-#include "pipesim/sim/dep_list.hpp"
-#include "pipesim/sim/gemm_shape.hpp"
-#include "pipesim/sim/hardware.hpp"
-#include "pipesim/sim/huge_page_allocator.hpp"
-#include "pipesim/sim/time.hpp"
+#include "pipesim/sim/core/dep_list.hpp"
+#include "pipesim/sim/core/huge_page_allocator.hpp"
+#include "pipesim/sim/core/time.hpp"
+#include "pipesim/sim/hardware/hardware.hpp"
+#include "pipesim/sim/workload/gemm_shape.hpp"
 
 namespace pipesim::sim {
 

@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
-#include "pipesim/sim/bubbles.hpp"
-#include "pipesim/sim/engine.hpp"
-#include "pipesim/sim/hardware.hpp"
-#include "pipesim/sim/invariants.hpp"
-#include "pipesim/sim/plan.hpp"
+#include "pipesim/sim/engine/engine.hpp"
+#include "pipesim/sim/hardware/hardware.hpp"
+#include "pipesim/sim/plan/plan.hpp"
+#include "pipesim/sim/report/bubbles.hpp"
+#include "pipesim/sim/report/invariants.hpp"
 
 namespace pipesim::sim {
 

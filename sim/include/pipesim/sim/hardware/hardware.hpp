@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "pipesim/sim/time.hpp"
+#include "pipesim/sim/core/time.hpp"
 
 namespace pipesim::sim {
 

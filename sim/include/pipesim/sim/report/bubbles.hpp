@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "pipesim/sim/engine.hpp"
-#include "pipesim/sim/plan.hpp"
+#include "pipesim/sim/engine/engine.hpp"
+#include "pipesim/sim/plan/plan.hpp"
 
 namespace pipesim::sim {
 

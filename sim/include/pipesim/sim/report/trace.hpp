@@ -5,9 +5,9 @@
 
 #include <ostream>
 
-#include "pipesim/sim/engine.hpp"
-#include "pipesim/sim/metrics.hpp"
-#include "pipesim/sim/plan.hpp"
+#include "pipesim/sim/engine/engine.hpp"
+#include "pipesim/sim/plan/plan.hpp"
+#include "pipesim/sim/report/metrics.hpp"
 
 namespace pipesim::sim {
 

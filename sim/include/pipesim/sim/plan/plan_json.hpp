@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "pipesim/sim/plan.hpp"
+#include "pipesim/sim/plan/plan.hpp"
 
 namespace pipesim::sim {
 

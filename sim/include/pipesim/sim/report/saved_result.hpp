@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "pipesim/sim/invariants.hpp"
-#include "pipesim/sim/metrics.hpp"
-#include "pipesim/sim/plan.hpp"
+#include "pipesim/sim/plan/plan.hpp"
+#include "pipesim/sim/report/invariants.hpp"
+#include "pipesim/sim/report/metrics.hpp"
 
 namespace pipesim::sim {
 

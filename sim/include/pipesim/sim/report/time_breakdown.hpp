@@ -6,8 +6,8 @@
 // to 1.
 #pragma once
 
-#include "pipesim/sim/engine.hpp"
-#include "pipesim/sim/plan.hpp"
+#include "pipesim/sim/engine/engine.hpp"
+#include "pipesim/sim/plan/plan.hpp"
 
 namespace pipesim::sim {
 

@@ -9,8 +9,8 @@
 
 #include <fmt/format.h>
 
-#include "pipesim/sim/error.hpp"
-#include "pipesim/sim/plan.hpp"
+#include "pipesim/sim/core/error.hpp"
+#include "pipesim/sim/plan/plan.hpp"
 
 namespace pipesim::sim {
 
