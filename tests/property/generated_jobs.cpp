@@ -8,7 +8,8 @@
 //   - (every 64th job) rank the same planner candidates with one search thread as with four.
 // The first disagreement or violation is printed with the seed and job that generate it, exit code 1.
 //
-//   pipesim_generated_jobs [--jobs N] [--seed S]
+//   pipesim_generated_jobs [--jobs N] [--seed S] [--max-pp P]
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <iostream>
@@ -52,7 +53,7 @@ const T& pick(std::mt19937_64& rng, const std::vector<T>& v) {
   return v[std::uniform_int_distribution<std::size_t>(0, v.size() - 1)(rng)];
 }
 
-Generated generate(std::mt19937_64& rng) {
+Generated generate(std::mt19937_64& rng, int max_pp) {
   static const std::vector<std::string> models = {"qwen3-1.7b", "qwen3-1.7b", "llama3-8b",
                                                   "llama2-7b",  "qwen3-8b",   "bert-large"};
   static const std::vector<std::string> hws = {"h100-sxm-8x", "a100-80g-sxm-8x", "rtx4090-8x",
@@ -72,7 +73,7 @@ Generated generate(std::mt19937_64& rng) {
   g.schedule = schedule.name;
   j.model = pick(rng, models);
   j.hw = pick(rng, hws);
-  j.pp = pick(rng, pps);
+  j.pp = std::min(max_pp, pick(rng, pps));
   j.tp = pick(rng, tps);
   j.dp = pick(rng, dps);
   j.seq = pick(rng, seqs);
@@ -190,29 +191,32 @@ bool check_job(const Generated& g, std::int64_t index) {
 int main(int argc, char** argv) {
   std::int64_t jobs = 200;
   std::uint64_t seed = 1;
+  int max_pp = 64;  // smaller under the sanitizers, where a pp-64 job with fill takes minutes
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--jobs")
       jobs = std::atoll(argv[i + 1]);
     else if (flag == "--seed")
       seed = std::strtoull(argv[i + 1], nullptr, 10);
+    else if (flag == "--max-pp")
+      max_pp = std::max(1, std::atoi(argv[i + 1]));
     else {
-      std::cerr << "usage: pipesim_generated_jobs [--jobs N] [--seed S]\n";
+      std::cerr << "usage: pipesim_generated_jobs [--jobs N] [--seed S] [--max-pp P]\n";
       return 2;
     }
   }
   std::map<std::string, std::int64_t> simulated, refused;
-  std::int64_t with_fill = 0, max_pp = 0;
+  std::int64_t with_fill = 0, largest_pp = 0;
   for (std::int64_t k = 0; k < jobs; ++k) {
     // Each job has a seed of its own: one failing job is rerun alone with --seed and --jobs 1.
     const std::uint64_t job_seed = seed + static_cast<std::uint64_t>(k);
     std::mt19937_64 rng(job_seed);
-    const Generated g = generate(rng);
+    const Generated g = generate(rng, max_pp);
     try {
       if (check_job(g, k)) {
         ++simulated[g.schedule];
         with_fill += g.fill ? 1 : 0;
-        max_pp = std::max<std::int64_t>(max_pp, g.job.pp);
+        largest_pp = std::max<std::int64_t>(largest_pp, g.job.pp);
       } else {
         ++refused[g.schedule];
       }
@@ -234,6 +238,6 @@ int main(int argc, char** argv) {
       "{} generated jobs from seed {}: {} simulated ({} with fill jobs, pp up to {}), {} refused by their "
       "schedule; "
       "0 violations, 0 disagreements\n  simulated by schedule: {}\n",
-      jobs, seed, total, with_fill, max_pp, refusals, by_schedule);
+      jobs, seed, total, with_fill, largest_pp, refusals, by_schedule);
   return 0;
 }

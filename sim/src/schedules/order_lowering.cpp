@@ -1475,7 +1475,8 @@ SharedLinkUse shared_link_use(const Plan& plan) {
 
 /// Whether a collective's ring inside a node can hop over unalike links: a node whose GPU pairs are joined in
 /// more than one way (NVLink bridging only some pairs, or peer-to-peer PCIe under several switches) runs a
-/// ring as fast as its slowest hop, which the simulated member's own hop need not be.
+/// ring as fast as its slowest hop, which the simulated member's own hop need not be. (Rings that leave the
+/// node are priced at their network hop in both kinds of plan: Builder::tp_peer and the DP ring offset.)
 bool unalike_ring_hops(const Plan& plan) {
   const HardwareProfile& hw = plan.hw;
   auto nvlinked = [&](std::int32_t a, std::int32_t b) {
@@ -1730,17 +1731,15 @@ Plan lower_layout(const ScheduleDescriptor& schedule, const ScheduleInput& input
   if (input.explicit_replicas || input.tp * input.cp * input.dp == 1)
     return Builder(schedule, input).build(input.explicit_replicas);
   Plan plan = Builder(schedule, input).build(false);
-  if (unalike_ring_hops(plan)) {
-    plan = Builder(schedule, input).build(true);
-    plan.meta.note =
-        "a node's GPUs are linked unalike (NVLink joins only some pairs); rings simulated explicitly";
-    return plan;
-  }
   const SharedLinkUse use = shared_link_use(plan);
   if (use.gpu_traffic) {
     // Identical replicas would contend on shared PCIe uplinks: simulating one would hide that contention.
     plan = Builder(schedule, input).build(true);
     plan.meta.note = "replicas share PCIe switch uplinks; simulated explicitly instead of symmetric";
+  } else if (unalike_ring_hops(plan)) {
+    plan = Builder(schedule, input).build(true);
+    plan.meta.note =
+        "a node's GPU pairs are linked unalike (NVLink bridges or PCIe switches); rings simulated explicitly";
   } else if (use.host_traffic || ((input.sharding.offload_optimizer || input.sharding.offload_params) &&
                                   shares_host_with_replicas(plan, input))) {
     // The GPUs of a node share its root complex, NVMe volume and host memory (and a switch its uplink).
