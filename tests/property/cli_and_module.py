@@ -24,13 +24,21 @@ HWS = ["h100-sxm-8x", "a100-80g-sxm-8x", "rtx4090-8x", "l40s-8x", "mi300x-8x", "
 
 
 def generate(rng, schedules, max_pp):
-    job = dict(schedule=rng.choice(schedules), model=rng.choice(MODELS), hw=rng.choice(HWS),
+    """A job; `schedules` maps each schedule's name to its kind (whole-plan or order-based)."""
+    name = rng.choice(sorted(schedules))
+    job = dict(schedule=name, model=rng.choice(MODELS), hw=rng.choice(HWS),
                pp=min(max_pp, rng.choice([1, 2, 2, 4, 4, 8, 8, 16, 32, 64])), tp=rng.choice([1, 1, 1, 2, 4]),
                dp=rng.choice([1, 1, 2, 4]), seq=rng.choice([512, 1024, 2048, 4096]),
                recompute=rng.choice(["none", "none", "full", "selective"]))
     job["microbatches"] = rng.randint(1, 3 * job["pp"] + 1)
     if job["dp"] > 1 and rng.random() < 0.5:
         job["zero"] = rng.choice([1, 2, 3])
+    # Mostly what each schedule accepts, so that most jobs run (as tests/property/generated_jobs.cpp draws them).
+    if schedules[name] == "whole-plan":
+        job.update(tp=1, dp=1, microbatches=rng.randint(job["pp"], 3 * job["pp"] + 1))
+        job.pop("zero", None)
+    elif "interleaved" in name:
+        job["microbatches"] = job["pp"] * rng.randint(1, 3)
     if rng.random() < 0.5:
         job["fill_jobs"] = "bert-large-inference"
     return job
@@ -85,7 +93,7 @@ def main():
     parser.add_argument("--max-pp", type=int, default=64,
                         help="smaller jobs (a sanitizer build reads a saved plan of 100,000 ops for minutes)")
     o = parser.parse_args()
-    schedules = [s["name"] for s in pipesim.schedules()]
+    schedules = {s["name"]: s["kind"] for s in pipesim.schedules()}
     answered = refused = 0
     with tempfile.TemporaryDirectory() as d:
         for k in range(o.jobs):
