@@ -44,8 +44,9 @@ int run_replay(const ReplayCommandOptions& o) {
   const sim::Metrics predicted = sim::compute_metrics(plan, predicted_timeline);
   sim::check_run(plan, predicted_timeline, predicted);
   // A measured run's op times come from clocks on several streams: its metrics are held to the invariants,
-  // its op order is the replay engine's to keep.
-  sim::check_metrics(measured, plan.meta.global_batch, plan.meta.seq);
+  // its op order is the replay engine's to keep, and its speed is the machine's, which the profile's peak
+  // (a datasheet's, or the host backend's own measurement) does not bound.
+  sim::check_metrics(measured, plan.meta.global_batch, plan.meta.seq, /*against_peak=*/false);
   if (!o.out.empty()) sim::write_output_file(o.out, measured_timeline_json(plan, r, measured));
   if (!o.trace.empty()) {
     sim::OutputFile out(o.trace);

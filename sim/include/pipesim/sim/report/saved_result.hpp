@@ -23,6 +23,7 @@ struct SavedResult {
   std::int64_t gpu_capacity_bytes = 0;
   std::optional<FillClaims> fill;  ///< simulate --fill-jobs
   bool has_ops = false;            ///< a timeline: the op times below
+  bool measured = false;           ///< a timeline of a replay: its speed is not bounded by the profile's peak
   std::vector<TimePoint> start, end;
 };
 
