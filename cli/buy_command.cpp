@@ -14,6 +14,7 @@
 
 #include "pipesim/sim/core/error.hpp"
 #include "pipesim/sim/core/json_text.hpp"
+#include "pipesim/sim/core/units.hpp"
 #include "plan_command.hpp"
 
 namespace pipesim::cli {
@@ -155,7 +156,7 @@ int run_buy(BuyCommandOptions o) {
         q.time_to_train_s / 86400.0, q.gpu_hours,
         q.usd_per_gpu_hour > 0 ? fmt::format("{:.0f}", q.usd) : "no price",
         q.energy_kwh > 0 ? fmt::format("{:.1f}", q.energy_kwh / 1000.0) : "-",
-        static_cast<double>(q.headroom_bytes) / (1 << 30), largest_losses(q),
+        static_cast<double>(q.headroom_bytes) / pipesim::sim::kBytesPerGiB, largest_losses(q),
         (q.microbatch_held_by_memory ? fmt::format(", memory holds b at {:g}", q.best.job.microbatch_size)
                                      : std::string()) +
             (q.meets_constraints ? "" : "  (misses the constraints)"));

@@ -14,6 +14,7 @@
 #include "bubbles_command.hpp"
 #include "check_command.hpp"
 #include "explain_command.hpp"
+#include "flag_spelling.hpp"
 #include "partition_command.hpp"
 #include "pipesim/calibrate/calibrate.hpp"
 #include "pipesim/replay/replay.hpp"
@@ -21,6 +22,7 @@
 #include "pipesim/sim/core/json_text.hpp"
 #include "pipesim/sim/core/memory_budget.hpp"
 #include "pipesim/sim/core/output_file.hpp"
+#include "pipesim/sim/core/units.hpp"
 #include "pipesim/sim/fill/fill.hpp"
 #include "pipesim/sim/hardware/hardware.hpp"
 #include "pipesim/sim/job/job.hpp"
@@ -51,10 +53,10 @@ int list_schedules(const std::string& format) {
     nlohmann::json params = nlohmann::json::array();
     for (const auto& c : s.constraints) table += fmt::format("{:<18}   needs: {}\n", "", c);
     for (const auto& p : s.parameters) {
-      table += fmt::format("{:<18}   {}{}: {} (default {})\n", "", p.flag,
+      table += fmt::format("{:<18}   {}{}: {} (default {})\n", "", flag_of(p.option),
                            p.metavar.empty() ? "" : " " + p.metavar, p.description,
                            pipesim::sim::to_string(p.default_value));
-      params.push_back({{"flag", p.flag},
+      params.push_back({{"flag", flag_of(p.option)},
                         {"description", p.description},
                         {"default", pipesim::sim::to_string(p.default_value)}});
     }
@@ -120,7 +122,7 @@ int list_fill_jobs(const std::string& format) {
       table +=
           fmt::format("{:<24} {} units of {:.3f} ms on h100-sxm-8x, {:.1f} GFLOP each, state {:.2f} GiB{}\n",
                       name, job.units, static_cast<double>(job.unit_ns) / 1e6, job.unit_flops / 1e9,
-                      static_cast<double>(job.state_bytes) / (1 << 30),
+                      static_cast<double>(job.state_bytes) / pipesim::sim::kBytesPerGiB,
                       job.writes_back ? " (returned after each chunk)" : "");
       rows.push_back({{"name", name},
                       {"units", job.units},
@@ -280,21 +282,21 @@ void add_job_options(CLI::App* sim, pipesim::sim::JobOptions& j) {
 /// One flag per schedule parameter in the registry (a flag two schedules share is added once); the text given
 /// is kept for the schedule that declares it and checked once parsing is done.
 void add_schedule_flags(CLI::App* sim, pipesim::sim::JobOptions& j) {
-  std::map<std::string, std::string> seen;  // flag -> schedules that take it
+  std::map<std::string, std::string> seen;  // option key -> schedules that take it
   for (const auto& s : pipesim::sim::schedule_registry())
-    for (const auto& p : s.parameters) seen[p.flag] += (seen[p.flag].empty() ? "" : ", ") + s.name;
+    for (const auto& p : s.parameters) seen[p.option] += (seen[p.option].empty() ? "" : ", ") + s.name;
   for (const auto& s : pipesim::sim::schedule_registry()) {
     for (const auto& p : s.parameters) {
-      auto it = seen.find(p.flag);
+      auto it = seen.find(p.option);
       if (it == seen.end()) continue;  // already added
       const std::string help = fmt::format("{}: {}", it->second, p.description);
-      const std::string flag = p.flag;
+      const std::string key = p.option;
       if (p.type == pipesim::sim::ParameterType::kFlag)
         sim->add_flag_callback(
-            flag, [&j, flag] { j.schedule_flags[flag] = "true"; }, help);
+            flag_of(key), [&j, key] { j.schedule_options[key] = "true"; }, help);
       else
         sim->add_option_function<std::string>(
-            flag, [&j, flag](const std::string& text) { j.schedule_flags[flag] = text; }, help);
+            flag_of(key), [&j, key](const std::string& text) { j.schedule_options[key] = text; }, help);
       seen.erase(it);
     }
   }
@@ -519,7 +521,9 @@ void add_replay(CLI::App& app, Commands& c) {
   auto* rep = app.add_subcommand(
       "replay", "execute a saved plan on this machine and measure it against the prediction");
   rep->add_option("plan", ro.plan_file, "pipesim-plan JSON (simulate --plan-out)")->required();
-  rep->add_option("--backend", ro.replay.backend, "host (runs everywhere) or cuda (not built yet)")
+  rep->add_option("--backend", ro.replay.backend,
+                  "host (runs everywhere) or cuda (this node's GPUs, one CUDA stream per plan stream; "
+                  "needs the CUDA replay module, built where nvcc exists)")
       ->capture_default_str();
   rep->add_option("--iterations", ro.replay.iterations,
                   "measured runs after one warm-up (the median is kept)")
@@ -580,14 +584,14 @@ void add_commands(CLI::App& app, Commands& c) {
 int dispatch(CLI::App& app, Commands& c, bool no_arguments) {
   if (c.sim->parsed()) {
     c.simulate.job.explicit_replicas = c.replicas == "explicit";
-    pipesim::sim::check_schedule_flags(c.simulate.job);
+    pipesim::sim::check_schedule_options(c.simulate.job);
     // With no arguments at all, simulate runs the embedded default job and keeps its traces under out/.
     if (no_arguments) c.simulate.trace_dir = "out";
     return pipesim::cli::run_simulate(c.simulate);
   }
   if (c.bub->parsed()) {
     c.bubbles.job.explicit_replicas = c.bubbles_replicas == "explicit";
-    pipesim::sim::check_schedule_flags(c.bubbles.job);
+    pipesim::sim::check_schedule_options(c.bubbles.job);
     return pipesim::cli::run_bubbles(c.bubbles);
   }
   if (c.cal->parsed()) {
@@ -628,6 +632,7 @@ int dispatch(CLI::App& app, Commands& c, bool no_arguments) {
 }
 
 int run_cli(int argc, char** argv) {
+  spell_options_as_flags();  // before the registry's descriptions are written (Commands reads the defaults)
   CLI::App app{"pipesim: discrete-event simulator and planner for pipeline-parallel LLM training"};
   Commands commands;
   add_commands(app, commands);

@@ -9,6 +9,7 @@
 #include "pipesim/planner/partition.hpp"
 #include "pipesim/sim/core/error.hpp"
 #include "pipesim/sim/core/json_text.hpp"
+#include "pipesim/sim/core/units.hpp"
 
 namespace pipesim::cli {
 
@@ -99,7 +100,7 @@ int run_partition(const PartitionOptions& o) {
     std::cout << fmt::format("{:>5} {:>7} {:>9} {:>14.3f} {:>10.2f}\n", k, best.blocks[k],
                              fmt::format("{}-{}", best.ranges[k].first, best.ranges[k].second - 1),
                              static_cast<double>(best.stage_ns[k]) / 1e6,
-                             static_cast<double>(best.stage_mem_bytes[k]) / (1 << 30));
+                             static_cast<double>(best.stage_mem_bytes[k]) / pipesim::sim::kBytesPerGiB);
   std::cout << fmt::format(
       "bottleneck {:.3f} ms; uniform split {:.3f} ms ({:.2f}x slower{}); DeepSpeed parameters "
       "{:.3f} ms ({:.2f}x slower{})\n",

@@ -84,7 +84,7 @@ int run_plan(const PlanOptions& o) {
   const auto& m0 = best.metrics;
   std::cout << fmt::format("{} on {} x {}: global batch {}, seq {}; objective {}\n",
                            best.job.model.empty() ? best.job.workload : best.job.model, s.gpus, s.base.hw,
-                           s.global_batch, s.base.seq > 0 ? s.base.seq : 2048, s.objective);
+                           s.global_batch, s.base.seq > 0 ? s.base.seq : pipesim::sim::kDefaultSequenceLength, s.objective);
   std::cout << fmt::format(
       "searched {} configurations: {} cannot fit memory, {} invalid for their schedule, {} cut by "
       "the lower bound, {} simulated ({} of them out of memory)\n",

@@ -20,24 +20,30 @@ constexpr double kMaxTokens = 1e18;
 constexpr std::int64_t kMaxSteps = std::int64_t{1} << 40;
 
 void check_options(const BuyOptions& o) {
-  if (o.hardware.empty()) throw sim::InputError("--hw", "", "give at least one hardware profile");
-  if (o.gpu_counts.empty()) throw sim::InputError("--gpus", "", "give at least one GPU count");
+  if (o.hardware.empty()) throw sim::InputError(sim::Option{"hw"}, "", "give at least one hardware profile");
+  if (o.gpu_counts.empty()) throw sim::InputError(sim::Option{"gpus"}, "", "give at least one GPU count");
   for (std::int32_t g : o.gpu_counts)
-    if (g < 1) throw sim::InputError("--gpus", "", fmt::format("{} GPUs; valid: 1 .. 1048576", g));
+    if (g < 1) throw sim::InputError(sim::Option{"gpus"}, "", fmt::format("{} GPUs; valid: 1 .. 1048576", g));
   if ((o.tokens > 0) == (o.steps > 0))
-    throw sim::InputError("--tokens", "", "give either --tokens (tokens to train) or --steps, not both");
+    throw sim::InputError(sim::Option{"tokens"}, "",
+                          ("give either " + sim::spelled(sim::Option{"tokens"}) + " (tokens to train) or " +
+                           sim::spelled(sim::Option{"steps"}) + ", not both"));
   if (o.steps < 0 || o.steps > kMaxSteps)
-    throw sim::InputError("--steps", "", fmt::format("{} steps; valid: 1 .. {}", o.steps, kMaxSteps));
+    throw sim::InputError(sim::Option{"steps"}, "",
+                          fmt::format("{} steps; valid: 1 .. {}", o.steps, kMaxSteps));
   if (!(o.max_usd >= 0 && o.max_usd <= 1e15))
-    throw sim::InputError("--max-usd", "", "valid: 0 (no budget) .. 1e15");
+    throw sim::InputError(sim::Option{"max_usd"}, "", "valid: 0 (no budget) .. 1e15");
   if (!(o.deadline_days >= 0 && o.deadline_days <= 1e6))
-    throw sim::InputError("--deadline-days", "", "valid: 0 (no deadline) .. 1e6");
-  if (o.max_gpus < 0) throw sim::InputError("--max-gpus", "", "valid: 0 (no limit) or more");
+    throw sim::InputError(sim::Option{"deadline_days"}, "", "valid: 0 (no deadline) .. 1e6");
+  if (o.max_gpus < 0) throw sim::InputError(sim::Option{"max_gpus"}, "", "valid: 0 (no limit) or more");
   for (const auto& [name, usd] : o.gpu_hour_usd) {
     if (!(usd > 0 && usd <= 1e6))
-      throw sim::InputError("--gpu-hour-usd", "", fmt::format("{}: price {}; valid: > 0 .. 1e6", name, usd));
+      throw sim::InputError(sim::Option{"gpu_hour_usd"}, "",
+                            fmt::format("{}: price {}; valid: > 0 .. 1e6", name, usd));
     if (std::find(o.hardware.begin(), o.hardware.end(), name) == o.hardware.end())
-      throw sim::InputError("--gpu-hour-usd", "", fmt::format("{} is not one of the clusters in --hw", name));
+      throw sim::InputError(
+          sim::Option{"gpu_hour_usd"}, "",
+          fmt::format("{} is not one of the clusters in {}", name, sim::spelled(sim::Option{"hw"})));
   }
 }
 
@@ -100,24 +106,24 @@ void mark_pareto(std::vector<ClusterQuote>& quotes) {
 
 std::int64_t steps_to_train(double tokens, std::int64_t tokens_per_step) {
   if (!(tokens >= 1 && tokens <= kMaxTokens))
-    throw sim::InputError("--tokens", "", fmt::format("{} tokens; valid: 1 .. 1e18", tokens));
+    throw sim::InputError(sim::Option{"tokens"}, "", fmt::format("{} tokens; valid: 1 .. 1e18", tokens));
   if (tokens_per_step < 1)
-    throw sim::InputError("--global-batch", "", "a step must train at least one token");
+    throw sim::InputError(sim::Option{"global_batch"}, "", "a step must train at least one token");
   const double steps = std::ceil(tokens / static_cast<double>(tokens_per_step));
   if (steps > static_cast<double>(kMaxSteps))
     throw sim::InputError(
-        "--tokens", "",
+        sim::Option{"tokens"}, "",
         fmt::format("{} steps of {} tokens; valid: at most {} steps", steps, tokens_per_step, kMaxSteps));
   return static_cast<std::int64_t>(steps);
 }
 
 BuyResult buy(const BuyOptions& o, std::ostream* progress) {
   check_options(o);
-  if (o.search.global_batch < 1) throw sim::InputError("--global-batch", "", "required, >= 1");
+  if (o.search.global_batch < 1) throw sim::InputError(sim::Option{"global_batch"}, "", "required, >= 1");
   BuyResult result;
-  const std::int64_t seq = o.search.base.seq > 0 ? o.search.base.seq : 2048;
+  const std::int64_t seq = o.search.base.seq > 0 ? o.search.base.seq : sim::kDefaultSequenceLength;
   if (__builtin_mul_overflow(o.search.global_batch, seq, &result.tokens_per_step))
-    throw sim::InputError("--global-batch", "", "global batch x seq overflows");
+    throw sim::InputError(sim::Option{"global_batch"}, "", "global batch x seq overflows");
   result.steps = o.steps > 0 ? o.steps : steps_to_train(o.tokens, result.tokens_per_step);
 
   // Every profile is loaded (and so checked) before the first search; a budget needs every price.
@@ -126,10 +132,10 @@ BuyResult buy(const BuyOptions& o, std::ostream* progress) {
     profiles.push_back(sim::load_hardware_profile(name));
     const auto price = o.gpu_hour_usd.find(name);
     if (o.max_usd > 0 && price == o.gpu_hour_usd.end() && profiles.back().gpu_hour_usd <= 0)
-      throw sim::InputError("--gpu-hour-usd", "",
-                            fmt::format("{} has no $/GPU-hour figure and --max-usd needs one; give "
-                                        "--gpu-hour-usd {}=PRICE",
-                                        name, name));
+      throw sim::InputError(
+          sim::Option{"gpu_hour_usd"}, "",
+          fmt::format("{} has no $/GPU-hour figure and {} needs one; give {} {}=PRICE", name,
+                      sim::spelled(sim::Option{"max_usd"}), sim::spelled(sim::Option{"gpu_hour_usd"}), name));
   }
   const std::size_t total = o.hardware.size() * o.gpu_counts.size();
   for (std::size_t h = 0; h < o.hardware.size(); ++h) {
@@ -143,7 +149,7 @@ BuyResult buy(const BuyOptions& o, std::ostream* progress) {
       if (gpus % hw.node.gpus != 0) {
         q.skipped = fmt::format("not whole nodes of {} GPUs", hw.node.gpus);
       } else if (o.max_gpus > 0 && gpus > o.max_gpus) {
-        q.skipped = fmt::format("over --max-gpus {}", o.max_gpus);
+        q.skipped = fmt::format("over {} {}", sim::spelled(sim::Option{"max_gpus"}), o.max_gpus);
       } else {
         SearchOptions s = o.search;
         s.base.hw = o.hardware[h];

@@ -14,6 +14,7 @@
 #include "pipesim/planner/partition.hpp"
 #include "pipesim/sim/core/error.hpp"
 #include "pipesim/sim/engine/engine.hpp"
+#include "pipesim/sim/job/option_parsing.hpp"
 #include "pipesim/sim/report/invariants.hpp"
 #include "pipesim/sim/schedules/plan_builder.hpp"
 #include "pipesim/sim/workload/model.hpp"

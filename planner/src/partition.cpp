@@ -174,7 +174,8 @@ std::vector<std::int32_t> parameters_partition(const PartitionProblem& p) {
 PartitionProblem make_partition_problem(const sim::ScheduleInput& in, const sim::ScheduleDescriptor& schedule,
                                         double mem_fraction) {
   if (schedule.partitioner.rule != sim::PartitionRule::kContiguousStages)
-    throw sim::InputError("--schedule", "", fmt::format("{} partitions by its own rule", schedule.name));
+    throw sim::InputError(sim::Option{"schedule"}, "",
+                          fmt::format("{} partitions by its own rule", schedule.name));
   PartitionProblem p;
   const auto& layers = in.costs.front();
   const std::int32_t t = in.tp;

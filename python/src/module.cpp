@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cli_app.hpp"
+#include "flag_spelling.hpp"
 
 namespace py = pybind11;
 
@@ -95,6 +96,7 @@ std::vector<std::pair<std::string, bool>> options(const std::string& subcommand)
 }  // namespace
 
 PYBIND11_MODULE(_pipesim, m) {
+  pipesim::cli::spell_options_as_flags();  // before the schedule registry is first read
   m.doc() = "pipesim's command line, run in-process (use the `pipesim` package, not this module)";
   m.def("run", &run, py::arg("args"),
         "Runs `pipesim ARGS...` in this process; returns (exit code, stdout, stderr). The GIL is released.");

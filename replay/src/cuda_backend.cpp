@@ -171,7 +171,7 @@ std::vector<sim::Timeline> run_cuda_replay(const sim::Plan& plan, const ReplayOp
   out.why_not = "pipesim was built without CUDA (no nvcc found)";
 #endif
   if (!out.ran)
-    throw sim::InputError("--backend", "",
+    throw sim::InputError(sim::Option{"backend"}, "",
                           fmt::format("the cuda replay did not run: {}; valid here: host", out.why_not));
   const auto host = calibrate::probe_host();
   env.host = fmt::format("{}; {} ({} logical CPUs)", out.device, host.cpu_model, host.cores);

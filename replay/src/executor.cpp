@@ -282,7 +282,9 @@ void apply_memory(const Plan& plan, sim::Timeline& tl) {
   }
 }
 
-ReplayResult replay_plan(const Plan& plan, const ReplayOptions& o) {
+namespace {
+
+void check_replay_inputs(const Plan& plan, const ReplayOptions& o) {
   if (o.iterations < 1 || o.iterations > 1000)
     throw sim::InputError("--iterations", "", fmt::format("{} asked; valid: 1 .. 1000", o.iterations));
   if (!(o.work_scale > 0 && o.work_scale <= 1))
@@ -297,6 +299,84 @@ ReplayResult replay_plan(const Plan& plan, const ReplayOptions& o) {
     throw sim::InputError("plan", "/streams",
                           fmt::format("{} streams; the replay runs one thread per stream, valid: at most {}",
                                       plan.streams.size(), kMaxStreams));
+}
+
+/// The MPI transport, refused unless it has one process per node of the plan.
+std::unique_ptr<Transport> node_transport(const Plan& plan) {
+  std::unique_ptr<Transport> transport = make_mpi_transport();
+  int nodes = 1;
+  for (const auto& st : plan.streams)
+    nodes = std::max(nodes, plan.devices[static_cast<std::size_t>(st.device)].node + 1);
+  if (transport->ranks() != nodes)
+    throw sim::InputError("--mpi", "",
+                          fmt::format("{} processes for a plan on {} nodes; valid: mpirun -np {}",
+                                      transport->ranks(), nodes, nodes));
+  return transport;
+}
+
+/// Rank 0 collects every node's op times; the others are done.
+void gather_op_times(const Plan& plan, const Placement& place, Transport& transport,
+                     std::vector<sim::Timeline>& runs) {
+  for (auto& tl : runs) {
+    std::vector<std::int64_t> mine, all;
+    for (std::size_t i = 0; i < plan.ops.size(); ++i)
+      if (place.local(static_cast<std::size_t>(plan.ops[i].stream)))
+        mine.insert(mine.end(), {static_cast<std::int64_t>(i), tl.start[i], tl.end[i]});
+    transport.gather(mine, all);
+    for (std::size_t k = 0; k + 2 < all.size(); k += 3) {
+      tl.start[static_cast<std::size_t>(all[k])] = all[k + 1];
+      tl.end[static_cast<std::size_t>(all[k])] = all[k + 2];
+    }
+  }
+}
+
+/// The host backend's measured iterations (after one warm-up); multi-node, only rank 0's are whole and
+/// result.root says which this is.
+std::vector<sim::Timeline> run_host_replay(const Plan& plan, const ReplayOptions& o, ReplayResult& result) {
+  std::vector<sim::Timeline> runs;
+  // Multi-node: the listener hands other nodes' messages to the run in progress (declared before the
+  // transport, whose destructor stops the listener).
+  std::mutex current_mutex;
+  Run* current = nullptr;
+  std::unique_ptr<Transport> transport;
+  if (o.mpi) transport = node_transport(plan);
+  Placement place = Placement::of(plan, transport.get());
+  if (transport) {
+    place.clock_offset_ns = transport->clock_offset_ns();
+    transport->listen([&](Transport::Message kind, std::int64_t value) {
+      std::lock_guard lock(current_mutex);
+      if (current) current->on_message(kind, value);
+    });
+  }
+  const std::unique_ptr<Backend> backend = make_host_backend(plan, o.work_scale, transport.get());
+  backend->describe(result.environment);
+  auto run_once = [&] {
+    Run run(plan, *backend, o.timeout_s, place);
+    {
+      std::lock_guard lock(current_mutex);
+      current = &run;
+    }
+    if (transport) transport->barrier();  // every node has its run before any message of it is sent
+    sim::Timeline tl = run.execute();
+    if (transport) transport->barrier();  // and every message of it was consumed before the next
+    std::lock_guard lock(current_mutex);
+    current = nullptr;
+    return tl;
+  };
+  run_once();  // warm-up: first touches, thread start-up
+  for (int k = 0; k < o.iterations; ++k) runs.push_back(run_once());
+  if (transport) {
+    gather_op_times(plan, place, *transport, runs);
+    result.environment.backend = fmt::format("host, {} nodes over MPI", transport->ranks());
+    result.root = transport->rank() == 0;
+  }
+  return runs;
+}
+
+}  // namespace
+
+ReplayResult replay_plan(const Plan& plan, const ReplayOptions& o) {
+  check_replay_inputs(plan, o);
   ReplayResult result;
   result.environment.backend = o.backend;
   result.environment.work_scale = o.work_scale;
@@ -307,63 +387,8 @@ ReplayResult replay_plan(const Plan& plan, const ReplayOptions& o) {
       throw sim::InputError("--mpi", "", "multi-node replay runs the host backend; valid: --backend host");
     runs = run_cuda_replay(plan, o, result.environment);
   } else {
-    // Multi-node: the listener hands other nodes' messages to the run in progress (declared before the
-    // transport, whose destructor stops the listener).
-    std::mutex current_mutex;
-    Run* current = nullptr;
-    std::unique_ptr<Transport> transport;
-    if (o.mpi) {
-      transport = make_mpi_transport();
-      int nodes = 1;
-      for (const auto& st : plan.streams)
-        nodes = std::max(nodes, plan.devices[static_cast<std::size_t>(st.device)].node + 1);
-      if (transport->ranks() != nodes)
-        throw sim::InputError("--mpi", "",
-                              fmt::format("{} processes for a plan on {} nodes; valid: mpirun -np {}",
-                                          transport->ranks(), nodes, nodes));
-    }
-    Placement place = Placement::of(plan, transport.get());
-    if (transport) {
-      place.clock_offset_ns = transport->clock_offset_ns();
-      transport->listen([&](Transport::Message kind, std::int64_t value) {
-        std::lock_guard lock(current_mutex);
-        if (current) current->on_message(kind, value);
-      });
-    }
-    const std::unique_ptr<Backend> backend = make_host_backend(plan, o.work_scale, transport.get());
-    backend->describe(result.environment);
-    auto run_once = [&] {
-      Run run(plan, *backend, o.timeout_s, place);
-      {
-        std::lock_guard lock(current_mutex);
-        current = &run;
-      }
-      if (transport) transport->barrier();  // every node has its run before any message of it is sent
-      sim::Timeline tl = run.execute();
-      if (transport) transport->barrier();  // and every message of it was consumed before the next
-      std::lock_guard lock(current_mutex);
-      current = nullptr;
-      return tl;
-    };
-    run_once();  // warm-up: first touches, thread start-up
-    for (int k = 0; k < o.iterations; ++k) runs.push_back(run_once());
-    if (transport) {
-      // Rank 0 collects every node's op times; the others are done.
-      for (auto& tl : runs) {
-        std::vector<std::int64_t> mine, all;
-        for (std::size_t i = 0; i < plan.ops.size(); ++i)
-          if (place.local(static_cast<std::size_t>(plan.ops[i].stream)))
-            mine.insert(mine.end(), {static_cast<std::int64_t>(i), tl.start[i], tl.end[i]});
-        transport->gather(mine, all);
-        for (std::size_t k = 0; k + 2 < all.size(); k += 3) {
-          tl.start[static_cast<std::size_t>(all[k])] = all[k + 1];
-          tl.end[static_cast<std::size_t>(all[k])] = all[k + 2];
-        }
-      }
-      result.environment.backend = fmt::format("host, {} nodes over MPI", transport->ranks());
-      result.root = transport->rank() == 0;
-      if (!result.root) return result;
-    }
+    runs = run_host_replay(plan, o, result);
+    if (!result.root) return result;
   }
   // Times from the first op's start.
   for (auto& tl : runs) {

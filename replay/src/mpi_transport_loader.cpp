@@ -16,16 +16,18 @@ std::unique_ptr<Transport> make_mpi_transport() {
   void* module = dlopen(PIPESIM_MPI_MODULE_PATH, RTLD_NOW | RTLD_GLOBAL);
   if (module == nullptr) {
     const char* why = dlerror();
-    throw sim::InputError("--mpi", "",
+    throw sim::InputError(sim::Option{"mpi"}, "",
                           std::string("cannot load the MPI transport module ") + PIPESIM_MPI_MODULE_PATH +
-                              ": " + (why ? why : "unknown error") + "; valid here: one node, without --mpi");
+                              ": " + (why ? why : "unknown error") +
+                              ("; valid here: one node, without " + sim::spelled(sim::Option{"mpi"})));
   }
   auto make = reinterpret_cast<MakeMpiTransport>(dlsym(module, kMakeMpiTransportSymbol));
   if (make == nullptr)
-    throw sim::InputError("--mpi", "", "the MPI transport module has no entry point; rebuild pipesim");
+    throw sim::InputError(sim::Option{"mpi"}, "",
+                          "the MPI transport module has no entry point; rebuild pipesim");
   std::array<char, 512> error{};
   Transport* transport = make(error.data(), error.size());
-  if (transport == nullptr) throw sim::InputError("--mpi", "", error.data());
+  if (transport == nullptr) throw sim::InputError(sim::Option{"mpi"}, "", error.data());
   return std::unique_ptr<Transport>(transport);  // the module stays loaded: MPI finalizes at the end
 }
 

@@ -6,9 +6,9 @@ namespace pipesim::replay {
 
 std::unique_ptr<Transport> make_mpi_transport() {
   throw sim::InputError(
-      "--mpi", "",
-      "pipesim was built without MPI (install libopenmpi-dev and rebuild); valid here: one node, "
-      "without --mpi");
+      sim::Option{"mpi"}, "",
+      "pipesim was built without MPI (install libopenmpi-dev and rebuild); valid here: one node, "(
+          "without " + sim::spelled(sim::Option{"mpi"})));
 }
 
 }  // namespace pipesim::replay

@@ -50,7 +50,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     // plans), which at 20,000 ops each took over 10 s under the sanitizers (a timeout, not a hang).
     job.max_memory_gib = 0.004;
     job.explicit_replicas = c.replicas == "explicit";
-    sim::check_schedule_flags(job);
+    sim::check_schedule_options(job);
     if (c.simulate.schedule == "all") {
       (void)sim::plans_of_all_schedules(job);
     } else {

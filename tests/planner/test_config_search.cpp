@@ -172,7 +172,7 @@ TEST(ConfigSearch, PicksShardedDataParallelismWhereMemoryIsShort) {
 TEST(ConfigSearch, DenseModelsAreNotSplitByExperts) {
   // llama2-7b has no experts: no candidate asks for expert parallelism, and none is invalid for it.
   const SearchResult& r = default_search();
-  EXPECT_EQ(r.first_invalid.find("--ep"), std::string::npos) << r.first_invalid;
+  EXPECT_EQ(r.first_invalid.find("ep:"), std::string::npos) << r.first_invalid;
   for (const auto& c : r.ranked) EXPECT_EQ(c.job.ep, 1) << c.key();
 }
 

@@ -1,4 +1,5 @@
 #include "pipesim/sim/core/memory_budget.hpp"
+#include "pipesim/sim/core/units.hpp"
 
 #include <malloc.h>
 #include <sys/resource.h>
@@ -59,7 +60,7 @@ void configure_allocator() {
 
 std::string memory_limit_text() {
   const Usable u = usable();
-  return fmt::format("{:.1f} GiB of {}", u.bytes / 1073741824.0, u.what);
+  return fmt::format("{:.1f} GiB of {}", u.bytes / kBytesPerGiB, u.what);
 }
 
 }  // namespace pipesim::sim

@@ -1,7 +1,6 @@
 #include "pipesim/sim/engine/engine.hpp"
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -9,14 +8,11 @@
 
 #include <fmt/format.h>
 
-#include "core/page_populator.hpp"
 #include "engine/event_queue.hpp"
-#include "engine/group_numbering.hpp"
+#include "engine/run.hpp"
 #include "hardware/flow_network.hpp"
 #include "hardware/topology.hpp"
 #include "pipesim/sim/core/error.hpp"
-#include "plan/endpoints.hpp"
-#include "plan/plan_validator.hpp"
 
 namespace pipesim::sim {
 
@@ -24,74 +20,18 @@ namespace {
 
 enum EventType : std::int32_t { kOpEnd = 0, kFlowDone = 1 };
 
-/// All mutable state of one run; the Engine itself stays const and reusable.
-class Run {
+/// The event loop of one run, on the state read from the plan. In this file's anonymous namespace: its
+/// member functions then have internal linkage, which lets GCC inline the ones the loop calls (external ones
+/// in this position-independent library would be taken as interposable).
+class Run : detail::RunState {
  public:
-  Run(const Plan& plan, const EngineOptions& options)
-      : plan_(plan),
-        options_(options),
-        topo_(plan.hw, used_nodes(plan), plan.meta.node_twins, plan.meta.switch_twins),
-        net_(capacities(topo_)) {
-    net_.set_batching(true);
-  }
+  Run(const Plan& plan, const EngineOptions& options) : RunState(plan, options) {}
 
   Timeline execute();
 
  private:
-  enum class Mode : std::uint8_t { kTimed, kFlow, kCpu };
-  /// The per-op fields the event loop touches, packed so the hot loop stays in cache.
-  struct HotOp {
-    /// Timed and CPU ops: the precomputed duration. A transfer: its collective group's dense index (-1:
-    /// none) until it starts, then its path latency.
-    Duration duration = 0;
-    StreamId stream = 0;
-    OpId next = -1;  // the op after it on its stream, or -1
-    std::int32_t deps_left = 0;
-    // Bumped when a collective beside it moves its end event. A transfer's end never moves: it holds the
-    // index of its shape in shapes_ (which its end events carry).
-    std::uint32_t end_version = 0;
-    // The ops that depend on it: -1 none, an op id when it is the only one (the usual case), else
-    // chain_ref(k) for the chain of dependent_links_ that starts at link k.
-    OpId dependents = -1;
-    Mode mode = Mode::kTimed;
-    bool started = false;
-    bool collective : 1 = false;   // a collective on a GPU: slows the compute beside it
-    bool stretchable : 1 = false;  // GPU compute that a collective beside it slows
-    // It allocates or frees memory: how much is read from the plan then, keeping the record half a cache
-    // line (the amounts themselves would push it past that, for the few ops that have them).
-    bool allocates : 1 = false;
-    bool frees : 1 = false;
-    bool finished : 1 = false;  // for a deadlock's report: the timeline's ends are not filled beforehand
-    // A timed op with none of the above to do when it starts or ends (most compute and every fixed-time
-    // hop): start() and finish() test this one bit instead of each flag.
-    bool plain : 1 = false;
-  };
-  static_assert(sizeof(HotOp) == 32, "two ops per cache line");
-  /// A compute op in flight on a GPU where collectives may slow it: nominal nanoseconds still to run.
-  struct Stretched {
-    OpId op = 0;
-    double work_left = 0;
-    TimePoint since = 0;
-  };
-  struct StreamState {
-    DeviceId device = 0;
-    OpId head_op = -1;  // the op that runs next (kept here: checking it stays off the per-op arrays), or -1
-    OpId last_op = -1;  // while setting up: the last op placed on it
-  };
-
-  /// Links are built only for nodes that hold a device of the plan (a cluster may be larger than the job).
-  static std::int32_t used_nodes(const Plan& plan) {
-    std::int32_t n = 1;
-    for (const auto& d : plan.devices) n = std::max(n, std::min(d.node, plan.nodes - 1) + 1);
-    return n;
-  }
-  static std::vector<double> capacities(const Topology& t) {
-    std::vector<double> c;
-    c.reserve(t.links().size());
-    for (const auto& l : t.links()) c.push_back(l.bytes_per_ns);
-    return c;
-  }
-  void setup();
+  /// Sets each device's capacity, cores and resident memory.
+  void setup_devices();
   /// Starts op `id` if it is ready: its dependencies ended and it heads its stream (`at_head`: known to).
   void try_start(OpId id, bool at_head = false);
   void start(OpId id);
@@ -121,55 +61,6 @@ class Run {
       throw InputError(plan_.origin, "", "the run passes the simulated time range (about 292 years)");
     return t;
   }
-  /// The time of an op timed by its work (no fixed time).
-  Duration compute_duration(const Op& op, DeviceId device) const;
-  /// Durations of shared compute works seen last, by the work's address: every microbatch and replica of a
-  /// chunk runs one work, so most ops find theirs here instead of pricing it again.
-  struct DurationCache {
-    static constexpr std::size_t kSlots = 256;
-    std::array<const ComputeWork*, kSlots> work{};
-    std::array<Duration, kSlots> duration{};
-  };
-  Duration cached_duration(const Op& op, DeviceId device, DurationCache& cache) const {
-    const ComputeWork* w = compute_of(op.payload);
-    if (w == nullptr) return compute_duration(op, device);
-    const std::size_t slot = (reinterpret_cast<std::uintptr_t>(w) >> 4) % DurationCache::kSlots;
-    if (cache.work[slot] != w) {
-      cache.duration[slot] = compute_duration(op, device);
-      cache.work[slot] = w;
-    }
-    return cache.duration[slot];
-  }
-  Endpoint endpoint(DeviceId d) const { return endpoints_[static_cast<std::size_t>(d)]; }
-  /// A transfer as the network takes it: its path (links, latency, rate cap), bytes, latency steps and
-  /// priority. Worked out as the plan is read, so that starting a transfer reads this and not the plan's op
-  /// (a cache miss per transfer, thousands of GPUs apart).
-  struct TransferShape {
-    Path path;
-    std::int64_t bytes = 0;
-    std::int32_t latency_steps = 1;
-    std::int32_t priority = 0;
-  };
-  /// The shapes of a stream's last two transfers: a stream's transfers mostly repeat one of them (a stage's
-  /// sends alternate between the next stage's activations and the previous one's gradients; a ring member
-  /// repeats its hop), so most share a shape and skip the topology walk.
-  struct ShapeMemo {
-    DeviceId src = -1, dst = -1;
-    bool ring = false;
-    std::int32_t latency_steps = 1, priority = 0;
-    std::int64_t bytes = 0, message_bytes = 0;
-    std::uint32_t shape = 0;  // in shapes_
-    bool matches(const TransferWork& t, bool r) const {
-      return src == t.src && dst == t.dst && ring == r && bytes == t.bytes &&
-             message_bytes == t.message_bytes && latency_steps == t.latency_steps && priority == t.priority;
-    }
-  };
-  /// The newest of a stream's two shapes is tried first; a miss replaces the older one.
-  struct ShapeMemos {
-    std::array<ShapeMemo, 2> entry;
-    std::uint8_t newest = 0;
-  };
-  std::uint32_t shape_of(ShapeMemos& memo, const TransferWork& t, bool ring);
   [[noreturn]] void report_deadlock() const;
   /// A stream's ops sit mostly one after another, and each is first touched by the event loop when the one
   /// before it ends: fetch the state of the ops a few places on while this one runs. (Hundreds of streams
@@ -200,210 +91,13 @@ class Run {
     }
   }
   static constexpr std::size_t kPrefetchEvents = 4;
-
-  const Plan& plan_;
-  const EngineOptions& options_;
-  Topology topo_;
-  FlowNetwork net_;
-  EventQueue queue_;
-  TimePoint now_ = 0;
-  Timeline tl_;
-
-  HugeVector<HotOp> ops_;
-  std::vector<StreamState> streams_;
-  /// Reverse dependencies beyond an op's first, chained newest first: the plan is not read again to build
-  /// them.
-  struct DependentLink {
-    OpId op;
-    std::int32_t next;  // the link of the dependent before it, or -1
-  };
-  std::vector<DependentLink> dependent_links_;
-  static constexpr OpId chain_ref(std::int32_t link) { return -2 - link; }
-  static constexpr std::int32_t chain_link(OpId ref) { return -2 - ref; }  // chain_ref's inverse
-  void add_dependent(OpId& dependents, OpId op);
   /// One of `d`'s dependencies ended: it starts once none is left.
   void release(OpId d) {
     if (--ops_[static_cast<std::size_t>(d)].deps_left == 0) try_start(d);
   }
-  std::vector<OpId> released_;  // scratch: a chain's dependents, put back in ascending order
-  /// What a memory event (or a collective beside compute) reads and writes of its device, in one 32-byte
-  /// record: in separate arrays (and the plan's device record for its kind) a memory event was four cache
-  /// lines, thousands of GPUs apart.
-  struct DeviceState {
-    std::int64_t now = 0;
-    std::int64_t peak = 0;
-    std::int64_t capacity = 0;
-    /// A symmetric plan's host and NVMe devices also hold what the simulated GPUs' twins on the node put
-    /// there: each amount counts this many times.
-    std::int32_t copies = 1;
-    std::int32_t collectives_on = 0;  // collectives in flight (kept when the profile names a slowdown)
-  };
-  static_assert(sizeof(DeviceState) == 32);
-  std::vector<DeviceState> devices_;
-  std::vector<Endpoint> endpoints_;   // per device: where it sits in the topology (for transfer shapes)
-  HugeVector<TransferShape> shapes_;  // each transfer's, by the index in its HotOp (megabytes at 8,192 GPUs)
-  std::vector<std::int32_t> cores_free_;
-  /// CPU ops waiting for a device's cores, first come first served. A vector and the index of its first
-  /// waiting op: a deque allocates even when empty, and only host devices ever wait.
-  struct WaitQueue {
-    std::vector<OpId> ids;
-    std::size_t head = 0;
-    bool empty() const { return head == ids.size(); }
-    bool contains(OpId id) const {
-      return std::find(ids.begin() + static_cast<std::ptrdiff_t>(head), ids.end(), id) != ids.end();
-    }
-    OpId pop() {
-      const OpId id = ids[head++];
-      if (head == ids.size()) ids.clear(), head = 0;
-      return id;
-    }
-  };
-  std::vector<WaitQueue> cpu_waiting_;
-  // Collective groups are numbered densely (plans may number them sparsely, up to 2^31); a transfer's
-  // index sits in its HotOp until it starts.
-  struct Group {
-    std::int64_t begin = 0;  // its members are group_members_[begin, begin + size) once all are ready
-    std::int32_t ready = 0;  // members ready so far
-    std::int32_t size = 0;   // members it waits for (kept here: try_start stays off the plan's ops)
-  };
-  // Both grow with the plan's collectives (megabytes at thousands of GPUs): on huge pages.
-  HugeVector<Group> groups_;  // one record per group: a member's arrival touches one cache line
-  HugeVector<OpId> group_members_;
-  std::vector<OpId> flow_op_;
-  std::vector<std::uint32_t> flow_version_;
-  std::size_t finished_ = 0;
-  // Contention of overlapped collectives with compute (hw.gpu.collective_compute_slowdown); only kept
-  // when the profile names a slowdown.
-  double slowdown_ = 0;
-  std::vector<std::vector<Stretched>> computing_;  // per device: stretchable compute in flight
 };
 
-void Run::setup() {
-  // The plan is checked as it is read: devices and streams here, each op in the loop below.
-  PlanValidator check(plan_, plan_.origin);
-  const std::size_t n = plan_.ops.size();
-  slowdown_ = plan_.hw.gpu.collective_compute_slowdown;
-  if (slowdown_ > 0) {
-    computing_.assign(plan_.devices.size(), {});
-  }
-  // Every op's start and end are written as it runs (a run that leaves one out is a deadlock and returns no
-  // timeline), so they are not filled first.
-  tl_.start.resize(n);
-  tl_.end.resize(n);
-  ops_.clear();
-  ops_.reserve(n);  // filled below: each op's entry is written once
-  // Backed with pages on the other CPU meanwhile: the records as this pass fills them, the timeline as the
-  // run does.
-  populate_elements(ops_, 0, n);
-  populate_elements(tl_.start, 0, n);
-  populate_elements(tl_.end, 0, n);
-  // Each op's dependents, gathered as the ops that name it are read (copied into ops_ after the pass: an op
-  // may depend on one later in the plan).
-  HugeVector<OpId> dependents(n, -1);
-  streams_.resize(plan_.streams.size());
-  // Streams whose ops collectives may slow or that slow compute (GPU streams, when the profile names a
-  // slowdown): looked up per stream here, not per op.
-  std::vector<char> contended(plan_.streams.size(), 0);
-  for (std::size_t s = 0; s < plan_.streams.size(); ++s) {
-    const DeviceId d = plan_.streams[s].device;
-    streams_[s].device = d;
-    contended[s] = slowdown_ > 0 && plan_.devices[static_cast<std::size_t>(d)].kind == DeviceKind::kGpu;
-  }
-  // Sized for every op up front (address space only: pages are backed as entries are written), so that
-  // neither array is copied as it grows: growth was a fifth of the tp 8 x pp 16 x dp 64 run's page faults.
-  HugeVector<std::int32_t> group_ids;
-  group_ids.reserve(n);
-  struct Member {
-    OpId op;
-    std::int32_t size;  // the group's size this op states
-  };
-  HugeVector<Member> grouped;  // the transfers that belong to a collective group, beside group_ids
-  grouped.reserve(n);
-  // Each stream's last transfer shapes (a stream's index into `memos` once it carries a transfer).
-  std::vector<ShapeMemos> memos;
-  std::vector<std::int32_t> memo_of_stream(plan_.streams.size(), -1);
-  endpoints_.resize(plan_.devices.size());
-  for (std::size_t d = 0; d < plan_.devices.size(); ++d) endpoints_[d] = endpoint_of(plan_.devices[d]);
-  DurationCache durations;
-  for (std::size_t i = 0; i < n; ++i) {
-    const Op& op = plan_.ops[i];
-    check.op(i, op);
-    const OpExtras& extras = plan_.extras_of(op);
-    const bool timed_by_work = op.fixed_duration < 0;
-    const auto id = static_cast<OpId>(i);
-    HotOp& h = ops_.emplace_back();
-    auto& st = streams_[static_cast<std::size_t>(op.stream)];
-    h.stream = op.stream;
-    if (st.last_op >= 0)
-      ops_[static_cast<std::size_t>(st.last_op)].next = id;
-    else
-      st.head_op = id;
-    st.last_op = id;
-    h.deps_left = static_cast<std::int32_t>(op.deps.size());
-    // The flags start false: each is stored only when set (a bit field's store reads its byte first).
-    if (extras.alloc_bytes != 0) h.allocates = true;
-    if (extras.free_bytes != 0) h.frees = true;
-    if (contended[static_cast<std::size_t>(op.stream)] != 0) {
-      if (is_collective(op.kind)) h.collective = true;
-      if (std::holds_alternative<SharedCompute>(op.payload) && timed_by_work) h.stretchable = true;
-    }
-    if (const auto* t = std::get_if<TransferWork>(&op.payload); t && timed_by_work) {
-      h.mode = Mode::kFlow;
-      h.duration = -1;
-      if (t->group >= 0) {
-        group_ids.push_back(t->group);
-        grouped.push_back({id, t->group_size});
-      }
-      std::int32_t& memo = memo_of_stream[static_cast<std::size_t>(op.stream)];
-      if (memo < 0) {
-        memo = static_cast<std::int32_t>(memos.size());
-        memos.emplace_back();
-      }
-      h.end_version = shape_of(memos[static_cast<std::size_t>(memo)], *t, is_collective(op.kind));
-    } else {
-      h.mode = std::holds_alternative<CpuWork>(op.payload) && timed_by_work ? Mode::kCpu : Mode::kTimed;
-      try {
-        h.duration = timed_by_work ? cached_duration(op, st.device, durations) : op.fixed_duration;
-      } catch (const InputError&) {
-        throw InputError(
-            plan_.hw.origin, fmt::format("/ops/{}", i),
-            "op duration exceeds the simulated time range (about 292 years); check its work and rates");
-      }
-    }
-    if (h.mode == Mode::kTimed && !h.allocates && !h.frees && !h.collective && !h.stretchable) h.plain = true;
-    for (OpId d : op.deps) add_dependent(dependents[static_cast<std::size_t>(d)], id);
-  }
-  check.finish();
-  for (std::size_t i = 0; i < n; ++i) ops_[i].dependents = dependents[i];
-  // The members are numbered from the ids kept beside them: the plan's ops are not read again.
-  const GroupNumbering groups(group_ids, n);
-  groups_.assign(groups.size(), {});
-  for (std::size_t k = 0; k < grouped.size(); ++k) {
-    const auto i = static_cast<std::size_t>(grouped[k].op);
-    const std::int32_t group = group_ids[k], size = grouped[k].size;
-    Group& g = groups_[groups[group]];
-    ops_[i].duration = static_cast<Duration>(groups[group]);
-    if (g.size != 0 && g.size != size)
-      throw InputError(plan_.origin, fmt::format("/ops/{}/transfer/group_size", i),
-                       fmt::format("{} members, where another op of collective group {} says {}; valid: {}",
-                                   size, group, g.size, g.size));
-    g.size = size;
-    if (++g.ready > g.size)  // counts members here; reset below
-      throw InputError(plan_.origin, fmt::format("/ops/{}/transfer/group", i),
-                       fmt::format("collective group {} has {} member ops; valid: at most its group_size, {} "
-                                   "(each collective its own group)",
-                                   group, g.ready, g.size));
-  }
-  // Each group's member ops in one flat array, in the order they become ready (sized by the ops present: a
-  // group may declare more members than the plan holds, and then never starts; it starts once `size` are
-  // ready, which is then all of them).
-  std::int64_t members = 0;
-  for (Group& g : groups_) {
-    g.begin = members;
-    members += std::exchange(g.ready, 0);
-  }
-  group_members_.assign(static_cast<std::size_t>(members), -1);
-
+void Run::setup_devices() {
   const std::size_t nd = plan_.devices.size();
   devices_.assign(nd, {});
   cores_free_.assign(nd, 0);
@@ -419,50 +113,9 @@ void Run::setup() {
   }
 }
 
-std::uint32_t Run::shape_of(ShapeMemos& memo, const TransferWork& t, bool ring) {
-  if (memo.entry[memo.newest].matches(t, ring)) return memo.entry[memo.newest].shape;
-  memo.newest ^= 1;
-  ShapeMemo& m = memo.entry[memo.newest];
-  if (!m.matches(t, ring)) {
-    if (shapes_.size() > std::numeric_limits<std::uint32_t>::max())
-      throw InputError(plan_.origin, "/ops", "over 2^32 distinct transfers; valid: fewer");
-    TransferShape shape;
-    shape.path = ring ? topo_.ring_path(endpoint(t.src), endpoint(t.dst), t.bytes, t.message_bytes)
-                      : topo_.path(endpoint(t.src), endpoint(t.dst), t.bytes);
-    shape.bytes = t.bytes;
-    shape.latency_steps = t.latency_steps;
-    shape.priority = t.priority;
-    shapes_.push_back(shape);
-    m.src = t.src, m.dst = t.dst, m.ring = ring;
-    m.latency_steps = t.latency_steps, m.priority = t.priority;
-    m.bytes = t.bytes, m.message_bytes = t.message_bytes;
-    m.shape = static_cast<std::uint32_t>(shapes_.size() - 1);
-  }
-  return m.shape;
-}
-
-void Run::add_dependent(OpId& dependents, OpId op) {
-  if (dependents == -1) {
-    dependents = op;
-    return;
-  }
-  // A second dependent: both move to links (the chain is walked backwards, so the first is linked first).
-  if (dependent_links_.size() + 2 > static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()) - 2)
-    throw InputError(plan_.origin, "/ops",
-                     "over 2^31 - 4 dependencies on ops that have more than one dependent; valid: fewer");
-  std::int32_t prev = -1;
-  if (dependents >= 0) {
-    prev = static_cast<std::int32_t>(dependent_links_.size());
-    dependent_links_.push_back({dependents, -1});
-  } else {
-    prev = chain_link(dependents);
-  }
-  dependents = chain_ref(static_cast<std::int32_t>(dependent_links_.size()));
-  dependent_links_.push_back({op, prev});
-}
-
 Timeline Run::execute() {
-  setup();
+  read_plan();
+  setup_devices();
   for (const auto& st : streams_)
     if (st.head_op >= 0) try_start(st.head_op, true);
 
@@ -533,22 +186,6 @@ void Run::try_start(OpId id, bool at_head) {
     }
   }
   start(id);
-}
-
-Duration Run::compute_duration(const Op& op, DeviceId device) const {
-  const auto& hw = plan_.hw;
-  if (const auto* c = compute_of(op.payload))
-    return hw.op_ns(c->flops, c->gemm_gflop, c->kernels, plan_.meta.dtype, c->mem_bytes, c->expert_flops,
-                    c->expert_gemm_gflop, c->expert_weight_bytes, c->attention_flops, c->attention_bytes,
-                    c->wide_flops, c->score_bytes);
-  if (const auto* m = std::get_if<MemoryWork>(&op.payload)) {
-    if (plan_.devices[static_cast<std::size_t>(device)].kind == DeviceKind::kGpu)
-      return hw.memory_ns(m->bytes);
-    return duration_for_work(static_cast<double>(m->bytes), hw.host.dram_GBps * 1e9);
-  }
-  if (const auto* w = std::get_if<CpuWork>(&op.payload))
-    return duration_for_work(static_cast<double>(w->params), hw.adam_params_per_s(w->threads));
-  return 0;
 }
 
 void Run::start(OpId id) {

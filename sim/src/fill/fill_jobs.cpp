@@ -107,7 +107,7 @@ std::vector<FillJob> load_fill_jobs(const std::string& spec, const HardwareProfi
   std::vector<FillJob> out;
   std::stringstream items(spec);
   for (std::string item; std::getline(items, item, ',');) {
-    if (item.empty()) throw InputError("--fill-jobs", "", "an empty name; give NAME[,NAME] or a file");
+    if (item.empty()) throw InputError(Option{"fill_jobs"}, "", "an empty name; give NAME[,NAME] or a file");
     const std::string file = resolve_shipped(item, "fill_jobs", "fill job");
     const json root = detail::parse_json_text(detail::read_text_file(file), file);
     if (root.is_array()) {
@@ -118,7 +118,8 @@ std::vector<FillJob> load_fill_jobs(const std::string& spec, const HardwareProfi
       out.push_back(parse_job(root, file, "", hw, dtype));
     }
   }
-  if (out.size() > 4096) throw InputError("--fill-jobs", "", "more than 4096 fill jobs; valid: at most 4096");
+  if (out.size() > 4096)
+    throw InputError(Option{"fill_jobs"}, "", "more than 4096 fill jobs; valid: at most 4096");
   return out;
 }
 

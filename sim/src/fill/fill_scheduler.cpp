@@ -14,7 +14,7 @@ FillPolicy parse_fill_policy(const std::string& name) {
   if (name == "sjf") return FillPolicy::kShortestJobFirst;
   if (name == "max-efficiency") return FillPolicy::kMaxEfficiency;
   if (name == "deadline") return FillPolicy::kDeadline;
-  throw InputError("--fill-policy", "",
+  throw InputError(Option{"fill_policy"}, "",
                    fmt::format("unknown policy '{}'; valid: fifo, sjf, max-efficiency, deadline", name));
 }
 

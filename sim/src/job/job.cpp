@@ -1,4 +1,6 @@
+#include "pipesim/sim/core/units.hpp"
 #include "pipesim/sim/job/job.hpp"
+#include "pipesim/sim/core/option.hpp"
 
 #include <cmath>
 #include <map>
@@ -7,14 +9,15 @@
 #include <fmt/format.h>
 
 #include "pipesim/sim/core/error.hpp"
+#include "pipesim/sim/job/option_parsing.hpp"
 #include "pipesim/sim/workload/model.hpp"
 
 namespace pipesim::sim {
 
 namespace {
 
-[[noreturn]] void bad(const std::string& flag, const std::string& msg) {
-  throw InputError(flag, "", msg);
+[[noreturn]] void bad(Option option, const std::string& msg) {
+  throw InputError(option, "", msg);
 }
 
 struct Batch {
@@ -29,12 +32,13 @@ Batch derive_batch(const JobOptions& j, std::int64_t default_microbatches) {
   const std::int64_t replicas = static_cast<std::int64_t>(j.dp) * j.accum_steps;
   std::int64_t G = j.global_batch, M = j.microbatches;
   double b = j.microbatch_size;
-  if (G < 0) bad("--global-batch", "must be positive");
-  if (M < 0) bad("--microbatches", "must be positive");
-  if (!(b >= 0) || !std::isfinite(b)) bad("--microbatch-size", "must be positive");
+  if (G < 0) bad(Option{"global_batch"}, "must be positive");
+  if (M < 0) bad(Option{"microbatches"}, "must be positive");
+  if (!(b >= 0) || !std::isfinite(b)) bad(Option{"microbatch_size"}, "must be positive");
   if (b > 0 && std::floor(b) != b && !(G > 0 && M > 0))
-    bad("--microbatch-size",
-        "a fractional size is only derived from --global-batch and --microbatches; give an integer");
+    bad(Option{"microbatch_size"},
+        ("a fractional size is only derived from " + spelled(Option{"global_batch"}) + " and " +
+         spelled(Option{"microbatches"}) + "; give an integer"));
   if (G == 0 && M == 0 && b == 0)
     b = 1, M = default_microbatches;
   else if (G == 0 && b == 0)
@@ -46,15 +50,14 @@ Batch derive_batch(const JobOptions& j, std::int64_t default_microbatches) {
 
   // Every microbatch becomes ops and a cost-table entry: cap the count before anything is sized by it.
   constexpr std::int64_t kMaxMicrobatches = std::int64_t{1} << 20;
-  auto check_count = [&](std::int64_t m, const char* flag) {
+  auto check_count = [&](std::int64_t m, Option option) {
     if (m > kMaxMicrobatches)
-      bad(flag,
-          fmt::format("{} microbatches per pipeline flush; valid: at most {} (use larger microbatches or "
-                      "--accum-steps)",
-                      m, kMaxMicrobatches));
+      bad(option,
+          fmt::format("{} microbatches per pipeline flush; valid: at most {} (use larger microbatches or {})",
+                      m, kMaxMicrobatches, spelled(Option{"accum_steps"})));
   };
-  check_count(M, "--microbatches");
-  if (b > static_cast<double>(kMaxMicrobatches) * 1024) bad("--microbatch-size", "valid: at most 2^30");
+  check_count(M, Option{"microbatches"});
+  if (b > static_cast<double>(kMaxMicrobatches) * 1024) bad(Option{"microbatch_size"}, "valid: at most 2^30");
   Batch out;
   if (G == 0) {
     out.microbatches = static_cast<std::int32_t>(M);
@@ -63,23 +66,23 @@ Batch derive_batch(const JobOptions& j, std::int64_t default_microbatches) {
     return out;
   }
   if (G % replicas != 0)
-    bad("--global-batch", fmt::format("{} is not divisible by dp x accum-steps = {}", G, replicas));
+    bad(Option{"global_batch"}, fmt::format("{} is not divisible by dp x accum-steps = {}", G, replicas));
   const std::int64_t per_flush = G / replicas;  // samples one pipeline runs per flush
   if (M == 0) {
     auto bi = static_cast<std::int64_t>(b);
     if (per_flush % bi != 0)
-      bad("--microbatch-size",
+      bad(Option{"microbatch_size"},
           fmt::format("{} samples per pipeline flush are not a multiple of {}; valid sizes divide {}",
                       per_flush, bi, per_flush));
     M = per_flush / bi;
-    check_count(M, "--global-batch");
+    check_count(M, Option{"global_batch"});
   }
   if (M > per_flush)
-    bad("--microbatches",
+    bad(Option{"microbatches"},
         fmt::format("{} microbatches exceed the {} samples per pipeline flush (G / (dp x K))", M, per_flush));
   if (b > 0 && std::fabs(b * static_cast<double>(M) - static_cast<double>(per_flush)) >
                    1e-9 * static_cast<double>(per_flush))
-    bad("--global-batch", fmt::format("G={} != dp x K x M x b = {} x {} x {}", G, replicas, M, b));
+    bad(Option{"global_batch"}, fmt::format("G={} != dp x K x M x b = {} x {} x {}", G, replicas, M, b));
   out.global = G;
   out.microbatches = static_cast<std::int32_t>(M);
   const std::int64_t base = per_flush / M, extra = per_flush % M;
@@ -90,8 +93,8 @@ Batch derive_batch(const JobOptions& j, std::int64_t default_microbatches) {
 ScheduleParameters resolve_parameters(const JobOptions& j, const ScheduleDescriptor& schedule) {
   ScheduleParameters out;
   for (const ScheduleParameter& p : schedule.parameters) {
-    auto given = j.schedule_flags.find(p.flag);
-    if (given == j.schedule_flags.end())
+    auto given = j.schedule_options.find(p.option);
+    if (given == j.schedule_options.end())
       out.set_default(p.name, p.default_value);
     else
       out.set(p.name, parse_parameter(p, given->second));
@@ -101,107 +104,120 @@ ScheduleParameters resolve_parameters(const JobOptions& j, const ScheduleDescrip
 
 // --ep and --moe-imbalance against the model and the layout.
 void check_expert_parallelism(const JobOptions& j, const ModelSpec& m, const ScheduleDescriptor& schedule) {
-  if (j.ep < 1 || j.ep > (1 << 20)) bad("--ep", fmt::format("{}; valid: 1 .. 1048576", j.ep));
+  if (j.ep < 1 || j.ep > (1 << 20)) bad(Option{"ep"}, fmt::format("{}; valid: 1 .. 1048576", j.ep));
   if (!(j.moe_imbalance >= 1) || j.moe_imbalance > j.ep)
-    bad("--moe-imbalance",
+    bad(Option{"moe_imbalance"},
         fmt::format("{}; valid: 1 (balanced) .. ep = {} (all tokens on one rank)", j.moe_imbalance, j.ep));
   if (j.ep == 1) return;
-  if (!m.is_moe()) bad("--ep", fmt::format("{} is a dense model; expert parallelism needs experts", m.name));
+  if (!m.is_moe())
+    bad(Option{"ep"}, fmt::format("{} is a dense model; expert parallelism needs experts", m.name));
   if (m.num_experts % j.ep != 0)
-    bad("--ep", fmt::format("{} experts are not divisible by ep = {}", m.num_experts, j.ep));
+    bad(Option{"ep"}, fmt::format("{} experts are not divisible by ep = {}", m.num_experts, j.ep));
   if (j.dp % j.ep != 0)
-    bad("--ep",
+    bad(Option{"ep"},
         fmt::format("experts are split over data-parallel ranks: ep = {} must divide dp = {}", j.ep, j.dp));
   if (schedule.kind != ScheduleKind::kOrderBased)
-    bad("--ep", fmt::format("{} runs one pipeline without data parallelism; expert parallelism runs with the "
-                            "order-based schedules",
-                            schedule.name));
+    bad(Option{"ep"},
+        fmt::format("{} runs one pipeline without data parallelism; expert parallelism runs with the "
+                    "order-based schedules",
+                    schedule.name));
 }
 
 // Context parallelism splits each sequence of a model's attention layers: it needs the model's costs, a
 // sequence of 2 cp balanced chunks, flash-attention kernels (what ring and all-gather attention are built
 // on) and an order-based schedule; expert parallelism, HSDP and offload are not modelled beside it.
 void check_context_parallelism(const JobOptions& j, std::int64_t seq, const ScheduleDescriptor& schedule) {
-  if (j.cp < 1 || j.cp > 1024) bad("--cp", fmt::format("{}; valid: 1 .. 1024", j.cp));
+  if (j.cp < 1 || j.cp > 1024) bad(Option{"cp"}, fmt::format("{}; valid: 1 .. 1024", j.cp));
   parse_cp_attention(j.cp_attention);
   if (j.cp == 1) return;
-  auto refuse = [&](const std::string& why) { bad("--cp", why); };
-  if (!j.workload.empty()) refuse("applies to --model; a profiled workload holds measured per-GPU times");
+  auto refuse = [&](const std::string& why) { bad(Option{"cp"}, why); };
+  if (!j.workload.empty())
+    refuse(("applies to " + spelled(Option{"model"}) + "; a profiled workload holds measured per-GPU times"));
   if (seq % (2 * j.cp) != 0)
     refuse(
         fmt::format("the sequence ({}) is split into 2 x cp = {} chunks for causal balance and must be a "
                     "multiple of it",
                     seq, 2 * j.cp));
   if (j.attention != "flash")
-    refuse("context-parallel attention runs on flash attention; valid: --attention flash");
+    refuse(("context-parallel attention runs on flash attention; valid: " + spelled(Option{"attention"}) +
+            " flash"));
   if (schedule.kind != ScheduleKind::kOrderBased)
     refuse(
         fmt::format("{} places one pipeline its own way; context parallelism runs with the order-based "
                     "schedules (see pipesim schedules)",
                     schedule.name));
-  if (j.ep != 1) refuse("expert parallelism beside context parallelism is not modelled; valid: --ep 1");
-  if (j.fsdp == "hybrid") refuse("HSDP beside context parallelism is not modelled; valid: --fsdp full");
+  if (j.ep != 1)
+    refuse(("expert parallelism beside context parallelism is not modelled; valid: " + spelled(Option{"ep"}) +
+            " 1"));
+  if (j.fsdp == "hybrid")
+    refuse(("HSDP beside context parallelism is not modelled; valid: " + spelled(Option{"fsdp"}) + " full"));
   if (j.offload != "none" || j.optimizer_offload)
-    refuse("offload beside context parallelism is not modelled; valid: --offload none");
+    refuse(("offload beside context parallelism is not modelled; valid: " + spelled(Option{"offload"}) +
+            " none"));
 }
 
 // --zero / --fsdp / --offload into what the data-parallel group shards and offloads.
 DataParallelSharding resolve_sharding(const JobOptions& j, const ScheduleInput& in,
                                       const ScheduleDescriptor& schedule) {
   DataParallelSharding s;
-  if (j.zero < -1 || j.zero > 3) bad("--zero", fmt::format("stage {}; valid: 0, 1, 2, 3", j.zero));
+  if (j.zero < -1 || j.zero > 3) bad(Option{"zero"}, fmt::format("stage {}; valid: 0, 1, 2, 3", j.zero));
   if (!j.fsdp.empty()) {
     if (j.fsdp != "full" && j.fsdp != "hybrid")
-      bad("--fsdp", fmt::format("unknown sharding '{}'; valid: full (ZeRO-3), hybrid (HSDP)", j.fsdp));
+      bad(Option{"fsdp"}, fmt::format("unknown sharding '{}'; valid: full (ZeRO-3), hybrid (HSDP)", j.fsdp));
     if (j.zero >= 0 && j.zero != 3)
-      bad("--fsdp", fmt::format("FSDP shards parameters (ZeRO-3); --zero {} contradicts it", j.zero));
+      bad(Option{"fsdp"}, fmt::format("FSDP shards parameters (ZeRO-3); {} {} contradicts it",
+                                      spelled(Option{"zero"}), j.zero));
   }
   s.stage = !j.fsdp.empty() ? ZeroStage::k3 : static_cast<ZeroStage>(std::max(0, j.zero));
   s.hybrid = j.fsdp == "hybrid";
   if (j.offload != "none" && j.offload != "optimizer" && j.offload != "params" && j.offload != "both")
-    bad("--offload", fmt::format("unknown offload '{}'; valid: none, optimizer, params, both", j.offload));
+    bad(Option{"offload"},
+        fmt::format("unknown offload '{}'; valid: none, optimizer, params, both", j.offload));
   s.offload_optimizer = j.optimizer_offload || j.offload == "optimizer" || j.offload == "both";
   s.offload_params = j.offload == "params" || j.offload == "both";
   if (j.offload_device != "cpu" && j.offload_device != "nvme")
-    bad("--offload-device", fmt::format("unknown device '{}'; valid: cpu, nvme", j.offload_device));
+    bad(Option{"offload_device"}, fmt::format("unknown device '{}'; valid: cpu, nvme", j.offload_device));
   s.offload_to_nvme = j.offload_device == "nvme";
   if (s.offload_to_nvme && !s.offload_optimizer && !s.offload_params)
-    bad("--offload-device",
-        "nvme holds what --offload moves off the GPU; give --offload optimizer, params or both");
+    bad(Option{"offload_device"},
+        ("nvme holds what " + spelled(Option{"offload"}) + " moves off the GPU; give " +
+         spelled(Option{"offload"}) + " optimizer, params or both"));
   if (s.offload_to_nvme && in.hw.host.nvme.bytes == 0)
-    bad("--offload-device",
+    bad(Option{"offload_device"},
         fmt::format("{} has no NVMe volume (host.nvme in the profile); valid: cpu", in.hw.name));
   if (s.offload_params && s.stage != ZeroStage::k3)
-    bad("--offload", "parameters are offloaded per layer only when they are sharded; add --zero 3 or --fsdp");
+    bad(Option{"offload"}, ("parameters are offloaded per layer only when they are sharded; add " +
+                            spelled(Option{"zero"}) + " 3 or " + spelled(Option{"fsdp"})));
   if (j.zero_prefetch_layers < 0 || j.zero_prefetch_layers > 64)
-    bad("--zero-prefetch-layers", fmt::format("{}; valid: 0 .. 64", j.zero_prefetch_layers));
+    bad(Option{"zero_prefetch_layers"}, fmt::format("{}; valid: 0 .. 64", j.zero_prefetch_layers));
   s.prefetch_layers = j.zero_prefetch_layers;
   if (s.stage >= ZeroStage::k2 && j.grad_sync == "after-backward")
-    bad("--grad-sync",
+    bad(Option{"grad_sync"},
         "ZeRO-2 and 3 keep only a shard of the gradients, so they reduce-scatter each bucket as "
         "the backward produces it; valid: overlap");
   const bool sharded = s.stage != ZeroStage::k0;
   if ((sharded || s.offload_params) && schedule.kind != ScheduleKind::kOrderBased)
-    bad(!j.fsdp.empty() ? "--fsdp"
-        : sharded       ? "--zero"
-                        : "--offload",
+    bad(!j.fsdp.empty() ? Option{"fsdp"}
+        : sharded       ? Option{"zero"}
+                        : Option{"offload"},
         fmt::format("{} places weights and optimizer state its own way; sharded data parallelism runs with "
                     "the order-based schedules (see pipesim schedules)",
                     schedule.name));
   s.shard_group = in.dp * in.cp;  // the gradients are reduced over cp x dp
   if (s.hybrid && in.dp_inside_pp)
-    bad("--fsdp",
-        "hybrid shards over the replicas of a node as tp-cp-pp-dp places them; valid: --rank-order "
-        "tp-cp-pp-dp");
+    bad(Option{"fsdp"}, ("hybrid shards over the replicas of a node as tp-cp-pp-dp places them; valid: " +
+                         spelled(Option{"rank_order"}) +
+                         " "
+                         "tp-cp-pp-dp"));
   if (s.hybrid) {
     // HSDP shards over the data-parallel ranks of one node and replicates across nodes.
     const std::int32_t per_node = in.hw.node.gpus / std::min(in.hw.node.gpus, in.tp * in.pp);
     if (in.tp * in.pp > in.hw.node.gpus || in.dp % per_node != 0 || per_node < 2 || in.dp == per_node)
-      bad("--fsdp",
+      bad(Option{"fsdp"},
           fmt::format("hybrid shards over the data-parallel ranks of a node and replicates across "
                       "nodes; with tp x pp = {} on {}-GPU nodes and dp = {} that is not two or more "
-                      "groups of two or more ranks; valid: --fsdp full",
-                      in.tp * in.pp, in.hw.node.gpus, in.dp));
+                      "groups of two or more ranks; valid: {} full",
+                      in.tp * in.pp, in.hw.node.gpus, in.dp, spelled(Option{"fsdp"})));
     s.shard_group = per_node;
   }
   return s;
@@ -209,13 +225,13 @@ DataParallelSharding resolve_sharding(const JobOptions& j, const ScheduleInput& 
 
 }  // namespace
 
-void check_schedule_flags(const JobOptions& j) {
-  for (const auto& [flag, text] : j.schedule_flags) {
+void check_schedule_options(const JobOptions& j) {
+  for (const auto& [key, text] : j.schedule_options) {
     const ScheduleParameter* known = nullptr;
     for (const auto& s : schedule_registry())
       for (const auto& p : s.parameters)
-        if (p.flag == flag && !known) known = &p;
-    if (!known) bad(flag, "no registered schedule takes this flag; see pipesim schedules");
+        if (p.option == key && !known) known = &p;
+    if (!known) bad(Option{key}, "no registered schedule takes this option; see pipesim schedules");
     parse_parameter(*known, text);
   }
 }
@@ -249,23 +265,25 @@ namespace {
 /// chunk, the rest balanced over the chunks between (the first `rest mod middle` get one more).
 std::vector<std::int32_t> uneven_ends_partition(const JobOptions& j, const ScheduleInput& in,
                                                 const ModelSpec& m, ChunkPlacement placement) {
-  auto bad = [](const std::string& flag, const std::string& msg) { throw InputError(flag, "", msg); };
-  const char* flag = j.first_stage_layers >= 0 ? "--first-stage-layers" : "--last-stage-layers";
+  auto bad = [](Option option, const std::string& msg) { throw InputError(option, "", msg); };
+  const Option option =
+      j.first_stage_layers >= 0 ? Option{"first_stage_layers"} : Option{"last_stage_layers"};
   if (!j.partition.empty())
-    bad(flag, "give either --partition or the first and last stages' blocks, not both");
+    bad(option,
+        ("give either " + spelled(Option{"partition"}) + " or the first and last stages' blocks, not both"));
   const std::int64_t chunks = model_stages(placement, in.pp, in.virtual_stages);
   const std::int64_t blocks = m.layers;
   const std::int64_t first = std::max(0, j.first_stage_layers), last = std::max(0, j.last_stage_layers);
   const std::int64_t fixed = (j.first_stage_layers >= 0 ? 1 : 0) + (j.last_stage_layers >= 0 ? 1 : 0);
   if (chunks < 2)
-    bad(flag, fmt::format("pp x virtual stages = {} model chunk; a first and a last stage need at least 2",
-                          chunks));
+    bad(option, fmt::format("pp x virtual stages = {} model chunk; a first and a last stage need at least 2",
+                            chunks));
   if (first + last > blocks)
-    bad(flag,
+    bad(option,
         fmt::format("{} + {} blocks on the first and last stages; the model has {}", first, last, blocks));
   const std::int64_t middle = chunks - fixed, rest = blocks - first - last;
   if (middle == 0 && rest > 0)
-    bad(flag,
+    bad(option,
         fmt::format("{} blocks left for no chunk between the first and the last; valid: first + last = {}",
                     rest, blocks));
   std::vector<std::int32_t> part;
@@ -282,19 +300,19 @@ std::vector<std::int32_t> uneven_ends_partition(const JobOptions& j, const Sched
 ScheduleInput make_schedule_input(const JobOptions& j, const ScheduleDescriptor& schedule) {
   ScheduleInput in;
   in.hw = j.loaded_hw ? *j.loaded_hw : load_hardware_profile(j.hw);
-  if (j.nodes < 0) bad("--nodes", "must be >= 1");
-  if (j.tp < 1) bad("--tp", "must be >= 1");
-  if (j.dp < 1) bad("--dp", "must be >= 1");
-  if (j.accum_steps < 1) bad("--accum-steps", "must be >= 1");
-  if (const std::string why = in.hw.tp_placement_error(j.tp); !why.empty()) bad("--tp", why);
+  if (j.nodes < 0) bad(Option{"nodes"}, "must be >= 1");
+  if (j.tp < 1) bad(Option{"tp"}, "must be >= 1");
+  if (j.dp < 1) bad(Option{"dp"}, "must be >= 1");
+  if (j.accum_steps < 1) bad(Option{"accum_steps"}, "must be >= 1");
+  if (const std::string why = in.hw.tp_placement_error(j.tp); !why.empty()) bad(Option{"tp"}, why);
   in.nodes = j.nodes;
-  if (j.cp < 1 || j.cp > 1024) bad("--cp", fmt::format("{}; valid: 1 .. 1024", j.cp));
+  if (j.cp < 1 || j.cp > 1024) bad(Option{"cp"}, fmt::format("{}; valid: 1 .. 1024", j.cp));
   in.tp = j.tp;
   in.dp = j.dp;
   in.cp = j.cp;
   in.cp_attention = parse_cp_attention(j.cp_attention);
   if (j.rank_order != "tp-cp-pp-dp" && j.rank_order != "tp-cp-dp-pp")
-    bad("--rank-order",
+    bad(Option{"rank_order"},
         fmt::format("unknown order '{}'; valid: tp-cp-pp-dp (pipeline stages inside data-parallel replicas), "
                     "tp-cp-dp-pp (replicas inside stages, as Megatron-LM)",
                     j.rank_order));
@@ -304,63 +322,68 @@ ScheduleInput make_schedule_input(const JobOptions& j, const ScheduleDescriptor&
     std::int32_t gpus = std::max(1, j.nodes) * in.hw.node.gpus;
     const std::int64_t others = std::int64_t{j.tp} * j.dp * j.cp;
     if (gpus % others != 0)
-      bad("--pp", fmt::format("not given, and tp x cp x dp = {} does not divide the {} GPUs", others, gpus));
+      bad(Option{"pp"},
+          fmt::format("not given, and tp x cp x dp = {} does not divide the {} GPUs", others, gpus));
     in.pp = static_cast<std::int32_t>(gpus / others);
   }
-  if (in.pp < 1) bad("--pp", "must be >= 1");
+  if (in.pp < 1) bad(Option{"pp"}, "must be >= 1");
   in.virtual_stages = j.virtual_stages > 0 ? j.virtual_stages : schedule.default_virtual_stages;
   in.accum_steps = j.accum_steps;
   in.iterations = j.iterations > 0 ? j.iterations : schedule.default_iterations;
   in.dtype = !j.dtype.empty() ? j.dtype : (in.hw.gpu.peak_tflops.count("bf16") ? "bf16" : "fp16");
   if (in.dtype != "bf16" && in.dtype != "fp16" && in.dtype != "fp16_acc16" && in.dtype != "fp32" &&
       in.dtype != "fp8")
-    bad("--dtype",
+    bad(Option{"dtype"},
         fmt::format("unknown dtype '{}'; valid: bf16, fp16, fp16_acc16 (fp16 GEMMs accumulating in "
                     "fp16), fp32, fp8 (the blocks' GEMMs in FP8, attention and the output head in 16 bits)",
                     in.dtype));
   in.recompute = parse_recompute(j.recompute);
   in.optimizer_bytes_per_param = optimizer_step_bytes_per_param(in.dtype);
-  if (std::isnan(j.p2p_time_ms)) bad("--p2p-time-ms", "not a number; valid: 0 .. 1e6");
+  if (std::isnan(j.p2p_time_ms)) bad(Option{"p2p_time_ms"}, "not a number; valid: 0 .. 1e6");
   if (j.p2p_time_ms >= 0) {
-    if (!std::isfinite(j.p2p_time_ms) || j.p2p_time_ms > 1e6) bad("--p2p-time-ms", "valid: 0 .. 1e6");
+    if (!std::isfinite(j.p2p_time_ms) || j.p2p_time_ms > 1e6) bad(Option{"p2p_time_ms"}, "valid: 0 .. 1e6");
     in.p2p_fixed_ns = duration_from_ms(j.p2p_time_ms);
   }
   in.explicit_replicas = j.explicit_replicas;
   if (j.grad_sync != "overlap" && j.grad_sync != "after-backward")
-    bad("--grad-sync", fmt::format("unknown mode '{}'; valid: overlap, after-backward", j.grad_sync));
+    bad(Option{"grad_sync"}, fmt::format("unknown mode '{}'; valid: overlap, after-backward", j.grad_sync));
   in.overlap_grad_sync = j.grad_sync == "overlap";
   in.blocking_p2p = j.blocking_p2p;
   if (j.tp_overlap != "backward" && j.tp_overlap != "none")
-    bad("--tp-overlap", fmt::format("unknown mode '{}'; valid: backward, none", j.tp_overlap));
+    bad(Option{"tp_overlap"}, fmt::format("unknown mode '{}'; valid: backward, none", j.tp_overlap));
   in.overlap_tp_backward = j.tp_overlap == "backward";
   in.sequence_parallel = j.tp > 1 && j.sequence_parallel;
   if (!(j.max_memory_gib >= 0 && j.max_memory_gib <= 1e6))
-    bad("--max-memory", "valid: 0 (half of this machine's memory) .. 1e6 GiB");
-  in.memory_budget_bytes = j.max_memory_gib * 1073741824.0;
+    bad(Option{"max_memory"}, "valid: 0 (half of this machine's memory) .. 1e6 GiB");
+  in.memory_budget_bytes = j.max_memory_gib * kBytesPerGiB;
   in.regather_boundaries = j.tp > 1 && !j.sequence_parallel && j.workload.empty();
   in.bubble_markers = j.bubble_markers;
   if (j.cpu_optimizer_threads < 0 || j.cpu_optimizer_threads > in.hw.host.cores)
-    bad("--cpu-optimizer-threads", fmt::format("{} cores asked; valid: 1 .. {} (the cores of a {} host)",
-                                               j.cpu_optimizer_threads, in.hw.host.cores, in.hw.name));
+    bad(Option{"cpu_optimizer_threads"},
+        fmt::format("{} cores asked; valid: 1 .. {} (the cores of a {} host)", j.cpu_optimizer_threads,
+                    in.hw.host.cores, in.hw.name));
   in.cpu_optimizer_threads = j.cpu_optimizer_threads;
   const AttentionKernel attention = parse_attention(j.attention);
   const GradAccumulation grad_accumulation = parse_grad_accumulation(j.grad_accumulation);
   const BiasKernels bias_kernels = parse_bias_kernels(j.bias_kernels);
   const NormBackward norm_backward = parse_norm_backward(j.norm_backward);
   in.sharding = resolve_sharding(j, in, schedule);
-  if (j.lora_rank < 0 || j.lora_rank > 65536) bad("--lora-rank", "valid: 0 (full fine-tuning) .. 65536");
+  if (j.lora_rank < 0 || j.lora_rank > 65536)
+    bad(Option{"lora_rank"}, "valid: 0 (full fine-tuning) .. 65536");
   in.lora_rank = j.lora_rank;
   in.parameters = resolve_parameters(j, schedule);
   if (j.lora_rank > 0 && !j.workload.empty())
-    bad("--lora-rank", "applies to --model; a profiled workload has its own times");
+    bad(Option{"lora_rank"},
+        ("applies to " + spelled(Option{"model"}) + "; a profiled workload has its own times"));
   if ((j.ep != 1 || j.moe_imbalance != 1.0) && !j.workload.empty())
-    bad(j.ep != 1 ? "--ep" : "--moe-imbalance",
-        "applies to --model (MoE); a profiled workload has its own times");
+    bad(j.ep != 1 ? Option{"ep"} : Option{"moe_imbalance"},
+        ("applies to " + spelled(Option{"model"}) + " (MoE); a profiled workload has its own times"));
   if (const auto slash = j.partition.find('/'); slash != std::string::npos) {
     if (schedule.partitioner.rule != PartitionRule::kSeparateForwardBackward)
-      bad("--partition", fmt::format("forward/backward lists are for schedules with separate forward and "
-                                     "backward partitions; {} takes blocks per stage, e.g. 8,8,8,8",
-                                     schedule.name));
+      bad(Option{"partition"},
+          fmt::format("forward/backward lists are for schedules with separate forward and "
+                      "backward partitions; {} takes blocks per stage, e.g. 8,8,8,8",
+                      schedule.name));
     in.partition = parse_partition(j.partition.substr(0, slash));
     in.partition_backward = parse_partition(j.partition.substr(slash + 1));
   } else if (!j.partition.empty()) {
@@ -375,31 +398,33 @@ ScheduleInput make_schedule_input(const JobOptions& j, const ScheduleDescriptor&
   if (!j.workload.empty()) {
     Workload w = load_workload(j.workload, in.recompute);
     in.model_name = w.name;
-    in.seq = j.seq > 0 ? j.seq : (w.seq > 0 ? w.seq : 2048);
+    in.seq = j.seq > 0 ? j.seq : (w.seq > 0 ? w.seq : kDefaultSequenceLength);
     for (std::int64_t s : batch.sizes)
       if (w.microbatch_size > 0 && s != w.microbatch_size)
-        bad("--microbatch-size",
+        bad(Option{"microbatch_size"},
             fmt::format("the workload was profiled at microbatch size {}; the batch gives {}",
                         w.microbatch_size, s));
     check_context_parallelism(j, in.seq, schedule);
     if (j.tp > 1)
-      bad("--tp", "a profiled workload holds measured per-GPU times; profile it at the TP degree you run");
+      bad(Option{"tp"},
+          "a profiled workload holds measured per-GPU times; profile it at the TP degree you run");
     in.costs.push_back(std::move(w.layers));
     in.cost_of_microbatch.assign(static_cast<std::size_t>(in.microbatches), 0);
     if (j.first_stage_layers >= 0 || j.last_stage_layers >= 0)
-      bad(j.first_stage_layers >= 0 ? "--first-stage-layers" : "--last-stage-layers",
-          "applies to --model; give a profiled workload's stages with --partition");
+      bad(j.first_stage_layers >= 0 ? Option{"first_stage_layers"} : Option{"last_stage_layers"},
+          ("applies to " + spelled(Option{"model"}) + "; give a profiled workload's stages with " +
+           spelled(Option{"partition"})));
     return in;
   }
   ModelSpec m = j.loaded_model ? *j.loaded_model : load_model(j.model);
   in.model_name = m.name;
-  in.seq = j.seq > 0 ? j.seq : 2048;
-  if (in.seq > (std::int64_t{1} << 24)) bad("--seq", "valid: 1 .. 16777216");
+  in.seq = j.seq > 0 ? j.seq : kDefaultSequenceLength;
+  if (in.seq > (std::int64_t{1} << 24)) bad(Option{"seq"}, "valid: 1 .. 16777216");
   if (j.doc_mask_tokens < 0 || j.doc_mask_tokens > in.seq)
-    bad("--doc-mask",
+    bad(Option{"doc_mask"},
         fmt::format("{} tokens per document; valid: 1 .. the sequence ({})", j.doc_mask_tokens, in.seq));
   if (m.heads % j.tp != 0)
-    bad("--tp", fmt::format("{} attention heads are not divisible by tp = {}", m.heads, j.tp));
+    bad(Option{"tp"}, fmt::format("{} attention heads are not divisible by tp = {}", m.heads, j.tp));
   check_expert_parallelism(j, m, schedule);
   check_context_parallelism(j, in.seq, schedule);
   in.ep = j.ep;

@@ -199,19 +199,7 @@ std::vector<GemmShape> read_gemms(JsonObject& c) {
   return out;
 }
 
-}  // namespace
-
-Plan plan_from_json(const std::string& text, const std::string& file) {
-  json root = detail::parse_json_text(text, file);
-  JsonObject r(root, file, "");
-  if (r.string("format") != "pipesim-plan") r.fail("format", "expected \"pipesim-plan\"");
-  if (r.integer("version", 0, 1000) != 1) r.fail("version", "unsupported version; valid: 1");
-  Plan plan;
-  plan.meta = meta_from(r.object("meta"));
-  plan.hw = parse_hardware_profile(pipesim::sim::json_text(r.raw("hardware")), file + " (/hardware)");
-  plan.hw.origin = file;
-  plan.nodes = static_cast<std::int32_t>(r.integer("nodes", 1, 1 << 20));
-
+void read_devices(JsonObject& r, const std::string& file, Plan& plan) {
   const json& devices = r.raw("devices");
   if (!devices.is_array()) r.fail("devices", "expected an array");
   for (std::size_t i = 0; i < devices.size(); ++i) {
@@ -225,6 +213,9 @@ Plan plan_from_json(const std::string& text, const std::string& file) {
     d.finish();
     plan.devices.push_back(std::move(dev));
   }
+}
+
+void read_streams(JsonObject& r, const std::string& file, Plan& plan) {
   const json& streams = r.raw("streams");
   if (!streams.is_array()) r.fail("streams", "expected an array");
   for (std::size_t i = 0; i < streams.size(); ++i) {
@@ -236,93 +227,125 @@ Plan plan_from_json(const std::string& text, const std::string& file) {
     s.finish();
     plan.streams.push_back(std::move(st));
   }
+}
+
+OpTags read_tags(JsonObject t) {
+  OpTags tags;
+  tags.stage = static_cast<std::int32_t>(t.integer("stage", -1, kI32));
+  tags.virtual_stage = static_cast<std::int32_t>(t.integer("virtual_stage", -1, kI32));
+  tags.microbatch = static_cast<std::int32_t>(t.integer("microbatch", -1, kI32));
+  tags.layer_begin = static_cast<std::int16_t>(t.integer("layer_begin", -1, kMaxLayerIndex));
+  tags.layer_end = static_cast<std::int16_t>(t.integer("layer_end", -1, kMaxLayerIndex));
+  tags.iteration = static_cast<std::int32_t>(t.integer("iteration", 0, kI32));
+  t.finish();
+  return tags;
+}
+
+ComputeWork read_compute(JsonObject c) {
+  const ComputeWork work{c.number("flops", 0, 1e30),
+                         c.number("gemm_gflop", 0, 1e30),
+                         static_cast<std::int32_t>(c.integer("kernels", 0, kI32)),
+                         c.integer_or("mem_bytes", 0, 0, kMaxBytes),
+                         c.number_or("expert_flops", 0, 0, 1e30),
+                         c.number_or("expert_gemm_gflop", 0, 0, 1e30),
+                         c.integer_or("expert_weight_bytes", 0, 0, kMaxBytes),
+                         c.number_or("attention_flops", 0, 0, 1e30),
+                         c.integer_or("attention_bytes", 0, 0, kMaxBytes),
+                         read_gemms(c),
+                         c.number_or("wide_flops", 0, 0, 1e30),
+                         c.integer_or("score_bytes", 0, 0, kMaxBytes)};
+  if (work.score_bytes > work.mem_bytes) c.fail("score_bytes", "exceeds mem_bytes; valid: 0 .. mem_bytes");
+  if (work.expert_flops + work.attention_flops > work.flops)
+    c.fail("attention_flops", "with expert_flops exceeds flops; valid: 0 .. flops - expert_flops");
+  if (work.expert_flops > work.flops) c.fail("expert_flops", "exceeds flops; valid: 0 .. flops");
+  if (work.expert_flops + work.attention_flops + work.wide_flops > work.flops)
+    c.fail("wide_flops", "with expert_flops and attention_flops exceeds flops; valid: 0 .. the rest");
+  c.finish();
+  return work;
+}
+
+TransferWork read_transfer(JsonObject c) {
+  TransferWork w;
+  w.src = static_cast<DeviceId>(c.integer("src", 0, kI32));
+  w.dst = static_cast<DeviceId>(c.integer("dst", 0, kI32));
+  w.bytes = c.integer("bytes", 0, kMaxBytes);
+  w.latency_steps = static_cast<std::int32_t>(c.integer("latency_steps", 0, 1 << 20));
+  w.group = static_cast<std::int32_t>(c.integer("group", -1, kI32));
+  w.group_size = static_cast<std::int32_t>(c.integer("group_size", 1, kI32));
+  w.priority = static_cast<std::int32_t>(c.integer_or("priority", 0, 0, 1));
+  w.message_bytes = c.integer_or("message_bytes", 0, 0, kMaxBytes);
+  c.finish();
+  return w;
+}
+
+/// Every payload key present is read (and so checked) before the count says whether exactly one was given.
+void read_payload(JsonObject& o, Op& op) {
+  int payloads = 0;
+  if (o.has("compute")) {
+    op.payload = read_compute(o.object("compute"));
+    ++payloads;
+  }
+  if (o.has("transfer")) {
+    op.payload = read_transfer(o.object("transfer"));
+    ++payloads;
+  }
+  if (o.has("cpu")) {
+    JsonObject c = o.object("cpu");
+    op.payload =
+        CpuWork{c.integer("params", 0, kMaxBytes), static_cast<std::int32_t>(c.integer("threads", 1, kI32))};
+    c.finish();
+    ++payloads;
+  }
+  if (o.has("memory")) {
+    JsonObject c = o.object("memory");
+    op.payload = MemoryWork{c.integer("bytes", 0, kMaxBytes)};
+    c.finish();
+    ++payloads;
+  }
+  if (payloads != 1) o.fail("", "an op needs exactly one of: compute, transfer, cpu, memory");
+}
+
+/// Op `i` of `op_count`, appended to the plan with its memory extras.
+void read_op(const json& v, std::size_t i, std::size_t op_count, const std::string& file, Plan& plan) {
+  JsonObject o(v, file, fmt::format("/ops/{}", i));
+  Op op;
+  op.stream = static_cast<StreamId>(o.integer("stream", 0, kI32));
+  op.kind = enum_from(o, "kind", kOpKinds);
+  op.tags = read_tags(o.object("tags"));
+  read_payload(o, op);
+  op.fixed_duration = o.integer_or("duration_ns", -1, 0, kMaxOpNs);
+  const OpExtras extras{o.integer_or("alloc_bytes", 0, 0, kMaxBytes),
+                        o.integer_or("free_bytes", 0, 0, kMaxBytes)};
+  const json& deps = o.raw("deps");
+  if (!deps.is_array()) o.fail("deps", "expected an array of op indices");
+  op.deps.reserve(deps.size());
+  for (std::size_t k = 0; k < deps.size(); ++k)
+    op.deps.push_back(static_cast<OpId>(detail::checked_integer(
+        deps[k], file, fmt::format("/ops/{}/deps/{}", i, k), 0, static_cast<std::int64_t>(op_count) - 1)));
+  o.finish();
+  plan.ops.push_back(std::move(op));
+  if (extras != OpExtras{}) plan.extras_of(static_cast<OpId>(plan.ops.size() - 1)) = extras;
+}
+
+}  // namespace
+
+Plan plan_from_json(const std::string& text, const std::string& file) {
+  json root = detail::parse_json_text(text, file);
+  JsonObject r(root, file, "");
+  if (r.string("format") != "pipesim-plan") r.fail("format", "expected \"pipesim-plan\"");
+  if (r.integer("version", 0, 1000) != 1) r.fail("version", "unsupported version; valid: 1");
+  Plan plan;
+  plan.meta = meta_from(r.object("meta"));
+  plan.hw = parse_hardware_profile(pipesim::sim::json_text(r.raw("hardware")), file + " (/hardware)");
+  plan.hw.origin = file;
+  plan.nodes = static_cast<std::int32_t>(r.integer("nodes", 1, 1 << 20));
+
+  read_devices(r, file, plan);
+  read_streams(r, file, plan);
   const json& ops = r.raw("ops");
   if (!ops.is_array()) r.fail("ops", "expected an array");
   plan.ops.reserve(ops.size());
-  for (std::size_t i = 0; i < ops.size(); ++i) {
-    JsonObject o(ops[i], file, fmt::format("/ops/{}", i));
-    Op op;
-    op.stream = static_cast<StreamId>(o.integer("stream", 0, kI32));
-    op.kind = enum_from(o, "kind", kOpKinds);
-    {
-      JsonObject t = o.object("tags");
-      op.tags.stage = static_cast<std::int32_t>(t.integer("stage", -1, kI32));
-      op.tags.virtual_stage = static_cast<std::int32_t>(t.integer("virtual_stage", -1, kI32));
-      op.tags.microbatch = static_cast<std::int32_t>(t.integer("microbatch", -1, kI32));
-      op.tags.layer_begin = static_cast<std::int16_t>(t.integer("layer_begin", -1, kMaxLayerIndex));
-      op.tags.layer_end = static_cast<std::int16_t>(t.integer("layer_end", -1, kMaxLayerIndex));
-      op.tags.iteration = static_cast<std::int32_t>(t.integer("iteration", 0, kI32));
-      t.finish();
-    }
-    int payloads = 0;
-    if (o.has("compute")) {
-      JsonObject c = o.object("compute");
-      const ComputeWork work{c.number("flops", 0, 1e30),
-                             c.number("gemm_gflop", 0, 1e30),
-                             static_cast<std::int32_t>(c.integer("kernels", 0, kI32)),
-                             c.integer_or("mem_bytes", 0, 0, kMaxBytes),
-                             c.number_or("expert_flops", 0, 0, 1e30),
-                             c.number_or("expert_gemm_gflop", 0, 0, 1e30),
-                             c.integer_or("expert_weight_bytes", 0, 0, kMaxBytes),
-                             c.number_or("attention_flops", 0, 0, 1e30),
-                             c.integer_or("attention_bytes", 0, 0, kMaxBytes),
-                             read_gemms(c),
-                             c.number_or("wide_flops", 0, 0, 1e30),
-                             c.integer_or("score_bytes", 0, 0, kMaxBytes)};
-      if (work.score_bytes > work.mem_bytes)
-        c.fail("score_bytes", "exceeds mem_bytes; valid: 0 .. mem_bytes");
-      if (work.expert_flops + work.attention_flops > work.flops)
-        c.fail("attention_flops", "with expert_flops exceeds flops; valid: 0 .. flops - expert_flops");
-      if (work.expert_flops > work.flops) c.fail("expert_flops", "exceeds flops; valid: 0 .. flops");
-      if (work.expert_flops + work.attention_flops + work.wide_flops > work.flops)
-        c.fail("wide_flops", "with expert_flops and attention_flops exceeds flops; valid: 0 .. the rest");
-      c.finish();
-      op.payload = work;
-      ++payloads;
-    }
-    if (o.has("transfer")) {
-      JsonObject c = o.object("transfer");
-      TransferWork w;
-      w.src = static_cast<DeviceId>(c.integer("src", 0, kI32));
-      w.dst = static_cast<DeviceId>(c.integer("dst", 0, kI32));
-      w.bytes = c.integer("bytes", 0, kMaxBytes);
-      w.latency_steps = static_cast<std::int32_t>(c.integer("latency_steps", 0, 1 << 20));
-      w.group = static_cast<std::int32_t>(c.integer("group", -1, kI32));
-      w.group_size = static_cast<std::int32_t>(c.integer("group_size", 1, kI32));
-      w.priority = static_cast<std::int32_t>(c.integer_or("priority", 0, 0, 1));
-      w.message_bytes = c.integer_or("message_bytes", 0, 0, kMaxBytes);
-      c.finish();
-      op.payload = w;
-      ++payloads;
-    }
-    if (o.has("cpu")) {
-      JsonObject c = o.object("cpu");
-      op.payload = CpuWork{c.integer("params", 0, kMaxBytes),
-                           static_cast<std::int32_t>(c.integer("threads", 1, kI32))};
-      c.finish();
-      ++payloads;
-    }
-    if (o.has("memory")) {
-      JsonObject c = o.object("memory");
-      op.payload = MemoryWork{c.integer("bytes", 0, kMaxBytes)};
-      c.finish();
-      ++payloads;
-    }
-    if (payloads != 1) o.fail("", "an op needs exactly one of: compute, transfer, cpu, memory");
-    op.fixed_duration = o.integer_or("duration_ns", -1, 0, kMaxOpNs);
-    const OpExtras extras{o.integer_or("alloc_bytes", 0, 0, kMaxBytes),
-                          o.integer_or("free_bytes", 0, 0, kMaxBytes)};
-    const json& deps = o.raw("deps");
-    if (!deps.is_array()) o.fail("deps", "expected an array of op indices");
-    op.deps.reserve(deps.size());
-    for (std::size_t k = 0; k < deps.size(); ++k)
-      op.deps.push_back(
-          static_cast<OpId>(detail::checked_integer(deps[k], file, fmt::format("/ops/{}/deps/{}", i, k), 0,
-                                                    static_cast<std::int64_t>(ops.size()) - 1)));
-    o.finish();
-    plan.ops.push_back(std::move(op));
-    if (extras != OpExtras{}) plan.extras_of(static_cast<OpId>(plan.ops.size() - 1)) = extras;
-  }
+  for (std::size_t i = 0; i < ops.size(); ++i) read_op(ops[i], i, ops.size(), file, plan);
   r.finish();
   plan.origin = file;
   validate_plan(plan, file);  // every reference checked before anything reads the plan

@@ -1,4 +1,5 @@
 #include "pipesim/sim/report/saved_result.hpp"
+#include "pipesim/sim/core/option.hpp"
 
 #include <limits>
 
@@ -152,7 +153,8 @@ std::vector<SavedResult> parse_saved_results(const std::string& text, const std:
     return out;
   }
   if (top.string("format") != "pipesim-timeline")
-    top.fail("format", "expected \"pipesim-timeline\", or the JSON of simulate --format json");
+    top.fail("format", ("expected \"pipesim-timeline\", or the JSON of simulate " +
+                        spelled(Option{"format"}) + " json"));
   SavedResult r = read_result(top.object("metrics"), path);
   r.has_ops = true;
   r.measured = top.has("source") && top.string("source") != "simulated";

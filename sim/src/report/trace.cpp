@@ -1,3 +1,4 @@
+#include "pipesim/sim/core/units.hpp"
 #include "pipesim/sim/report/trace.hpp"
 
 #include <fmt/format.h>
@@ -75,7 +76,7 @@ void write_chrome_trace(std::ostream& out, const Plan& plan, const Timeline& tl)
   }
   for (const auto& s : tl.memory)
     emit(fmt::format(R"({{"ph":"C","name":"memory","pid":{},"ts":{},"args":{{"GiB":{:.6f}}}}})", s.device,
-                     us(s.time), static_cast<double>(s.bytes) / (1024.0 * 1024.0 * 1024.0)));
+                     us(s.time), static_cast<double>(s.bytes) / kBytesPerGiB));
   out << "\n]}\n";
 }
 

@@ -54,13 +54,13 @@ std::vector<std::int32_t> parse_partition(const std::string& text) {
     }
     if (used != item.size() || item.empty() || v < 0 || v > 1'000'000)
       throw InputError(
-          "--partition", "",
+          Option{"partition"}, "",
           fmt::format("'{}' is not a block count; expected comma-separated integers >= 0, e.g. 8,8,8,8",
                       item));
     out.push_back(static_cast<std::int32_t>(v));
   }
   if (out.empty())
-    throw InputError("--partition", "", "empty; expected comma-separated block counts, e.g. 8,8,8,8");
+    throw InputError(Option{"partition"}, "", "empty; expected comma-separated block counts, e.g. 8,8,8,8");
   return out;
 }
 }  // namespace pipesim::sim

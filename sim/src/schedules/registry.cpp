@@ -27,7 +27,7 @@ std::string range_text(const ScheduleParameter& p) {
 }
 
 [[noreturn]] void invalid(const ScheduleParameter& p, const std::string& what) {
-  throw InputError(p.flag, "", what);
+  throw InputError(Option{p.option}, "", what);
 }
 
 std::int64_t parse_integer(const ScheduleParameter& p, const std::string& text) {
@@ -134,7 +134,9 @@ void validate(const std::deque<ScheduleDescriptor>& existing, const ScheduleDesc
   if (d.partitioner.rule == PartitionRule::kSeparateForwardBackward && !d.partitioner.own_partition)
     fail("has separate forward and backward partitions but no own_partition");
   for (const auto& p : d.parameters) {
-    if (p.name.empty() || p.flag.rfind("--", 0) != 0) fail("a parameter needs a name and a --flag");
+    if (p.name.empty() || p.option.empty() ||
+        p.option.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos)
+      fail("a parameter needs a name and an option key of [a-z0-9_]");
     check_parameter(p, p.default_value);
   }
 }
@@ -181,7 +183,7 @@ const ScheduleDescriptor& find_schedule(const std::string& name) {
     if (s.name == name) return s;
     valid += (valid.empty() ? "" : ", ") + s.name;
   }
-  throw InputError("--schedule", "", fmt::format("unknown schedule '{}'; valid: {}, all", name, valid));
+  throw InputError(Option{"schedule"}, "", fmt::format("unknown schedule '{}'; valid: {}, all", name, valid));
 }
 
 StageLoad peak_stage_load(const ScheduleDescriptor& schedule, const ScheduleShape& shape,

@@ -14,13 +14,6 @@ namespace pipesim::sim {
 using detail::json;
 using detail::JsonObject;
 
-Recompute parse_recompute(const std::string& s) {
-  if (s == "none") return Recompute::kNone;
-  if (s == "selective") return Recompute::kSelective;
-  if (s == "full") return Recompute::kFull;
-  throw InputError("--recompute", "", fmt::format("unknown policy '{}'; valid: none, selective, full", s));
-}
-
 const char* to_string(Recompute r) {
   switch (r) {
     case Recompute::kNone:
@@ -31,20 +24,6 @@ const char* to_string(Recompute r) {
       return "full";
   }
   return "?";
-}
-
-AttentionKernel parse_attention(const std::string& s) {
-  if (s == "unfused") return AttentionKernel::kUnfused;
-  if (s == "flash") return AttentionKernel::kFlash;
-  throw InputError("--attention", "", fmt::format("unknown attention kernel '{}'; valid: unfused, flash", s));
-}
-
-GradAccumulation parse_grad_accumulation(const std::string& s) {
-  if (s == "fused") return GradAccumulation::kFused;
-  if (s == "main-grad") return GradAccumulation::kMainGrad;
-  if (s == "autograd") return GradAccumulation::kAutograd;
-  throw InputError("--grad-accumulation", "",
-                   fmt::format("unknown mode '{}'; valid: fused, main-grad, autograd", s));
 }
 
 const char* to_string(GradAccumulation g) {
@@ -71,26 +50,6 @@ std::int64_t grad_accumulation_bytes_per_param(GradAccumulation g) {
   return 0;
 }
 
-BiasKernels parse_bias_kernels(const std::string& s) {
-  if (s == "fused") return BiasKernels::kFused;
-  if (s == "separate") return BiasKernels::kSeparate;
-  throw InputError("--bias-kernels", "", fmt::format("unknown kernels '{}'; valid: fused, separate", s));
-}
-
-NormBackward parse_norm_backward(const std::string& s) {
-  if (s == "one-pass") return NormBackward::kOnePass;
-  if (s == "two-pass") return NormBackward::kTwoPass;
-  throw InputError("--norm-backward", "",
-                   fmt::format("unknown norm backward '{}'; valid: one-pass, two-pass", s));
-}
-
-CpAttention parse_cp_attention(const std::string& s) {
-  if (s == "ring") return CpAttention::kRing;
-  if (s == "allgather") return CpAttention::kAllGather;
-  throw InputError("--cp-attention", "",
-                   fmt::format("unknown context-parallel attention '{}'; valid: ring, allgather", s));
-}
-
 const char* to_string(CpAttention a) {
   return a == CpAttention::kRing ? "ring" : "allgather";
 }
@@ -112,6 +71,13 @@ const char* to_string(LayerRole r) {
 }
 
 namespace {
+
+// Activation bytes a GPT block saves per s*b*h element (Korthikanti et al. 2022, 16-bit activations):
+// 34 in all, of which the two norms' inputs and the two dropout masks (10) are what sequence parallelism
+// splits and the rest (24) what tensor parallelism splits anyway.
+constexpr std::int64_t kSavedBytesPerSbh = 34;
+constexpr std::int64_t kSequenceParallelBytesPerSbh = 10;
+constexpr std::int64_t kTensorParallelBytesPerSbh = kSavedBytesPerSbh - kSequenceParallelBytesPerSbh;
 
 // Weight-GEMM FLOPs per token of a block (2 x multiply-adds of every weight matrix a token meets).
 double block_gemm_flops_per_token(const ModelSpec& m) {
@@ -247,7 +213,8 @@ std::int64_t optimizer_step_bytes_per_param(const std::string& dtype) {
 
 std::vector<LayerCost> model_layer_costs(const ModelSpec& m, const CostOptions& whole) {
   if (whole.cp < 1 || whole.seq % whole.cp != 0)
-    throw InputError("--cp", "", fmt::format("cp {} must divide the sequence ({})", whole.cp, whole.seq));
+    throw InputError(Option{"cp"}, "",
+                     fmt::format("cp {} must divide the sequence ({})", whole.cp, whole.seq));
   // Under context parallelism everything below is one rank's: s/cp tokens of each sequence.
   CostOptions o = whole;
   o.seq = whole.seq / whole.cp;
@@ -257,10 +224,11 @@ std::vector<LayerCost> model_layer_costs(const ModelSpec& m, const CostOptions& 
       5.0 * static_cast<double>(m.heads) * static_cast<double>(s) * static_cast<double>(s) *
           static_cast<double>(b) +
       4.0 * static_cast<double>(b) * static_cast<double>(s) * static_cast<double>(m.vocab) +
-      34.0 * static_cast<double>(s) * static_cast<double>(b) * static_cast<double>(h);
+      static_cast<double>(kSavedBytesPerSbh) * static_cast<double>(s) * static_cast<double>(b) *
+          static_cast<double>(h);
   if (largest > 1e18 || o.microbatch_size < 1 || o.seq < 1 || o.tp < 1)
     throw InputError(
-        "--seq/--microbatch-size", "",
+        Option{"seq/microbatch_size"}, "",
         fmt::format("seq {} x microbatch size {} gives activations beyond 1 EB per layer; use smaller values",
                     s, b));
   const double tokens = static_cast<double>(b * s);
@@ -387,7 +355,9 @@ std::vector<LayerCost> model_layer_costs(const ModelSpec& m, const CostOptions& 
     // Korthikanti et al.: s*b*h*(34 + 5*a*s/h) bytes per layer, split by t with TP + sequence parallel;
     // without sequence parallelism the norms' and dropouts' 10 s*b*h stay whole on every rank. Flash
     // attention keeps no scores.
-    const std::int64_t linear_part = o.sequence_parallel ? 34 * sbh / t : 10 * sbh + 24 * sbh / t;
+    const std::int64_t linear_part =
+        o.sequence_parallel ? kSavedBytesPerSbh * sbh / t
+                            : kSequenceParallelBytesPerSbh * sbh + kTensorParallelBytesPerSbh * sbh / t;
     const std::int64_t score_part = o.attention == AttentionKernel::kFlash ? 0 : 5 * m.heads * s * s * b / t;
     c.attention_score_bytes = score_part;
     switch (o.recompute) {

@@ -1,4 +1,5 @@
 #include "pipesim/sim/workload/model.hpp"
+#include "pipesim/sim/core/option.hpp"
 
 #include <algorithm>
 #include <filesystem>
@@ -193,7 +194,9 @@ ModelSpec parse_model(const std::string& text, const std::string& file) {
       r.fail("format", "expected \"pipesim-model\" (or a HuggingFace config.json without a format key)");
     m = parse_preset(r);
   } else if (root.contains("workload") || root.contains("layers")) {
-    throw InputError(file, "/layers", "this is a profiled workload; pass it with --workload, not --model");
+    throw InputError(file, "/layers",
+                     ("this is a profiled workload; pass it with " + spelled(Option{"workload"}) + ", not " +
+                      spelled(Option{"model"})));
   } else {
     m = parse_hf(root, file);
   }

@@ -215,7 +215,7 @@ TEST(ContextParallel, RefusesWhatItCannotSplit) {
             std::string::npos);
   j = cp_job(2, 4096);
   j.attention = "unfused";
-  EXPECT_NE(testing::error_of([&] { testing::plan_of("1f1b", j); }).find("--attention flash"),
+  EXPECT_NE(testing::error_of([&] { testing::plan_of("1f1b", j); }).find("attention flash"),
             std::string::npos);
   j = cp_job(2, 4096, "striped");
   EXPECT_NE(testing::error_of([&] { testing::plan_of("1f1b", j); }).find("valid: ring, allgather"),

@@ -126,14 +126,14 @@ TEST(OffloadSchedules, SynchronousVariantsAreNeverFaster) {
   for (const char* model : {"llama2-7b", "qwen3-1.7b"}) {
     j.model = model;
     auto async_rp = run("roundpipe", j);
-    j.schedule_flags["--roundpipe-sync"] = "true";
+    j.schedule_options["roundpipe_sync"] = "true";
     auto sync_rp = run("roundpipe", j);
-    j.schedule_flags.clear();
+    j.schedule_options.clear();
     EXPECT_GE(sync_rp.metrics.step_time_s, async_rp.metrics.step_time_s) << model;
     auto async_sp = run("spipe", j);
-    j.schedule_flags["--spipe-sync-checkpoints"] = "true";
+    j.schedule_options["spipe_sync_checkpoints"] = "true";
     auto sync_sp = run("spipe", j);
-    j.schedule_flags.clear();
+    j.schedule_options.clear();
     EXPECT_GE(sync_sp.metrics.step_time_s, async_sp.metrics.step_time_s) << model;
   }
 }
@@ -225,7 +225,7 @@ TEST(OffloadSchedules, MultiNodeHostsHoldAndStepTheirOwnStages) {
     j.seq = 512;
     j.nodes = 2;
     j.iterations = 1;
-    if (std::string(name) == "spipe") j.schedule_flags["--spipe-stages"] = "1,2";
+    if (std::string(name) == "spipe") j.schedule_options["spipe_stages"] = "1,2";
     auto r = testing::simulate(name, make_schedule_input(j, find_schedule(name)));
     std::map<std::string, std::int64_t> host_bytes;
     std::set<DeviceId> adam_hosts;

@@ -374,7 +374,7 @@ TEST(OrderLowering, CpuOptimizerThreadsAreAJobSetting) {
   j.cpu_optimizer_threads = 3;
   EXPECT_EQ(threads_of(testing::plan_of("1f1b", j)), (std::set<std::int32_t>{3}));
   j.cpu_optimizer_threads = cores + 1;
-  EXPECT_EQ(testing::error_of([&] { testing::plan_of("1f1b", j); }).rfind("--cpu-optimizer-threads:", 0), 0u);
+  EXPECT_EQ(testing::error_of([&] { testing::plan_of("1f1b", j); }).rfind("cpu_optimizer_threads:", 0), 0u);
 }
 
 TEST(OrderLowering, ResidentMemoryIsTheStagesParameterBytes) {

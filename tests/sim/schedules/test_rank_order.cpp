@@ -47,8 +47,7 @@ TEST(RankOrder, ReplicasInsideStagesKeepDataParallelRingsOnANode) {
   }
   JobOptions bad = testing::job("llama3-8b", "h100-sxm-8x", 2, 4, 2, 4);
   bad.rank_order = "pp-dp-tp";
-  EXPECT_NE(testing::error_of([&] { testing::plan_of("1f1b", bad); }).find("--rank-order"),
-            std::string::npos);
+  EXPECT_NE(testing::error_of([&] { testing::plan_of("1f1b", bad); }).find("rank_order"), std::string::npos);
 }
 
 }  // namespace

@@ -124,7 +124,7 @@ TEST(ScheduleParameters, ParseAndRangeCheckNameTheFlag) {
             (std::vector<std::int64_t>{3, 9}));
   EXPECT_EQ(testing::error_of([&] {
               parse_parameter(param("stages"), "2");
-            }).rfind("--spipe-stages: expected F,B", 0),
+            }).rfind("spipe_stages: expected F,B", 0),
             0u);
   EXPECT_NE(testing::error_of([&] { parse_parameter(param("stages"), "0,6"); }), "no error");
   EXPECT_EQ(std::get<double>(parse_parameter(param("overflow_prob"), "0.25")), 0.25);
@@ -134,17 +134,17 @@ TEST(ScheduleParameters, ParseAndRangeCheckNameTheFlag) {
   EXPECT_NE(testing::error_of([&] { parse_parameter(param("overflow_prob"), "0.5x"); }), "no error");
   // Every given flag is checked against the registry, whatever the schedule.
   JobOptions j;
-  j.schedule_flags["--no-such-flag"] = "1";
-  EXPECT_EQ(testing::error_of([&] { check_schedule_flags(j); }).rfind("--no-such-flag:", 0), 0u);
-  j.schedule_flags = {{"--overflow-prob", "1.5"}};
-  EXPECT_EQ(testing::error_of([&] { check_schedule_flags(j); }).rfind("--overflow-prob:", 0), 0u);
+  j.schedule_options["no_such_flag"] = "1";
+  EXPECT_EQ(testing::error_of([&] { check_schedule_options(j); }).rfind("no_such_flag:", 0), 0u);
+  j.schedule_options = {{"overflow_prob", "1.5"}};
+  EXPECT_EQ(testing::error_of([&] { check_schedule_options(j); }).rfind("overflow_prob:", 0), 0u);
 }
 
 TEST(ScheduleParameters, DefaultsFillWhatTheJobDoesNotGive) {
   JobOptions j;
   j.model = "llama2-7b";
   j.hw = "rtx4090-8x";
-  j.schedule_flags["--spipe-stages"] = "1,3";
+  j.schedule_options["spipe_stages"] = "1,3";
   ScheduleInput in = make_schedule_input(j, find_schedule("spipe"));
   EXPECT_EQ(in.parameters.integers("stages"), (std::vector<std::int64_t>{1, 3}));
   EXPECT_FALSE(in.parameters.flag("sync_checkpoints"));

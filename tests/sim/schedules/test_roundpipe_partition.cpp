@@ -60,7 +60,7 @@ TEST(RoundPipePartition, ALayerAboveTheMemoryCapIsAnInputError) {
   layers[1].params = layers[1].trainable_params = std::int64_t{1} << 32;  // 16 GiB of bf16 weights + grads
   auto hw = load_hardware_profile("rtx4090-8x");
   const std::string err = testing::error_of([&] { roundpipe_partition(layers, hw, "bf16", 4); });
-  EXPECT_EQ(err.rfind("--model: layer 1 needs", 0), 0u) << err;
+  EXPECT_EQ(err.rfind("model: layer 1 needs", 0), 0u) << err;
 }
 
 }  // namespace
@@ -114,7 +114,7 @@ TEST(RoundPipePartition, AGivenPartitionIsTheSameJobAsTheAutomaticOne) {
   // Counts that do not tile the layers name the flag.
   EXPECT_EQ(testing::error_of([&] {
               given_roundpipe_partition(in.costs.front(), in.hw, in.dtype, {1, 2}, {1, 2});
-            }).rfind("--partition:", 0),
+            }).rfind("partition:", 0),
             0u);
 }
 

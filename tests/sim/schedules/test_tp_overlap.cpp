@@ -165,7 +165,7 @@ TEST(TpOverlap, DataParallelBucketsFollowTheWeightGradientsOnEveryReplica) {
 TEST(TpOverlap, RejectsAnUnknownMode) {
   JobOptions j = testing::job("llama2-7b", "h100-sxm-8x", 1, 2, 1, 1);
   j.tp_overlap = "forward";
-  EXPECT_NE(testing::error_of([&] { testing::plan_of("1f1b", j); }).find("--tp-overlap"), std::string::npos);
+  EXPECT_NE(testing::error_of([&] { testing::plan_of("1f1b", j); }).find("tp_overlap"), std::string::npos);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include "pipesim/sim/core/error.hpp"
 #include "pipesim/sim/hardware/hardware.hpp"
+#include "pipesim/sim/job/option_parsing.hpp"
 #include "pipesim/sim/workload/cost_model.hpp"
 #include "pipesim/sim/workload/model.hpp"
 

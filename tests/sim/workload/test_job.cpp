@@ -66,37 +66,36 @@ TEST(Job, ImpossibleConfigsNameTheFlag) {
   JobOptions j;
   j.global_batch = 10;
   j.dp = 4;
-  EXPECT_EQ(err(j).rfind("--global-batch: 10 is not divisible by dp x accum-steps = 4", 0), 0u) << err(j);
+  EXPECT_EQ(err(j).rfind("global_batch: 10 is not divisible by dp x accum-steps = 4", 0), 0u) << err(j);
   j = {};
   j.global_batch = 8;
   j.microbatches = 16;
-  EXPECT_EQ(err(j).rfind("--microbatches: 16 microbatches exceed", 0), 0u) << err(j);
+  EXPECT_EQ(err(j).rfind("microbatches: 16 microbatches exceed", 0), 0u) << err(j);
   j = {};
   j.tp = 3;
-  EXPECT_EQ(err(j).rfind("--tp:", 0), 0u) << err(j);
+  EXPECT_EQ(err(j).rfind("tp:", 0), 0u) << err(j);
   j = {};
   j.pp = 64;
-  EXPECT_EQ(err(j).rfind("--pp: pp x virtual stages = 64 chunks exceeds the model's 32", 0), 0u) << err(j);
+  EXPECT_EQ(err(j).rfind("pp: pp x virtual stages = 64 chunks exceeds the model's 32", 0), 0u) << err(j);
   j = {};
   j.partition = "4,4,4";
-  EXPECT_EQ(err(j).rfind("--partition: has 3 entries; expected pp x virtual stages = 8", 0), 0u) << err(j);
+  EXPECT_EQ(err(j).rfind("partition: has 3 entries; expected pp x virtual stages = 8", 0), 0u) << err(j);
   j.partition = "4,4,4,4,4,4,4,5";
-  EXPECT_EQ(err(j).rfind("--partition: sums to 33", 0), 0u) << err(j);
+  EXPECT_EQ(err(j).rfind("partition: sums to 33", 0), 0u) << err(j);
   j.partition = "4,4,x";
-  EXPECT_EQ(err(j).rfind("--partition: 'x' is not a block count", 0), 0u) << err(j);
+  EXPECT_EQ(err(j).rfind("partition: 'x' is not a block count", 0), 0u) << err(j);
   j = {};
   j.recompute = "some";
-  EXPECT_EQ(err(j).rfind("--recompute: unknown policy 'some'; valid: none, selective, full", 0), 0u)
-      << err(j);
+  EXPECT_EQ(err(j).rfind("recompute: unknown policy 'some'; valid: none, selective, full", 0), 0u) << err(j);
   j = {};
   j.nodes = 1;
   j.dp = 2;
   j.pp = 8;
-  EXPECT_EQ(err(j).rfind("--nodes: pp*tp*cp*dp = 16 GPUs need 2 nodes", 0), 0u) << err(j);
+  EXPECT_EQ(err(j).rfind("nodes: pp*tp*cp*dp = 16 GPUs need 2 nodes", 0), 0u) << err(j);
   j = {};
   j.microbatches = 6;
   EXPECT_EQ(
-      err(j, "interleaved-1f1b").rfind("--schedule: interleaved-1f1b: needs microbatches divisible by pp", 0),
+      err(j, "interleaved-1f1b").rfind("schedule: interleaved-1f1b: needs microbatches divisible by pp", 0),
       0u);
 }
 
@@ -286,7 +285,7 @@ TEST(Job, GeforceFp16AccumulateIsADtypeTheJobChooses) {
   j.hw = "h100-sxm-8x";
   const std::string err = testing::error_of(
       [&] { build_plan(find_schedule("1f1b"), make_schedule_input(j, find_schedule("1f1b"))); });
-  EXPECT_EQ(err.rfind("--dtype: h100-sxm-8x has no fp16_acc16 peak; valid: bf16, fp16, fp32", 0), 0u) << err;
+  EXPECT_EQ(err.rfind("dtype: h100-sxm-8x has no fp16_acc16 peak; valid: bf16, fp16, fp32", 0), 0u) << err;
 }
 
 }  // namespace

@@ -292,8 +292,7 @@ TEST(ExpertParallelism, RejectsWhatCannotRun) {
             std::string::npos);
   j.ep = 2;
   j.moe_imbalance = 3;
-  EXPECT_NE(testing::error_of([&] { testing::plan_of("1f1b", j); }).find("--moe-imbalance"),
-            std::string::npos);
+  EXPECT_NE(testing::error_of([&] { testing::plan_of("1f1b", j); }).find("moe_imbalance"), std::string::npos);
 }
 
 TEST(Sharding, RejectsWhatCannotRun) {

@@ -6,11 +6,15 @@
 
 #include "schedules/builtin.hpp"
 
+#include "pipesim/sim/core/option.hpp"
+
 namespace pipesim::sim::detail {
 
 /// Empty for v = 1, else why not.
 inline std::string needs_one_chunk(const ScheduleShape& s) {
-  return s.virtual_stages != 1 ? "uses one model chunk per rank; --virtual-stages must be 1" : "";
+  return s.virtual_stages != 1
+             ? ("uses one model chunk per rank; " + spelled(Option{"virtual_stages"}) + " must be 1")
+             : "";
 }
 
 /// An order-based descriptor with the classic defaults: M = 4 pp, tried by the planner on any layout with
@@ -19,7 +23,7 @@ inline ScheduleDescriptor classic_descriptor(std::string name, std::string sourc
   ScheduleDescriptor d =
       named_descriptor(std::move(name), std::move(source), std::move(description), ScheduleKind::kOrderBased);
   d.check = needs_one_chunk;
-  d.constraints = {"one model chunk per rank (--virtual-stages 1)"};
+  d.constraints = {("one model chunk per rank (" + spelled(Option{"virtual_stages"}) + " 1)")};
   return d;
 }
 

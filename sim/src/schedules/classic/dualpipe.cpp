@@ -13,6 +13,8 @@
 #include "schedules/builtin.hpp"
 #include "schedules/classic/classic.hpp"
 
+#include "pipesim/sim/core/option.hpp"
+
 namespace pipesim::sim::detail {
 
 namespace {
@@ -20,7 +22,8 @@ namespace {
 std::string check_dualpipe(const ScheduleShape& s) {
   if (s.pp < 2 || s.pp % 2 != 0) return "runs two pipelines in opposite directions; pp must be even";
   if (s.virtual_stages != 2)
-    return "holds two copies of each stage, one per direction; --virtual-stages must be 2";
+    return ("holds two copies of each stage, one per direction; " + spelled(Option{"virtual_stages"}) +
+            " must be 2");
   if (s.microbatches % 2 != 0 || s.microbatches < 2 * s.pp)
     return "sends half of the microbatches each way; microbatches must be even and at least 2 x pp";
   return "";
@@ -111,7 +114,8 @@ ScheduleDescriptor describe_dualpipe() {
       "backward of the two directions paired, weight gradients deferred into the drain",
       ScheduleKind::kOrderBased);
   d.check = check_dualpipe;
-  d.constraints = {"pp even", "two copies of each stage per rank (--virtual-stages 2)",
+  d.constraints = {"pp even",
+                   ("two copies of each stage per rank (" + spelled(Option{"virtual_stages"}) + " 2)"),
                    "microbatches even and at least 2 x pp"};
   place_two_chunks_per_rank(d, ChunkPlacement::kDual);
   d.order = dualpipe_order;

@@ -7,6 +7,8 @@
 #include "schedules/builtin.hpp"
 #include "schedules/classic/classic.hpp"
 
+#include "pipesim/sim/core/option.hpp"
+
 namespace pipesim::sim::detail {
 
 namespace {
@@ -32,7 +34,7 @@ std::vector<Task> interleaved_order(const ScheduleShape& s, std::int32_t rank) {
 }
 
 std::string check(const ScheduleShape& s) {
-  if (s.virtual_stages < 2) return "needs --virtual-stages >= 2";
+  if (s.virtual_stages < 2) return ("needs " + spelled(Option{"virtual_stages"}) + " >= 2");
   if (s.microbatches % s.pp != 0)
     return fmt::format("needs microbatches divisible by pp ({} % {} != 0)", s.microbatches, s.pp);
   return "";
@@ -44,7 +46,7 @@ ScheduleDescriptor describe_interleaved_1f1b() {
   ScheduleDescriptor d = classic_descriptor(
       "interleaved-1f1b", "Megatron-LM (Narayanan et al. 2021)",
       "v model chunks per rank assigned round-robin; bubble (p-1)/(v*m+p-1) for uniform chunks");
-  d.constraints = {"v >= 2 model chunks per rank (--virtual-stages, default 2)",
+  d.constraints = {("v >= 2 model chunks per rank (" + spelled(Option{"virtual_stages"}) + ", default 2)"),
                    "microbatches divisible by pp"};
   d.check = check;
   d.order = interleaved_order;

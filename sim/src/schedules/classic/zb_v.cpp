@@ -18,12 +18,16 @@
 #include "schedules/builtin.hpp"
 #include "schedules/classic/classic.hpp"
 
+#include "pipesim/sim/core/option.hpp"
+
 namespace pipesim::sim::detail {
 
 namespace {
 
 std::string needs_two_chunks(const ScheduleShape& s) {
-  return s.virtual_stages != 2 ? "places two model chunks per rank in a V; --virtual-stages must be 2" : "";
+  return s.virtual_stages != 2 ? ("places two model chunks per rank in a V; " +
+                                  spelled(Option{"virtual_stages"}) + " must be 2")
+                               : "";
 }
 
 struct Orders {
@@ -152,7 +156,7 @@ ScheduleDescriptor describe_zb_v() {
                        "at most 1F1B's activation memory",
                        ScheduleKind::kOrderBased);
   d.check = needs_two_chunks;
-  d.constraints = {"two model chunks per rank in a V (--virtual-stages 2)"};
+  d.constraints = {("two model chunks per rank in a V (" + spelled(Option{"virtual_stages"}) + " 2)")};
   place_two_chunks_per_rank(d, ChunkPlacement::kV);
   d.order = zb_v_order;
   return d;

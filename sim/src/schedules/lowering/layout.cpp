@@ -1,42 +1,44 @@
 // The lowering's layout: checks, model chunks per rank, sizes, and the devices of ranks.
 #include "schedules/lowering/builder.hpp"
 
+#include "pipesim/sim/core/option.hpp"
+
 namespace pipesim::sim::lowering {
 
 void Builder::validate_and_layout() {
   const auto& hw = in_.hw;
-  auto bad = [](const std::string& flag, const std::string& msg) { throw InputError(flag, "", msg); };
-  if (in_.pp < 1) bad("--pp", "must be >= 1");
-  if (in_.tp < 1) bad("--tp", "must be >= 1");
-  if (in_.dp < 1) bad("--dp", "must be >= 1");
-  if (const std::string why = hw.tp_placement_error(in_.tp); !why.empty()) bad("--tp", why);
-  if (in_.microbatches < 1) bad("--microbatches", "must be >= 1");
+  auto bad = [](Option option, const std::string& msg) { throw InputError(option, "", msg); };
+  if (in_.pp < 1) bad(Option{"pp"}, "must be >= 1");
+  if (in_.tp < 1) bad(Option{"tp"}, "must be >= 1");
+  if (in_.dp < 1) bad(Option{"dp"}, "must be >= 1");
+  if (const std::string why = hw.tp_placement_error(in_.tp); !why.empty()) bad(Option{"tp"}, why);
+  if (in_.microbatches < 1) bad(Option{"microbatches"}, "must be >= 1");
   if (!hw.gpu.peak_tflops.count(in_.dtype)) {
     std::string valid;
     for (const auto& [dtype, tflops] : hw.gpu.peak_tflops) valid += (valid.empty() ? "" : ", ") + dtype;
-    bad("--dtype", fmt::format("{} has no {} peak; valid: {}", hw.name, in_.dtype, valid));
+    bad(Option{"dtype"}, fmt::format("{} has no {} peak; valid: {}", hw.name, in_.dtype, valid));
   }
-  if (in_.accum_steps < 1) bad("--accum-steps", "must be >= 1");
-  if (in_.virtual_stages < 1) bad("--virtual-stages", "must be >= 1");
+  if (in_.accum_steps < 1) bad(Option{"accum_steps"}, "must be >= 1");
+  if (in_.virtual_stages < 1) bad(Option{"virtual_stages"}, "must be >= 1");
   if (!sched_.multi_chunk && in_.virtual_stages != 1)
-    bad("--virtual-stages", fmt::format("schedule {} uses one chunk per rank; valid: 1", sched_.name));
+    bad(Option{"virtual_stages"}, fmt::format("schedule {} uses one chunk per rank; valid: 1", sched_.name));
   if (std::string why = sched_.check({in_.pp, in_.microbatches, in_.virtual_stages}); !why.empty())
-    bad("--schedule", fmt::format("{}: {}", sched_.name, why));
-  if (in_.cp < 1) bad("--cp", "must be >= 1");
+    bad(Option{"schedule"}, fmt::format("{}: {}", sched_.name, why));
+  if (in_.cp < 1) bad(Option{"cp"}, "must be >= 1");
   const std::int64_t gpus = std::int64_t{in_.pp} * in_.tp * in_.cp * in_.dp;
   if (gpus > kMaxGpus)
-    bad("--pp/--tp/--cp/--dp", fmt::format("pp*tp*cp*dp = {} GPUs; valid: at most {}", gpus, kMaxGpus));
+    bad(Option{"pp/tp/cp/dp"}, fmt::format("pp*tp*cp*dp = {} GPUs; valid: at most {}", gpus, kMaxGpus));
   gpus_total_ = static_cast<std::int32_t>(gpus);
   // TP groups that do not divide an NVLink domain leave its remainder idle: the job spans more nodes.
   const std::int64_t last_slot = hw.gpu_slot(gpus_total_ - 1, in_.tp);
   std::int32_t need_nodes = static_cast<std::int32_t>(last_slot / hw.node.gpus + 1);
   if (in_.nodes > 0 && in_.nodes < need_nodes)
-    bad("--nodes", fmt::format("pp*tp*cp*dp = {} GPUs need {} nodes of {} GPUs; given {}", gpus_total_,
-                               need_nodes, hw.node.gpus, in_.nodes));
+    bad(Option{"nodes"}, fmt::format("pp*tp*cp*dp = {} GPUs need {} nodes of {} GPUs; given {}", gpus_total_,
+                                     need_nodes, hw.node.gpus, in_.nodes));
   plan_.nodes = need_nodes;  // nodes beyond the job's are idle: no links or devices are built for them
-  if (in_.costs.empty()) bad("--model", "no layers to simulate");
+  if (in_.costs.empty()) bad(Option{"model"}, "no layers to simulate");
   if (static_cast<std::int32_t>(in_.cost_of_microbatch.size()) != in_.microbatches)
-    bad("--microbatches", "internal: one cost table index per microbatch expected");
+    bad(Option{"microbatches"}, "internal: one cost table index per microbatch expected");
 
   layout_chunks(checked_block_span());
 }
@@ -52,15 +54,16 @@ BlockSpan Builder::checked_block_span() const {
                                                         : (ii > span.last);
     if (!ok)
       throw InputError(
-          "--workload", fmt::format("/layers/{}", i),
+          Option{"workload"}, fmt::format("/layers/{}", i),
           "layers must be ordered embedding, blocks, head (an embedding or head inside the blocks)");
   }
-  if (span.count == 0) throw InputError("--workload", "/layers", "needs at least one layer with role block");
+  if (span.count == 0)
+    throw InputError(Option{"workload"}, "/layers", "needs at least one layer with role block");
   return span;
 }
 
 void Builder::layout_chunks(const BlockSpan& span) {
-  auto bad = [](const std::string& flag, const std::string& msg) { throw InputError(flag, "", msg); };
+  auto bad = [](Option option, const std::string& msg) { throw InputError(option, "", msg); };
   const std::int32_t blocks = span.count;
   chunks_ = in_.pp * in_.virtual_stages;
   // Two copies of the model (DualPipe) split it into pp stages; the other placements into every chunk.
@@ -69,7 +72,7 @@ void Builder::layout_chunks(const BlockSpan& span) {
   std::vector<std::int32_t> part = in_.partition;
   if (part.empty()) {
     if (blocks < stages)
-      bad("--pp",
+      bad(Option{"pp"},
           fmt::format("{} = {} chunks exceeds the model's {} transformer blocks", what, stages, blocks));
     // Two chunks per rank (a V, or two copies): the pairs even out the embedding and the output layer.
     if (sched_.placement != ChunkPlacement::kLoop)
@@ -77,10 +80,10 @@ void Builder::layout_chunks(const BlockSpan& span) {
     if (part.empty()) part = balanced_partition(blocks, stages);
   }
   if (static_cast<std::int32_t>(part.size()) != stages)
-    bad("--partition", fmt::format("has {} entries; expected {} = {}", part.size(), what, stages));
+    bad(Option{"partition"}, fmt::format("has {} entries; expected {} = {}", part.size(), what, stages));
   if (std::accumulate(part.begin(), part.end(), 0) != blocks)
-    bad("--partition", fmt::format("sums to {}; the model has {} transformer blocks",
-                                   std::accumulate(part.begin(), part.end(), 0), blocks));
+    bad(Option{"partition"}, fmt::format("sums to {}; the model has {} transformer blocks",
+                                         std::accumulate(part.begin(), part.end(), 0), blocks));
   plan_.meta.partition = part;
 
   auto ranges = chunk_layer_ranges(span, static_cast<std::int32_t>(in_.costs.front().size()), part);
@@ -90,7 +93,8 @@ void Builder::layout_chunks(const BlockSpan& span) {
   }
   for (std::size_t c = 0; c < ranges.size(); ++c)
     if (ranges[c].first == ranges[c].second)
-      bad("--partition", fmt::format("chunk {} would hold no layer at all; every stage needs a layer", c));
+      bad(Option{"partition"},
+          fmt::format("chunk {} would hold no layer at all; every stage needs a layer", c));
   for (const auto& table : in_.costs) {
     std::vector<RangeCost> row;
     for (auto [b, e] : ranges) {
@@ -109,9 +113,9 @@ void Builder::layout_chunks(const BlockSpan& span) {
 }
 
 void Builder::size_plan() {
-  auto bad = [](const std::string& flag, const std::string& msg) { throw InputError(flag, "", msg); };
+  auto bad = [](Option option, const std::string& msg) { throw InputError(option, "", msg); };
   const std::int64_t gpus = gpus_total_;
-  if (in_.iterations < 1 || in_.iterations > 10000) bad("--iterations", "valid: 1 .. 10000");
+  if (in_.iterations < 1 || in_.iterations > 10000) bad(Option{"iterations"}, "valid: 1 .. 10000");
   const std::int64_t rounds = std::int64_t{in_.microbatches} * in_.accum_steps * in_.iterations;
   const std::int64_t instantiated = explicit_ ? gpus : in_.pp;
   // About six ops per (GPU, chunk, microbatch), four per layer with sharded parameters, six more with context
@@ -121,11 +125,12 @@ void Builder::size_plan() {
   double estimate = static_cast<double>(instantiated) * in_.virtual_stages * static_cast<double>(rounds) *
                     static_cast<double>((shards_params() ? 4 * max_chunk_layers_ + 2 : 6) +
                                         (in_.cp > 1 ? 6 : 0) + (overlaps_tp() ? 2 : 0));
-  const char* flag = explicit_ ? "--replicas" : "--microbatches";
-  const std::string fewer = fmt::format("use fewer microbatches or accumulation steps{}",
-                                        explicit_ ? ", or --replicas symmetric" : "");
+  const Option option = explicit_ ? Option{"replicas"} : Option{"microbatches"};
+  const std::string fewer =
+      fmt::format("use fewer microbatches or accumulation steps{}",
+                  explicit_ ? (", or " + spelled(Option{"replicas"}) + " symmetric") : "");
   if (rounds > kMaxOps) estimate = static_cast<double>(rounds) * 6;  // beyond the ceiling either way
-  detail::check_plan_size(estimate, in_.memory_budget_bytes, flag, fewer);
+  detail::check_plan_size(estimate, in_.memory_budget_bytes, option, fewer);
   // Growing the op vector by doubling moves every op about twice: reserve the estimate with a margin (it
   // may fall a few per cent short; pages reserved beyond the ops emitted are never touched).
   plan_.ops.reserve(static_cast<std::size_t>(std::min(1.25 * estimate, static_cast<double>(kMaxOps))));

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "pipesim/sim/core/error.hpp"
+#include "pipesim/sim/core/option.hpp"
 #include "schedules/builtin.hpp"
 #include "schedules/offload/offload_plan.hpp"
 
@@ -38,10 +39,10 @@ Plan build_mobius(const ScheduleInput& in) {
   const BlockSpan blocks = block_span(layers);
   std::vector<std::int32_t> part = in.partition.empty() ? balanced_partition(blocks.count, S) : in.partition;
   if (static_cast<std::int32_t>(part.size()) != S)
-    throw InputError("--partition", "",
+    throw InputError(Option{"partition"}, "",
                      fmt::format("has {} entries; mobius expects pp x virtual stages = {}", part.size(), S));
   if (blocks.count < S && in.partition.empty())
-    throw InputError("--virtual-stages", "",
+    throw InputError(Option{"virtual_stages"}, "",
                      fmt::format("{} stages exceed the model's {} blocks", S, blocks.count));
   const std::vector<LayerRange> range =
       chunk_layer_ranges(blocks, static_cast<std::int32_t>(layers.size()), part);
@@ -150,9 +151,9 @@ ScheduleDescriptor describe_mobius() {
       "mobius", "Mobius (Feng et al., ASPLOS 2023); layout of SPipe's reimplementation",
       "more stages than GPUs, stage weights prefetched from host memory, same GPU runs F and B of a stage, "
       "CPU optimizer at the end of the iteration");
-  d.parameters = {{"cross_mapping", "--cross-mapping", ParameterType::kFlag,
+  d.parameters = {{"cross_mapping", "cross_mapping", ParameterType::kFlag,
                    "consecutive stages on GPUs under different PCIe switches", false, 0, 0, ""}};
-  d.constraints.push_back("v stages per GPU (--virtual-stages, default 2)");
+  d.constraints.push_back(("v stages per GPU (" + spelled(Option{"virtual_stages"}) + ", default 2)"));
   d.multi_chunk = true;
   d.default_virtual_stages = 2;
   d.default_iterations = 2;

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "pipesim/sim/core/error.hpp"
+#include "pipesim/sim/core/option.hpp"
 #include "schedules/plan_metadata.hpp"
 #include "schedules/plan_size_guard.hpp"
 
@@ -13,14 +14,16 @@ namespace pipesim::sim::detail {
 OffloadPlan::OffloadPlan(const ScheduleInput& in, const std::string& schedule, std::int32_t gpus)
     : in_(in), gpus_(gpus) {
   if (in.tp != 1 || in.dp != 1)
-    throw InputError(in.tp != 1 ? "--tp" : "--dp", "",
-                     fmt::format("{} runs one pipeline over the GPUs; valid: --tp 1 --dp 1", schedule));
-  if (in.iterations < 1 || in.iterations > 10000) throw InputError("--iterations", "", "valid: 1 .. 10000");
+    throw InputError(in.tp != 1 ? Option{"tp"} : Option{"dp"}, "",
+                     fmt::format("{} runs one pipeline over the GPUs; valid: {} 1 {} 1", schedule,
+                                 spelled(Option{"tp"}), spelled(Option{"dp"})));
+  if (in.iterations < 1 || in.iterations > 10000)
+    throw InputError(Option{"iterations"}, "", "valid: 1 .. 10000");
   // About four ops per layer and microbatch: refuse plans that would not fit in memory rather than thrash
   // (in doubles: the product of untrusted counts may exceed int64).
   const double estimate = static_cast<double>(in.microbatches) * in.iterations * in.accum_steps *
                           static_cast<double>(in.costs.front().size()) * 4;
-  check_plan_size(estimate, in.memory_budget_bytes, "--microbatches",
+  check_plan_size(estimate, in.memory_budget_bytes, Option{"microbatches"},
                   "use fewer microbatches, accumulation steps or iterations");
   plan_.hw = in.hw;
   plan_.meta.schedule = schedule;

@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "pipesim/sim/core/error.hpp"
+#include "pipesim/sim/core/option.hpp"
 #include "schedules/builtin.hpp"
 #include "schedules/offload/offload_plan.hpp"
 #include "schedules/offload/roundpipe_partition.hpp"
@@ -85,9 +86,10 @@ RoundPipeBuilder::RoundPipeBuilder(const ScheduleInput& in) : in_(in), op_(in, "
   const auto& layers = in.costs.front();
   if (!in.partition.empty() && in.partition_backward.empty())
     throw InputError(
-        "--partition", "",
+        Option{"partition"}, "",
         "roundpipe takes forward and backward layer counts, F1,F2,.../B1,B2,... (the fused stage "
-        "first), or partitions automatically when --partition is not given");
+        "first), or partitions automatically when " +
+            spelled(Option{"partition"}) + " is not given");
   part_ = in.partition.empty()
               ? roundpipe_partition(layers, in.hw, in.dtype, M_)
               : given_roundpipe_partition(layers, in.hw, in.dtype, in.partition, in.partition_backward);
@@ -194,11 +196,13 @@ ScheduleDescriptor describe_roundpipe() {
       "stateless GPU pool: forward / fused / backward stage jobs dispatched round-robin across iterations, "
       "weights streamed per job behind activation uploads, all inter-GPU data through host memory, CPU Adam "
       "one step stale");
-  d.parameters = {{"sync_optimizer", "--roundpipe-sync", ParameterType::kFlag,
+  d.parameters = {{"sync_optimizer", "roundpipe_sync", ParameterType::kFlag,
                    "wait for the optimizer (no stale weights)", false, 0, 0, ""}};
   d.constraints.push_back(
-      "microbatches default to G + 1; partitions automatically (RoundPipe's algorithm) unless --partition "
-      "gives forward/backward layer counts");
+      ("microbatches default to G + 1; partitions automatically (RoundPipe's algorithm) unless " +
+       spelled(Option{"partition"}) +
+       " "
+       "gives forward/backward layer counts"));
   d.default_iterations = 4;
   d.default_microbatches_per_gpu = 1;
   d.default_microbatches_extra = 1;

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "pipesim/sim/core/error.hpp"
+#include "pipesim/sim/core/units.hpp"
 
 namespace pipesim::sim {
 
@@ -47,16 +48,16 @@ RoundPipePartition roundpipe_partition(const std::vector<LayerCost>& layers, con
   (void)microbatches;  // stage times scale by M alike; the choice does not depend on it
   const LayerTimes lt = layer_times(layers, hw, dtype);
   const auto n = static_cast<std::int32_t>(layers.size());
-  if (n < 2) throw InputError("--model", "", "roundpipe needs at least two layers to partition");
+  if (n < 2) throw InputError(Option{"model"}, "", "roundpipe needs at least two layers to partition");
   const std::int64_t cap = static_cast<std::int64_t>(0.6 * static_cast<double>(hw.gpu.hbm_bytes)) / 2;
   for (std::int32_t l = 0; l < n; ++l)
     if (lt.mem[static_cast<std::size_t>(l)] > cap)
-      throw InputError("--model", "",
+      throw InputError(Option{"model"}, "",
                        fmt::format("layer {} needs {:.2f} GiB of weights and gradients, above RoundPipe's "
                                    "per-stage cap of {:.2f} GiB "
                                    "(0.3 x GPU memory)",
                                    l, static_cast<double>(lt.mem[static_cast<std::size_t>(l)]) / (1 << 30),
-                                   static_cast<double>(cap) / (1 << 30)));
+                                   static_cast<double>(cap) / kBytesPerGiB));
   // The largest job any partition must hold: a layer's forward or backward, or the fused stage's last layer
   // (the LM head's forward, loss and backward), which no stage time can go below.
   std::int64_t max_layer = lt.fused.back();
@@ -140,7 +141,7 @@ RoundPipePartition roundpipe_partition(const std::vector<LayerCost>& layers, con
     }
   }
   if (best.forward.empty())
-    throw InputError("--model", "", "roundpipe needs at least two layers to partition");
+    throw InputError(Option{"model"}, "", "roundpipe needs at least two layers to partition");
   return best;
 }
 
@@ -151,7 +152,7 @@ RoundPipePartition given_roundpipe_partition(const std::vector<LayerCost>& layer
   const auto n = static_cast<std::int32_t>(layers.size());
   auto bad = [&](const std::string& why) {
     throw InputError(
-        "--partition", "",
+        Option{"partition"}, "",
         fmt::format("{}; roundpipe takes layer counts F1,F2,.../B1,B2,... (the fused stage first) "
                     "covering the model's {} layers (embedding and head included)",
                     why, n));

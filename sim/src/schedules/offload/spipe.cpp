@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "pipesim/sim/core/error.hpp"
+#include "pipesim/sim/core/option.hpp"
 #include "schedules/builtin.hpp"
 #include "schedules/offload/offload_plan.hpp"
 
@@ -87,10 +88,12 @@ SpipeBuilder::SpipeBuilder(const ScheduleInput& in) : in_(in), op_(in, "spipe", 
   sync_checkpoints_ = in.parameters.flag("sync_checkpoints");
   overflow_prob_ = in.parameters.real("overflow_prob");
   if (in.microbatches < P_)
-    throw InputError("--microbatches", "",
+    throw InputError(Option{"microbatches"}, "",
                      fmt::format("spipe needs at least pp = {} microbatches (paper: M = 2P)", P_));
   if (!in.partition.empty())
-    throw InputError("--partition", "", "spipe splits layers by its own rule; give --spipe-stages F,B");
+    throw InputError(
+        Option{"partition"}, "",
+        ("spipe splits layers by its own rule; give " + spelled(Option{"spipe_stages"}) + " F,B"));
   const auto& layers = in.costs.front();
   const BlockSpan blocks = block_span(layers);
   L_ = blocks.count;
@@ -110,10 +113,10 @@ SpipeBuilder::SpipeBuilder(const ScheduleInput& in) : in_(in), op_(in, "spipe", 
     const std::int32_t most = L_ / P_;
     if (most < 1)
       throw InputError(
-          "--pp", "",
+          Option{"pp"}, "",
           fmt::format("spipe gives every GPU at least one block: {} blocks; valid: pp of 1 .. {}", L_, L_));
     throw InputError(
-        "--spipe-stages", "",
+        Option{"spipe_stages"}, "",
         fmt::format("{} blocks cannot fill P x {} = {} x {} = {} {} stages (one block each at "
                     "least); valid: F and B of 1 .. {} (blocks / P), e.g. {},{}",
                     L_, forward ? "F" : "B", P_, forward ? F_ : B_, P_ * (forward ? F_ : B_),
@@ -315,12 +318,12 @@ ScheduleDescriptor describe_spipe() {
       "decoupled pass assignment: forward and backward of a layer on different GPUs around a ring, F forward "
       "and B backward stages per GPU, checkpoints GPU to GPU, asynchronous per-stage CPU optimizer");
   d.parameters = {
-      {"stages", "--spipe-stages", ParameterType::kIntegerPair,
+      {"stages", "spipe_stages", ParameterType::kIntegerPair,
        "forward and backward stages per GPU (blocks divisible by P x F and P x B)",
        std::vector<std::int64_t>{2, 6}, 1, 1 << 20, "F,B"},
-      {"sync_checkpoints", "--spipe-sync-checkpoints", ParameterType::kFlag,
+      {"sync_checkpoints", "spipe_sync_checkpoints", ParameterType::kFlag,
        "send checkpoints only when their backward is next, not as soon as produced", false, 0, 0, ""},
-      {"overflow_prob", "--overflow-prob", ParameterType::kReal,
+      {"overflow_prob", "overflow_prob", ParameterType::kReal,
        "share of steps whose gradients overflow (bypass and rollback)", 0.0, 0, 1, "p"}};
   d.constraints.push_back("microbatches >= pp (default 2 pp)");
   d.check = check;

@@ -1,9 +1,12 @@
 // Typed errors of the pipesim libraries. Library code throws these; only cli/ turns them into exit codes.
-// An InputError names the file, the JSON path inside it and what is wrong, so the user gets one clear line.
+// An InputError names the file (or the option), the JSON path inside it and what is wrong, so the user gets
+// one clear line.
 #pragma once
 
 #include <stdexcept>
 #include <string>
+
+#include "pipesim/sim/core/option.hpp"
 
 namespace pipesim::sim {
 
@@ -15,6 +18,10 @@ class InputError : public std::runtime_error {
         file_(std::move(file)),
         json_path_(std::move(json_path)),
         message_(std::move(message)) {}
+
+  /// The option at fault, as the front end spells it, in place of a file.
+  InputError(Option option, std::string json_path, std::string message)
+      : InputError(spelled(option), std::move(json_path), std::move(message)) {}
 
   const std::string& file() const { return file_; }
   const std::string& json_path() const { return json_path_; }

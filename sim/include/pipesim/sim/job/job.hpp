@@ -15,6 +15,9 @@
 
 namespace pipesim::sim {
 
+/// Tokens per sequence when neither the job nor a profiled workload gives one.
+inline constexpr std::int64_t kDefaultSequenceLength = 2048;
+
 struct JobOptions {
   std::string model = "llama3-8b";  ///< preset name or config.json path
   std::string workload;             ///< profiled workload file; replaces model when set
@@ -34,7 +37,7 @@ struct JobOptions {
   std::int64_t global_batch = 0;           ///< 0: derived
   std::int32_t accum_steps = 1;
   std::int32_t iterations = 0;  ///< 0: the schedule's default (1 for synchronous schedules)
-  std::int64_t seq = 0;         ///< 0: the workload's, or 2048
+  std::int64_t seq = 0;         ///< 0: the workload's, or kDefaultSequenceLength
   std::string partition;
   /// Transformer blocks of the first and of the last model chunk (-1: balanced like the rest); the other
   /// chunks share the remaining blocks evenly. 0 leaves the embedding, or the output layer and the loss, a
@@ -68,9 +71,9 @@ struct JobOptions {
   std::string tp_overlap = "backward";
   std::int32_t cpu_optimizer_threads = 0;  ///< 0: what the schedule's system uses
   std::int64_t lora_rank = 0;
-  /// Schedule parameters as given: flag (e.g. "--spipe-stages") -> its text ("true" for a flag). Each
-  /// schedule takes the flags its descriptor declares and ignores the others.
-  std::map<std::string, std::string> schedule_flags;
+  /// Schedule parameters as given: option key (e.g. "spipe_stages") -> its text ("true" for a flag). Each
+  /// schedule takes the options its descriptor declares and ignores the others.
+  std::map<std::string, std::string> schedule_options;
   /// `hw` and `model` already loaded (the planner resolves thousands of candidates of one job): used instead
   /// of reading the files again when set.
   std::shared_ptr<const HardwareProfile> loaded_hw;
@@ -82,7 +85,7 @@ ScheduleInput make_schedule_input(const JobOptions& job, const ScheduleDescripto
 
 /// Checks every given schedule flag against the parameter it sets in the registry (type and range), whatever
 /// the schedule; throws InputError naming an unknown or invalid flag.
-void check_schedule_flags(const JobOptions& job);
+void check_schedule_options(const JobOptions& job);
 
 /// The plans of every registered schedule for the job, and with dp > 1 and no --zero/--fsdp given also the
 /// ZeRO 1-3 variants of the order-based ones. A schedule that cannot run the configuration is listed in

@@ -47,14 +47,14 @@ enum class ScheduleKind : std::uint8_t {
 };
 const char* to_string(ScheduleKind kind);
 
-// ---- Typed parameters of a schedule, each set by one `simulate` flag ----
+// ---- Typed parameters of a schedule, each set by one option of the job ----
 
 enum class ParameterType : std::uint8_t { kFlag, kInteger, kReal, kIntegerPair };
 using ParameterValue = std::variant<bool, std::int64_t, double, std::vector<std::int64_t>>;
 
 struct ScheduleParameter {
-  std::string name;  ///< key in ScheduleParameters, e.g. "cross_mapping"
-  std::string flag;  ///< the `simulate` flag that sets it, e.g. "--cross-mapping"
+  std::string name;    ///< key in ScheduleParameters, e.g. "cross_mapping"
+  std::string option;  ///< key of the option that sets it, e.g. "cross_mapping" (see core/option.hpp)
   ParameterType type = ParameterType::kFlag;
   std::string description;
   ParameterValue default_value = false;
@@ -62,14 +62,14 @@ struct ScheduleParameter {
   std::string metavar;      ///< how the value reads in messages, e.g. "F,B"
 };
 
-/// Parses `text` as given after the parameter's flag ("true" for a flag) and range-checks it; throws
-/// InputError naming the flag and what would be valid.
+/// Parses `text` as given for the parameter's option ("true" for a flag) and range-checks it; throws
+/// InputError naming the option and what would be valid.
 ParameterValue parse_parameter(const ScheduleParameter& parameter, const std::string& text);
 /// Throws InputError when `value` has the wrong type or is out of the parameter's range.
 void check_parameter(const ScheduleParameter& parameter, const ParameterValue& value);
 std::string to_string(const ParameterValue& value);
 
-/// Values of one schedule's parameters by name: its defaults with the given flags applied.
+/// Values of one schedule's parameters by name: its defaults with the given options applied.
 class ScheduleParameters {
  public:
   bool flag(const std::string& name) const { return std::get<bool>(at(name)); }

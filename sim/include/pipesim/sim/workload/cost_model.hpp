@@ -32,24 +32,18 @@ enum class GradAccumulation { kFused, kMainGrad, kAutograd };
 /// input is a matmul and then a bias add of its own (the other biases ride in the fused bias-GELU and
 /// bias-dropout-add kernels), and every bias gradient is a reduction over its output's gradient.
 enum class BiasKernels { kFused, kSeparate };
-BiasKernels parse_bias_kernels(const std::string& s);  ///< fused, separate
 /// How a norm's backward runs. kOnePass: the input gradient and the weight (and bias) gradient's partial
 /// sums from one read of the input and the output gradient (persistent layer norm, Transformer Engine).
 /// kTwoPass: one kernel reads them for the weight gradient, another reads them again for the input gradient
 /// (Megatron-LM's fused layer norm before its persistent kernel of late 2021, PyTorch's layer norm).
 enum class NormBackward { kOnePass, kTwoPass };
-NormBackward parse_norm_backward(const std::string& s);  ///< one-pass, two-pass
 /// How context-parallel attention gets the other ranks' keys and values: passed round a ring block by block,
 /// each step's transfer overlapping the attention on the block before (ring attention, Transformer Engine's
 /// p2p); or all-gathered before the attention and their gradients reduce-scattered after it (Llama 3).
 enum class CpAttention { kRing, kAllGather };
-CpAttention parse_cp_attention(const std::string& s);  ///< ring, allgather; throws InputError otherwise
 const char* to_string(CpAttention a);
-AttentionKernel parse_attention(const std::string& s);  ///< throws InputError listing the valid names
 const char* to_string(AttentionKernel a);
 
-Recompute parse_recompute(const std::string& s);  ///< throws InputError listing the valid names
-GradAccumulation parse_grad_accumulation(const std::string& s);  ///< fused, main-grad, autograd
 const char* to_string(GradAccumulation g);
 /// HBM bytes per trained parameter that accumulating one microbatch's weight gradients moves.
 std::int64_t grad_accumulation_bytes_per_param(GradAccumulation g);
