@@ -1,6 +1,6 @@
-#include "pipesim/sim/core/units.hpp"
 #include "pipesim/sim/job/job.hpp"
 #include "pipesim/sim/core/option.hpp"
+#include "pipesim/sim/core/units.hpp"
 
 #include <cmath>
 #include <map>
@@ -295,10 +295,9 @@ std::vector<std::int32_t> uneven_ends_partition(const JobOptions& j, const Sched
   return part;
 }
 
-}  // namespace
-
-ScheduleInput make_schedule_input(const JobOptions& j, const ScheduleDescriptor& schedule) {
-  ScheduleInput in;
+/// The cluster and the parallel layout: nodes, tp x cp x dp, the rank order and pp (all GPUs not given to
+/// the others when not given).
+void resolve_layout(const JobOptions& j, ScheduleInput& in) {
   in.hw = j.loaded_hw ? *j.loaded_hw : load_hardware_profile(j.hw);
   if (j.nodes < 0) bad(Option{"nodes"}, "must be >= 1");
   if (j.tp < 1) bad(Option{"tp"}, "must be >= 1");
@@ -327,6 +326,11 @@ ScheduleInput make_schedule_input(const JobOptions& j, const ScheduleDescriptor&
     in.pp = static_cast<std::int32_t>(gpus / others);
   }
   if (in.pp < 1) bad(Option{"pp"}, "must be >= 1");
+}
+
+/// How the schedule runs on it: chunks, iterations, dtype, recompute, pipeline and collective overlap, the
+/// simulator's memory budget and the CPU optimizer's threads.
+void resolve_execution(const JobOptions& j, const ScheduleDescriptor& schedule, ScheduleInput& in) {
   in.virtual_stages = j.virtual_stages > 0 ? j.virtual_stages : schedule.default_virtual_stages;
   in.accum_steps = j.accum_steps;
   in.iterations = j.iterations > 0 ? j.iterations : schedule.default_iterations;
@@ -363,11 +367,10 @@ ScheduleInput make_schedule_input(const JobOptions& j, const ScheduleDescriptor&
         fmt::format("{} cores asked; valid: 1 .. {} (the cores of a {} host)", j.cpu_optimizer_threads,
                     in.hw.host.cores, in.hw.name));
   in.cpu_optimizer_threads = j.cpu_optimizer_threads;
-  const AttentionKernel attention = parse_attention(j.attention);
-  const GradAccumulation grad_accumulation = parse_grad_accumulation(j.grad_accumulation);
-  const BiasKernels bias_kernels = parse_bias_kernels(j.bias_kernels);
-  const NormBackward norm_backward = parse_norm_backward(j.norm_backward);
-  in.sharding = resolve_sharding(j, in, schedule);
+}
+
+/// LoRA, the schedule's own parameters and the partition as given.
+void resolve_partition(const JobOptions& j, const ScheduleDescriptor& schedule, ScheduleInput& in) {
   if (j.lora_rank < 0 || j.lora_rank > 65536)
     bad(Option{"lora_rank"}, "valid: 0 (full fine-tuning) .. 65536");
   in.lora_rank = j.lora_rank;
@@ -389,33 +392,51 @@ ScheduleInput make_schedule_input(const JobOptions& j, const ScheduleDescriptor&
   } else if (!j.partition.empty()) {
     in.partition = parse_partition(j.partition);
   }
+}
 
-  Batch batch = derive_batch(
-      j, std::int64_t{schedule.default_microbatches_per_gpu} * in.pp + schedule.default_microbatches_extra);
-  in.microbatches = batch.microbatches;
-  in.global_batch = batch.global;
+/// The costs of a profiled workload: its measured layers, one table for every microbatch.
+void use_workload(const JobOptions& j, const ScheduleDescriptor& schedule, const Batch& batch,
+                  ScheduleInput& in) {
+  Workload w = load_workload(j.workload, in.recompute);
+  in.model_name = w.name;
+  in.seq = j.seq > 0 ? j.seq : (w.seq > 0 ? w.seq : kDefaultSequenceLength);
+  for (std::int64_t s : batch.sizes)
+    if (w.microbatch_size > 0 && s != w.microbatch_size)
+      bad(Option{"microbatch_size"},
+          fmt::format("the workload was profiled at microbatch size {}; the batch gives {}",
+                      w.microbatch_size, s));
+  check_context_parallelism(j, in.seq, schedule);
+  if (j.tp > 1)
+    bad(Option{"tp"},
+        "a profiled workload holds measured per-GPU times; profile it at the TP degree you run");
+  in.costs.push_back(std::move(w.layers));
+  in.cost_of_microbatch.assign(static_cast<std::size_t>(in.microbatches), 0);
+  if (j.first_stage_layers >= 0 || j.last_stage_layers >= 0)
+    bad(j.first_stage_layers >= 0 ? Option{"first_stage_layers"} : Option{"last_stage_layers"},
+        ("applies to " + spelled(Option{"model"}) + "; give a profiled workload's stages with " +
+         spelled(Option{"partition"})));
+}
 
-  if (!j.workload.empty()) {
-    Workload w = load_workload(j.workload, in.recompute);
-    in.model_name = w.name;
-    in.seq = j.seq > 0 ? j.seq : (w.seq > 0 ? w.seq : kDefaultSequenceLength);
-    for (std::int64_t s : batch.sizes)
-      if (w.microbatch_size > 0 && s != w.microbatch_size)
-        bad(Option{"microbatch_size"},
-            fmt::format("the workload was profiled at microbatch size {}; the batch gives {}",
-                        w.microbatch_size, s));
-    check_context_parallelism(j, in.seq, schedule);
-    if (j.tp > 1)
-      bad(Option{"tp"},
-          "a profiled workload holds measured per-GPU times; profile it at the TP degree you run");
-    in.costs.push_back(std::move(w.layers));
-    in.cost_of_microbatch.assign(static_cast<std::size_t>(in.microbatches), 0);
-    if (j.first_stage_layers >= 0 || j.last_stage_layers >= 0)
-      bad(j.first_stage_layers >= 0 ? Option{"first_stage_layers"} : Option{"last_stage_layers"},
-          ("applies to " + spelled(Option{"model"}) + "; give a profiled workload's stages with " +
-           spelled(Option{"partition"})));
-    return in;
-  }
+/// The kernels the job's options choose; parsed for every job, used by a model's costs.
+struct Kernels {
+  AttentionKernel attention;
+  GradAccumulation grad_accumulation;
+  BiasKernels bias_kernels;
+  NormBackward norm_backward;
+};
+
+Kernels parse_kernels(const JobOptions& j) {
+  Kernels k{};
+  k.attention = parse_attention(j.attention);
+  k.grad_accumulation = parse_grad_accumulation(j.grad_accumulation);
+  k.bias_kernels = parse_bias_kernels(j.bias_kernels);
+  k.norm_backward = parse_norm_backward(j.norm_backward);
+  return k;
+}
+
+/// The costs of a model: one table per distinct microbatch size.
+void use_model(const JobOptions& j, const ScheduleDescriptor& schedule, const Batch& batch,
+               const Kernels& kernels, ScheduleInput& in) {
   ModelSpec m = j.loaded_model ? *j.loaded_model : load_model(j.model);
   in.model_name = m.name;
   in.seq = j.seq > 0 ? j.seq : kDefaultSequenceLength;
@@ -433,12 +454,12 @@ ScheduleInput make_schedule_input(const JobOptions& j, const ScheduleDescriptor&
     auto [it, fresh] = table_of_size.emplace(s, static_cast<std::int32_t>(in.costs.size()));
     if (fresh) {
       CostOptions co{s, in.seq, j.tp, in.recompute};
-      co.attention = attention;
+      co.attention = kernels.attention;
       co.sequence_parallel = j.sequence_parallel;
       co.dropout = j.dropout;
-      co.grad_accumulation = grad_accumulation;
-      co.bias_kernels = bias_kernels;
-      co.norm_backward = norm_backward;
+      co.grad_accumulation = kernels.grad_accumulation;
+      co.bias_kernels = kernels.bias_kernels;
+      co.norm_backward = kernels.norm_backward;
       co.lora_rank = j.lora_rank;
       co.ep = in.ep;
       co.moe_imbalance = j.moe_imbalance;
@@ -451,6 +472,26 @@ ScheduleInput make_schedule_input(const JobOptions& j, const ScheduleDescriptor&
   }
   if (j.first_stage_layers >= 0 || j.last_stage_layers >= 0)
     in.partition = uneven_ends_partition(j, in, m, schedule.placement);
+}
+
+}  // namespace
+
+ScheduleInput make_schedule_input(const JobOptions& j, const ScheduleDescriptor& schedule) {
+  ScheduleInput in;
+  resolve_layout(j, in);
+  resolve_execution(j, schedule, in);
+  const Kernels kernels = parse_kernels(j);
+  in.sharding = resolve_sharding(j, in, schedule);
+  resolve_partition(j, schedule, in);
+  Batch batch = derive_batch(
+      j, std::int64_t{schedule.default_microbatches_per_gpu} * in.pp + schedule.default_microbatches_extra);
+  in.microbatches = batch.microbatches;
+  in.global_batch = batch.global;
+
+  if (!j.workload.empty())
+    use_workload(j, schedule, batch, in);
+  else
+    use_model(j, schedule, batch, kernels, in);
   return in;
 }
 

@@ -211,7 +211,28 @@ std::int64_t optimizer_step_bytes_per_param(const std::string& dtype) {
   return kCopyGrad + unscale + kNorm + kAdam + kCopyParam + kZeroGrad;
 }
 
-std::vector<LayerCost> model_layer_costs(const ModelSpec& m, const CostOptions& whole) {
+namespace {
+
+/// What every layer's cost is computed from: one rank's share of one microbatch.
+struct LayerShape {
+  const ModelSpec& m;
+  CostOptions o;  // under context parallelism, seq is one rank's s/cp tokens
+  const CostOptions& whole;
+  std::int64_t t, b, s, h, sbh;
+  double tokens;
+  std::int64_t boundary;  // the activation sent to the next stage
+  std::int64_t tp_bus;    // one TP all-reduce of the block output, per GPU
+  std::int64_t residual;  // the residual stream this rank holds
+  bool lora;
+
+  /// Resident bytes per rank: 16 B per trained parameter; a LoRA-frozen weight keeps only its bf16 copy.
+  std::int64_t resident(std::int64_t params, std::int64_t trainable) const {
+    return lora ? ceil_div(params, t) * 2 + ceil_div(trainable, t) * o.bytes_per_param
+                : ceil_div(params, t) * o.bytes_per_param;
+  }
+};
+
+LayerShape layer_shape(const ModelSpec& m, const CostOptions& whole) {
   if (whole.cp < 1 || whole.seq % whole.cp != 0)
     throw InputError(Option{"cp"}, "",
                      fmt::format("cp {} must divide the sequence ({})", whole.cp, whole.seq));
@@ -231,165 +252,199 @@ std::vector<LayerCost> model_layer_costs(const ModelSpec& m, const CostOptions& 
         Option{"seq/microbatch_size"}, "",
         fmt::format("seq {} x microbatch size {} gives activations beyond 1 EB per layer; use smaller values",
                     s, b));
-  const double tokens = static_cast<double>(b * s);
   const std::int64_t sbh = s * b * h;
-  // With TP, sequence parallelism splits the boundary activation and norms' inputs by t (Megatron default).
-  const std::int64_t boundary = 2 * ceil_div(sbh, t);
-  // One TP all-reduce (or all-gather + reduce-scatter pair) of the block output moves 2(t-1)/t of it per GPU.
-  const std::int64_t tp_bus = t > 1 ? 2 * (t - 1) * (2 * sbh) / t : 0;
-  std::vector<LayerCost> out;
-  out.reserve(static_cast<std::size_t>(m.layers) + 2);
-
-  const bool lora = o.lora_rank > 0;
-  // Resident bytes per rank: 16 B per trained parameter; a LoRA-frozen weight keeps only its bf16 copy.
-  auto resident = [&](std::int64_t params, std::int64_t trainable) {
-    return lora ? ceil_div(params, t) * 2 + ceil_div(trainable, t) * o.bytes_per_param
-                : ceil_div(params, t) * o.bytes_per_param;
+  return LayerShape{
+      m,
+      o,
+      whole,
+      t,
+      b,
+      s,
+      h,
+      sbh,
+      static_cast<double>(b * s),
+      // With TP, sequence parallelism splits the boundary activation and norms' inputs by t (Megatron
+      // default).
+      2 * ceil_div(sbh, t),
+      // One TP all-reduce (or all-gather + reduce-scatter pair) of the block output moves 2(t-1)/t of it
+      // per GPU.
+      t > 1 ? 2 * (t - 1) * (2 * sbh) / t : 0,
+      o.sequence_parallel ? ceil_div(sbh, t) : sbh,
+      o.lora_rank > 0,
   };
+}
+
+LayerCost embedding_cost(const LayerShape& x) {
   LayerCost emb;
   emb.role = LayerRole::kEmbedding;
-  emb.params = m.vocab * h;
-  emb.trainable_params = lora ? 0 : emb.params;
-  emb.param_bytes = resident(emb.params, emb.trainable_params);
+  emb.params = x.m.vocab * x.h;
+  emb.trainable_params = x.lora ? 0 : emb.params;
+  emb.param_bytes = x.resident(emb.params, emb.trainable_params);
   emb.kernels = 2;
   // The lookup writes the residual stream; its backward reads the gradient and scatter-adds into the table.
-  const std::int64_t residual = o.sequence_parallel ? ceil_div(sbh, t) : sbh;
-  emb.fwd_mem_bytes = kReadWriteBytes * residual;
+  emb.fwd_mem_bytes = kReadWriteBytes * x.residual;
   emb.bwd_mem_bytes = backward_traffic(emb.fwd_mem_bytes);
-  emb.output_bytes = boundary;
-  emb.tp_bus_bytes = tp_bus;
-  emb.tp_collectives = t > 1 ? 1 : 0;
-  out.push_back(emb);
+  emb.output_bytes = x.boundary;
+  emb.tp_bus_bytes = x.tp_bus;
+  emb.tp_collectives = x.t > 1 ? 1 : 0;
+  return emb;
+}
 
-  const double gemm_tok = block_gemm_flops_per_token(m);
-  std::int64_t lora_params = 0;
-  if (lora) {
-    const std::int64_t q = m.heads * m.head_dim, kv = m.kv_heads * m.head_dim;
-    const std::int64_t f = m.is_moe() ? m.moe_ffn_hidden * m.num_experts : m.ffn_hidden;
-    const std::int64_t mlp_in_out = (m.mlp == MlpKind::kSwiGlu || m.is_moe() ? 3 : 2) * (h + f);
-    lora_params = o.lora_rank * ((h + q) + 2 * (h + kv) + (q + h) + mlp_in_out);
-  }
-  const std::int64_t bp = block_params(m);
-  const int gemms = m.mlp == MlpKind::kSwiGlu || m.is_moe() ? 7 : 6;
-  for (std::int64_t i = 0; i < m.layers; ++i) {
-    LayerCost c;
-    c.role = LayerRole::kBlock;
-    const double gemm = tokens * gemm_tok;
-    // A rank's queries see the keys of the whole sequence (the causal balance of CP's chunk pairs keeps the
-    // average at the sequence's).
-    const double attn = tokens * attention_flops_per_token(m, i, whole.seq, o.doc_tokens);
-    c.fwd_flops = gemm + attn;
-    c.bwd_input_flops = gemm + 2 * attn;  // dX of every GEMM; attention core backward is twice its forward
-    c.bwd_weight_flops = gemm;            // dW of every GEMM
-    if (!m.is_moe()) {
-      const double q = static_cast<double>(m.heads * m.head_dim);
-      c.row_bwd_weight_flops =
-          2.0 * tokens * (q * static_cast<double>(h) + static_cast<double>(h * m.ffn_hidden));
-    }
-    c.gemm_gflop = gemm / gemms / static_cast<double>(t) / 1e9;
-    c.gemms = block_gemms(m, b * s, t);
-    if (m.is_moe()) {
-      // The routed experts' gate, up and down projections run as three grouped GEMMs; every expert that
-      // receives tokens streams its weights (bf16) in each pass. The dense part (attention projections and
-      // the router) keeps its own GEMM size.
-      const double expert = 2.0 * tokens * static_cast<double>(m.experts_per_token) * 3.0 *
-                            static_cast<double>(h) * static_cast<double>(m.moe_ffn_hidden);
-      // Under expert parallelism a rank holds num_experts / ep of them and receives as many routed tokens as
-      // it sends on average, `moe_imbalance` times that on the busiest rank.
-      const std::int64_t local_experts = m.num_experts / o.ep;
-      const auto routed = static_cast<std::int64_t>(
-          std::ceil(static_cast<double>(b * s * m.experts_per_token) * o.moe_imbalance));
-      const std::int64_t active_experts = std::min<std::int64_t>(local_experts, routed);
-      c.expert_fwd_flops = c.expert_bwd_input_flops = c.expert_bwd_weight_flops = expert;
-      c.expert_gemm_gflop = expert * o.moe_imbalance / 3 / static_cast<double>(t) / 1e9;
-      c.expert_weight_bytes = ceil_div(active_experts * 3 * h * m.moe_ffn_hidden * 2, t);
-      c.expert_imbalance = o.moe_imbalance;
-      if (o.ep > 1) {
-        // Dispatch before the experts and combine after them: each routed copy of a token's hidden state
-        // (bf16), split over the TP ranks as the sequence is.
-        c.ep_alltoall_bytes = 2 * ceil_div(b * s * m.experts_per_token * h * 2, t);
-        c.ep_alltoalls = 2;
-      }
-      c.gemm_gflop = (gemm - expert) / 4 / static_cast<double>(t) / 1e9;  // q, k, v and o projections
-    }
-    c.kernels = 24;
-    // Parameters this rank holds: with expert parallelism, its num_experts / ep experts.
-    const std::int64_t expert_params = m.is_moe() ? m.num_experts * 3 * h * m.moe_ffn_hidden : 0;
-    const std::int64_t held = bp - expert_params + expert_params / o.ep;
-    c.params = held;
-    c.trainable_params = lora ? lora_params : held;
-    c.param_bytes = resident(held, c.trainable_params);
-    if (lora) {
-      // Adapters: x A (r) then B (out) beside each frozen matrix; frozen weights get no weight gradient.
-      const double adapter = 2.0 * tokens * static_cast<double>(lora_params);
-      c.fwd_flops += adapter;
-      c.bwd_input_flops += adapter;
-      c.bwd_weight_flops = adapter;
-      c.row_bwd_weight_flops = 0;
-      c.expert_bwd_weight_flops = 0;  // frozen experts get no weight gradient
-    }
-    if (o.attention == AttentionKernel::kUnfused) {
-      const std::int64_t scores = ceil_div(m.heads * s * s * b, t);
-      c.attention_fwd_flops =
-          tokens * 4.0 * static_cast<double>(s) * static_cast<double>(m.heads * m.head_dim);
-      c.attention_masked_flops = c.attention_fwd_flops - attn;
-      c.attention_bwd_flops = 2 * c.attention_fwd_flops;
-      c.attention_recompute_flops = o.recompute == Recompute::kNone ? 0 : c.attention_fwd_flops;
-      c.attention_fwd_bytes = 4 * scores;                 // QK^T writes each score, AV reads it: 2 B each
-      c.attention_bwd_bytes = 2 * c.attention_fwd_bytes;  // dP written; P, dS, dS read
-    }
-    if (o.fp8 && o.attention == AttentionKernel::kFlash) {
-      c.wide_fwd_flops = attn;
-      c.wide_bwd_input_flops = 2 * attn;
-      c.wide_recompute_flops = o.recompute == Recompute::kFull ? attn : 0;
-    }
-    const BlockTraffic traffic = block_traffic(m, o);
-    c.fwd_mem_bytes = traffic.forward;
-    c.bwd_mem_bytes = traffic.backward;
-    c.fwd_score_mem_bytes = traffic.scores_forward;
-    c.bwd_score_mem_bytes = traffic.scores_backward;
-    c.output_bytes = boundary;
-    if (whole.cp > 1) c.cp_kv_bytes = 2 * 2 * b * s * ceil_div(m.kv_heads, t) * m.head_dim;
-    c.tp_bus_bytes = 2 * tp_bus;
-    c.tp_collectives = t > 1 ? 2 : 0;
-    // Korthikanti et al.: s*b*h*(34 + 5*a*s/h) bytes per layer, split by t with TP + sequence parallel;
-    // without sequence parallelism the norms' and dropouts' 10 s*b*h stay whole on every rank. Flash
-    // attention keeps no scores.
-    const std::int64_t linear_part =
-        o.sequence_parallel ? kSavedBytesPerSbh * sbh / t
-                            : kSequenceParallelBytesPerSbh * sbh + kTensorParallelBytesPerSbh * sbh / t;
-    const std::int64_t score_part = o.attention == AttentionKernel::kFlash ? 0 : 5 * m.heads * s * s * b / t;
-    c.attention_score_bytes = score_part;
-    switch (o.recompute) {
-      case Recompute::kNone:
-        c.stored_activation_bytes = linear_part + score_part;
-        break;
-      case Recompute::kSelective:  // attention core recomputed; flash attention stores no scores to drop
-        c.stored_activation_bytes = linear_part;
-        c.recompute_flops = o.attention == AttentionKernel::kFlash ? 0 : attn;
-        c.recompute_mem_bytes = traffic.attention;
-        c.recompute_score_mem_bytes = traffic.scores_forward;
-        c.recompute_extra_bytes = score_part;
-        break;
-      case Recompute::kFull:  // only the layer input kept; the whole forward re-runs in the backward
-        c.stored_activation_bytes = boundary;
-        c.recompute_flops = c.fwd_flops;
-        c.expert_recompute_flops = c.expert_fwd_flops;
-        c.recompute_mem_bytes = c.fwd_mem_bytes;
-        c.recompute_score_mem_bytes = c.fwd_score_mem_bytes;
-        c.recompute_extra_bytes = linear_part + score_part - boundary;
-        break;
-    }
-    out.push_back(c);
-  }
+/// Parameters of a block's LoRA adapters (rank r beside every weight matrix).
+std::int64_t lora_adapter_params(const ModelSpec& m, std::int64_t rank) {
+  const std::int64_t h = m.hidden;
+  const std::int64_t q = m.heads * m.head_dim, kv = m.kv_heads * m.head_dim;
+  const std::int64_t f = m.is_moe() ? m.moe_ffn_hidden * m.num_experts : m.ffn_hidden;
+  const std::int64_t mlp_in_out = (m.mlp == MlpKind::kSwiGlu || m.is_moe() ? 3 : 2) * (h + f);
+  return rank * ((h + q) + 2 * (h + kv) + (q + h) + mlp_in_out);
+}
 
+/// The routed experts of a MoE block: their gate, up and down projections run as three grouped GEMMs;
+/// every expert that receives tokens streams its weights (bf16) in each pass. The dense part (attention
+/// projections and the router) keeps its own GEMM size.
+void add_expert_costs(const LayerShape& x, double gemm, LayerCost& c) {
+  const ModelSpec& m = x.m;
+  const double expert = 2.0 * x.tokens * static_cast<double>(m.experts_per_token) * 3.0 *
+                        static_cast<double>(x.h) * static_cast<double>(m.moe_ffn_hidden);
+  // Under expert parallelism a rank holds num_experts / ep of them and receives as many routed tokens as
+  // it sends on average, `moe_imbalance` times that on the busiest rank.
+  const std::int64_t local_experts = m.num_experts / x.o.ep;
+  const auto routed = static_cast<std::int64_t>(
+      std::ceil(static_cast<double>(x.b * x.s * m.experts_per_token) * x.o.moe_imbalance));
+  const std::int64_t active_experts = std::min<std::int64_t>(local_experts, routed);
+  c.expert_fwd_flops = c.expert_bwd_input_flops = c.expert_bwd_weight_flops = expert;
+  c.expert_gemm_gflop = expert * x.o.moe_imbalance / 3 / static_cast<double>(x.t) / 1e9;
+  c.expert_weight_bytes = ceil_div(active_experts * 3 * x.h * m.moe_ffn_hidden * 2, x.t);
+  c.expert_imbalance = x.o.moe_imbalance;
+  if (x.o.ep > 1) {
+    // Dispatch before the experts and combine after them: each routed copy of a token's hidden state
+    // (bf16), split over the TP ranks as the sequence is.
+    c.ep_alltoall_bytes = 2 * ceil_div(x.b * x.s * m.experts_per_token * x.h * 2, x.t);
+    c.ep_alltoalls = 2;
+  }
+  c.gemm_gflop = (gemm - expert) / 4 / static_cast<double>(x.t) / 1e9;  // q, k, v and o projections
+}
+
+/// Attention that materializes its scores: the masked half of QK^T and AV computed too, and the scores
+/// written and read.
+void add_unfused_attention(const LayerShape& x, double attn, LayerCost& c) {
+  const ModelSpec& m = x.m;
+  const std::int64_t scores = ceil_div(m.heads * x.s * x.s * x.b, x.t);
+  c.attention_fwd_flops =
+      x.tokens * 4.0 * static_cast<double>(x.s) * static_cast<double>(m.heads * m.head_dim);
+  c.attention_masked_flops = c.attention_fwd_flops - attn;
+  c.attention_bwd_flops = 2 * c.attention_fwd_flops;
+  c.attention_recompute_flops = x.o.recompute == Recompute::kNone ? 0 : c.attention_fwd_flops;
+  c.attention_fwd_bytes = 4 * scores;                 // QK^T writes each score, AV reads it: 2 B each
+  c.attention_bwd_bytes = 2 * c.attention_fwd_bytes;  // dP written; P, dS, dS read
+}
+
+/// Saved activations under the recompute policy, and what recomputing costs.
+void set_block_activations(const LayerShape& x, double attn, const BlockTraffic& traffic, LayerCost& c) {
+  const CostOptions& o = x.o;
+  // Korthikanti et al.: s*b*h*(34 + 5*a*s/h) bytes per layer, split by t with TP + sequence parallel;
+  // without sequence parallelism the norms' and dropouts' 10 s*b*h stay whole on every rank. Flash
+  // attention keeps no scores.
+  const std::int64_t linear_part =
+      o.sequence_parallel ? kSavedBytesPerSbh * x.sbh / x.t
+                          : kSequenceParallelBytesPerSbh * x.sbh + kTensorParallelBytesPerSbh * x.sbh / x.t;
+  const std::int64_t score_part =
+      o.attention == AttentionKernel::kFlash ? 0 : 5 * x.m.heads * x.s * x.s * x.b / x.t;
+  c.attention_score_bytes = score_part;
+  switch (o.recompute) {
+    case Recompute::kNone:
+      c.stored_activation_bytes = linear_part + score_part;
+      break;
+    case Recompute::kSelective:  // attention core recomputed; flash attention stores no scores to drop
+      c.stored_activation_bytes = linear_part;
+      c.recompute_flops = o.attention == AttentionKernel::kFlash ? 0 : attn;
+      c.recompute_mem_bytes = traffic.attention;
+      c.recompute_score_mem_bytes = traffic.scores_forward;
+      c.recompute_extra_bytes = score_part;
+      break;
+    case Recompute::kFull:  // only the layer input kept; the whole forward re-runs in the backward
+      c.stored_activation_bytes = x.boundary;
+      c.recompute_flops = c.fwd_flops;
+      c.expert_recompute_flops = c.expert_fwd_flops;
+      c.recompute_mem_bytes = c.fwd_mem_bytes;
+      c.recompute_score_mem_bytes = c.fwd_score_mem_bytes;
+      c.recompute_extra_bytes = linear_part + score_part - x.boundary;
+      break;
+  }
+}
+
+struct BlockConstants {
+  double gemm_flops_per_token;
+  std::int64_t params;       // block_params(m)
+  std::int64_t lora_params;  // adapters' parameters, 0 without LoRA
+  int gemms;                 // weight GEMMs per block
+};
+
+LayerCost block_cost(const LayerShape& x, const BlockConstants& k, std::int64_t i) {
+  const ModelSpec& m = x.m;
+  const CostOptions& o = x.o;
+  LayerCost c;
+  c.role = LayerRole::kBlock;
+  const double gemm = x.tokens * k.gemm_flops_per_token;
+  // A rank's queries see the keys of the whole sequence (the causal balance of CP's chunk pairs keeps the
+  // average at the sequence's).
+  const double attn = x.tokens * attention_flops_per_token(m, i, x.whole.seq, o.doc_tokens);
+  c.fwd_flops = gemm + attn;
+  c.bwd_input_flops = gemm + 2 * attn;  // dX of every GEMM; attention core backward is twice its forward
+  c.bwd_weight_flops = gemm;            // dW of every GEMM
+  if (!m.is_moe()) {
+    const double q = static_cast<double>(m.heads * m.head_dim);
+    c.row_bwd_weight_flops =
+        2.0 * x.tokens * (q * static_cast<double>(x.h) + static_cast<double>(x.h * m.ffn_hidden));
+  }
+  c.gemm_gflop = gemm / k.gemms / static_cast<double>(x.t) / 1e9;
+  c.gemms = block_gemms(m, x.b * x.s, x.t);
+  if (m.is_moe()) add_expert_costs(x, gemm, c);
+  c.kernels = 24;
+  // Parameters this rank holds: with expert parallelism, its num_experts / ep experts.
+  const std::int64_t expert_params = m.is_moe() ? m.num_experts * 3 * x.h * m.moe_ffn_hidden : 0;
+  const std::int64_t held = k.params - expert_params + expert_params / o.ep;
+  c.params = held;
+  c.trainable_params = x.lora ? k.lora_params : held;
+  c.param_bytes = x.resident(held, c.trainable_params);
+  if (x.lora) {
+    // Adapters: x A (r) then B (out) beside each frozen matrix; frozen weights get no weight gradient.
+    const double adapter = 2.0 * x.tokens * static_cast<double>(k.lora_params);
+    c.fwd_flops += adapter;
+    c.bwd_input_flops += adapter;
+    c.bwd_weight_flops = adapter;
+    c.row_bwd_weight_flops = 0;
+    c.expert_bwd_weight_flops = 0;  // frozen experts get no weight gradient
+  }
+  if (o.attention == AttentionKernel::kUnfused) add_unfused_attention(x, attn, c);
+  if (o.fp8 && o.attention == AttentionKernel::kFlash) {
+    c.wide_fwd_flops = attn;
+    c.wide_bwd_input_flops = 2 * attn;
+    c.wide_recompute_flops = o.recompute == Recompute::kFull ? attn : 0;
+  }
+  const BlockTraffic traffic = block_traffic(m, o);
+  c.fwd_mem_bytes = traffic.forward;
+  c.bwd_mem_bytes = traffic.backward;
+  c.fwd_score_mem_bytes = traffic.scores_forward;
+  c.bwd_score_mem_bytes = traffic.scores_backward;
+  c.output_bytes = x.boundary;
+  if (x.whole.cp > 1) c.cp_kv_bytes = 2 * 2 * x.b * x.s * ceil_div(m.kv_heads, x.t) * m.head_dim;
+  c.tp_bus_bytes = 2 * x.tp_bus;
+  c.tp_collectives = x.t > 1 ? 2 : 0;
+  set_block_activations(x, attn, traffic, c);
+  return c;
+}
+
+LayerCost head_cost(const LayerShape& x) {
+  const ModelSpec& m = x.m;
+  const std::int64_t t = x.t, b = x.b, s = x.s, h = x.h;
   LayerCost head;
   head.role = LayerRole::kHead;
-  const double logits = 2.0 * tokens * static_cast<double>(h) * static_cast<double>(m.vocab);
+  const double logits = 2.0 * x.tokens * static_cast<double>(h) * static_cast<double>(m.vocab);
   head.fwd_flops = logits;
   head.bwd_input_flops = logits;
   head.bwd_weight_flops = logits;
-  if (o.fp8) head.wide_fwd_flops = head.wide_bwd_input_flops = head.wide_bwd_weight_flops = logits;
+  if (x.o.fp8) head.wide_fwd_flops = head.wide_bwd_input_flops = head.wide_bwd_weight_flops = logits;
   head.gemm_gflop = logits / static_cast<double>(t) / 1e9;
   head.gemms = {{b * s, ceil_div(m.vocab, t), h, 1}};
   head.kernels = 6;
@@ -397,20 +452,34 @@ std::vector<LayerCost> model_layer_costs(const ModelSpec& m, const CostOptions& 
   // 4 B written), max (4), subtract in place (8), exp in place (8), sum (4), normalize in place (8): 38 B
   // per logit; its backward scales the saved softmax in place (8) and casts back (4 B read, 2 written).
   const std::int64_t logit_elements = s * b * ceil_div(m.vocab, t);
-  head.fwd_mem_bytes = kReadWriteBytes * residual + 38 * logit_elements;
-  head.bwd_mem_bytes = backward_traffic(kReadWriteBytes * residual) + 14 * logit_elements;
-  if (o.norm_backward == NormBackward::kTwoPass) head.bwd_mem_bytes += 4 * residual;  // the final norm's
+  head.fwd_mem_bytes = kReadWriteBytes * x.residual + 38 * logit_elements;
+  head.bwd_mem_bytes = backward_traffic(kReadWriteBytes * x.residual) + 14 * logit_elements;
+  if (x.o.norm_backward == NormBackward::kTwoPass) head.bwd_mem_bytes += 4 * x.residual;  // the final norm's
   // A tied head still holds its own copy on the last stage (as Megatron does) unless it shares the stage.
   head.params = (m.tie_embeddings ? 0 : m.vocab * h) + h;
-  head.trainable_params = lora ? 0 : head.params;
-  head.param_bytes = resident(m.vocab * h + h, head.trainable_params);
-  if (lora) head.bwd_weight_flops = 0;  // frozen head: only the input gradient flows back
+  head.trainable_params = x.lora ? 0 : head.params;
+  head.param_bytes = x.resident(m.vocab * h + h, head.trainable_params);
+  if (x.lora) head.bwd_weight_flops = 0;  // frozen head: only the input gradient flows back
   // Vocab-parallel logits kept in fp32 for the loss backward, plus the input to the projection.
-  head.stored_activation_bytes = 4 * b * s * ceil_div(m.vocab, t) + boundary;
+  head.stored_activation_bytes = 4 * b * s * ceil_div(m.vocab, t) + x.boundary;
   head.output_bytes = 0;
-  out.push_back(head);
-  const std::int64_t accum = grad_accumulation_bytes_per_param(o.grad_accumulation);
-  for (LayerCost& l : out) l.grad_accum_bytes = accum * ceil_div(l.trainable_params, t);
+  return head;
+}
+
+}  // namespace
+
+std::vector<LayerCost> model_layer_costs(const ModelSpec& m, const CostOptions& whole) {
+  const LayerShape x = layer_shape(m, whole);
+  std::vector<LayerCost> out;
+  out.reserve(static_cast<std::size_t>(m.layers) + 2);
+  out.push_back(embedding_cost(x));
+  const BlockConstants k{block_gemm_flops_per_token(m), block_params(m),
+                         x.lora ? lora_adapter_params(m, x.o.lora_rank) : 0,
+                         m.mlp == MlpKind::kSwiGlu || m.is_moe() ? 7 : 6};
+  for (std::int64_t i = 0; i < m.layers; ++i) out.push_back(block_cost(x, k, i));
+  out.push_back(head_cost(x));
+  const std::int64_t accum = grad_accumulation_bytes_per_param(x.o.grad_accumulation);
+  for (LayerCost& l : out) l.grad_accum_bytes = accum * ceil_div(l.trainable_params, x.t);
   return out;
 }
 
