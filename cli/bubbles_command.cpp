@@ -72,9 +72,10 @@ std::vector<GpuSummary> summarize(const sim::Plan& plan, const std::vector<sim::
 void print_table(const sim::Plan& plan, const sim::Metrics& m, const std::vector<sim::Bubble>& bubbles) {
   const auto gpus = summarize(plan, bubbles);
   std::cout << fmt::format(
-      "{} on {}: {} ({} pp x {} tp x {} dp, {} simulated GPUs), step {:.4f} s, bubble {:.1f}%\n",
+      "{} on {}: {} ({} pp x {} tp x {} dp, {} simulated GPUs), step {:.4f} s, bubble {:.1f}%, framework "
+      "{}\n",
       plan.meta.model, plan.hw.name, sim::schedule_label(plan.meta), plan.meta.pp, plan.meta.tp, plan.meta.dp,
-      gpus.size(), m.step_time_s, 100 * m.bubble_fraction);
+      gpus.size(), m.step_time_s, 100 * m.bubble_fraction, plan.meta.framework);
   std::cout << fmt::format(
       "{:<8} {:>5} {:>6} {:>9} {:>6} | {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} | {:>5} {:>5} {:>5} "
       "{:>5} | {:>9}\n",
@@ -114,6 +115,7 @@ void print_json(const sim::Plan& plan, const sim::Metrics& m, const std::vector<
   j["schedule"] = plan.meta.schedule;
   j["data_parallel"] = plan.meta.data_parallel;
   j["model"] = plan.meta.model;
+  j["framework"] = plan.meta.framework;
   j["hw"] = plan.hw.name;
   j["pp"] = plan.meta.pp;
   j["tp"] = plan.meta.tp;

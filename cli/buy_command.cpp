@@ -123,20 +123,23 @@ int run_buy(BuyCommandOptions o) {
   const planner::BuyResult r = planner::buy(o.buy, tty ? &std::cerr : nullptr);
   const planner::BuyOptions& b = o.buy;
   if (o.format == "json") {
-    nlohmann::ordered_json j{{"model", b.search.base.model},
-                             {"tokens_per_step", r.tokens_per_step},
-                             {"steps", r.steps},
-                             {"max_usd", b.max_usd},
-                             {"deadline_days", b.deadline_days},
-                             {"clusters", nlohmann::ordered_json::array()}};
+    nlohmann::ordered_json j{
+        {"model", b.search.base.model},
+        {"framework", pipesim::sim::framework_name(pipesim::sim::with_framework(b.search.base))},
+        {"tokens_per_step", r.tokens_per_step},
+        {"steps", r.steps},
+        {"max_usd", b.max_usd},
+        {"deadline_days", b.deadline_days},
+        {"clusters", nlohmann::ordered_json::array()}};
     for (const auto& q : r.clusters) j["clusters"].push_back(quote_json(q));
     std::cout << sim::json_text(j, 1) << "\n";
     return 0;
   }
-  std::cout << fmt::format("{}: {} steps of {} tokens (global batch {} x seq {}){}\n", b.search.base.model,
-                           r.steps, r.tokens_per_step, b.search.global_batch,
+  std::cout << fmt::format("{}: {} steps of {} tokens (global batch {} x seq {}){}; framework {}\n",
+                           b.search.base.model, r.steps, r.tokens_per_step, b.search.global_batch,
                            r.tokens_per_step / b.search.global_batch,
-                           b.tokens > 0 ? fmt::format(" = {:.4g} tokens", b.tokens) : "");
+                           b.tokens > 0 ? fmt::format(" = {:.4g} tokens", b.tokens) : "",
+                           pipesim::sim::framework_name(pipesim::sim::with_framework(b.search.base)));
   std::cout << fmt::format("  {:<18} {:>5}  {:<46} {:>8} {:>10} {:>5} {:>8} {:>11} {:>11} {:>7} {:>8}  {}\n",
                            "cluster", "GPUs", "best configuration", "step (s)", "tokens/s", "MFU%", "days",
                            "GPU-hours", "$", "MWh", "free GiB", "loses most to (share of GPU time)");

@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <optional>
+#include <vector>
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
@@ -113,6 +115,35 @@ int list_models(const std::string& format) {
 }
 
 /// The shipped fill jobs, priced on an H100 for the listing.
+int list_frameworks(const std::string& format) {
+  nlohmann::json rows = nlohmann::json::array();
+  std::string table;
+  for (const auto& name : pipesim::sim::shipped_frameworks()) {
+    const pipesim::sim::Framework f = pipesim::sim::load_framework(name);
+    table += fmt::format(
+        "{:<20} {}\n{:<20} attention {}, dropout {}, sequence parallel {}, biases {}, norm "
+        "backward {},\n{:<20} grad accumulation {}, grad sync {}, tp overlap {}, p2p {}\n",
+        name, f.description, "", f.attention.value, f.dropout.value ? "on" : "off",
+        f.sequence_parallel.value ? "on" : "off", f.bias_kernels.value, f.norm_backward.value, "",
+        f.grad_accumulation.value, f.grad_sync.value, f.tp_overlap.value,
+        f.blocking_p2p.value ? "blocking" : "overlapped");
+    rows.push_back({{"name", name},
+                    {"description", f.description},
+                    {"source", f.source},
+                    {"attention", f.attention.value},
+                    {"dropout", f.dropout.value},
+                    {"sequence_parallel", f.sequence_parallel.value},
+                    {"bias_kernels", f.bias_kernels.value},
+                    {"norm_backward", f.norm_backward.value},
+                    {"grad_accumulation", f.grad_accumulation.value},
+                    {"grad_sync", f.grad_sync.value},
+                    {"tp_overlap", f.tp_overlap.value},
+                    {"blocking_p2p", f.blocking_p2p.value}});
+  }
+  print_listing(rows, format, table);
+  return 0;
+}
+
 int list_fill_jobs(const std::string& format) {
   const auto hw = pipesim::sim::load_hardware_profile("h100-sxm-8x");
   nlohmann::json rows = nlohmann::json::array();
@@ -167,53 +198,71 @@ void add_data_parallel_options(CLI::App* sim, pipesim::sim::JobOptions& j) {
       ->capture_default_str();
 }
 
-/// How the training framework runs the model: what its kernels move and when its DP gradients sync.
+/// A word option that, when not given, is the framework's.
+void add_framework_word(CLI::App* cmd, const std::string& flag, std::optional<std::string>& value,
+                        const std::string& help, std::vector<std::string> words) {
+  cmd->add_option_function<std::string>(
+         flag, [&value](const std::string& text) { value = text; }, help + " (default: the framework's)")
+      ->check(CLI::IsMember(std::move(words)));
+}
+
+/// A flag that, when not given, is the framework's; `negation` turns it off.
+void add_framework_flag(CLI::App* cmd, const std::string& flag, const std::string& negation,
+                        std::optional<bool>& value, const std::string& help) {
+  cmd->add_flag_callback(
+      flag, [&value] { value = true; }, help + " (default: the framework's)");
+  if (!negation.empty())
+    cmd->add_flag_callback(
+        negation, [&value] { value = false; }, "the opposite of " + flag);
+}
+
+/// The training framework and how it runs the model: what its kernels move and when its DP gradients sync.
+/// Each of these options, not given, is the framework's.
 void add_kernel_options(CLI::App* sim, pipesim::sim::JobOptions& j) {
-  sim->add_option("--attention", j.attention,
-                  "attention kernel: flash (scores on chip) or unfused (scores in HBM)")
-      ->check(CLI::IsMember({"flash", "unfused"}))
-      ->capture_default_str();
-  sim->add_flag("!--no-sequence-parallel", j.sequence_parallel,
-                "norms, dropout and residual adds on the whole sequence on every TP rank");
-  sim->add_flag("--dropout", j.dropout, "dropout on attention probabilities and residual branches");
-  sim->add_option(
-         "--grad-accumulation", j.grad_accumulation,
-         "how each microbatch's weight gradients are accumulated: fused (into the fp32 buffer by the "
-         "GEMM), main-grad (16-bit grads added into fp32 main grads, Megatron-LM's local DDP before "
-         "that fusion: 10 B/param per microbatch) or autograd (PyTorch's 16-bit .grad: 6 B/param)")
-      ->check(CLI::IsMember({"fused", "main-grad", "autograd"}))
-      ->capture_default_str();
-  sim->add_option("--bias-kernels", j.bias_kernels,
-                  "fused (biases and their gradients in GEMM epilogues, Transformer Engine) or separate "
-                  "(Megatron-LM 2021-2022: the q/k/v bias added by its own kernel, each bias gradient a "
-                  "reduction over its output's gradient)")
-      ->check(CLI::IsMember({"fused", "separate"}))
-      ->capture_default_str();
-  sim->add_option("--norm-backward", j.norm_backward,
-                  "one-pass (input and weight gradients from one read, persistent layer norm, Transformer "
-                  "Engine) or two-pass (the weight gradient's own pass, Megatron-LM 2021, PyTorch)")
-      ->check(CLI::IsMember({"one-pass", "two-pass"}))
-      ->capture_default_str();
+  sim->add_option("--framework", j.framework,
+                  "training framework the job runs on: a shipped name (see pipesim frameworks) or a "
+                  "pipesim-framework file (default: " +
+                      std::string(pipesim::sim::kDefaultFramework) + ")");
+  add_framework_word(sim, "--attention", j.attention,
+                     "attention kernel: flash (scores on chip) or unfused (scores in HBM)",
+                     {"flash", "unfused"});
+  add_framework_flag(sim, "--sequence-parallel", "--no-sequence-parallel", j.sequence_parallel,
+                     "norms, dropout and residual adds split over the TP ranks (sequence parallelism)");
+  add_framework_flag(sim, "--dropout", "--no-dropout", j.dropout,
+                     "dropout on attention probabilities and residual branches");
+  add_framework_word(sim, "--grad-accumulation", j.grad_accumulation,
+                     "how each microbatch's weight gradients are accumulated: fused (into the fp32 buffer by "
+                     "the GEMM), main-grad (16-bit grads added into fp32 main grads, Megatron-LM's local DDP "
+                     "before that fusion: 10 B/param per microbatch) or autograd (PyTorch's 16-bit .grad: 6 "
+                     "B/param)",
+                     {"fused", "main-grad", "autograd"});
+  add_framework_word(sim, "--bias-kernels", j.bias_kernels,
+                     "fused (biases and their gradients in GEMM epilogues, Transformer Engine) or separate "
+                     "(Megatron-LM 2021-2022: the q/k/v bias added by its own kernel, each bias gradient a "
+                     "reduction over its output's gradient)",
+                     {"fused", "separate"});
+  add_framework_word(sim, "--norm-backward", j.norm_backward,
+                     "one-pass (input and weight gradients from one read, persistent layer norm, Transformer "
+                     "Engine) or two-pass (the weight gradient's own pass, Megatron-LM 2021, PyTorch)",
+                     {"one-pass", "two-pass"});
   sim->add_flag(
       "--bubble-markers", j.bubble_markers,
       "bracket every wait for another pipeline stage with a pair of zero-time bubble ops in the plan");
-  sim->add_flag(
-      "--blocking-p2p", j.blocking_p2p,
-      "pipeline sends hold the sender's compute until they complete (Megatron-LM's blocking send/recv "
-      "before its overlapped p2p)");
+  add_framework_flag(sim, "--blocking-p2p", "--overlapped-p2p", j.blocking_p2p,
+                     "pipeline sends hold the sender's compute until they complete (Megatron-LM's blocking "
+                     "send/recv before its overlapped p2p)");
   sim->add_option(
       "--max-memory", j.max_memory_gib,
       "GiB a plan may take to build and simulate; larger ones are refused up front (default: half "
       "of this machine's memory)");
-  sim->add_option("--grad-sync", j.grad_sync,
-                  "DP gradient all-reduce: overlap (buckets during the backward) or after-backward")
-      ->check(CLI::IsMember({"overlap", "after-backward"}))
-      ->capture_default_str();
-  sim->add_option("--tp-overlap", j.tp_overlap,
-                  "the backward's TP collectives: backward (beside its GEMMs, Megatron-LM's asynchronous TP "
-                  "communication since 2022) or none (each waits on the compute stream, Megatron-LM 2021)")
-      ->check(CLI::IsMember({"backward", "none"}))
-      ->capture_default_str();
+  add_framework_word(sim, "--grad-sync", j.grad_sync,
+                     "DP gradient all-reduce: overlap (buckets during the backward) or after-backward",
+                     {"overlap", "after-backward"});
+  add_framework_word(sim, "--tp-overlap", j.tp_overlap,
+                     "the backward's TP collectives: backward (beside its GEMMs, Megatron-LM's asynchronous "
+                     "TP communication since 2022) or none (each waits on the compute stream, Megatron-LM "
+                     "2021)",
+                     {"backward", "none"});
 }
 
 void add_job_options(CLI::App* sim, pipesim::sim::JobOptions& j) {
@@ -574,6 +623,7 @@ void add_commands(CLI::App& app, Commands& c) {
        {std::pair{"schedules", "list the registered schedules and their parameters"},
         std::pair{"hw", "list the shipped hardware profiles"},
         std::pair{"models", "list the shipped model presets"},
+        std::pair{"frameworks", "list the shipped training frameworks (for --framework)"},
         std::pair{"fill-jobs", "list the shipped fill jobs (for simulate --fill-jobs)"}})
     app.add_subcommand(name, help)
         ->add_option("--format", c.list_format, "table or json")
@@ -627,6 +677,7 @@ int dispatch(CLI::App& app, Commands& c, bool no_arguments) {
   if (app.got_subcommand("schedules")) return list_schedules(c.list_format);
   if (app.got_subcommand("hw")) return list_hw(c.list_format);
   if (app.got_subcommand("models")) return list_models(c.list_format);
+  if (app.got_subcommand("frameworks")) return list_frameworks(c.list_format);
   if (app.got_subcommand("fill-jobs")) return list_fill_jobs(c.list_format);
   return 0;
 }

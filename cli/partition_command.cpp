@@ -82,6 +82,7 @@ int run_partition(const PartitionOptions& o) {
     nlohmann::ordered_json j = describe(best);
     j["schedule"] = schedule.name;
     j["model"] = in.model_name;
+    j["framework"] = in.framework;
     j["stages"] = prob.stages;
     j["uniform"] = describe(uniform);
     j["deepspeed_parameters"] = describe(params);
@@ -90,9 +91,9 @@ int run_partition(const PartitionOptions& o) {
     std::cout << pipesim::sim::json_text(j, 2) << "\n";
     return 0;
   }
-  std::cout << fmt::format("{} on {}: {} stages ({}), tp {}, microbatch {} x seq {}\n", in.model_name,
-                           in.hw.name, prob.stages, schedule.name, in.tp,
-                           o.job.microbatch_size > 0 ? o.job.microbatch_size : 1.0, in.seq);
+  std::cout << fmt::format("{} on {}: {} stages ({}), tp {}, microbatch {} x seq {}, framework {}\n",
+                           in.model_name, in.hw.name, prob.stages, schedule.name, in.tp,
+                           o.job.microbatch_size > 0 ? o.job.microbatch_size : 1.0, in.seq, in.framework);
   std::cout << fmt::format("optimal partition --partition {}\n", fmt::join(best.blocks, ","));
   std::cout << fmt::format("{:>5} {:>7} {:>9} {:>14} {:>10}\n", "stage", "blocks", "layers", "time/mb (ms)",
                            "mem GiB");

@@ -26,6 +26,7 @@ std::string gib(std::int64_t b) {
 
 nlohmann::ordered_json config_json(const planner::Candidate& c) {
   return {{"schedule", c.schedule},
+          {"framework", pipesim::sim::framework_name(c.job)},
           {"pp", c.job.pp},
           {"tp", c.job.tp},
           {"dp", c.job.dp},
@@ -82,9 +83,10 @@ int run_plan(const PlanOptions& o) {
     return 0;
   }
   const auto& m0 = best.metrics;
-  std::cout << fmt::format("{} on {} x {}: global batch {}, seq {}; objective {}\n",
+  std::cout << fmt::format("{} on {} x {}: global batch {}, seq {}; objective {}; framework {}\n",
                            best.job.model.empty() ? best.job.workload : best.job.model, s.gpus, s.base.hw,
-                           s.global_batch, s.base.seq > 0 ? s.base.seq : pipesim::sim::kDefaultSequenceLength, s.objective);
+                           s.global_batch, s.base.seq > 0 ? s.base.seq : pipesim::sim::kDefaultSequenceLength,
+                           s.objective, pipesim::sim::framework_name(best.job));
   std::cout << fmt::format(
       "searched {} configurations: {} cannot fit memory, {} invalid for their schedule, {} cut by "
       "the lower bound, {} simulated ({} of them out of memory)\n",

@@ -132,7 +132,8 @@ std::string gib(std::int64_t bytes) {
 
 void print_table(const std::vector<Result>& results, const std::vector<std::string>& skipped) {
   const auto& p = results.front().plan;
-  std::cout << fmt::format("{} on {} ({} GPUs), seq {}\n", p.meta.model, p.hw.name, p.num_gpus(), p.meta.seq);
+  std::cout << fmt::format("{} on {} ({} GPUs), seq {}, framework {}\n", p.meta.model, p.hw.name,
+                           p.num_gpus(), p.meta.seq, p.meta.framework);
   std::cout << fmt::format("{:<24} {:>9} {:>5} {:>9} {:>10} {:>9} {:>6} {:>8} {:>9} {:>9} {:>4}\n",
                            "schedule", "pp/tp/dp", "batch", "recompute", "step (s)", "tokens/s", "MFU %",
                            "bubble %", "GPU GiB", "host GiB", "OOM");

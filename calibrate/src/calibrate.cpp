@@ -79,8 +79,9 @@ std::vector<sim::CurvePoint> monotone_curve(std::vector<std::pair<double, double
   return out;
 }
 
-void merge_cuda(const CudaCalibration& c, sim::HardwareProfile& hw, const std::string& source, json& cv,
-                std::vector<std::string>& notes) {
+/// The GPU's identity and GEMM efficiency; a measured GEMM above the base peak raises the peak.
+void merge_gpu(const CudaCalibration& c, sim::HardwareProfile& hw, const std::string& source, json& cv,
+               std::vector<std::string>& notes) {
   auto& g = hw.gpu;
   g.model = c.gpu_model;
   g.hbm_bytes = c.memory_bytes;
@@ -109,6 +110,12 @@ void merge_cuda(const CudaCalibration& c, sim::HardwareProfile& hw, const std::s
     g.sources["gemm_efficiency"] =
         source + " (cuBLAS GemmEx " + dtype + ", fp32 accumulate, transformer shapes; isotonic in work)";
   }
+}
+
+/// Host-device copy speeds by size; with the base's GPU count, also the shared switch and root-complex
+/// limits (a different count leaves the base's switch layout meaningless).
+void merge_pcie(const CudaCalibration& c, sim::HardwareProfile& hw, const std::string& source, json& cv,
+                std::vector<std::string>& notes) {
   auto& pcie = hw.node.pcie;
   auto curve = [&](const std::vector<CopyPoint>& pts, const char* key) {
     std::vector<std::pair<double, double>> v;
@@ -153,7 +160,11 @@ void merge_cuda(const CudaCalibration& c, sim::HardwareProfile& hw, const std::s
       pcie.sources["root_complex_GBps"] = source + " (all GPUs copying at once, summed)";
     }
   }
-  // NVLink: GPU pairs whose P2P copies run well above PCIe speed.
+}
+
+/// NVLink: GPU pairs whose P2P copies run well above PCIe speed (so after merge_pcie set the lane speed).
+void merge_nvlink(const CudaCalibration& c, sim::HardwareProfile& hw, const std::string& source) {
+  const auto& pcie = hw.node.pcie;
   const auto n = c.p2p_GBps.size();
   std::vector<int> group(n, -1);
   std::vector<double> fast;
@@ -188,59 +199,47 @@ void merge_cuda(const CudaCalibration& c, sim::HardwareProfile& hw, const std::s
   }
 }
 
-}  // namespace
+void merge_cuda(const CudaCalibration& c, sim::HardwareProfile& hw, const std::string& source, json& cv,
+                std::vector<std::string>& notes) {
+  merge_gpu(c, hw, source, cv, notes);
+  merge_pcie(c, hw, source, cv, notes);
+  merge_nvlink(c, hw, source);
+}
 
-CalibrateReport run_calibration(const CalibrateOptions& o, std::ostream& progress) {
-  namespace fs = std::filesystem;
-  if (o.out.empty())
-    throw sim::InputError("--out", "", "missing; give the profile file to write, e.g. --out mine.json");
-  sim::HardwareProfile hw = sim::load_hardware_profile(o.base);
-  const std::string base_name = hw.name;
-  fs::path out(o.out);
-  if (out.has_parent_path()) {
-    std::error_code ec;
-    fs::create_directories(out.parent_path(), ec);
-  }
-  { sim::OutputFile probe(o.out); }  // fail before measuring when the profile could not be written
-  const std::string stem = (out.parent_path() / out.stem()).string();
-  CalibrateReport report;
-  report.cpu_raw_path = stem + ".cpu-raw.json";
-  HostInfo host = probe_host();
-  const std::string source = fmt::format("calibrated: pipesim calibrate on {} ({}) {}", host.hostname,
-                                         host.cpu_model, host.date_utc);
-
-  // CPU: Adam over thread counts, STREAM copy and triad.
+/// Adam over thread counts, STREAM copy and triad; quick runs use smaller arrays and fewer repetitions.
+CpuBenchOptions cpu_bench_options(const HostInfo& host, bool quick) {
   CpuBenchOptions cpu;
-  cpu.threads = default_thread_counts(host.cores, o.quick);
-  if (o.quick) {
+  cpu.threads = default_thread_counts(host.cores, quick);
+  if (quick) {
     cpu.adam_params = 8u << 20;
     cpu.stream_elements = 8u << 20;
     cpu.repetitions = 3;
     cpu.min_time_s = 0.05;
   }
-  progress << fmt::format("calibrate: {} ({} cores, {} GiB), CPU Adam with {} over threads {}\n",
-                          host.cpu_model, host.cores, host.dram_bytes >> 30, to_string(cpu.isa),
-                          fmt::join(cpu.threads, ","))
-           << std::flush;
-  register_cpu_benchmarks(cpu);
-  // Google Benchmark writes the raw results itself: under a temporary name, renamed once complete.
-  const std::string cpu_raw_tmp = report.cpu_raw_path + ".tmp";
-  const sim::RemovedOnInterrupt raw_guard(cpu_raw_tmp);
-  std::string out_flag = "--benchmark_out=" + cpu_raw_tmp;
+  return cpu;
+}
+
+/// Google Benchmark writes its raw results to `raw_tmp` itself.
+void initialize_benchmark(const std::string& raw_tmp) {
+  std::string out_flag = "--benchmark_out=" + raw_tmp;
   std::string fmt_flag = "--benchmark_out_format=json";
   std::vector<char*> args = {const_cast<char*>("pipesim-calibrate"), out_flag.data(), fmt_flag.data()};
   int argc = static_cast<int>(args.size());
   benchmark::Initialize(&argc, args.data());
-  CaptureReporter capture(progress, static_cast<int>(cpu.threads.size() * 4));
+}
+
+/// Runs the registered benchmarks, then moves the complete raw results from `raw_tmp` to `raw_path`.
+void run_benchmarks(CaptureReporter& capture, const std::string& raw_tmp, const std::string& raw_path) {
   benchmark::RunSpecifiedBenchmarks(&capture);
   benchmark::Shutdown();
-  {
-    std::error_code ec;
-    fs::rename(cpu_raw_tmp, report.cpu_raw_path, ec);
-    if (ec) throw sim::InputError(report.cpu_raw_path, "", "cannot write this file: " + ec.message());
-  }
+  std::error_code ec;
+  std::filesystem::rename(raw_tmp, raw_path, ec);
+  if (ec) throw sim::InputError(raw_path, "", "cannot write this file: " + ec.message());
+}
 
-  json cv = json::object();
+/// The host's figures: DRAM bandwidth from the best STREAM-style kernel, Adam's rate per thread count.
+void merge_cpu(const CpuBenchOptions& cpu, const CaptureReporter& capture, const HostInfo& host,
+               const std::string& source, sim::HardwareProfile& hw, json& cv) {
   std::vector<std::pair<double, double>> adam;
   double best_stream = 0;
   std::string best_stream_name;
@@ -269,23 +268,92 @@ CalibrateReport run_calibration(const CalibrateOptions& o, std::ostream& progres
   h.sources["adam_params_per_s_by_threads"] =
       source + fmt::format(" (CPU AdamW, {} , bf16 gradients, {} M params, median of repetitions)",
                            to_string(cpu.isa), cpu.adam_params >> 20);
+}
 
-  // CUDA.
-  std::vector<std::string> notes;
+/// The CUDA benchmarks' results; when they did not run, why is added to `skipped`.
+CudaCalibration measure_cuda(const CalibrateOptions& o, std::ostream& progress,
+                             std::vector<std::string>& skipped) {
   CudaCalibration cuda;
   if (o.cpu_only) {
-    report.skipped.push_back("CUDA benchmarks: skipped by --cpu-only");
+    skipped.push_back("CUDA benchmarks: skipped by --cpu-only");
   } else {
     cuda = run_cuda_calibration(CudaOptions{o.quick, o.quick ? 3 : 7}, [&](const std::string& line) {
       progress << "calibrate: cuda: " << line << "\n" << std::flush;
     });
-    if (cuda.ran) {
-      report.cuda_raw_path = stem + ".cuda-raw.json";
-      sim::write_output_file(report.cuda_raw_path, cuda_calibration_to_json(cuda) + "\n");
-      merge_cuda(cuda, hw, source, cv, notes);
-    } else {
-      report.skipped.push_back("CUDA benchmarks: " + cuda.why_not);
-    }
+    if (!cuda.ran) skipped.push_back("CUDA benchmarks: " + cuda.why_not);
+  }
+  return cuda;
+}
+
+/// Where the calibrated figures came from, kept in the profile.
+json provenance(const CalibrateOptions& o, const HostInfo& host, const CudaCalibration& cuda,
+                const std::string& base_name, const CpuBenchOptions& cpu, const json& cv,
+                const std::vector<std::string>& notes, const CalibrateReport& report) {
+  namespace fs = std::filesystem;
+  return {{"date", host.date_utc},
+          {"host", host.hostname},
+          {"cpu_model", host.cpu_model},
+          {"gpu_model", cuda.ran ? cuda.gpu_model : ""},
+          {"driver", cuda.ran ? cuda.driver_version : ""},
+          {"cuda_runtime", cuda.ran ? cuda.runtime_version : ""},
+          {"base", base_name},
+          {"quick", o.quick},
+          {"method",
+           "Google Benchmark (real time, median of repetitions) for CPU; CUDA events around a loop "
+           "after warm-up, median of samples (nvbandwidth style) for GPU"},
+          {"samples", {{"cpu", cpu.repetitions}, {"cuda", cuda.ran ? cuda.samples : 0}}},
+          {"cv", cv},
+          {"skipped", report.skipped},
+          {"notes", notes},
+          {"raw", report.cuda_raw_path.empty()
+                      ? json::array({fs::path(report.cpu_raw_path).filename().string()})
+                      : json::array({fs::path(report.cpu_raw_path).filename().string(),
+                                     fs::path(report.cuda_raw_path).filename().string()})}};
+}
+
+}  // namespace
+
+CalibrateReport run_calibration(const CalibrateOptions& o, std::ostream& progress) {
+  namespace fs = std::filesystem;
+  if (o.out.empty())
+    throw sim::InputError("--out", "", "missing; give the profile file to write, e.g. --out mine.json");
+  sim::HardwareProfile hw = sim::load_hardware_profile(o.base);
+  const std::string base_name = hw.name;
+  fs::path out(o.out);
+  if (out.has_parent_path()) {
+    std::error_code ec;
+    fs::create_directories(out.parent_path(), ec);
+  }
+  { sim::OutputFile probe(o.out); }  // fail before measuring when the profile could not be written
+  const std::string stem = (out.parent_path() / out.stem()).string();
+  CalibrateReport report;
+  report.cpu_raw_path = stem + ".cpu-raw.json";
+  HostInfo host = probe_host();
+  const std::string source = fmt::format("calibrated: pipesim calibrate on {} ({}) {}", host.hostname,
+                                         host.cpu_model, host.date_utc);
+
+  const CpuBenchOptions cpu = cpu_bench_options(host, o.quick);
+  progress << fmt::format("calibrate: {} ({} cores, {} GiB), CPU Adam with {} over threads {}\n",
+                          host.cpu_model, host.cores, host.dram_bytes >> 30, to_string(cpu.isa),
+                          fmt::join(cpu.threads, ","))
+           << std::flush;
+  register_cpu_benchmarks(cpu);
+  // Written under a temporary name, renamed once complete: an interrupted run leaves no partial raw file.
+  const std::string cpu_raw_tmp = report.cpu_raw_path + ".tmp";
+  const sim::RemovedOnInterrupt raw_guard(cpu_raw_tmp);
+  initialize_benchmark(cpu_raw_tmp);
+  CaptureReporter capture(progress, static_cast<int>(cpu.threads.size() * 4));
+  run_benchmarks(capture, cpu_raw_tmp, report.cpu_raw_path);
+
+  json cv = json::object();
+  merge_cpu(cpu, capture, host, source, hw, cv);
+
+  std::vector<std::string> notes;
+  const CudaCalibration cuda = measure_cuda(o, progress, report.skipped);
+  if (cuda.ran) {
+    report.cuda_raw_path = stem + ".cuda-raw.json";
+    sim::write_output_file(report.cuda_raw_path, cuda_calibration_to_json(cuda) + "\n");
+    merge_cuda(cuda, hw, source, cv, notes);
   }
   if (!cuda.ran)
     report.skipped.push_back(
@@ -295,25 +363,7 @@ CalibrateReport run_calibration(const CalibrateOptions& o, std::ostream& progres
   hw.name = o.name.empty() ? out.stem().string() : o.name;
   hw.description = fmt::format("{} calibrated on {} ({}); unmeasured figures from {}",
                                cuda.ran ? cuda.gpu_model : "host", host.hostname, host.cpu_model, base_name);
-  json prov = {{"date", host.date_utc},
-               {"host", host.hostname},
-               {"cpu_model", host.cpu_model},
-               {"gpu_model", cuda.ran ? cuda.gpu_model : ""},
-               {"driver", cuda.ran ? cuda.driver_version : ""},
-               {"cuda_runtime", cuda.ran ? cuda.runtime_version : ""},
-               {"base", base_name},
-               {"quick", o.quick},
-               {"method",
-                "Google Benchmark (real time, median of repetitions) for CPU; CUDA events around a loop "
-                "after warm-up, median of samples (nvbandwidth style) for GPU"},
-               {"samples", {{"cpu", cpu.repetitions}, {"cuda", cuda.ran ? cuda.samples : 0}}},
-               {"cv", cv},
-               {"skipped", report.skipped},
-               {"notes", notes},
-               {"raw", report.cuda_raw_path.empty()
-                           ? json::array({fs::path(report.cpu_raw_path).filename().string()})
-                           : json::array({fs::path(report.cpu_raw_path).filename().string(),
-                                          fs::path(report.cuda_raw_path).filename().string()})}};
+  const json prov = provenance(o, host, cuda, base_name, cpu, cv, notes, report);
   hw.calibrated_json = pipesim::sim::json_text(prov);
   const std::string text = sim::hardware_profile_to_json(hw);
   // Refuse to write anything the simulator would not read back.

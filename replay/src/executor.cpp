@@ -286,13 +286,15 @@ namespace {
 
 void check_replay_inputs(const Plan& plan, const ReplayOptions& o) {
   if (o.iterations < 1 || o.iterations > 1000)
-    throw sim::InputError("--iterations", "", fmt::format("{} asked; valid: 1 .. 1000", o.iterations));
+    throw sim::InputError(sim::Option{"iterations"}, "",
+                          fmt::format("{} asked; valid: 1 .. 1000", o.iterations));
   if (!(o.work_scale > 0 && o.work_scale <= 1))
-    throw sim::InputError("--work-scale", "", "valid: greater than 0, at most 1");
+    throw sim::InputError(sim::Option{"work_scale"}, "", "valid: greater than 0, at most 1");
   if (!(o.timeout_s >= 0.1 && o.timeout_s <= 86400))
-    throw sim::InputError("--timeout-s", "", "valid: 0.1 .. 86400 seconds");
+    throw sim::InputError(sim::Option{"timeout_s"}, "", "valid: 0.1 .. 86400 seconds");
   if (o.backend != "host" && o.backend != "cuda")
-    throw sim::InputError("--backend", "", fmt::format("unknown backend '{}'; valid: host, cuda", o.backend));
+    throw sim::InputError(sim::Option{"backend"}, "",
+                          fmt::format("unknown backend '{}'; valid: host, cuda", o.backend));
   sim::validate_plan(plan);
   sim::check_plan_order(plan);  // a cycle never runs: refuse it before starting anything
   if (plan.streams.size() > kMaxStreams)
@@ -308,7 +310,7 @@ std::unique_ptr<Transport> node_transport(const Plan& plan) {
   for (const auto& st : plan.streams)
     nodes = std::max(nodes, plan.devices[static_cast<std::size_t>(st.device)].node + 1);
   if (transport->ranks() != nodes)
-    throw sim::InputError("--mpi", "",
+    throw sim::InputError(sim::Option{"mpi"}, "",
                           fmt::format("{} processes for a plan on {} nodes; valid: mpirun -np {}",
                                       transport->ranks(), nodes, nodes));
   return transport;
@@ -384,7 +386,9 @@ ReplayResult replay_plan(const Plan& plan, const ReplayOptions& o) {
   std::vector<sim::Timeline> runs;
   if (o.backend == "cuda") {
     if (o.mpi)
-      throw sim::InputError("--mpi", "", "multi-node replay runs the host backend; valid: --backend host");
+      throw sim::InputError(sim::Option{"mpi"}, "",
+                            ("multi-node replay runs the host backend; valid: " +
+                             sim::spelled(sim::Option{"backend"}) + " host"));
     runs = run_cuda_replay(plan, o, result.environment);
   } else {
     runs = run_host_replay(plan, o, result);

@@ -68,12 +68,10 @@ def model_file(tmp, r):
     return path
 
 
-# How Megatron-LM ran in 2021 (see the module docstring); fp16 mixed precision. Its q/k/v projection added its
-# bias in a kernel of its own (F.linear of a 3-D input), every bias gradient was a reduction, and its fused
-# layer norm's backward read the input and gradient twice (weight gradients, then input gradient).
-FRAMEWORK = ["--dtype", "fp16", "--dropout", "--no-sequence-parallel", "--blocking-p2p", "--attention", "unfused",
-             "--tp-overlap", "none", "--bias-kernels", "separate", "--norm-backward", "two-pass"]
-DDP = {"local": ["--grad-sync", "after-backward", "--grad-accumulation", "main-grad"],
+# How Megatron-LM ran in 2021 (see the module docstring and frameworks/megatron-lm-2021.json: its local DDP by
+# default), in fp16 mixed precision. Rows run with PyTorch DDP override its gradient sync and accumulation.
+FRAMEWORK = ["--framework", "megatron-lm-2021", "--dtype", "fp16"]
+DDP = {"local": [],
        "torch": ["--grad-sync", "overlap", "--grad-accumulation", "autograd"]}
 
 
@@ -124,15 +122,12 @@ def simulate(pipesim, tmp, r, choice, options):
     return json.loads(out.stdout)
 
 
-# Megatron-LM in 2022 (Korthikanti et al.): the same kernels, with the weight-gradient GEMMs accumulating into
-# the fp32 main gradients (gradient-accumulation fusion) and the persistent layer norm (one pass in the
-# backward, Megatron-LM's default from October 2021 for these hidden sizes); the paper's two configurations of
-# each model.
-FRAMEWORK_2022 = ["--dtype", "fp16", "--dropout", "--blocking-p2p", "--attention", "unfused", "--bias-kernels",
-                  "separate", "--grad-sync", "after-backward", "--grad-accumulation", "fused", "--tp-overlap",
-                  "backward"]
-CONFIGS_2022 = {"full_recompute_s": ("full recompute", ["--recompute", "full", "--no-sequence-parallel"]),
-                "present_work_s": ("selective + SP", ["--recompute", "selective"])}
+# Megatron-LM in 2022 (Korthikanti et al., frameworks/megatron-lm-2022.json: the same kernels, with the
+# weight-gradient GEMMs accumulating into the fp32 main gradients and the persistent layer norm), in fp16 mixed
+# precision; the paper's two configurations of each model, as launched (sequence parallelism is a launch flag).
+FRAMEWORK_2022 = ["--framework", "megatron-lm-2022", "--dtype", "fp16"]
+CONFIGS_2022 = {"full_recompute_s": ("full recompute", ["--recompute", "full"]),
+                "present_work_s": ("selective + SP", ["--recompute", "selective", "--sequence-parallel"])}
 
 
 def validate_2022(pipesim, tmp):

@@ -20,9 +20,9 @@ namespace {
 
 enum EventType : std::int32_t { kOpEnd = 0, kFlowDone = 1 };
 
-/// The event loop of one run, on the state read from the plan. In this file's anonymous namespace: its
-/// member functions then have internal linkage, which lets GCC inline the ones the loop calls (external ones
-/// in this position-independent library would be taken as interposable).
+/// The event loop of one run, on the state read from the plan. In this file's anonymous namespace, so that
+/// its member functions have internal linkage: GCC then inlines the ones called from one place (finish,
+/// start_other, end_other) into the loop, which it does not for a function another file could call.
 class Run : detail::RunState {
  public:
   Run(const Plan& plan, const EngineOptions& options) : RunState(plan, options) {}

@@ -174,6 +174,154 @@ json curve_json(const std::vector<CurvePoint>& c, const char* xkey, const char* 
   return a;
 }
 
+void read_gpu(JsonObject& r, GpuSpec& gpu) {
+  JsonObject g = r.object("gpu");
+  gpu.model = g.string("model");
+  JsonObject pk = g.object("peak_tflops");
+  for (const char* dt : {"bf16", "fp16", "fp16_acc16", "fp32", "fp8"}) {
+    if (pk.has(dt)) gpu.peak_tflops[dt] = pk.number(dt, 1e-6, 1e6);  // down to a CPU thread's MFLOP/s
+  }
+  pk.finish();
+  if (!gpu.peak_tflops.count("bf16") && !gpu.peak_tflops.count("fp16"))
+    g.fail("peak_tflops", "needs at least one of bf16, fp16");
+  gpu.hbm_bytes = g.integer("hbm_bytes", 1, std::int64_t{1} << 50);
+  gpu.hbm_GBps = g.number("hbm_GBps", 1e-3, 1e6);
+  gpu.hbm_efficiency = g.number_or("hbm_efficiency", 1.0, 0.01, 1.0);
+  gpu.unfused_attention_efficiency = g.number_or("unfused_attention_efficiency", 0, 0.01, 1.0);
+  gpu.collective_compute_slowdown = g.number_or("collective_compute_slowdown", 0, 0, 4.0);
+  gpu.launch_overhead = duration_from_us(g.number("launch_overhead_us", 0, 1e4));
+  gpu.gemm_efficiency = read_curve(g, "gemm_efficiency", "gemm_gflop", "efficiency", 1.0, true);
+  gpu.board_W = g.number_or("board_W", 0, 0, 1e4);
+  gpu.sources = read_sources(
+      g, {"model", "peak_tflops", "hbm_bytes", "hbm_GBps", "hbm_efficiency", "unfused_attention_efficiency",
+          "collective_compute_slowdown", "launch_overhead_us", "gemm_efficiency", "board_W"});
+  g.finish();
+}
+
+/// The GPUs under each PCIe switch: every one of the node's `gpus` under exactly one.
+void read_pcie_switches(JsonObject& p, int gpus, PcieSpec& pcie) {
+  const std::string& file = p.file();
+  const json& sw = p.raw("switches");
+  std::vector<int> owner(static_cast<std::size_t>(gpus), -1);
+  if (!sw.is_array() || sw.empty()) p.fail("switches", "expected a non-empty array of arrays of GPU indices");
+  for (std::size_t i = 0; i < sw.size(); ++i) {
+    std::string path = p.path_of("switches") + "/" + std::to_string(i);
+    if (!sw[i].is_array() || sw[i].empty())
+      throw InputError(file, path, "expected a non-empty array of GPU indices");
+    std::vector<int> members;
+    for (std::size_t k = 0; k < sw[i].size(); ++k) {
+      std::string ep = path + "/" + std::to_string(k);
+      int gi = static_cast<int>(detail::checked_integer(sw[i][k], file, ep, 0, gpus - 1));
+      if (owner[static_cast<std::size_t>(gi)] >= 0)
+        throw InputError(
+            file, ep,
+            fmt::format("GPU {} is already under switch {}", gi, owner[static_cast<std::size_t>(gi)]));
+      owner[static_cast<std::size_t>(gi)] = static_cast<int>(i);
+      members.push_back(gi);
+    }
+    pcie.switches.push_back(members);
+  }
+  for (int gi = 0; gi < gpus; ++gi)
+    if (owner[static_cast<std::size_t>(gi)] < 0)
+      p.fail("switches",
+             fmt::format("GPU {} is under no switch; every GPU 0..{} must appear once", gi, gpus - 1));
+}
+
+void read_pcie(JsonObject& n, int gpus, PcieSpec& pcie) {
+  JsonObject p = n.object("pcie");
+  pcie.link = p.string_or("link", "pcie");
+  if (pcie.link != "pcie" && pcie.link != "nvlink-c2c")
+    p.fail("link", fmt::format("unknown host link '{}'; valid: pcie, nvlink-c2c", pcie.link));
+  pcie.gen = pcie.link == "pcie" ? static_cast<int>(p.integer("gen", 1, 7)) : 0;
+  pcie.lane_GBps = p.number("lane_GBps", 1e-3, 1e5);
+  pcie.uplink_GBps = p.number("uplink_GBps", 1e-3, 1e5);
+  pcie.latency = duration_from_us(p.number("latency_us", 0, 1e5));
+  pcie.root_complex_GBps = p.number_or("root_complex_GBps", 0, 0, 1e6);
+  pcie.peer_to_peer = p.boolean_or("peer_to_peer", true);
+  read_pcie_switches(p, gpus, pcie);
+  pcie.h2d_GBps_by_size = read_curve(p, "h2d_GBps_by_size", "bytes", "GBps", 1e5, false);
+  pcie.d2h_GBps_by_size = read_curve(p, "d2h_GBps_by_size", "bytes", "GBps", 1e5, false);
+  pcie.sources =
+      read_sources(p, {"link", "gen", "lane_GBps", "uplink_GBps", "root_complex_GBps", "latency_us",
+                       "switches", "peer_to_peer", "h2d_GBps_by_size", "d2h_GBps_by_size"});
+  p.finish();
+}
+
+/// The NVLink groups `g` lists: each of the node's `gpus` in one at most.
+void read_nvlink_groups(JsonObject& nv, const json* g, int gpus, NvlinkSpec& nvlink) {
+  const std::string& file = nv.file();
+  std::vector<int> seen(static_cast<std::size_t>(gpus), 0);
+  if (!g->is_array()) nv.fail("groups", "expected an array of arrays of GPU indices");
+  for (std::size_t i = 0; i < g->size(); ++i) {
+    std::string path = nv.path_of("groups") + "/" + std::to_string(i);
+    if (!(*g)[i].is_array()) throw InputError(file, path, "expected an array of GPU indices");
+    std::vector<int> members;
+    for (std::size_t k = 0; k < (*g)[i].size(); ++k) {
+      std::string ep = path + "/" + std::to_string(k);
+      int gi = static_cast<int>(detail::checked_integer((*g)[i][k], file, ep, 0, gpus - 1));
+      if (seen[static_cast<std::size_t>(gi)]++)
+        throw InputError(file, ep, fmt::format("GPU {} is in two NVLink groups", gi));
+      members.push_back(gi);
+    }
+    nvlink.groups.push_back(members);
+  }
+}
+
+void read_nvlink(JsonObject& n, int gpus, NvlinkSpec& nvlink) {
+  JsonObject nv = n.object("nvlink");
+  nvlink.GBps_per_direction = nv.number("GBps_per_direction", 0, 1e5);
+  nvlink.latency = duration_from_us(nv.number("latency_us", 0, 1e5));
+  nvlink.allreduce_busbw_GBps = nv.number("allreduce_busbw_GBps", 0, 1e5);
+  nvlink.allreduce_busbw_by_size = read_curve(nv, "allreduce_busbw_by_size", "bytes", "GBps", 1e5, false);
+  if (const json* g = nv.raw_optional("groups")) read_nvlink_groups(nv, g, gpus, nvlink);
+  nvlink.domain_nodes = static_cast<int>(nv.integer_or("domain_nodes", 1, 1, 4096));
+  if (nvlink.domain_nodes > 1 && (!nvlink.groups.empty() || nvlink.GBps_per_direction <= 0))
+    nv.fail("domain_nodes",
+            "an NVLink domain of several nodes needs NVLink between all GPUs of a node (a rate > 0, no "
+            "groups)");
+  nvlink.sources = read_sources(nv, {"GBps_per_direction", "latency_us", "allreduce_busbw_GBps",
+                                     "allreduce_busbw_by_size", "groups", "domain_nodes"});
+  nv.finish();
+}
+
+void read_node(JsonObject& r, NodeSpec& node) {
+  JsonObject n = r.object("node");
+  node.gpus = static_cast<int>(n.integer("gpus", 1, 1024));
+  read_pcie(n, node.gpus, node.pcie);
+  read_nvlink(n, node.gpus, node.nvlink);
+  n.finish();
+}
+
+void read_host(JsonObject& r, HostSpec& host) {
+  JsonObject h = r.object("host");
+  host.cpu_model = h.string("cpu_model");
+  host.cores = static_cast<int>(h.integer("cores", 1, 100000));
+  host.dram_bytes = h.integer("dram_bytes", 1, std::int64_t{1} << 55);
+  host.dram_GBps = h.number("dram_GBps", 1e-3, 1e6);
+  host.adam_params_per_s_by_threads =
+      read_curve(h, "adam_params_per_s_by_threads", "threads", "params_per_s", 1e13, true);
+  if (h.has("nvme")) {
+    JsonObject nv = h.object("nvme");
+    host.nvme.bytes = nv.integer("bytes", 1, std::int64_t{1} << 60);
+    host.nvme.read_GBps = nv.number("read_GBps", 1e-3, 1e4);
+    host.nvme.write_GBps = nv.number("write_GBps", 1e-3, 1e4);
+    host.nvme.latency = duration_from_us(nv.number("latency_us", 0, 1e5));
+    host.nvme.sources = read_sources(nv, {"bytes", "read_GBps", "write_GBps", "latency_us"});
+    nv.finish();
+  }
+  host.sources =
+      read_sources(h, {"cpu_model", "cores", "dram_bytes", "dram_GBps", "adam_params_per_s_by_threads"});
+  h.finish();
+}
+
+void read_network(JsonObject& r, NetworkSpec& network) {
+  JsonObject w = r.object("network");
+  network.nic_GBps = w.number("nic_GBps", 1e-3, 1e5);
+  network.latency = duration_from_us(w.number("latency_us", 0, 1e6));
+  network.sources = read_sources(w, {"nic_GBps", "latency_us"});
+  w.finish();
+}
+
 }  // namespace
 
 HardwareProfile parse_hardware_profile(const std::string& text, const std::string& file) {
@@ -194,136 +342,10 @@ HardwareProfile parse_hardware_profile(const std::string& text, const std::strin
     if (!c->is_object()) r.fail("calibrated", "expected an object");
     hw.calibrated_json = c->dump();
   }
-
-  {
-    JsonObject g = r.object("gpu");
-    hw.gpu.model = g.string("model");
-    JsonObject pk = g.object("peak_tflops");
-    for (const char* dt : {"bf16", "fp16", "fp16_acc16", "fp32", "fp8"}) {
-      if (pk.has(dt)) hw.gpu.peak_tflops[dt] = pk.number(dt, 1e-6, 1e6);  // down to a CPU thread's MFLOP/s
-    }
-    pk.finish();
-    if (!hw.gpu.peak_tflops.count("bf16") && !hw.gpu.peak_tflops.count("fp16"))
-      g.fail("peak_tflops", "needs at least one of bf16, fp16");
-    hw.gpu.hbm_bytes = g.integer("hbm_bytes", 1, std::int64_t{1} << 50);
-    hw.gpu.hbm_GBps = g.number("hbm_GBps", 1e-3, 1e6);
-    hw.gpu.hbm_efficiency = g.number_or("hbm_efficiency", 1.0, 0.01, 1.0);
-    hw.gpu.unfused_attention_efficiency = g.number_or("unfused_attention_efficiency", 0, 0.01, 1.0);
-    hw.gpu.collective_compute_slowdown = g.number_or("collective_compute_slowdown", 0, 0, 4.0);
-    hw.gpu.launch_overhead = duration_from_us(g.number("launch_overhead_us", 0, 1e4));
-    hw.gpu.gemm_efficiency = read_curve(g, "gemm_efficiency", "gemm_gflop", "efficiency", 1.0, true);
-    hw.gpu.board_W = g.number_or("board_W", 0, 0, 1e4);
-    hw.gpu.sources = read_sources(
-        g, {"model", "peak_tflops", "hbm_bytes", "hbm_GBps", "hbm_efficiency", "unfused_attention_efficiency",
-            "collective_compute_slowdown", "launch_overhead_us", "gemm_efficiency", "board_W"});
-    g.finish();
-  }
-  {
-    JsonObject n = r.object("node");
-    hw.node.gpus = static_cast<int>(n.integer("gpus", 1, 1024));
-    JsonObject p = n.object("pcie");
-    hw.node.pcie.link = p.string_or("link", "pcie");
-    if (hw.node.pcie.link != "pcie" && hw.node.pcie.link != "nvlink-c2c")
-      p.fail("link", fmt::format("unknown host link '{}'; valid: pcie, nvlink-c2c", hw.node.pcie.link));
-    hw.node.pcie.gen = hw.node.pcie.link == "pcie" ? static_cast<int>(p.integer("gen", 1, 7)) : 0;
-    hw.node.pcie.lane_GBps = p.number("lane_GBps", 1e-3, 1e5);
-    hw.node.pcie.uplink_GBps = p.number("uplink_GBps", 1e-3, 1e5);
-    hw.node.pcie.latency = duration_from_us(p.number("latency_us", 0, 1e5));
-    hw.node.pcie.root_complex_GBps = p.number_or("root_complex_GBps", 0, 0, 1e6);
-    hw.node.pcie.peer_to_peer = p.boolean_or("peer_to_peer", true);
-    const json& sw = p.raw("switches");
-    std::vector<int> owner(static_cast<std::size_t>(hw.node.gpus), -1);
-    if (!sw.is_array() || sw.empty())
-      p.fail("switches", "expected a non-empty array of arrays of GPU indices");
-    for (std::size_t i = 0; i < sw.size(); ++i) {
-      std::string path = p.path_of("switches") + "/" + std::to_string(i);
-      if (!sw[i].is_array() || sw[i].empty())
-        throw InputError(file, path, "expected a non-empty array of GPU indices");
-      std::vector<int> members;
-      for (std::size_t k = 0; k < sw[i].size(); ++k) {
-        std::string ep = path + "/" + std::to_string(k);
-        int gi = static_cast<int>(detail::checked_integer(sw[i][k], file, ep, 0, hw.node.gpus - 1));
-        if (owner[static_cast<std::size_t>(gi)] >= 0)
-          throw InputError(
-              file, ep,
-              fmt::format("GPU {} is already under switch {}", gi, owner[static_cast<std::size_t>(gi)]));
-        owner[static_cast<std::size_t>(gi)] = static_cast<int>(i);
-        members.push_back(gi);
-      }
-      hw.node.pcie.switches.push_back(members);
-    }
-    for (int gi = 0; gi < hw.node.gpus; ++gi)
-      if (owner[static_cast<std::size_t>(gi)] < 0)
-        p.fail("switches", fmt::format("GPU {} is under no switch; every GPU 0..{} must appear once", gi,
-                                       hw.node.gpus - 1));
-    hw.node.pcie.h2d_GBps_by_size = read_curve(p, "h2d_GBps_by_size", "bytes", "GBps", 1e5, false);
-    hw.node.pcie.d2h_GBps_by_size = read_curve(p, "d2h_GBps_by_size", "bytes", "GBps", 1e5, false);
-    hw.node.pcie.sources =
-        read_sources(p, {"link", "gen", "lane_GBps", "uplink_GBps", "root_complex_GBps", "latency_us",
-                         "switches", "peer_to_peer", "h2d_GBps_by_size", "d2h_GBps_by_size"});
-    p.finish();
-    JsonObject nv = n.object("nvlink");
-    hw.node.nvlink.GBps_per_direction = nv.number("GBps_per_direction", 0, 1e5);
-    hw.node.nvlink.latency = duration_from_us(nv.number("latency_us", 0, 1e5));
-    hw.node.nvlink.allreduce_busbw_GBps = nv.number("allreduce_busbw_GBps", 0, 1e5);
-    hw.node.nvlink.allreduce_busbw_by_size =
-        read_curve(nv, "allreduce_busbw_by_size", "bytes", "GBps", 1e5, false);
-    if (const json* g = nv.raw_optional("groups")) {
-      std::vector<int> seen(static_cast<std::size_t>(hw.node.gpus), 0);
-      if (!g->is_array()) nv.fail("groups", "expected an array of arrays of GPU indices");
-      for (std::size_t i = 0; i < g->size(); ++i) {
-        std::string path = nv.path_of("groups") + "/" + std::to_string(i);
-        if (!(*g)[i].is_array()) throw InputError(file, path, "expected an array of GPU indices");
-        std::vector<int> members;
-        for (std::size_t k = 0; k < (*g)[i].size(); ++k) {
-          std::string ep = path + "/" + std::to_string(k);
-          int gi = static_cast<int>(detail::checked_integer((*g)[i][k], file, ep, 0, hw.node.gpus - 1));
-          if (seen[static_cast<std::size_t>(gi)]++)
-            throw InputError(file, ep, fmt::format("GPU {} is in two NVLink groups", gi));
-          members.push_back(gi);
-        }
-        hw.node.nvlink.groups.push_back(members);
-      }
-    }
-    hw.node.nvlink.domain_nodes = static_cast<int>(nv.integer_or("domain_nodes", 1, 1, 4096));
-    if (hw.node.nvlink.domain_nodes > 1 &&
-        (!hw.node.nvlink.groups.empty() || hw.node.nvlink.GBps_per_direction <= 0))
-      nv.fail("domain_nodes",
-              "an NVLink domain of several nodes needs NVLink between all GPUs of a node (a rate > 0, no "
-              "groups)");
-    hw.node.nvlink.sources = read_sources(nv, {"GBps_per_direction", "latency_us", "allreduce_busbw_GBps",
-                                               "allreduce_busbw_by_size", "groups", "domain_nodes"});
-    nv.finish();
-    n.finish();
-  }
-  {
-    JsonObject h = r.object("host");
-    hw.host.cpu_model = h.string("cpu_model");
-    hw.host.cores = static_cast<int>(h.integer("cores", 1, 100000));
-    hw.host.dram_bytes = h.integer("dram_bytes", 1, std::int64_t{1} << 55);
-    hw.host.dram_GBps = h.number("dram_GBps", 1e-3, 1e6);
-    hw.host.adam_params_per_s_by_threads =
-        read_curve(h, "adam_params_per_s_by_threads", "threads", "params_per_s", 1e13, true);
-    if (h.has("nvme")) {
-      JsonObject nv = h.object("nvme");
-      hw.host.nvme.bytes = nv.integer("bytes", 1, std::int64_t{1} << 60);
-      hw.host.nvme.read_GBps = nv.number("read_GBps", 1e-3, 1e4);
-      hw.host.nvme.write_GBps = nv.number("write_GBps", 1e-3, 1e4);
-      hw.host.nvme.latency = duration_from_us(nv.number("latency_us", 0, 1e5));
-      hw.host.nvme.sources = read_sources(nv, {"bytes", "read_GBps", "write_GBps", "latency_us"});
-      nv.finish();
-    }
-    hw.host.sources =
-        read_sources(h, {"cpu_model", "cores", "dram_bytes", "dram_GBps", "adam_params_per_s_by_threads"});
-    h.finish();
-  }
-  {
-    JsonObject w = r.object("network");
-    hw.network.nic_GBps = w.number("nic_GBps", 1e-3, 1e5);
-    hw.network.latency = duration_from_us(w.number("latency_us", 0, 1e6));
-    hw.network.sources = read_sources(w, {"nic_GBps", "latency_us"});
-    w.finish();
-  }
+  read_gpu(r, hw.gpu);
+  read_node(r, hw.node);
+  read_host(r, hw.host);
+  read_network(r, hw.network);
   r.finish();
   return hw;
 }

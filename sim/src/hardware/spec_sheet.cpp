@@ -35,26 +35,36 @@ json curve(const std::vector<std::pair<double, double>>& points, double x_scale,
   return a;
 }
 
-}  // namespace
-
-std::string complete_spec_sheet(const std::string& text, const std::string& file) {
-  json root = detail::parse_json_text(text, file);
-  JsonObject r(root, file, "");
-  if (r.string("format") != "pipesim-spec") r.fail("format", "expected \"pipesim-spec\"");
-  if (r.integer("version", 0, 1000) != 1) r.fail("version", "unsupported version; valid: 1");
-  json hw = {{"format", "pipesim-hw"}, {"version", 1}, {"name", r.string("name")}};
-  const double usd = r.number_or("gpu_hour_usd", 0, 0, 1e6);
-  if (usd > 0) hw["gpu_hour_usd"] = usd;
-
-  JsonObject g = r.object("gpu");
-  const std::string model = g.string("model");
+/// The dense peaks the spec sheet states, by dtype.
+json read_peaks(JsonObject& g) {
   json peaks = json::object();
-  {
-    JsonObject pk = g.object("peak_tflops");
-    for (const char* dt : {"bf16", "fp16", "fp16_acc16", "fp32", "fp8"})
-      if (pk.has(dt)) peaks[dt] = pk.number(dt, 1e-3, 1e6);
-    pk.finish();
-  }
+  JsonObject pk = g.object("peak_tflops");
+  for (const char* dt : {"bf16", "fp16", "fp16_acc16", "fp32", "fp8"})
+    if (pk.has(dt)) peaks[dt] = pk.number(dt, 1e-3, 1e6);
+  pk.finish();
+  return peaks;
+}
+
+json gpu_sources(double peak) {
+  return {
+      {"model", "spec sheet"},
+      {"peak_tflops", "spec sheet: dense TFLOP/s"},
+      {"hbm_bytes", "spec sheet"},
+      {"hbm_GBps", "spec sheet"},
+      {"hbm_efficiency", "default: streaming kernels reach about 85% of datasheet bandwidth"},
+      {"collective_compute_slowdown",
+       "default: compute beside a collective runs 18.9 % slower on average (arXiv:2507.03114, A100, H100, "
+       "MI250, MI210)"},
+      {"launch_overhead_us", "default: typical CUDA kernel launch overhead"},
+      {"gemm_efficiency",
+       fmt::format("default: the h100-sxm-8x estimate with GEMM sizes scaled by the peak ratio ({:g}/{:g}); "
+                   "run `pipesim calibrate` to measure",
+                   peak, kReferencePeakTflops)}};
+}
+
+/// The profile's "gpu" from the spec sheet's (`g`, whose model is read).
+json complete_gpu(JsonObject& g, const std::string& model) {
+  json peaks = read_peaks(g);
   if (!peaks.contains("bf16") && !peaks.contains("fp16"))
     g.fail("peak_tflops", "needs the dense bf16 or fp16 TFLOP/s");
   const double peak = peaks.contains("bf16") ? peaks["bf16"].get<double>() : peaks["fp16"].get<double>();
@@ -70,46 +80,23 @@ std::string complete_spec_sheet(const std::string& text, const std::string& file
       {"collective_compute_slowdown", 0.189},
       {"launch_overhead_us", 4.0},
       {"gemm_efficiency", curve(kGemmShape, peak / kReferencePeakTflops, 1, "gemm_gflop", "efficiency")}};
-  json gs = {
-      {"model", "spec sheet"},
-      {"peak_tflops", "spec sheet: dense TFLOP/s"},
-      {"hbm_bytes", "spec sheet"},
-      {"hbm_GBps", "spec sheet"},
-      {"hbm_efficiency", "default: streaming kernels reach about 85% of datasheet bandwidth"},
-      {"collective_compute_slowdown",
-       "default: compute beside a collective runs 18.9 % slower on average (arXiv:2507.03114, A100, H100, "
-       "MI250, MI210)"},
-      {"launch_overhead_us", "default: typical CUDA kernel launch overhead"},
-      {"gemm_efficiency",
-       fmt::format("default: the h100-sxm-8x estimate with GEMM sizes scaled by the peak ratio ({:g}/{:g}); "
-                   "run `pipesim calibrate` to measure",
-                   peak, kReferencePeakTflops)}};
+  json gs = gpu_sources(peak);
   if (board_w > 0) {
     gpu["board_W"] = board_w;
     gs["board_W"] = "spec sheet";
   }
   gpu["sources"] = gs;
-  hw["gpu"] = gpu;
+  return gpu;
+}
 
-  JsonObject n = r.object("node");
-  const std::int64_t gpus = n.integer("gpus", 1, 1024);
-  const std::int64_t gen = n.integer("pcie_gen", 3, 6);
-  const double nvlink = n.number_or("nvlink_GBps", 0, 0, 1e5);  // bidirectional per GPU, as datasheets say
-  const std::int64_t domain = n.integer_or("nvlink_domain_gpus", gpus, 1, 1 << 20);
-  const bool p2p = n.boolean_or("peer_to_peer", true);
-  n.finish();
-  if (domain % gpus != 0 || (domain > gpus && nvlink <= 0))
-    throw InputError(file, "/node/nvlink_domain_gpus",
-                     fmt::format("{} GPUs: valid: a multiple of the node's {} GPUs, and NVLink above 0 GB/s "
-                                 "for a domain beyond the node",
-                                 domain, gpus));
+json complete_pcie(std::int64_t gpus, std::int64_t gen, bool p2p) {
   json switches = json::array();
   for (std::int64_t i = 0; i < gpus; i += 2) {
     json s = json::array({i});
     if (i + 1 < gpus) s.push_back(i + 1);
     switches.push_back(s);
   }
-  const double lane = kPcieGBps.at(gen), per_direction = nvlink / 2;
+  const double lane = kPcieGBps.at(gen);
   json pcie = {
       {"gen", gen}, {"lane_GBps", lane}, {"uplink_GBps", lane}, {"latency_us", 2.0}, {"switches", switches}};
   if (!p2p) pcie["peer_to_peer"] = false;
@@ -120,6 +107,12 @@ std::string complete_spec_sheet(const std::string& text, const std::string& file
       {"latency_us", "default: typical cudaMemcpy latency"},
       {"switches", "default: PCIe switches with 2 GPUs each"}};
   if (!p2p) pcie["sources"]["peer_to_peer"] = "spec sheet: peer-to-peer disabled";
+  return pcie;
+}
+
+/// `nvlink`: bidirectional GB/s per GPU; `domain`: GPUs in an NVLink domain.
+json complete_nvlink(std::int64_t gpus, double nvlink, std::int64_t domain) {
+  const double per_direction = nvlink / 2;
   json nv = {{"GBps_per_direction", per_direction}, {"latency_us", 3.0}};
   json nvs = {{"GBps_per_direction", "spec sheet: half the bidirectional NVLink figure"},
               {"latency_us", "default: typical NCCL step latency"}};
@@ -141,9 +134,27 @@ std::string complete_spec_sheet(const std::string& text, const std::string& file
     nvs["domain_nodes"] = "spec sheet: NVLink domain size";
   }
   nv["sources"] = nvs;
-  hw["node"] = {{"gpus", gpus}, {"pcie", pcie}, {"nvlink", nv}};
+  return nv;
+}
 
-  JsonObject h = r.object("host");
+/// The profile's "node" from the spec sheet's (`n`, whose `gpus` are read).
+json complete_node(JsonObject& n, std::int64_t gpus, const std::string& file) {
+  const std::int64_t gen = n.integer("pcie_gen", 3, 6);
+  const double nvlink = n.number_or("nvlink_GBps", 0, 0, 1e5);  // bidirectional per GPU, as datasheets say
+  const std::int64_t domain = n.integer_or("nvlink_domain_gpus", gpus, 1, 1 << 20);
+  const bool p2p = n.boolean_or("peer_to_peer", true);
+  n.finish();
+  if (domain % gpus != 0 || (domain > gpus && nvlink <= 0))
+    throw InputError(file, "/node/nvlink_domain_gpus",
+                     fmt::format("{} GPUs: valid: a multiple of the node's {} GPUs, and NVLink above 0 GB/s "
+                                 "for a domain beyond the node",
+                                 domain, gpus));
+  return {{"gpus", gpus},
+          {"pcie", complete_pcie(gpus, gen, p2p)},
+          {"nvlink", complete_nvlink(gpus, nvlink, domain)}};
+}
+
+json complete_host(JsonObject& h) {
   const double mem_gb = h.number("memory_GB", 1e-3, 1e7);
   const std::int64_t cores = h.integer_or("cores", 64, 1, 1 << 16);
   const double dram = h.number_or("memory_GBps", 300, 1e-3, 1e5);
@@ -156,27 +167,50 @@ std::string complete_spec_sheet(const std::string& text, const std::string& file
                     {"params_per_s", std::round(std::min(0.25e9 * static_cast<double>(threads), cap))}});
     if (threads == cores) break;
   }
-  hw["host"] = {{"cpu_model", "unknown (spec sheet)"},
-                {"cores", cores},
-                {"dram_bytes", static_cast<std::int64_t>(std::llround(mem_gb * 1e9))},
-                {"dram_GBps", dram},
-                {"adam_params_per_s_by_threads", adam},
-                {"sources",
-                 {{"cpu_model", "spec sheet"},
-                  {"cores", h.has("cores") ? "spec sheet" : "default: 64 cores"},
-                  {"dram_bytes", "spec sheet"},
-                  {"dram_GBps", "default: 300 GB/s unless the spec sheet gives memory_GBps"},
-                  {"adam_params_per_s_by_threads",
-                   "default: 0.25 G params/s per thread, capped at 90% of dram_GBps / 28 B per parameter"}}}};
+  return {{"cpu_model", "unknown (spec sheet)"},
+          {"cores", cores},
+          {"dram_bytes", static_cast<std::int64_t>(std::llround(mem_gb * 1e9))},
+          {"dram_GBps", dram},
+          {"adam_params_per_s_by_threads", adam},
+          {"sources",
+           {{"cpu_model", "spec sheet"},
+            {"cores", h.has("cores") ? "spec sheet" : "default: 64 cores"},
+            {"dram_bytes", "spec sheet"},
+            {"dram_GBps", "default: 300 GB/s unless the spec sheet gives memory_GBps"},
+            {"adam_params_per_s_by_threads",
+             "default: 0.25 G params/s per thread, capped at 90% of dram_GBps / 28 B per parameter"}}}};
+}
 
-  JsonObject w = r.object("network");
+json complete_network(JsonObject& w) {
   const double nic_gbps = w.number("nic_Gbps", 1e-3, 1e6);
   w.finish();
-  hw["network"] = {
+  return {
       {"nic_GBps", nic_gbps / 8},
       {"latency_us", 5.0},
       {"sources",
        {{"nic_GBps", "spec sheet: NIC Gb/s per GPU / 8"}, {"latency_us", "default: typical RDMA latency"}}}};
+}
+
+}  // namespace
+
+std::string complete_spec_sheet(const std::string& text, const std::string& file) {
+  json root = detail::parse_json_text(text, file);
+  JsonObject r(root, file, "");
+  if (r.string("format") != "pipesim-spec") r.fail("format", "expected \"pipesim-spec\"");
+  if (r.integer("version", 0, 1000) != 1) r.fail("version", "unsupported version; valid: 1");
+  json hw = {{"format", "pipesim-hw"}, {"version", 1}, {"name", r.string("name")}};
+  const double usd = r.number_or("gpu_hour_usd", 0, 0, 1e6);
+  if (usd > 0) hw["gpu_hour_usd"] = usd;
+  JsonObject g = r.object("gpu");
+  const std::string model = g.string("model");
+  hw["gpu"] = complete_gpu(g, model);
+  JsonObject n = r.object("node");
+  const std::int64_t gpus = n.integer("gpus", 1, 1024);
+  hw["node"] = complete_node(n, gpus, file);
+  JsonObject h = r.object("host");
+  hw["host"] = complete_host(h);
+  JsonObject w = r.object("network");
+  hw["network"] = complete_network(w);
   hw["description"] = r.string_or(
       "description",
       fmt::format("{}x {} from its spec sheet, default efficiencies (pipesim-spec)", gpus, model));

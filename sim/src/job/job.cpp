@@ -138,7 +138,7 @@ void check_context_parallelism(const JobOptions& j, std::int64_t seq, const Sche
         fmt::format("the sequence ({}) is split into 2 x cp = {} chunks for causal balance and must be a "
                     "multiple of it",
                     seq, 2 * j.cp));
-  if (j.attention != "flash")
+  if (*j.attention != "flash")
     refuse(("context-parallel attention runs on flash attention; valid: " + spelled(Option{"attention"}) +
             " flash"));
   if (schedule.kind != ScheduleKind::kOrderBased)
@@ -191,7 +191,7 @@ DataParallelSharding resolve_sharding(const JobOptions& j, const ScheduleInput& 
   if (j.zero_prefetch_layers < 0 || j.zero_prefetch_layers > 64)
     bad(Option{"zero_prefetch_layers"}, fmt::format("{}; valid: 0 .. 64", j.zero_prefetch_layers));
   s.prefetch_layers = j.zero_prefetch_layers;
-  if (s.stage >= ZeroStage::k2 && j.grad_sync == "after-backward")
+  if (s.stage >= ZeroStage::k2 && *j.grad_sync == "after-backward")
     bad(Option{"grad_sync"},
         "ZeRO-2 and 3 keep only a shard of the gradients, so they reduce-scatter each bucket as "
         "the backward produces it; valid: overlap");
@@ -236,7 +236,33 @@ void check_schedule_options(const JobOptions& j) {
   }
 }
 
-AllSchedulePlans plans_of_all_schedules(const JobOptions& job) {
+JobOptions with_framework(JobOptions job) {
+  if (!job.loaded_framework)
+    job.loaded_framework = std::make_shared<const Framework>(
+        load_framework(job.framework.empty() ? std::string(kDefaultFramework) : job.framework));
+  const Framework& f = *job.loaded_framework;
+  auto take = [](auto& option, const auto& setting) {
+    if (!option) option = setting.value;
+  };
+  take(job.attention, f.attention);
+  take(job.dropout, f.dropout);
+  take(job.sequence_parallel, f.sequence_parallel);
+  take(job.bias_kernels, f.bias_kernels);
+  take(job.norm_backward, f.norm_backward);
+  take(job.grad_accumulation, f.grad_accumulation);
+  take(job.grad_sync, f.grad_sync);
+  take(job.tp_overlap, f.tp_overlap);
+  take(job.blocking_p2p, f.blocking_p2p);
+  return job;
+}
+
+std::string framework_name(const JobOptions& job) {
+  if (job.loaded_framework) return job.loaded_framework->name;
+  return job.framework.empty() ? std::string(kDefaultFramework) : job.framework;
+}
+
+AllSchedulePlans plans_of_all_schedules(const JobOptions& given) {
+  const JobOptions job = with_framework(given);
   AllSchedulePlans out;
   std::optional<InputError> first_error;
   // With data parallelism and no sharding asked for, the sharded variants of the order-based schedules run
@@ -349,18 +375,18 @@ void resolve_execution(const JobOptions& j, const ScheduleDescriptor& schedule, 
     in.p2p_fixed_ns = duration_from_ms(j.p2p_time_ms);
   }
   in.explicit_replicas = j.explicit_replicas;
-  if (j.grad_sync != "overlap" && j.grad_sync != "after-backward")
-    bad(Option{"grad_sync"}, fmt::format("unknown mode '{}'; valid: overlap, after-backward", j.grad_sync));
-  in.overlap_grad_sync = j.grad_sync == "overlap";
-  in.blocking_p2p = j.blocking_p2p;
-  if (j.tp_overlap != "backward" && j.tp_overlap != "none")
-    bad(Option{"tp_overlap"}, fmt::format("unknown mode '{}'; valid: backward, none", j.tp_overlap));
-  in.overlap_tp_backward = j.tp_overlap == "backward";
-  in.sequence_parallel = j.tp > 1 && j.sequence_parallel;
+  if (*j.grad_sync != "overlap" && *j.grad_sync != "after-backward")
+    bad(Option{"grad_sync"}, fmt::format("unknown mode '{}'; valid: overlap, after-backward", *j.grad_sync));
+  in.overlap_grad_sync = *j.grad_sync == "overlap";
+  in.blocking_p2p = *j.blocking_p2p;
+  if (*j.tp_overlap != "backward" && *j.tp_overlap != "none")
+    bad(Option{"tp_overlap"}, fmt::format("unknown mode '{}'; valid: backward, none", *j.tp_overlap));
+  in.overlap_tp_backward = *j.tp_overlap == "backward";
+  in.sequence_parallel = j.tp > 1 && *j.sequence_parallel;
   if (!(j.max_memory_gib >= 0 && j.max_memory_gib <= 1e6))
     bad(Option{"max_memory"}, "valid: 0 (half of this machine's memory) .. 1e6 GiB");
   in.memory_budget_bytes = j.max_memory_gib * kBytesPerGiB;
-  in.regather_boundaries = j.tp > 1 && !j.sequence_parallel && j.workload.empty();
+  in.regather_boundaries = j.tp > 1 && !*j.sequence_parallel && j.workload.empty();
   in.bubble_markers = j.bubble_markers;
   if (j.cpu_optimizer_threads < 0 || j.cpu_optimizer_threads > in.hw.host.cores)
     bad(Option{"cpu_optimizer_threads"},
@@ -427,10 +453,10 @@ struct Kernels {
 
 Kernels parse_kernels(const JobOptions& j) {
   Kernels k{};
-  k.attention = parse_attention(j.attention);
-  k.grad_accumulation = parse_grad_accumulation(j.grad_accumulation);
-  k.bias_kernels = parse_bias_kernels(j.bias_kernels);
-  k.norm_backward = parse_norm_backward(j.norm_backward);
+  k.attention = parse_attention(*j.attention);
+  k.grad_accumulation = parse_grad_accumulation(*j.grad_accumulation);
+  k.bias_kernels = parse_bias_kernels(*j.bias_kernels);
+  k.norm_backward = parse_norm_backward(*j.norm_backward);
   return k;
 }
 
@@ -455,8 +481,8 @@ void use_model(const JobOptions& j, const ScheduleDescriptor& schedule, const Ba
     if (fresh) {
       CostOptions co{s, in.seq, j.tp, in.recompute};
       co.attention = kernels.attention;
-      co.sequence_parallel = j.sequence_parallel;
-      co.dropout = j.dropout;
+      co.sequence_parallel = *j.sequence_parallel;
+      co.dropout = *j.dropout;
       co.grad_accumulation = kernels.grad_accumulation;
       co.bias_kernels = kernels.bias_kernels;
       co.norm_backward = kernels.norm_backward;
@@ -476,8 +502,10 @@ void use_model(const JobOptions& j, const ScheduleDescriptor& schedule, const Ba
 
 }  // namespace
 
-ScheduleInput make_schedule_input(const JobOptions& j, const ScheduleDescriptor& schedule) {
+ScheduleInput make_schedule_input(const JobOptions& job, const ScheduleDescriptor& schedule) {
+  const JobOptions j = with_framework(job);
   ScheduleInput in;
+  in.framework = framework_name(j);
   resolve_layout(j, in);
   resolve_execution(j, schedule, in);
   const Kernels kernels = parse_kernels(j);

@@ -67,6 +67,7 @@ json meta_json(const PlanMeta& m) {
             {"note", m.note}};
   // Written only where they act, so plans without shared host links read as before.
   if (m.cp > 1) j["cp"] = m.cp;
+  if (!m.framework.empty()) j["framework"] = m.framework;
   if (m.node_twins > 1) j["node_twins"] = m.node_twins;
   if (m.switch_twins > 1) j["switch_twins"] = m.switch_twins;
   return j;
@@ -76,6 +77,7 @@ PlanMeta meta_from(JsonObject o) {
   PlanMeta m;
   m.schedule = o.string("schedule");
   m.model = o.string("model");
+  m.framework = o.string_or("framework", "");
   m.pp = static_cast<std::int32_t>(o.integer("pp", 1, 1 << 20));
   m.tp = static_cast<std::int32_t>(o.integer("tp", 1, 1 << 20));
   m.dp = static_cast<std::int32_t>(o.integer("dp", 1, 1 << 20));

@@ -77,6 +77,131 @@ std::string per_gpu_json(const std::vector<GpuMetrics>& gpus, int indent) {
   return out;
 }
 
+using Intervals = std::vector<std::pair<TimePoint, TimePoint>>;
+
+/// The span the metrics measure: from the first op's start to the last op's end.
+struct RunSpan {
+  TimePoint first;
+  TimePoint last;
+  Duration step;  // last - first
+};
+
+void set_step_times(Metrics& m, const RunSpan& span, const std::vector<TimePoint>& iteration_end) {
+  const Duration step = span.step;
+  m.run_time_s = to_seconds(step);
+  m.first_step_time_s = to_seconds(iteration_end.front() - span.first);
+  m.steady_state_step_time_s =
+      m.iterations > 1 ? to_seconds(iteration_end.back() - iteration_end.front()) / (m.iterations - 1)
+                       : m.run_time_s;
+  m.step_time_s = m.steady_state_step_time_s;
+  m.step_span_ns = m.iterations > 1 ? iteration_end.back() - iteration_end.front() : step;
+  m.step_span_iterations = m.iterations > 1 ? m.iterations - 1 : 1;
+}
+
+/// The simulated GPUs' compute streams in all, for the bubble fractions.
+struct GpuTotals {
+  Duration busy = 0, warm = 0, drain = 0;
+  std::int32_t gpus = 0;
+};
+
+/// Adds each simulated GPU's (one with a compute stream) entry to `m.gpus`.
+GpuTotals add_gpu_metrics(Metrics& m, const Plan& plan, const Timeline& tl, const OpSweep& sweep,
+                          const RunSpan& span) {
+  const TimePoint first = span.first, last = span.last;
+  const Duration step = span.step;
+  const std::vector<Duration>& busy = sweep.busy;
+  const std::vector<TimePoint>& first_c = sweep.first_compute_start;
+  const std::vector<TimePoint>& last_c = sweep.last_compute_end;
+  const std::size_t nd = plan.devices.size();
+  std::vector<char> has_compute(nd, 0);
+  for (const auto& s : plan.streams)
+    if (s.kind == StreamKind::kCompute) has_compute[static_cast<std::size_t>(s.device)] = 1;
+  GpuTotals total;
+  for (std::size_t d = 0; d < nd; ++d) {
+    if (plan.devices[d].kind != DeviceKind::kGpu || !has_compute[d]) continue;
+    ++total.gpus;
+    GpuMetrics g;
+    g.device = plan.devices[d].name;
+    g.busy_s = to_seconds(busy[d]);
+    Duration warm = last_c[d] < 0 ? step : first_c[d] - first;
+    Duration drain = last_c[d] < 0 ? 0 : last - last_c[d];
+    g.warmup_s = to_seconds(warm);
+    g.drain_s = to_seconds(drain);
+    g.intra_s = to_seconds(step - busy[d] - warm - drain);
+    g.peak_mem_bytes = tl.peak_bytes[d];
+    m.peak_gpu_mem_bytes = std::max(m.peak_gpu_mem_bytes, tl.peak_bytes[d]);
+    total.busy += busy[d];
+    total.warm += warm;
+    total.drain += drain;
+    m.gpus.push_back(std::move(g));
+  }
+  return total;
+}
+
+/// The bubble fractions, throughput, PCIe utilization and FLOP rates, for a run that takes time on GPUs.
+void set_rates(Metrics& m, const Plan& plan, const Timeline& tl, Duration step, const GpuTotals& total) {
+  const double denom = static_cast<double>(total.gpus) * static_cast<double>(step);
+  m.bubble_fraction = 1.0 - static_cast<double>(total.busy) / denom;
+  m.bubble_warmup_fraction = static_cast<double>(total.warm) / denom;
+  m.bubble_drain_fraction = static_cast<double>(total.drain) / denom;
+  m.bubble_intra_fraction = m.bubble_fraction - m.bubble_warmup_fraction - m.bubble_drain_fraction;
+  m.tokens_per_s = static_cast<double>(plan.meta.global_batch) * plan.meta.seq / m.step_time_s;
+  for (const auto& l : tl.links) {
+    if (!l.pcie_lane_or_uplink()) continue;
+    m.pcie_utilization.push_back(
+        {l.name(), l.carried_bytes / (l.capacity_bytes_per_ns * static_cast<double>(step))});
+  }
+  m.tflops_per_gpu = plan.meta.model_flops_per_step / (m.num_gpus * m.step_time_s) / 1e12;
+  const double peak = plan.hw.peak_flops(plan.meta.dtype);
+  m.mfu = plan.meta.model_flops_per_step / (m.num_gpus * m.step_time_s) / peak;
+  m.hfu = plan.meta.hardware_flops_per_step / (m.num_gpus * m.step_time_s) / peak;
+}
+
+void set_offload_peaks(Metrics& m, const Plan& plan, const Timeline& tl) {
+  for (std::size_t d = 0; d < plan.devices.size(); ++d)
+    if (plan.devices[d].kind == DeviceKind::kHost)
+      m.peak_host_mem_bytes = std::max(m.peak_host_mem_bytes, tl.peak_bytes[d]);
+    else if (plan.devices[d].kind == DeviceKind::kNvme)
+      m.peak_nvme_bytes = std::max(m.peak_nvme_bytes, tl.peak_bytes[d]);
+}
+
+/// Sorts `v` and joins the intervals that overlap or touch.
+void merge_intervals(Intervals& v) {
+  std::sort(v.begin(), v.end());
+  Intervals out;
+  for (auto iv : v) {
+    if (!out.empty() && iv.first <= out.back().second)
+      out.back().second = std::max(out.back().second, iv.second);
+    else
+      out.push_back(iv);
+  }
+  v = std::move(out);
+}
+
+/// CPU optimizer: its busy time and the part of it no GPU computes under (exposed), per iteration. The GPUs'
+/// compute intervals are gathered only when there is CPU work to overlap.
+void set_cpu_optimizer(Metrics& m, const Plan& plan, const Timeline& tl, const std::vector<StreamRole>& roles,
+                       Intervals& cpu) {
+  Intervals gpu;
+  if (!cpu.empty())
+    for (std::size_t i = 0; i < plan.ops.size(); ++i)
+      if (!std::holds_alternative<CpuWork>(plan.ops[i].payload) &&
+          roles[static_cast<std::size_t>(plan.ops[i].stream)].compute)
+        gpu.push_back({tl.start[i], tl.end[i]});
+  merge_intervals(cpu);
+  merge_intervals(gpu);
+  Duration busy_cpu = 0, covered = 0;
+  std::size_t g = 0;
+  for (auto [a, b] : cpu) {
+    busy_cpu += b - a;
+    while (g < gpu.size() && gpu[g].second <= a) ++g;
+    for (std::size_t k = g; k < gpu.size() && gpu[k].first < b; ++k)
+      covered += std::min(b, gpu[k].second) - std::max(a, gpu[k].first);
+  }
+  m.cpu_optimizer_busy_s = to_seconds(busy_cpu) / m.iterations;
+  m.cpu_optimizer_exposed_s = to_seconds(busy_cpu - covered) / m.iterations;
+}
+
 }  // namespace
 
 Metrics compute_metrics(const Plan& plan, const Timeline& tl) {
@@ -93,101 +218,14 @@ Metrics compute_metrics(const Plan& plan, const Timeline& tl) {
   m.iterations = ctx.iterations;
   TimePoint first = sweep.first;
   const TimePoint last = sweep.last;
-  const std::vector<TimePoint>& iteration_end = sweep.iteration_end;
-  const std::vector<Duration>& busy = sweep.busy;
-  const std::vector<TimePoint>& first_c = sweep.first_compute_start;
-  const std::vector<TimePoint>& last_c = sweep.last_compute_end;
-  std::vector<std::pair<TimePoint, TimePoint>>& cpu = sweep.cpu;
-  std::vector<std::pair<TimePoint, TimePoint>> gpu;
-  const std::vector<StreamRole>& roles = ctx.roles;
-  const std::size_t nd = plan.devices.size();
   if (plan.ops.empty()) first = 0;
-  const Duration step = last - first;
-  m.run_time_s = to_seconds(step);
-  m.first_step_time_s = to_seconds(iteration_end.front() - first);
-  m.steady_state_step_time_s =
-      m.iterations > 1 ? to_seconds(iteration_end.back() - iteration_end.front()) / (m.iterations - 1)
-                       : m.run_time_s;
-  m.step_time_s = m.steady_state_step_time_s;
-  m.step_span_ns = m.iterations > 1 ? iteration_end.back() - iteration_end.front() : step;
-  m.step_span_iterations = m.iterations > 1 ? m.iterations - 1 : 1;
-
-  std::vector<char> has_compute(nd, 0);
-  for (const auto& s : plan.streams)
-    if (s.kind == StreamKind::kCompute) has_compute[static_cast<std::size_t>(s.device)] = 1;
-  Duration total_busy = 0, total_warm = 0, total_drain = 0;
-  std::int32_t gpus = 0;
-  for (std::size_t d = 0; d < nd; ++d) {
-    if (plan.devices[d].kind != DeviceKind::kGpu || !has_compute[d]) continue;
-    ++gpus;
-    GpuMetrics g;
-    g.device = plan.devices[d].name;
-    g.busy_s = to_seconds(busy[d]);
-    Duration warm = last_c[d] < 0 ? step : first_c[d] - first;
-    Duration drain = last_c[d] < 0 ? 0 : last - last_c[d];
-    g.warmup_s = to_seconds(warm);
-    g.drain_s = to_seconds(drain);
-    g.intra_s = to_seconds(step - busy[d] - warm - drain);
-    g.peak_mem_bytes = tl.peak_bytes[d];
-    m.peak_gpu_mem_bytes = std::max(m.peak_gpu_mem_bytes, tl.peak_bytes[d]);
-    total_busy += busy[d];
-    total_warm += warm;
-    total_drain += drain;
-    m.gpus.push_back(std::move(g));
-  }
-  m.simulated_gpus = gpus;
-  if (step > 0 && gpus > 0) {
-    const double denom = static_cast<double>(gpus) * static_cast<double>(step);
-    m.bubble_fraction = 1.0 - static_cast<double>(total_busy) / denom;
-    m.bubble_warmup_fraction = static_cast<double>(total_warm) / denom;
-    m.bubble_drain_fraction = static_cast<double>(total_drain) / denom;
-    m.bubble_intra_fraction = m.bubble_fraction - m.bubble_warmup_fraction - m.bubble_drain_fraction;
-    m.tokens_per_s = static_cast<double>(plan.meta.global_batch) * plan.meta.seq / m.step_time_s;
-    for (const auto& l : tl.links) {
-      if (!l.pcie_lane_or_uplink()) continue;
-      m.pcie_utilization.push_back(
-          {l.name(), l.carried_bytes / (l.capacity_bytes_per_ns * static_cast<double>(step))});
-    }
-    m.tflops_per_gpu = plan.meta.model_flops_per_step / (m.num_gpus * m.step_time_s) / 1e12;
-    const double peak = plan.hw.peak_flops(plan.meta.dtype);
-    m.mfu = plan.meta.model_flops_per_step / (m.num_gpus * m.step_time_s) / peak;
-    m.hfu = plan.meta.hardware_flops_per_step / (m.num_gpus * m.step_time_s) / peak;
-  }
-  for (std::size_t d = 0; d < nd; ++d)
-    if (plan.devices[d].kind == DeviceKind::kHost)
-      m.peak_host_mem_bytes = std::max(m.peak_host_mem_bytes, tl.peak_bytes[d]);
-    else if (plan.devices[d].kind == DeviceKind::kNvme)
-      m.peak_nvme_bytes = std::max(m.peak_nvme_bytes, tl.peak_bytes[d]);
-  // CPU optimizer: its busy time and the part of it no GPU computes under (exposed), per iteration. The GPUs'
-  // compute intervals are gathered only when there is CPU work to overlap.
-  if (!cpu.empty())
-    for (std::size_t i = 0; i < plan.ops.size(); ++i)
-      if (!std::holds_alternative<CpuWork>(plan.ops[i].payload) &&
-          roles[static_cast<std::size_t>(plan.ops[i].stream)].compute)
-        gpu.push_back({tl.start[i], tl.end[i]});
-  auto merge = [](std::vector<std::pair<TimePoint, TimePoint>>& v) {
-    std::sort(v.begin(), v.end());
-    std::vector<std::pair<TimePoint, TimePoint>> out;
-    for (auto iv : v) {
-      if (!out.empty() && iv.first <= out.back().second)
-        out.back().second = std::max(out.back().second, iv.second);
-      else
-        out.push_back(iv);
-    }
-    v = std::move(out);
-  };
-  merge(cpu);
-  merge(gpu);
-  Duration busy_cpu = 0, covered = 0;
-  std::size_t g = 0;
-  for (auto [a, b] : cpu) {
-    busy_cpu += b - a;
-    while (g < gpu.size() && gpu[g].second <= a) ++g;
-    for (std::size_t k = g; k < gpu.size() && gpu[k].first < b; ++k)
-      covered += std::min(b, gpu[k].second) - std::max(a, gpu[k].first);
-  }
-  m.cpu_optimizer_busy_s = to_seconds(busy_cpu) / m.iterations;
-  m.cpu_optimizer_exposed_s = to_seconds(busy_cpu - covered) / m.iterations;
+  const RunSpan span{first, last, last - first};
+  set_step_times(m, span, sweep.iteration_end);
+  const GpuTotals total = add_gpu_metrics(m, plan, tl, sweep, span);
+  m.simulated_gpus = total.gpus;
+  if (span.step > 0 && total.gpus > 0) set_rates(m, plan, tl, span.step, total);
+  set_offload_peaks(m, plan, tl);
+  set_cpu_optimizer(m, plan, tl, ctx.roles, sweep.cpu);
   m.time = breakdown_of(ctx, sweep);
   m.oom = tl.oom.oom;
   if (tl.oom.oom) {

@@ -5,6 +5,7 @@ namespace pipesim::sim {
 void fill_job_metadata(PlanMeta& m, const ScheduleInput& in,
                        const std::function<double(const LayerCost&)>& recompute_flops) {
   m.model = in.model_name;
+  m.framework = in.framework;
   m.virtual_stages = in.virtual_stages;
   m.microbatches = in.microbatches;
   m.accum_steps = in.accum_steps;

@@ -111,6 +111,8 @@ class Builder {
   Duration lower_bound();
 
  private:
+  /// The task times lower_bound works with (lower_bound.cpp).
+  struct LowerBoundTimes;
   // Layout phases: checks of the configuration, the layer roles, chunk layer ranges and their costs, then
   // the size of the plan and each rank's task order.
   void validate_and_layout();

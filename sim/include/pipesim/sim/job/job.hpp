@@ -6,10 +6,12 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "pipesim/sim/hardware/hardware.hpp"
+#include "pipesim/sim/job/framework.hpp"
 #include "pipesim/sim/schedules/plan_builder.hpp"
 #include "pipesim/sim/workload/model.hpp"
 
@@ -55,20 +57,23 @@ struct JobOptions {
   std::string offload = "none";        ///< none | optimizer | params | both
   std::string offload_device = "cpu";  ///< cpu (host memory) | nvme (the profile's NVMe volume)
   std::int32_t zero_prefetch_layers = 1;
-  std::string attention = "flash";  ///< flash (scores on chip; what current frameworks run) or unfused
-  bool sequence_parallel = true;
-  bool dropout = false;
-  std::string grad_accumulation = "fused";  ///< fused | main-grad | autograd (see GradAccumulation)
-  std::string bias_kernels = "fused";       ///< fused | separate (see BiasKernels)
-  std::string norm_backward = "one-pass";   ///< one-pass | two-pass (see NormBackward)
-  bool blocking_p2p = false;                ///< pipeline sends hold the sender's compute until they complete
+  /// The training framework the job runs on: a shipped name or a framework file (empty: kDefaultFramework).
+  /// The options below it that are not given are the framework's (see framework.hpp).
+  std::string framework;
+  std::optional<std::string> attention;  ///< flash (scores on chip) or unfused (see AttentionKernel)
+  std::optional<bool> sequence_parallel;
+  std::optional<bool> dropout;
+  std::optional<std::string> grad_accumulation;  ///< fused | main-grad | autograd (see GradAccumulation)
+  std::optional<std::string> bias_kernels;       ///< fused | separate (see BiasKernels)
+  std::optional<std::string> norm_backward;      ///< one-pass | two-pass (see NormBackward)
+  std::optional<bool> blocking_p2p;  ///< pipeline sends hold the sender's compute until they complete
   double max_memory_gib = 0;    ///< memory a plan may take to build and simulate (0: half of this machine's)
   bool bubble_markers = false;  ///< bracket each wait for another stage with `bubble` ops in the plan
   /// DP gradient all-reduce: overlap (buckets during the backward) or after-backward.
-  std::string grad_sync = "overlap";
+  std::optional<std::string> grad_sync;
   /// The backward's TP collectives: backward (beside its GEMMs, Megatron-LM's asynchronous TP communication,
   /// its default since 2022) or none (each waits on the compute stream, as in 2021).
-  std::string tp_overlap = "backward";
+  std::optional<std::string> tp_overlap;
   std::int32_t cpu_optimizer_threads = 0;  ///< 0: what the schedule's system uses
   std::int64_t lora_rank = 0;
   /// Schedule parameters as given: option key (e.g. "spipe_stages") -> its text ("true" for a flag). Each
@@ -78,7 +83,15 @@ struct JobOptions {
   /// of reading the files again when set.
   std::shared_ptr<const HardwareProfile> loaded_hw;
   std::shared_ptr<const ModelSpec> loaded_model;
+  std::shared_ptr<const Framework> loaded_framework;  ///< `framework` already loaded
 };
+
+/// The job with each framework option it leaves unset taken from its framework (loaded once, kept in
+/// `loaded_framework`). Throws InputError naming an unknown framework or a bad framework file.
+JobOptions with_framework(JobOptions job);
+
+/// The framework's name as results report it.
+std::string framework_name(const JobOptions& job);
 
 /// Resolves the job for one schedule. Throws InputError naming the flag at fault.
 ScheduleInput make_schedule_input(const JobOptions& job, const ScheduleDescriptor& schedule);

@@ -211,6 +211,7 @@ inline constexpr const char* kTensorParallelStream = "tp";
 struct PlanMeta {
   std::string schedule;
   std::string model;
+  std::string framework;  ///< the training framework the job runs on (empty: not recorded)
   std::int32_t pp = 1, tp = 1, dp = 1;
   std::int32_t virtual_stages = 1;
   std::int32_t microbatches = 1;

@@ -18,6 +18,7 @@ namespace pipesim::sim {
 
 struct ScheduleInput {
   std::string model_name;
+  std::string framework;  ///< the training framework the costs assume (see job/framework.hpp)
   HardwareProfile hw;
   std::string dtype = "bf16";  ///< math dtype: picks the peak TFLOP/s of the profile
   std::int32_t nodes = 0;      ///< 0: as many as pp*tp*dp needs

@@ -1,0 +1,47 @@
+// A training framework as data (frameworks/*.json, format "pipesim-framework"): how the software a job runs
+// on executes the model, as its code does when launched as its reference scripts launch it. Each setting is
+// the default of one job option and names the framework's file and function it comes from; an option the
+// job gives overrides it. Frameworks are read here, in the job layer, and reach the cost model as the
+// job's options.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace pipesim::sim {
+
+/// The framework a job runs on unless it names one: today's Megatron-Core with Transformer Engine.
+inline constexpr const char* kDefaultFramework = "megatron-core";
+
+template <class T>
+struct FrameworkSetting {
+  T value{};
+  std::string source;  ///< the framework's file and function (or launch script) it comes from
+};
+
+struct Framework {
+  std::string name;
+  std::string description;
+  std::string source;  ///< the code (repository and commit) the settings were read from
+  // The job options a framework decides (see JobOptions for each one's meaning and valid words).
+  FrameworkSetting<std::string> attention;          ///< flash | unfused
+  FrameworkSetting<bool> dropout;                   ///< dropout kernels in the forward (and their masks)
+  FrameworkSetting<bool> sequence_parallel;         ///< norms and dropouts split over the TP ranks
+  FrameworkSetting<std::string> bias_kernels;       ///< fused | separate
+  FrameworkSetting<std::string> norm_backward;      ///< one-pass | two-pass
+  FrameworkSetting<std::string> grad_accumulation;  ///< fused | main-grad | autograd
+  FrameworkSetting<std::string> grad_sync;          ///< overlap | after-backward
+  FrameworkSetting<std::string> tp_overlap;         ///< backward | none
+  FrameworkSetting<bool> blocking_p2p;              ///< pipeline sends hold the sender's compute
+};
+
+/// Parses a framework file; throws InputError naming the file, the JSON path and what would be valid.
+Framework parse_framework(const std::string& text, const std::string& file);
+
+/// A shipped framework by name, or a framework file by path.
+Framework load_framework(const std::string& name_or_path);
+
+/// Names of the shipped frameworks, sorted.
+std::vector<std::string> shipped_frameworks();
+
+}  // namespace pipesim::sim

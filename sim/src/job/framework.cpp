@@ -1,0 +1,96 @@
+#include "pipesim/sim/job/framework.hpp"
+
+#include <fmt/format.h>
+
+#include "core/data_dir.hpp"
+#include "core/json_reader.hpp"
+#include "pipesim/sim/core/error.hpp"
+#include "pipesim/sim/job/option_parsing.hpp"
+
+namespace pipesim::sim {
+
+using detail::json;
+using detail::JsonObject;
+
+namespace {
+
+/// A setting is an object {"value": ..., "source": "..."}: no figure without where it comes from.
+JsonObject setting_object(JsonObject& settings, const std::string& key, std::string& source) {
+  JsonObject s = settings.object(key);
+  source = s.string("source");
+  if (source.empty())
+    s.fail("source", "empty; name the framework's file and function this setting comes from");
+  return s;
+}
+
+FrameworkSetting<bool> flag_setting(JsonObject& settings, const std::string& key) {
+  FrameworkSetting<bool> out;
+  JsonObject s = setting_object(settings, key, out.source);
+  const json& v = s.raw("value");
+  if (!v.is_boolean()) s.fail("value", "expected true or false");
+  out.value = v.get<bool>();
+  s.finish();
+  return out;
+}
+
+/// A word setting, checked by the option's own parser so that the file gets the same list of valid words.
+template <class Parse>
+FrameworkSetting<std::string> word_setting(JsonObject& settings, const std::string& key, Parse parse) {
+  FrameworkSetting<std::string> out;
+  JsonObject s = setting_object(settings, key, out.source);
+  out.value = s.string("value");
+  try {
+    parse(out.value);
+  } catch (const InputError& e) {
+    s.fail("value", e.message());
+  }
+  s.finish();
+  return out;
+}
+
+void check_word(const std::string& value, const char* first, const char* second) {
+  if (value != first && value != second)
+    throw InputError("", "", fmt::format("unknown value '{}'; valid: {}, {}", value, first, second));
+}
+
+}  // namespace
+
+Framework parse_framework(const std::string& text, const std::string& file) {
+  const json root = detail::parse_json_text(text, file);
+  if (!root.is_object()) throw InputError(file, "/", "expected a JSON object");
+  JsonObject r(root, file, "");
+  if (r.string("format") != "pipesim-framework") r.fail("format", "expected \"pipesim-framework\"");
+  if (r.integer("version", 0, 1000) != 1) r.fail("version", "unsupported version; valid: 1");
+  Framework f;
+  f.name = r.string("name");
+  if (f.name.empty()) r.fail("name", "empty; give the framework's name");
+  f.description = r.string("description");
+  f.source = r.string("source");
+  JsonObject s = r.object("settings");
+  f.attention = word_setting(s, "attention", [](const std::string& v) { parse_attention(v); });
+  f.dropout = flag_setting(s, "dropout");
+  f.sequence_parallel = flag_setting(s, "sequence_parallel");
+  f.bias_kernels = word_setting(s, "bias_kernels", [](const std::string& v) { parse_bias_kernels(v); });
+  f.norm_backward = word_setting(s, "norm_backward", [](const std::string& v) { parse_norm_backward(v); });
+  f.grad_accumulation =
+      word_setting(s, "grad_accumulation", [](const std::string& v) { parse_grad_accumulation(v); });
+  f.grad_sync =
+      word_setting(s, "grad_sync", [](const std::string& v) { check_word(v, "overlap", "after-backward"); });
+  f.tp_overlap =
+      word_setting(s, "tp_overlap", [](const std::string& v) { check_word(v, "backward", "none"); });
+  f.blocking_p2p = flag_setting(s, "blocking_p2p");
+  s.finish();
+  r.finish();
+  return f;
+}
+
+Framework load_framework(const std::string& name_or_path) {
+  const std::string path = resolve_shipped(name_or_path, "frameworks", "framework");
+  return parse_framework(detail::read_text_file(path), path);
+}
+
+std::vector<std::string> shipped_frameworks() {
+  return shipped_names("frameworks");
+}
+
+}  // namespace pipesim::sim
