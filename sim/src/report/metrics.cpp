@@ -240,6 +240,7 @@ std::string metrics_to_json(const Plan& plan, const Metrics& m, double sim_wall_
   nlohmann::ordered_json j;
   j["schedule"] = m.schedule;
   j["model"] = plan.meta.model;
+  if (!plan.meta.framework.empty()) j["framework"] = plan.meta.framework;
   j["hardware"] = plan.hw.name;
   j["num_gpus"] = m.num_gpus;
   j["simulated_gpus"] = m.simulated_gpus;

@@ -22,33 +22,34 @@ Plan Builder::build(bool explicit_replicas) {
     const std::int32_t on_node = std::min(gpus_total_, in_.hw.node.gpus);
     cpu_threads_per_gpu_ = in_.optimizer_threads(std::max(1, in_.hw.host.cores / on_node));
   }
-  slots_.assign(replicas_.size() * static_cast<std::size_t>(chunks_) * static_cast<std::size_t>(total_mb_),
-                Slot{});
+  microbatch_ops_.assign(
+      replicas_.size() * static_cast<std::size_t>(chunks_) * static_cast<std::size_t>(total_mb_),
+      MicrobatchOps{});
   dp_ops_.resize(replicas_.size() * static_cast<std::size_t>(in_.pp));
-  // At most kStreamSlots streams per GPU: sized once, not regrown (and copied) as they are added.
-  plan_.streams.reserve(replicas_.size() * static_cast<std::size_t>(in_.pp) * kStreamSlots);
+  // At most kGpuStreams streams per GPU: sized once, not regrown (and copied) as they are added.
+  plan_.streams.reserve(replicas_.size() * static_cast<std::size_t>(in_.pp) * kGpuStreams);
   streams_.reserve(replicas_.size() * static_cast<std::size_t>(in_.pp));
   for (const auto& [d, t] : replicas_) {
     for (std::int32_t s = 0; s < in_.pp; ++s) {
       DeviceId dev = device_of_rank(global_rank(d, s, t));
-      std::vector<StreamId> ids(kStreamSlots, kNone);
-      auto add_stream = [&](std::size_t slot, DeviceId on, StreamKind k, std::string name) {
+      std::vector<StreamId> ids(kGpuStreams, kNone);
+      auto add_stream = [&](std::size_t index, DeviceId on, StreamKind k, std::string name) {
         plan_.streams.push_back({on, k, std::move(name)});
-        ids[slot] = static_cast<StreamId>(plan_.streams.size() - 1);
+        ids[index] = static_cast<StreamId>(plan_.streams.size() - 1);
       };
-      add_stream(kComputeSlot, dev, StreamKind::kCompute, "compute");
-      add_stream(kP2PSendSlot, dev, StreamKind::kP2PSend, "p2p_send");
-      if (grad_replicas() > 1) add_stream(kCollectiveSlot, dev, StreamKind::kCollective, "collective");
+      add_stream(kComputeStream, dev, StreamKind::kCompute, "compute");
+      add_stream(kP2PSendStream, dev, StreamKind::kP2PSend, "p2p_send");
+      if (grad_replicas() > 1) add_stream(kCollectiveStream, dev, StreamKind::kCollective, "collective");
       if (grad_replicas() > 1 && shards_params())
-        add_stream(kGatherSlot, dev, StreamKind::kCollective, "allgather");
-      if (in_.cp > 1) add_stream(kCpSlot, dev, StreamKind::kCollective, kContextParallelStream);
-      if (overlaps_tp()) add_stream(kTpSlot, dev, StreamKind::kCollective, kTensorParallelStream);
+        add_stream(kGatherStream, dev, StreamKind::kCollective, "allgather");
+      if (in_.cp > 1) add_stream(kCpStream, dev, StreamKind::kCollective, kContextParallelStream);
+      if (overlaps_tp()) add_stream(kTpStream, dev, StreamKind::kCollective, kTensorParallelStream);
       if (offloads()) {
-        add_stream(kD2HSlot, dev, StreamKind::kD2H, "d2h");
-        add_stream(kH2DSlot, dev, StreamKind::kH2D, "h2d");
-        add_stream(kCpuSlot, host_of(dev), StreamKind::kCpu,
+        add_stream(kD2HStream, dev, StreamKind::kD2H, "d2h");
+        add_stream(kH2DStream, dev, StreamKind::kH2D, "h2d");
+        add_stream(kCpuStream, host_of(dev), StreamKind::kCpu,
                    plan_.devices[static_cast<std::size_t>(dev)].name + ".adam");
-        if (in_.sharding.offload_to_nvme) add_stream(kNvmeSlot, dev, StreamKind::kNvme, "nvme");
+        if (in_.sharding.offload_to_nvme) add_stream(kNvmeStream, dev, StreamKind::kNvme, "nvme");
       }
       streams_.push_back(std::move(ids));
     }

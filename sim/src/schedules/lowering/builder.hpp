@@ -37,18 +37,18 @@ constexpr std::int64_t kMaxOps = std::int64_t{1} << 26;
 /// The streams of one simulated GPU: collective only with dp > 1; allgather (parameter gathers ahead of the
 /// compute, as FSDP runs them beside its reduce-scatters) only with sharded parameters; d2h, h2d and the host
 /// CPU's optimizer queue only with something offloaded.
-enum StreamSlot : std::size_t {
-  kComputeSlot,
-  kP2PSendSlot,
-  kCollectiveSlot,
-  kGatherSlot,
-  kD2HSlot,
-  kH2DSlot,
-  kCpuSlot,
-  kNvmeSlot,
-  kCpSlot,  ///< context parallelism's key/value exchange
-  kTpSlot,  ///< the backward's TP collectives that overlap its GEMMs (ScheduleInput::overlap_tp_backward)
-  kStreamSlots
+enum GpuStream : std::size_t {
+  kComputeStream,
+  kP2PSendStream,
+  kCollectiveStream,
+  kGatherStream,
+  kD2HStream,
+  kH2DStream,
+  kCpuStream,
+  kNvmeStream,
+  kCpStream,  ///< context parallelism's key/value exchange
+  kTpStream,  ///< the backward's TP collectives that overlap its GEMMs (ScheduleInput::overlap_tp_backward)
+  kGpuStreams
 };
 
 inline OpKind backward_kind(TaskKind k) {
@@ -97,7 +97,26 @@ inline Duration backward_fixed(TaskKind kind, const RangeCost& part) {
                                              : part.bwd_in_ns;
 }
 
-struct Slot {  // ops of one (replica, chunk, microbatch)
+/// The pass a compute work belongs to, which tells apart the works of one range: the forward, its
+/// recompute, or a backward kind with the rows of its weight gradient run beside the input gradient or not.
+struct WorkPass {
+  enum class Kind : std::uint8_t { kForward, kRecompute, kBackward };
+  Kind kind = Kind::kForward;
+  TaskKind task = TaskKind::kForward;
+  bool rows_with_input = false;
+  bool operator==(const WorkPass&) const = default;
+  std::size_t code() const {
+    return (static_cast<std::size_t>(kind) * 4 + static_cast<std::size_t>(task)) * 2 +
+           (rows_with_input ? 1 : 0);
+  }
+};
+inline constexpr WorkPass kForwardPass{WorkPass::Kind::kForward};
+inline constexpr WorkPass kRecomputePass{WorkPass::Kind::kRecompute};
+inline WorkPass backward_pass(TaskKind task, bool rows_with_input) {
+  return {WorkPass::Kind::kBackward, task, rows_with_input};
+}
+
+struct MicrobatchOps {  // ops of one (replica, chunk, microbatch)
   OpId fwd_first = kNone, fwd_done = kNone, bwd_first = kNone, bwd_done = kNone;
   OpId fwd_wait = kNone, bwd_wait = kNone;  // the bubble marker that waits for the other stage's output
 };
@@ -142,13 +161,13 @@ class Builder {
   /// by where its costs live and found without making, hashing and comparing a ComputeWork. The ranges stay
   /// put while the plan is built (chunk and layer tables are filled before, bucket costs sit in a map).
   template <class Make>
-  OpId add_op(StreamId stream, OpKind kind, const OpTags& tags, const RangeCost& range, std::int32_t pass,
+  OpId add_op(StreamId stream, OpKind kind, const OpTags& tags, const RangeCost& range, WorkPass pass,
               std::int32_t kernels, double gemm, Make make, Duration fixed) {
     const WorkKey key{&range, std::bit_cast<std::uint64_t>(gemm), kernels, pass};
-    const std::size_t slot =
-        (std::hash<const void*>{}(&range) ^ static_cast<std::size_t>(pass) * 0x9e3779b9u) % kWorkSlots;
-    WorkMemo& m = work_memo_[slot];
-    if (!(m.key == key)) {  // an empty slot's key names no range
+    const std::size_t entry =
+        (std::hash<const void*>{}(&range) ^ pass.code() * 0x9e3779b9u) % kWorkMemoEntries;
+    WorkMemo& m = work_memo_[entry];
+    if (!(m.key == key)) {  // an empty entry's key names no range
       const ComputeWork work = make();
       auto it = works_.find(work);
       if (it == works_.end()) it = works_.emplace(work, SharedCompute(work)).first;
@@ -161,9 +180,6 @@ class Builder {
   OpId add_marker(StreamId stream, OpKind kind, const OpTags& tags) {
     if (!empty_work_) empty_work_ = works_.emplace(ComputeWork{}, SharedCompute(ComputeWork{})).first->second;
     return append(stream, kind, tags, *empty_work_, 0);
-  }
-  static std::int32_t backward_pass(TaskKind kind, bool rows_with_input) {
-    return kBackwardPass + static_cast<std::int32_t>(kind) + (rows_with_input ? 8 : 0);
   }
   DeviceId device_of_rank(std::int32_t rank);
   /// A TP ring member's neighbour in the ring: the next rank, or where the group spans several NVLink
@@ -202,11 +218,11 @@ class Builder {
   }
   /// GPUs that hold the same weights and reduce their gradients together: cp x dp.
   std::int32_t grad_replicas() const { return in_.cp * in_.dp; }
-  Slot& slot(std::int32_t replica, std::int32_t chunk, std::int32_t mb) {
-    return slots_[(static_cast<std::size_t>(replica) * static_cast<std::size_t>(chunks_) +
-                   static_cast<std::size_t>(chunk)) *
-                      static_cast<std::size_t>(total_mb_) +
-                  static_cast<std::size_t>(mb)];
+  MicrobatchOps& ops_of(std::int32_t replica, std::int32_t chunk, std::int32_t mb) {
+    return microbatch_ops_[(static_cast<std::size_t>(replica) * static_cast<std::size_t>(chunks_) +
+                            static_cast<std::size_t>(chunk)) *
+                               static_cast<std::size_t>(total_mb_) +
+                           static_cast<std::size_t>(mb)];
   }
   struct GpuRank;
   /// A pass's TP collectives on `stream`: `halves` halves of the forward's volume (the forward's two
@@ -232,7 +248,7 @@ class Builder {
     // Its TP ring neighbour's device, looked up at its first TP collective (devices are numbered as first
     // used), then kept: a stage's collectives all go there.
     mutable DeviceId tp_next = kNone;
-    StreamId stream(StreamSlot s) const { return streams[s]; }
+    StreamId stream(GpuStream s) const { return streams[s]; }
   };
   /// The backward's TP collectives in halves of the forward's volume: `exposed` on the compute stream after
   /// the pass, `hidden` on the TP stream beside its GEMMs. Without sequence parallelism the backward
@@ -255,7 +271,7 @@ class Builder {
   }
   /// A zero-time sync op on the compute stream for the hidden TP collectives to start from.
   OpId fork_tp(const GpuRank& g, const OpTags& tags) {
-    return add_marker(g.stream(kComputeSlot), OpKind::kSync, tags);
+    return add_marker(g.stream(kComputeStream), OpKind::kSync, tags);
   }
   /// The hidden TP collectives of a backward (`how.hidden` halves) on the TP stream after `after`, the
   /// exposed ones (`how.exposed`, if any) on the compute stream, then a sync op joining both: the pass's end.
@@ -264,7 +280,7 @@ class Builder {
   /// Scatter/gather pipeline boundaries: a chunk whose input (forward) or output gradient (backward)
   /// arrived from another stage split over the TP ranks re-gathers it over NVLink before it runs.
   void emit_boundary_regather(GpuRank& g, const Task& task, std::int32_t chunk, const RangeCost& cc,
-                              const OpTags& tags, Slot& sl);
+                              const OpTags& tags, MicrobatchOps& sl);
   /// The GEMMs a recompute pass re-runs: the blocks' forward under full recompute; none under selective.
   GemmList full_recompute_gemms(const RangeCost& r) const {
     return in_.recompute == Recompute::kFull ? r.block_gemms : GemmList{};
@@ -311,8 +327,8 @@ class Builder {
   /// (kContext: the context-parallel group, for the attention's key/value exchange.)
   enum class DpGroup : std::uint8_t { kShard, kReplicas, kExperts, kContext };
   /// `count` collectives of `buffer_bytes` buffers in all over one of this GPU's data-parallel groups, on
-  /// `slot` after `after`; kNone when the group is one GPU.
-  OpId emit_dp_collective(GpuRank& g, OpKind kind, StreamSlot slot, const OpTags& tags,
+  /// `on` after `after`; kNone when the group is one GPU.
+  OpId emit_dp_collective(GpuRank& g, OpKind kind, GpuStream on, const OpTags& tags,
                           std::int64_t buffer_bytes, DpGroup group, OpId after, std::int32_t count = 1);
   /// Expert parallelism: the chunk's token dispatch and combine all-to-alls of one pass, on the compute
   /// stream after `after` (Megatron-LM runs them between the router and the experts, not overlapped).
@@ -320,7 +336,7 @@ class Builder {
   /// Context parallelism, ring attention: a marker before a pass (its pipeline input feeds it) that the ring
   /// starts after, so that the ring runs beside the pass; kNone without a ring.
   OpId fork_context_ring(const GpuRank& g, const Task& task, const RangeCost& cc, const OpTags& tags,
-                         Slot& sl);
+                         MicrobatchOps& sl);
   /// The pass's key/value exchange over the context-parallel group, after `fork` (ring) or after the pass's
   /// last op `last` (all-gather), and the marker that holds the compute stream until it is done; kNone
   /// without one.
@@ -353,7 +369,8 @@ class Builder {
   void emit_task(GpuRank& g, const Task& task, std::int32_t iter, std::int32_t round, bool carries_dp);
   /// With bubble markers: the start and end markers before a task whose input comes from another stage;
   /// returns the end marker (what that input's transfer gates), or kNone.
-  void mark_wait(const GpuRank& g, const Task& task, std::int32_t chunk, const OpTags& tags, Slot& sl);
+  void mark_wait(const GpuRank& g, const Task& task, std::int32_t chunk, const OpTags& tags,
+                 MicrobatchOps& sl);
   /// A task paired with the one before it (Task::paired_with_next): a marker ahead of the pair that its
   /// input arrives at, so the pair starts only when both inputs are there.
   void pair_inputs(const GpuRank& g, const Task& next, std::int32_t iter, std::int32_t round);
@@ -419,16 +436,15 @@ class Builder {
     const RangeCost* range = nullptr;
     std::uint64_t gemm = 0;  // the GEMM size's bits
     std::int32_t kernels = 0;
-    std::int32_t pass = 0;  // kForwardPass, kRecomputePass or kBackwardPass + the TaskKind, + 8 with rows
+    WorkPass pass;
     bool operator==(const WorkKey&) const = default;
   };
   struct WorkMemo {
     WorkKey key;
     std::optional<SharedCompute> work;
   };
-  static constexpr std::size_t kWorkSlots = 64;
-  static constexpr std::int32_t kForwardPass = 0, kRecomputePass = 1, kBackwardPass = 2;
-  std::array<WorkMemo, kWorkSlots> work_memo_;
+  static constexpr std::size_t kWorkMemoEntries = 64;
+  std::array<WorkMemo, kWorkMemoEntries> work_memo_;
   std::optional<SharedCompute> empty_work_;          // works_'s empty work, once a marker asked for it
   std::vector<std::vector<RangeCost>> layer_costs_;  // ZeRO-3: [cost table][layer]
   std::map<std::array<std::int64_t, 5>, std::int32_t> dp_groups_;  // explicit replicas: collective ids
@@ -439,7 +455,8 @@ class Builder {
   std::vector<DeviceId> device_of_rank_;
   std::vector<std::vector<StreamId>> streams_;  // [replica*pp + stage] -> compute, p2p_send, collective
   std::vector<std::vector<Task>> orders_;       // [stage]
-  HugeVector<Slot> slots_;  // megabytes at thousands of GPUs: on huge pages, filled without a fault per page
+  HugeVector<MicrobatchOps>
+      microbatch_ops_;  // megabytes at thousands of GPUs: on huge pages, filled without a fault per page
   std::vector<std::vector<OpId>> dp_ops_;  // [replica*pp + stage]
   std::vector<DeviceId> host_of_node_;     // host device per node, created on demand
   std::vector<DeviceId> nvme_of_node_;     // NVMe volume per node, created on demand

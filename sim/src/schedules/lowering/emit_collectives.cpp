@@ -6,16 +6,16 @@ namespace pipesim::sim::lowering {
 
 OpId Builder::emit_expert_alltoall(GpuRank& g, const RangeCost& cc, const OpTags& tags, OpId after) {
   if (cc.ep_alltoalls == 0) return kNone;
-  return emit_dp_collective(g, OpKind::kAllToAll, kComputeSlot, tags, cc.ep_alltoall, DpGroup::kExperts,
+  return emit_dp_collective(g, OpKind::kAllToAll, kComputeStream, tags, cc.ep_alltoall, DpGroup::kExperts,
                             after, cc.ep_alltoalls);
 }
 
 OpId Builder::fork_context_ring(const GpuRank& g, const Task& task, const RangeCost& cc, const OpTags& tags,
-                                Slot& sl) {
+                                MicrobatchOps& sl) {
   if (in_.cp < 2 || cc.cp_kv <= 0 || in_.cp_attention != CpAttention::kRing ||
       task.kind == TaskKind::kBackwardWeight)
     return kNone;
-  const OpId fork = add_marker(g.stream(kComputeSlot), OpKind::kSync, tags);
+  const OpId fork = add_marker(g.stream(kComputeStream), OpKind::kSync, tags);
   OpId& wait = task.kind == TaskKind::kForward ? sl.fwd_wait : sl.bwd_wait;
   if (wait == kNone) wait = fork;  // the pass's pipeline input arrives before the ring starts
   return fork;
@@ -35,18 +35,18 @@ OpId Builder::join_context_exchange(GpuRank& g, const Task& task, const RangeCos
     // a full recompute's forward passes them once more.
     const std::int64_t passes =
         forward ? 1 : 2 + (in_.recompute == Recompute::kFull && cc.recompute > 0 ? 1 : 0);
-    exchanged = emit_dp_collective(g, OpKind::kAllGather, kCpSlot, tags, passes * kv, DpGroup::kContext, fork,
-                                   cc.cp_layers);
+    exchanged = emit_dp_collective(g, OpKind::kAllGather, kCpStream, tags, passes * kv, DpGroup::kContext,
+                                   fork, cc.cp_layers);
   } else {
     // All-gather attention (Llama 3): keys and values gathered before the attention of each layer; the
     // backward gathers them again and reduce-scatters their gradients. Nothing overlaps them.
     exchanged =
-        emit_dp_collective(g, OpKind::kAllGather, kCpSlot, tags, kv, DpGroup::kContext, last, cc.cp_layers);
+        emit_dp_collective(g, OpKind::kAllGather, kCpStream, tags, kv, DpGroup::kContext, last, cc.cp_layers);
     if (!forward)
-      exchanged = emit_dp_collective(g, OpKind::kReduceScatter, kCpSlot, tags, kv, DpGroup::kContext,
+      exchanged = emit_dp_collective(g, OpKind::kReduceScatter, kCpStream, tags, kv, DpGroup::kContext,
                                      exchanged, cc.cp_layers);
   }
-  const OpId join = add_marker(g.stream(kComputeSlot), OpKind::kSync, tags);
+  const OpId join = add_marker(g.stream(kComputeStream), OpKind::kSync, tags);
   plan_.ops[static_cast<std::size_t>(join)].deps.push_back(exchanged);
   return join;
 }
@@ -55,7 +55,7 @@ void Builder::emit_gradient_reduction(GpuRank& g, const OpTags& tags, std::int64
   // Plain data parallelism all-reduces the gradients; ZeRO-1 and 2 reduce-scatter them, each rank keeping
   // the reduced shard its optimizer updates.
   const bool sharded = in_.sharding.stage != ZeroStage::k0;
-  OpId op = emit_dp_collective(g, sharded ? OpKind::kReduceScatter : OpKind::kAllReduce, kCollectiveSlot,
+  OpId op = emit_dp_collective(g, sharded ? OpKind::kReduceScatter : OpKind::kAllReduce, kCollectiveStream,
                                tags, params * in_.dp_grad_bytes_per_param, DpGroup::kShard, after);
   if (op != kNone) g.dp_ops.push_back(op);
 }
@@ -93,9 +93,9 @@ OpId Builder::emit_param_allgather(GpuRank& g, std::int32_t iter, OpId after) {
   for (std::int32_t v = 0; v < in_.virtual_stages; ++v) {
     const RangeCost& cc = chunk_costs_[0][static_cast<std::size_t>(model_chunk(v, g.stage))];
     for (const Bucket& b : gradient_buckets(cc)) {
-      OpId ag =
-          emit_dp_collective(g, OpKind::kAllGather, kCollectiveSlot, OpTags{g.stage, v, -1, b.lo, b.hi, iter},
-                             b.params * kShardWeightBytes, DpGroup::kShard, after);
+      OpId ag = emit_dp_collective(g, OpKind::kAllGather, kCollectiveStream,
+                                   OpTags{g.stage, v, -1, b.lo, b.hi, iter}, b.params * kShardWeightBytes,
+                                   DpGroup::kShard, after);
       if (ag != kNone) last = ag;
     }
   }
@@ -117,7 +117,7 @@ OpId Builder::emit_transfer(StreamId stream, OpKind kind, const OpTags& tags, De
 OpId Builder::emit_nvme(const GpuRank& g, bool read, const OpTags& tags, std::int64_t bytes,
                         std::vector<OpId> deps) {
   const DeviceId host = host_of(g.self), nvme = nvme_of(g.self);
-  return emit_transfer(g.stream(kNvmeSlot), read ? OpKind::kNvmeRead : OpKind::kNvmeWrite, tags,
+  return emit_transfer(g.stream(kNvmeStream), read ? OpKind::kNvmeRead : OpKind::kNvmeWrite, tags,
                        read ? nvme : host, read ? host : nvme, bytes, std::move(deps));
 }
 
@@ -130,13 +130,13 @@ OpId Builder::emit_optimizer(GpuRank& g, std::int32_t iter) {
   const bool nvme = in_.sharding.offload_to_nvme, params_away = in_.sharding.offload_params;
   const DeviceId host = host_of_if(g.self, offloads());
   if (!in_.sharding.offload_optimizer) {
-    OpId opt = add_op(g.stream(kComputeSlot), OpKind::kOptimizer, opt_tags,
+    OpId opt = add_op(g.stream(kComputeStream), OpKind::kOptimizer, opt_tags,
                       MemoryWork{updated * in_.optimizer_bytes_per_param}, -1);
     plan_.ops[static_cast<std::size_t>(opt)].deps = g.dp_ops;
     if (gather_after) return emit_param_allgather(g, iter, opt);
     if (!params_away) return opt;
     // ZeRO-Infinity with the optimizer on the GPU: the updated 16-bit shard goes back where parameters live.
-    OpId down = emit_transfer(g.stream(kD2HSlot), OpKind::kD2H, opt_tags, g.self, host,
+    OpId down = emit_transfer(g.stream(kD2HStream), OpKind::kD2H, opt_tags, g.self, host,
                               updated * kWeightBytesPerParam, {opt});
     return nvme ? emit_nvme(g, false, opt_tags, updated * kWeightBytesPerParam, {down}) : down;
   }
@@ -146,12 +146,12 @@ OpId Builder::emit_optimizer(GpuRank& g, std::int32_t iter) {
   // pipelining the reads and writes).
   std::vector<OpId> grads_ready = g.dp_ops;
   grads_ready.push_back(last_compute_op_);
-  OpId d2h = emit_transfer(g.stream(kD2HSlot), OpKind::kD2H, opt_tags, g.self, host,
+  OpId d2h = emit_transfer(g.stream(kD2HStream), OpKind::kD2H, opt_tags, g.self, host,
                            updated * kGradBytesPerParam, grads_ready);
   const OpId state_in =
       nvme ? emit_nvme(g, true, opt_tags, updated * kShardOptimizerBytes, grads_ready) : kNone;
   OpId adam =
-      add_op(g.stream(kCpuSlot), OpKind::kOptimizer, opt_tags, CpuWork{updated, cpu_threads_per_gpu_}, -1);
+      add_op(g.stream(kCpuStream), OpKind::kOptimizer, opt_tags, CpuWork{updated, cpu_threads_per_gpu_}, -1);
   plan_.ops[static_cast<std::size_t>(adam)].deps.push_back(d2h);
   if (state_in != kNone) plan_.ops[static_cast<std::size_t>(adam)].deps.push_back(state_in);
   const OpId state_out =
@@ -159,7 +159,7 @@ OpId Builder::emit_optimizer(GpuRank& g, std::int32_t iter) {
                        updated * (kShardOptimizerBytes + (params_away ? kShardWeightBytes : 0)), {adam})
            : kNone;
   if (params_away) return nvme ? state_out : adam;
-  OpId h2d = emit_transfer(g.stream(kH2DSlot), OpKind::kH2D, opt_tags, host, g.self,
+  OpId h2d = emit_transfer(g.stream(kH2DStream), OpKind::kH2D, opt_tags, host, g.self,
                            updated * kWeightBytesPerParam, {adam});
   return gather_after ? emit_param_allgather(g, iter, h2d) : h2d;
 }
@@ -168,7 +168,7 @@ void Builder::emit_p2p(std::int32_t stage) {
   const auto pp = static_cast<std::size_t>(in_.pp);
   auto device_of = [&](std::size_t replica, std::int32_t on_stage) {
     const auto& cs = streams_[replica * pp + static_cast<std::size_t>(on_stage)];
-    return plan_.streams[static_cast<std::size_t>(cs[kComputeSlot])].device;
+    return plan_.streams[static_cast<std::size_t>(cs[kComputeStream])].device;
   };
   for (std::int32_t round = 0; round < in_.accum_steps * in_.iterations; ++round) {
     // A round's hops are gathered first, each task's on every replica's GPU of the stage side by side: each
@@ -184,8 +184,8 @@ void Builder::emit_p2p(std::int32_t stage) {
       const std::int32_t peer = fwd ? chunk + 1 : chunk - 1;
       for (std::size_t r = 0; r < replicas_.size(); ++r) {
         const auto ri = static_cast<std::int32_t>(r);
-        const Slot& from = slot(ri, chunk, mb);
-        const Slot& to = slot(ri, peer, mb);
+        const MicrobatchOps& from = ops_of(ri, chunk, mb);
+        const MicrobatchOps& to = ops_of(ri, peer, mb);
         const OpId wait = fwd ? to.fwd_wait : to.bwd_wait;
         const OpId consumer = wait != kNone ? wait : fwd ? to.fwd_first : to.bwd_first;
         __builtin_prefetch(&plan_.ops[static_cast<std::size_t>(consumer)].deps, 1);
@@ -210,7 +210,7 @@ void Builder::emit_p2p(std::int32_t stage) {
       w.dst = dst;
       w.bytes = boundary.output_bytes;
       OpTags tags{stage, task.chunk, mb, -1, -1, round / in_.accum_steps};
-      const StreamId send = streams_[hop.replica * pp + static_cast<std::size_t>(stage)][kP2PSendSlot];
+      const StreamId send = streams_[hop.replica * pp + static_cast<std::size_t>(stage)][kP2PSendStream];
       OpId p = add_op(send, OpKind::kP2P, tags, w, in_.p2p_fixed_ns);
       plan_.ops[static_cast<std::size_t>(p)].deps.push_back(hop.produced);
       plan_.ops[static_cast<std::size_t>(hop.consumer)].deps.push_back(p);

@@ -13,7 +13,7 @@ Builder::GpuRank Builder::gpu_rank(std::size_t replica, std::int32_t stage) {
   const auto [d, t] = replicas_[replica];
   const std::size_t index = replica * static_cast<std::size_t>(in_.pp) + static_cast<std::size_t>(stage);
   GpuRank g{replica, stage, d, t, streams_[index], dp_ops_[index], kNone, 0, 0, {}, kNone};
-  g.self = plan_.streams[static_cast<std::size_t>(g.stream(kComputeSlot))].device;
+  g.self = plan_.streams[static_cast<std::size_t>(g.stream(kComputeStream))].device;
   return g;
 }
 
@@ -41,7 +41,7 @@ void Builder::emit_stage(std::int32_t stage, const std::vector<std::int64_t>& tr
   for (std::int32_t iter = 0; iter < in_.iterations; ++iter) {
     for (GpuRank& g : gpus) {
       g.dp_ops.clear();
-      first_in_iteration_[static_cast<std::size_t>(g.stream(kComputeSlot))] = kNone;
+      first_in_iteration_[static_cast<std::size_t>(g.stream(kComputeStream))] = kNone;
     }
     for (std::int32_t round = 0; round < in_.accum_steps; ++round) {
       for (std::size_t k = 0; k < order.size(); ++k) {
@@ -66,7 +66,7 @@ void Builder::emit_stage(std::int32_t stage, const std::vector<std::int64_t>& tr
     }
     for (std::size_t r = 0; r < gpus.size(); ++r) {
       GpuRank& g = gpus[r];
-      const auto compute = static_cast<std::size_t>(g.stream(kComputeSlot));
+      const auto compute = static_cast<std::size_t>(g.stream(kComputeStream));
       // The next iteration's first compute waits for the weights this iteration's optimizer produces (the
       // compute stream orders it after a GPU optimizer anyway; an offloaded one returns them over PCIe).
       if (previous_update[r] != kNone && first_in_iteration_[compute] != kNone)
@@ -101,35 +101,35 @@ std::int64_t Builder::place_weights(const GpuRank& g) {
 void Builder::pair_inputs(const GpuRank& g, const Task& next, std::int32_t iter, std::int32_t round) {
   const std::int32_t mb = (iter * in_.accum_steps + round) * in_.microbatches + next.microbatch;
   const std::int32_t chunk = model_chunk(next.chunk, g.stage);
-  Slot& sl = slot(static_cast<std::int32_t>(g.replica), chunk, mb);
+  MicrobatchOps& sl = ops_of(static_cast<std::int32_t>(g.replica), chunk, mb);
   const bool fwd = next.kind == TaskKind::kForward;
   if (next.kind == TaskKind::kBackwardWeight || (fwd ? takes_data(chunk) : takes_loss(chunk))) return;
   // The next task's input arrives at a marker ahead of this one, which runs after it.
   (fwd ? sl.fwd_wait : sl.bwd_wait) =
-      add_marker(g.stream(kComputeSlot), OpKind::kSync, OpTags{g.stage, next.chunk, mb, -1, -1, iter});
+      add_marker(g.stream(kComputeStream), OpKind::kSync, OpTags{g.stage, next.chunk, mb, -1, -1, iter});
 }
 
 void Builder::mark_wait(const GpuRank& g, const Task& task, std::int32_t chunk, const OpTags& tags,
-                        Slot& sl) {
+                        MicrobatchOps& sl) {
   if (!in_.bubble_markers || in_.pp == 1 || task.kind == TaskKind::kBackwardWeight) return;
   if ((task.kind == TaskKind::kForward ? sl.fwd_wait : sl.bwd_wait) != kNone) return;  // a pair's marker
   const bool fwd = task.kind == TaskKind::kForward;
   if (fwd ? takes_data(chunk) : takes_loss(chunk)) return;  // its input is the data or the loss: no wait
-  const StreamId compute = g.stream(kComputeSlot);
+  const StreamId compute = g.stream(kComputeStream);
   add_marker(compute, OpKind::kBubble, tags);
   (fwd ? sl.fwd_wait : sl.bwd_wait) = add_marker(compute, OpKind::kBubble, tags);
 }
 
 void Builder::emit_task(GpuRank& g, const Task& task, std::int32_t iter, std::int32_t round,
                         bool carries_dp) {
-  const StreamId compute = g.stream(kComputeSlot);
+  const StreamId compute = g.stream(kComputeStream);
   const bool tp_comm = in_.tp > 1;
   const std::int32_t mb = (iter * in_.accum_steps + round) * in_.microbatches + task.microbatch;
   const std::int32_t chunk = model_chunk(task.chunk, g.stage);
   const RangeCost& cc = chunk_costs_[static_cast<std::size_t>(
       in_.cost_of_microbatch[static_cast<std::size_t>(task.microbatch)])][static_cast<std::size_t>(chunk)];
   OpTags tags{g.stage, task.chunk, mb, cc.begin, cc.end, iter};
-  Slot& sl = slot(static_cast<std::int32_t>(g.replica), chunk, mb);
+  MicrobatchOps& sl = ops_of(static_cast<std::int32_t>(g.replica), chunk, mb);
   mark_wait(g, task, chunk, tags, sl);
   emit_boundary_regather(g, task, chunk, cc, tags, sl);
   const OpId fork = fork_context_ring(g, task, cc, tags, sl);
@@ -201,7 +201,7 @@ std::pair<OpId, OpId> Builder::emit_backward(const GpuRank& g, const Task& task,
                                              bool rows_with_input) {
   const std::int32_t kernels = cc.kernels * launch_share;
   OpId b = add_op(
-      g.stream(kComputeSlot), backward_kind(task.kind), tags, cc, backward_pass(task.kind, rows_with_input),
+      g.stream(kComputeStream), backward_kind(task.kind), tags, cc, backward_pass(task.kind, rows_with_input),
       kernels, cc.gemm, [&] { return backward_work(task.kind, cc, cc.gemm, kernels, rows_with_input); },
       backward_fixed(task.kind, cc));
   return {b, b};
@@ -221,8 +221,9 @@ std::pair<OpId, OpId> Builder::emit_gradient_buckets(GpuRank& g, const Task& tas
     const std::int32_t kernels =
         cc.kernels * launch_share * (bucket.hi - bucket.lo) / std::max(1, cc.end - cc.begin);
     OpId b = add_op(
-        g.stream(kComputeSlot), backward_kind(task.kind), bt, part, backward_pass(task.kind, rows_with_input),
-        kernels, cc.gemm, [&] { return backward_work(task.kind, part, cc.gemm, kernels, rows_with_input); },
+        g.stream(kComputeStream), backward_kind(task.kind), bt, part,
+        backward_pass(task.kind, rows_with_input), kernels, cc.gemm,
+        [&] { return backward_work(task.kind, part, cc.gemm, kernels, rows_with_input); },
         backward_fixed(task.kind, part));
     if (first == kNone) first = b;
     last = b;
@@ -252,10 +253,10 @@ OpId Builder::gather_layer(GpuRank& g, const RangeCost& layer, const OpTags& tag
     const std::int64_t shard = (full + n - 1) / n;
     const OpId read =
         in_.sharding.offload_to_nvme ? emit_nvme(g, true, tags, shard, {released, g.weights_updated}) : kNone;
-    first = gathered = emit_transfer(g.stream(kH2DSlot), OpKind::kH2D, tags, host_of(g.self), g.self, shard,
+    first = gathered = emit_transfer(g.stream(kH2DStream), OpKind::kH2D, tags, host_of(g.self), g.self, shard,
                                      {released, g.weights_updated, read});
   }
-  OpId ag = emit_dp_collective(g, OpKind::kAllGather, kGatherSlot, tags, full, DpGroup::kShard,
+  OpId ag = emit_dp_collective(g, OpKind::kAllGather, kGatherStream, tags, full, DpGroup::kShard,
                                first != kNone ? first : released);
   if (ag != kNone) {
     gathered = ag;
@@ -282,28 +283,28 @@ void Builder::reduce_layer_gradients(GpuRank& g, const RangeCost& layer, const O
   if (grads == 0) return;
   plan_.add_alloc(after, grads);
   OpId rs =
-      emit_dp_collective(g, OpKind::kReduceScatter, kCollectiveSlot, tags, grads, DpGroup::kShard, after);
+      emit_dp_collective(g, OpKind::kReduceScatter, kCollectiveStream, tags, grads, DpGroup::kShard, after);
   const OpId freed = rs != kNone ? rs : after;
   plan_.add_free(freed, grads);
   if (rs != kNone) g.dp_ops.push_back(rs);
   if (in_.sharding.hybrid && last_round) {
     // HSDP: the reduced shards of the replicas on other nodes are averaged once per optimizer step.
     const std::int32_t n = shard_ranks();
-    OpId ar = emit_dp_collective(g, OpKind::kAllReduce, kCollectiveSlot, tags, (grads + n - 1) / n,
+    OpId ar = emit_dp_collective(g, OpKind::kAllReduce, kCollectiveStream, tags, (grads + n - 1) / n,
                                  DpGroup::kReplicas, freed);
     if (ar != kNone) g.dp_ops.push_back(ar);
   }
 }
 
 void Builder::emit_layerwise_task(GpuRank& g, const Task& task, std::int32_t iter, std::int32_t round) {
-  const StreamId compute = g.stream(kComputeSlot);
+  const StreamId compute = g.stream(kComputeStream);
   const std::int32_t mb = (iter * in_.accum_steps + round) * in_.microbatches + task.microbatch;
   const std::int32_t chunk = model_chunk(task.chunk, g.stage);
   const auto table =
       static_cast<std::size_t>(in_.cost_of_microbatch[static_cast<std::size_t>(task.microbatch)]);
   const RangeCost& cc = chunk_costs_[table][static_cast<std::size_t>(chunk)];
   const auto& layers = layer_costs_[table];
-  Slot& sl = slot(static_cast<std::int32_t>(g.replica), chunk, mb);
+  MicrobatchOps& sl = ops_of(static_cast<std::int32_t>(g.replica), chunk, mb);
   mark_wait(g, task, chunk, OpTags{g.stage, task.chunk, mb, cc.begin, cc.end, iter}, sl);
   const OpId fork =
       fork_context_ring(g, task, cc, OpTags{g.stage, task.chunk, mb, cc.begin, cc.end, iter}, sl);
@@ -375,7 +376,7 @@ void Builder::emit_layerwise_task(GpuRank& g, const Task& task, std::int32_t ite
   if (OpId a2a = emit_expert_alltoall(g, cc, chunk_tags); a2a != kNone) sl.bwd_done = a2a;
 }
 
-OpId Builder::emit_dp_collective(GpuRank& g, OpKind kind, StreamSlot slot, const OpTags& tags,
+OpId Builder::emit_dp_collective(GpuRank& g, OpKind kind, GpuStream on, const OpTags& tags,
                                  std::int64_t buffer_bytes, DpGroup group, OpId after, std::int32_t count) {
   const std::int32_t shard = shard_ranks();
   // Ring members and this GPU's neighbour: the shard group (the whole DP group unless HSDP), one rank of
@@ -424,7 +425,7 @@ OpId Builder::emit_dp_collective(GpuRank& g, OpKind kind, StreamSlot slot, const
     w.group = it->second;
     w.group_size = n;
   }
-  OpId op = add_op(g.stream(slot), kind, tags, w, -1);
+  OpId op = add_op(g.stream(on), kind, tags, w, -1);
   if (after != kNone) plan_.ops[static_cast<std::size_t>(op)].deps.push_back(after);
   return op;
 }

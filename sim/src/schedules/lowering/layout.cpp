@@ -186,9 +186,9 @@ DeviceId Builder::device_of_rank(std::int32_t rank) {
     Device dev;
     dev.name = fmt::format("gpu{}", rank);
     dev.kind = DeviceKind::kGpu;
-    const std::int64_t slot = in_.hw.gpu_slot(rank, in_.tp);
-    dev.node = static_cast<std::int32_t>(slot / in_.hw.node.gpus);
-    dev.local_index = static_cast<std::int32_t>(slot % in_.hw.node.gpus);
+    const std::int64_t position = in_.hw.gpu_slot(rank, in_.tp);
+    dev.node = static_cast<std::int32_t>(position / in_.hw.node.gpus);
+    dev.local_index = static_cast<std::int32_t>(position % in_.hw.node.gpus);
     plan_.devices.push_back(dev);
     d = static_cast<DeviceId>(plan_.devices.size() - 1);
   }
@@ -213,10 +213,10 @@ OpId Builder::emit_tp_backward(const GpuRank& g, const RangeCost& cc, const OpTa
                                const TpBackward& how) {
   // Phase 2 is the backward's; the exposed part under sequence parallelism takes the backward re-gather's
   // phase (4), which boundaries split by sequence parallelism never use.
-  const OpId hidden = emit_tp_collective(g.stream(kTpSlot), g, cc, tags, 2, how.hidden);
+  const OpId hidden = emit_tp_collective(g.stream(kTpStream), g, cc, tags, 2, how.hidden);
   plan_.ops[static_cast<std::size_t>(hidden)].deps.push_back(after);
-  if (how.exposed > 0) emit_tp_collective(g.stream(kComputeSlot), g, cc, tags, 4, how.exposed);
-  const OpId join = add_marker(g.stream(kComputeSlot), OpKind::kSync, tags);
+  if (how.exposed > 0) emit_tp_collective(g.stream(kComputeStream), g, cc, tags, 4, how.exposed);
+  const OpId join = add_marker(g.stream(kComputeStream), OpKind::kSync, tags);
   plan_.ops[static_cast<std::size_t>(join)].deps.push_back(hidden);
   return join;
 }
@@ -236,7 +236,7 @@ void Builder::set_tp_group(TransferWork& w, std::int32_t d, std::int32_t stage, 
 }
 
 void Builder::emit_boundary_regather(GpuRank& g, const Task& task, std::int32_t chunk, const RangeCost& cc,
-                                     const OpTags& tags, Slot& sl) {
+                                     const OpTags& tags, MicrobatchOps& sl) {
   if (!in_.regather_boundaries || in_.tp == 1 || in_.pp == 1 || task.kind == TaskKind::kBackwardWeight)
     return;
   const bool fwd = task.kind == TaskKind::kForward;
@@ -251,7 +251,7 @@ void Builder::emit_boundary_regather(GpuRank& g, const Task& task, std::int32_t 
   w.latency_steps = in_.tp - 1;
   w.message_bytes = in_.tp * piece;
   set_tp_group(w, g.d, g.stage, tags, fwd ? 3 : 4);
-  OpId gather = add_op(g.stream(kComputeSlot), OpKind::kAllGather, tags, w, -1);
+  OpId gather = add_op(g.stream(kComputeStream), OpKind::kAllGather, tags, w, -1);
   // The pipeline receive lands before the gather: unless a bubble marker already waits for it, the gather
   // is the op the p2p transfer feeds.
   OpId& wait = fwd ? sl.fwd_wait : sl.bwd_wait;

@@ -14,7 +14,7 @@ struct Builder::LowerBoundTimes {
       : b_(b),
         in_(b.in_),
         gpn_(in_.hw.node.gpus),
-        topology_(in_.hw, static_cast<int>(slot(b.global_rank(0, in_.pp - 1, in_.tp - 1)) / gpn_ + 1)),
+        topology_(in_.hw, static_cast<int>(gpu_position(b.global_rank(0, in_.pp - 1, in_.tp - 1)) / gpn_ + 1)),
         known_(b.chunk_costs_.size() * b.chunk_costs_.front().size() * kKinds, -1) {}
 
   /// The time of a task depends only on its kind, chunk and cost table: each is computed once.
@@ -65,14 +65,14 @@ struct Builder::LowerBoundTimes {
                         w.expert_weight_bytes, w.attention_flops, w.attention_bytes, w.wide_flops,
                         w.score_bytes);
   }
-  std::int64_t slot(std::int32_t rank) const { return in_.hw.gpu_slot(rank, in_.tp); }
+  std::int64_t gpu_position(std::int32_t rank) const { return in_.hw.gpu_slot(rank, in_.tp); }
   /// A TP collective on the compute stream lasts at least its path latency steps plus its bytes at the
   /// fastest rate its ring path allows (the slowest link on it, or the measured bus bandwidth cap): flows
   /// sharing links only go slower. Replica 0's TP rank 0 of each stage, as lowered.
   Duration tp_ns(std::int32_t stage, const RangeCost& c, std::int32_t halves) const {
     if (in_.tp <= 1 || c.tp_bus <= 0 || c.tp_collectives <= 0 || halves <= 0) return 0;
-    const auto self = static_cast<std::int32_t>(slot(b_.global_rank(0, stage, 0)));
-    const auto next = static_cast<std::int32_t>(slot(b_.global_rank(0, stage, b_.tp_peer(0))));
+    const auto self = static_cast<std::int32_t>(gpu_position(b_.global_rank(0, stage, 0)));
+    const auto next = static_cast<std::int32_t>(gpu_position(b_.global_rank(0, stage, b_.tp_peer(0))));
     const std::int64_t bytes = c.tp_bus * halves / 2;
     const std::int64_t message = c.tp_bus * in_.tp / (2 * (in_.tp - 1) * std::int64_t{c.tp_collectives});
     const Path p =
