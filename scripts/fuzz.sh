@@ -6,7 +6,7 @@
 # FLAGS after `--` go to libFuzzer as they are (e.g. `-- -entropic=0`: the classic input scheduler, several
 # times more executions per second on targets with many coverage features, such as plan).
 # Each target starts from its seed corpus: the shipped files of its kind (models/ and the HuggingFace
-# fixtures, hw_profiles/, the workload fixture) plus tests/fuzz/corpus/<target>/, which holds small plans,
+# fixtures, hw_profiles/, frameworks/, the workload fixture) plus tests/fuzz/corpus/<target>/, which holds small plans,
 # timelines, command lines (one argument per line) and every crasher found so far. Crashers (and slow or leaking inputs) are saved under
 # out/fuzz/<target>/; copy each into tests/fuzz/corpus/<target>/ once its cause is fixed. Exit status: 0 when
 # no target found anything.
@@ -25,7 +25,7 @@ while [ $# -gt 0 ]; do
     *) echo "fuzz.sh: unknown argument '$1' (see the header of scripts/fuzz.sh)" >&2; exit 2 ;;
   esac
 done
-[ "$targets" = all ] && targets="model hw_profile workload plan timeline saved_result cli_args"
+[ "$targets" = all ] && targets="model hw_profile workload framework plan timeline saved_result cli_args"
 if [ ! -x "$build/tests/fuzz/fuzz_model" ] || [ "$build_only" = 1 ]; then
   command -v clang++ > /dev/null || { echo "fuzz.sh: clang++ is missing (scripts/install-deps.sh installs it)" >&2; exit 2; }
   CXX=clang++ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Debug -DPIPESIM_FUZZ=ON -DPIPESIM_SANITIZE=ON \
@@ -42,6 +42,7 @@ seeds() {
   case "$1" in
     model) echo models tests/fixtures/hf tests/fixtures/tiny_model.json ;;
     hw_profile) echo hw_profiles ;;
+    framework) echo frameworks ;;
     workload) echo tests/fixtures/uniform_workload.json ;;
     plan) echo "" ;;
     timeline | saved_result | cli_args) echo "" ;;

@@ -25,7 +25,7 @@ from . import _pipesim
 
 __all__ = ["InvariantError", "check", "simulate", "timeline", "plan", "buy", "partition", "bubbles", "explain", "replay", "compare", "calibrate",
            "load_plan", "load_timeline",
-           "hw_profiles", "models", "schedules", "fill_jobs", "run", "sweep", "Timeline"]
+           "hw_profiles", "models", "frameworks", "schedules", "fill_jobs", "run", "sweep", "Timeline"]
 
 
 class InvariantError(RuntimeError):
@@ -176,6 +176,12 @@ def hw_profiles():
 def models():
     """The shipped model presets (``pipesim models``)."""
     return _listing("models")
+
+
+def frameworks():
+    """The shipped training frameworks and their settings (``pipesim frameworks``; ``framework=`` on
+    simulate, plan, buy, partition and bubbles)."""
+    return _listing("frameworks")
 
 
 def schedules():

@@ -247,6 +247,75 @@ class Simulate(unittest.TestCase):
         self.assertIn("qwen3-235b-a22b", out)
 
 
+class Frameworks(unittest.TestCase):
+    def test_listing_and_every_result_names_its_framework(self):
+        rc, out, _ = run("frameworks", "--format", "json")
+        self.assertEqual(rc, 0)
+        rows = json.loads(out)
+        self.assertEqual([r["name"] for r in rows], ["megatron-core", "megatron-lm-2021", "megatron-lm-2022"])
+        self.assertEqual(rows[1]["grad_accumulation"], "main-grad")
+        job = ["--model", "llama3-8b", "--hw", "h100-sxm-8x", "--pp", "4", "--schedule", "1f1b"]
+        rc, out, _ = run("simulate", *job, "--format", "json")
+        core = json.loads(out)
+        self.assertEqual(core["framework"], "megatron-core")
+        rc, out, _ = run("simulate", *job, "--format", "json", "--framework", "megatron-lm-2022")
+        lm = json.loads(out)
+        self.assertEqual(lm["framework"], "megatron-lm-2022")
+        self.assertGreater(lm["step_time_s"], core["step_time_s"] * 1.1)
+        rc, out, _ = run("simulate", *job, "--framework", "megatron-lm-2022")
+        self.assertIn("framework megatron-lm-2022", out.splitlines()[0])
+        rc, out, _ = run("bubbles", *job, "--framework", "megatron-lm-2021", "--format", "json")
+        self.assertEqual(json.loads(out)["framework"], "megatron-lm-2021")
+        rc, out, _ = run("partition", "--model", "qwen3-1.7b", "--pp", "4", "--framework", "megatron-lm-2021")
+        self.assertIn("framework megatron-lm-2021", out.splitlines()[0])
+        rc, out, _ = run("plan", "--model", "qwen3-1.7b", "--hw", "h100-sxm-8x", "--gpus", "8", "--global-batch", "32",
+                         "--schedules", "1f1b", "--top", "1", "--framework", "megatron-lm-2022", "--format", "json")
+        self.assertEqual(rc, 0)
+        self.assertEqual(json.loads(out)[0]["config"]["framework"], "megatron-lm-2022")
+
+    def test_options_override_the_framework_and_files_are_frameworks(self):
+        job = ["--model", "llama3-8b", "--hw", "h100-sxm-8x", "--pp", "4", "--schedule", "1f1b", "--format", "json"]
+        # Megatron-LM 2022's settings given one by one are the framework.
+        flags = ["--attention", "unfused", "--dropout", "--no-sequence-parallel", "--bias-kernels", "separate",
+                 "--grad-sync", "after-backward", "--blocking-p2p"]
+        _, by_flags, _ = run("simulate", *job, *flags)
+        _, by_name, _ = run("simulate", *job, "--framework", "megatron-lm-2022")
+        self.assertEqual(json.loads(by_flags)["step_time_s"], json.loads(by_name)["step_time_s"])
+        # An option given overrides the framework's setting.
+        _, flash, _ = run("simulate", *job, "--framework", "megatron-lm-2022", "--attention", "flash")
+        self.assertLess(json.loads(flash)["step_time_s"], json.loads(by_name)["step_time_s"])
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(SRC, "frameworks", "megatron-lm-2022.json")) as f:
+                mine = json.load(f)
+            mine["name"] = "my-megatron"
+            mine["settings"]["attention"]["value"] = "flash"
+            path = os.path.join(d, "mine.json")
+            with open(path, "w") as f:
+                json.dump(mine, f)
+            rc, out, err = run("simulate", *job, "--framework", path)
+            self.assertEqual(rc, 0, err)
+            self.assertEqual(json.loads(out)["framework"], "my-megatron")
+            self.assertEqual(json.loads(out)["step_time_s"], json.loads(flash)["step_time_s"])
+
+    def test_bad_frameworks(self):
+        rc, _, err = run("simulate", "--framework", "megatron-lm-2020")
+        self.assertEqual(rc, 2)
+        self.assertIn("megatron-lm-2020: unknown framework; shipped: megatron-core, megatron-lm-2021", err)
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "bad.json")
+            with open(path, "w") as f:
+                f.write('{"format": "pipesim-framework", "version": 1, "name": "x", "description": "", '
+                        '"source": "", "settings": {"attention": {"value": "fused", "source": "here"}}}')
+            rc, _, err = run("simulate", "--framework", path)
+            self.assertEqual(rc, 2)
+            self.assertEqual(err.strip(), f"pipesim: error: {path}: /settings/attention/value: unknown attention "
+                                          "kernel 'fused'; valid: unfused, flash")
+        for name in os.listdir(os.path.join(SRC, "tests", "fuzz", "corpus", "framework")):
+            path = os.path.join(SRC, "tests", "fuzz", "corpus", "framework", name)
+            rc, _, err = run("simulate", "--framework", path)
+            self.assertEqual((rc, len(err.strip().splitlines())), (2, 1), err)
+
+
 class Planner(unittest.TestCase):
     def test_partition_json_and_gains(self):
         rc, out, err = run("partition", "--model", "qwen3-1.7b", "--pp", "4", "--schedule", "1f1b", "--format", "json")

@@ -48,6 +48,13 @@ class SameAsTheCommandLine(unittest.TestCase):
         self.assertEqual(without_wall_time(pipesim.simulate(**JOB, recompute="full", dropout=True)),
                          without_wall_time(cli_json("simulate", *JOB_ARGS, "--recompute", "full", "--dropout")))
 
+    def test_framework(self):
+        result = pipesim.simulate(**JOB, framework="megatron-lm-2022", attention="flash")
+        self.assertEqual(result["framework"], "megatron-lm-2022")
+        self.assertEqual(without_wall_time(result),
+                         without_wall_time(cli_json("simulate", *JOB_ARGS, "--framework", "megatron-lm-2022",
+                                                    "--attention", "flash")))
+
     def test_lists_and_false_flags(self):
         # A list is joined with commas; False on a flag with a --no- form gives that form.
         kw = dict(JOB, pp=2, partition=[16, 16], sequence_parallel=False, tp=2)
@@ -89,6 +96,7 @@ class SameAsTheCommandLine(unittest.TestCase):
         self.assertEqual(pipesim.models(), cli_json("models"))
         self.assertEqual(pipesim.schedules(), cli_json("schedules"))
         self.assertEqual(pipesim.fill_jobs(), cli_json("fill-jobs"))
+        self.assertEqual(pipesim.frameworks(), cli_json("frameworks"))
         self.assertIn("llama3-8b", [m["name"] for m in pipesim.models()])
         self.assertIn("zb-h1", [s["name"] for s in pipesim.schedules()])
 

@@ -33,115 +33,181 @@ std::vector<std::int32_t> stage_gpu_order(const ScheduleInput& in) {
   return order;
 }
 
-Plan build_mobius(const ScheduleInput& in) {
-  const std::int32_t P = in.pp, v = in.virtual_stages, S = P * v;
-  const auto& layers = in.costs.front();
-  const BlockSpan blocks = block_span(layers);
-  std::vector<std::int32_t> part = in.partition.empty() ? balanced_partition(blocks.count, S) : in.partition;
-  if (static_cast<std::int32_t>(part.size()) != S)
-    throw InputError(Option{"partition"}, "",
-                     fmt::format("has {} entries; mobius expects pp x virtual stages = {}", part.size(), S));
-  if (blocks.count < S && in.partition.empty())
-    throw InputError(Option{"virtual_stages"}, "",
-                     fmt::format("{} stages exceed the model's {} blocks", S, blocks.count));
-  const std::vector<LayerRange> range =
-      chunk_layer_ranges(blocks, static_cast<std::int32_t>(layers.size()), part);
-  const std::vector<std::int32_t> order = stage_gpu_order(in);
-  auto gpu_of = [&](std::int32_t c) { return order[static_cast<std::size_t>(c % P)]; };
+/// Builds one Mobius plan: the hosts' share of the model, then per iteration and accumulation round a
+/// forward sweep and a backward sweep over the stages, and one CPU optimizer step per node.
+class MobiusBuilder {
+ public:
+  explicit MobiusBuilder(const ScheduleInput& in);
+  Plan build();
 
-  OffloadPlan op(in, "mobius", P);
-  // Each node's host keeps the weights and optimizer state of the stages its GPUs run, and its cores step
-  // them.
-  const std::int32_t gpn = in.hw.node.gpus, nodes = (P + gpn - 1) / gpn;
-  auto node_of_stage = [&](std::int32_t c) { return static_cast<std::size_t>(gpu_of(c) / gpn); };
-  std::vector<std::int64_t> node_params(static_cast<std::size_t>(nodes), 0), node_trainable = node_params;
-  for (std::int32_t c = 0; c < S; ++c) {
-    const RangeCost r = range_cost(layers, range[static_cast<std::size_t>(c)].first,
-                                   range[static_cast<std::size_t>(c)].second);
-    node_params[node_of_stage(c)] += r.params;
-    node_trainable[node_of_stage(c)] += r.trainable;
+ private:
+  /// The stages' block counts, checked before the plan exists (its own input checks come after).
+  std::vector<std::int32_t> checked_partition() const;
+  std::int32_t gpu_of(std::int32_t c) const { return order_[static_cast<std::size_t>(c % P_)]; }
+  std::size_t node_of_stage(std::int32_t c) const { return static_cast<std::size_t>(gpu_of(c) / gpn_); }
+  RangeCost cost(std::int32_t c, std::int32_t m) const {
+    return op_.stage_cost(range_[static_cast<std::size_t>(c)], m);
   }
-  for (std::int32_t n = 0; n < nodes; ++n)
-    op.hold_model_on_host(n, node_params[static_cast<std::size_t>(n)],
-                          node_trainable[static_cast<std::size_t>(n)]);
+  OpId upload(std::int32_t g, std::int32_t c, std::int32_t pass, const RangeCost& r);
+  OpId input_from(std::int32_t g, std::int32_t from_gpu, OpId produced, std::int64_t bytes, const OpTags& t);
 
-  const std::int32_t M = in.microbatches;
-  std::vector<std::int32_t> resident_stage(static_cast<std::size_t>(P), -1);
-  std::vector<OpId> previous_optimizer(static_cast<std::size_t>(nodes), kNoOp);  // per node
-  for (std::int32_t it = 0; it < in.iterations; ++it) {
-    std::vector<OpId> fwd_out(static_cast<std::size_t>(S) * static_cast<std::size_t>(M), kNoOp);
-    std::vector<OpId> bwd_out = fwd_out;
-    std::vector<std::vector<OpId>> downloads(static_cast<std::size_t>(nodes));  // per node
-    auto cost = [&](std::int32_t c, std::int32_t m) {
-      return op.stage_cost(range[static_cast<std::size_t>(c)], m);
-    };
-    auto upload = [&](std::int32_t g, std::int32_t c, std::int32_t pass, const RangeCost& r) -> OpId {
-      auto gi = static_cast<std::size_t>(g);
-      if (resident_stage[gi] == c)
-        return kNoOp;  // forward of the last stage flows straight into its backward
-      resident_stage[gi] = c;
-      return op.upload_weights(g, r, OpTags{c, pass, -1, r.begin, r.end, it},
-                               {previous_optimizer[static_cast<std::size_t>(g / gpn)]});
-    };
-    auto input_from = [&](std::int32_t g, std::int32_t from_gpu, OpId produced, std::int64_t bytes,
-                          const OpTags& t) {
-      if (produced == kNoOp || from_gpu == g) return produced;
-      return op.transfer(op.stream(g, OffloadPlan::kRecv), OpKind::kP2P, t, op.gpu(from_gpu), op.gpu(g),
-                         bytes, {produced});
-    };
+  void hold_model_on_hosts();
+  void forward_sweep(std::int32_t first_mb);
+  void backward_sweep(std::int32_t first_mb);
+  void optimizer_step();
+
+  const ScheduleInput& in_;
+  const std::int32_t P_, S_, M_;
+  const std::vector<LayerCost>& layers_;
+  const BlockSpan blocks_;
+  const std::vector<std::int32_t> part_;
+  const std::vector<LayerRange> range_;
+  const std::vector<std::int32_t> order_;
+  OffloadPlan op_;
+  const std::int32_t gpn_, nodes_;
+  std::vector<std::int64_t> node_trainable_;  // per node
+  std::vector<std::int32_t> resident_stage_;  // per GPU, -1 for none
+  std::vector<OpId> previous_optimizer_;      // per node
+  // The iteration being built: stage outputs per (stage, microbatch) and gradient downloads per node.
+  std::int32_t it_ = 0;
+  std::vector<OpId> fwd_out_, bwd_out_;
+  std::vector<std::vector<OpId>> downloads_;
+};
+
+// Members initialize in declaration order: the stage checks precede the plan's own.
+MobiusBuilder::MobiusBuilder(const ScheduleInput& in)
+    : in_(in),
+      P_(in.pp),
+      S_(P_ * in.virtual_stages),
+      M_(in.microbatches),
+      layers_(in.costs.front()),
+      blocks_(block_span(layers_)),
+      part_(checked_partition()),
+      range_(chunk_layer_ranges(blocks_, static_cast<std::int32_t>(layers_.size()), part_)),
+      order_(stage_gpu_order(in)),
+      op_(in, "mobius", P_),
+      gpn_(in.hw.node.gpus),
+      nodes_((P_ + gpn_ - 1) / gpn_) {}
+
+std::vector<std::int32_t> MobiusBuilder::checked_partition() const {
+  std::vector<std::int32_t> part =
+      in_.partition.empty() ? balanced_partition(blocks_.count, S_) : in_.partition;
+  if (static_cast<std::int32_t>(part.size()) != S_)
+    throw InputError(Option{"partition"}, "",
+                     fmt::format("has {} entries; mobius expects pp x virtual stages = {}", part.size(), S_));
+  if (blocks_.count < S_ && in_.partition.empty())
+    throw InputError(Option{"virtual_stages"}, "",
+                     fmt::format("{} stages exceed the model's {} blocks", S_, blocks_.count));
+  return part;
+}
+
+// Each node's host keeps the weights and optimizer state of the stages its GPUs run, and its cores step them.
+void MobiusBuilder::hold_model_on_hosts() {
+  std::vector<std::int64_t> node_params(static_cast<std::size_t>(nodes_), 0);
+  node_trainable_ = node_params;
+  for (std::int32_t c = 0; c < S_; ++c) {
+    const RangeCost r = range_cost(layers_, range_[static_cast<std::size_t>(c)].first,
+                                   range_[static_cast<std::size_t>(c)].second);
+    node_params[node_of_stage(c)] += r.params;
+    node_trainable_[node_of_stage(c)] += r.trainable;
+  }
+  for (std::int32_t n = 0; n < nodes_; ++n)
+    op_.hold_model_on_host(n, node_params[static_cast<std::size_t>(n)],
+                           node_trainable_[static_cast<std::size_t>(n)]);
+}
+
+OpId MobiusBuilder::upload(std::int32_t g, std::int32_t c, std::int32_t pass, const RangeCost& r) {
+  auto gi = static_cast<std::size_t>(g);
+  if (resident_stage_[gi] == c) return kNoOp;  // forward of the last stage flows straight into its backward
+  resident_stage_[gi] = c;
+  return op_.upload_weights(g, r, OpTags{c, pass, -1, r.begin, r.end, it_},
+                            {previous_optimizer_[static_cast<std::size_t>(g / gpn_)]});
+}
+
+OpId MobiusBuilder::input_from(std::int32_t g, std::int32_t from_gpu, OpId produced, std::int64_t bytes,
+                               const OpTags& t) {
+  if (produced == kNoOp || from_gpu == g) return produced;
+  return op_.transfer(op_.stream(g, OffloadPlan::kRecv), OpKind::kP2P, t, op_.gpu(from_gpu), op_.gpu(g),
+                      bytes, {produced});
+}
+
+// Stage by stage, every microbatch back to back.
+void MobiusBuilder::forward_sweep(std::int32_t first_mb) {
+  for (std::int32_t c = 0; c < S_; ++c) {
+    const std::int32_t g = gpu_of(c);
+    RangeCost r0 = cost(c, 0);
+    OpId up = upload(g, c, 0, r0);
+    OpId last = kNoOp;
+    for (std::int32_t m = 0; m < M_; ++m) {
+      RangeCost r = cost(c, m);
+      OpTags t{c, 0, first_mb + m, r.begin, r.end, it_};
+      OpId in_op = c > 0 ? input_from(g, gpu_of(c - 1), fwd_out_[static_cast<std::size_t>((c - 1) * M_ + m)],
+                                      cost(c - 1, m).output_bytes, t)
+                         : kNoOp;
+      last = op_.forward(g, t, r, {up, in_op}, r.input_bytes /* checkpoint kept for the backward */);
+      fwd_out_[static_cast<std::size_t>(c * M_ + m)] = last;
+    }
+    if (c != S_ - 1) {  // the last stage's weights stay for its backward
+      op_.drop_weights(g, r0, last);
+      resident_stage_[static_cast<std::size_t>(g)] = -1;
+    }
+  }
+}
+
+// Reverse stage order, recomputing from the checkpoints.
+void MobiusBuilder::backward_sweep(std::int32_t first_mb) {
+  for (std::int32_t c = S_ - 1; c >= 0; --c) {
+    const std::int32_t g = gpu_of(c);
+    RangeCost r0 = cost(c, 0);
+    OpId up = upload(g, c, 1, r0);
+    OpId last = kNoOp;
+    for (std::int32_t m = 0; m < M_; ++m) {
+      RangeCost r = cost(c, m);
+      OpTags t{c, 1, first_mb + m, r.begin, r.end, it_};
+      OpId grad_in = c < S_ - 1
+                         ? input_from(g, gpu_of(c + 1), bwd_out_[static_cast<std::size_t>((c + 1) * M_ + m)],
+                                      r.output_bytes, t)
+                         : kNoOp;
+      OpId rc = op_.recompute(g, t, r, {up, grad_in}, r.working_bytes + (m == 0 ? r0.grad_bytes() : 0));
+      last = op_.backward(g, t, r, {rc}, 0, r.working_bytes + r.input_bytes);
+      bwd_out_[static_cast<std::size_t>(c * M_ + m)] = last;
+    }
+    OpId down = op_.download_gradients(g, r0, OpTags{c, 1, -1, r0.begin, r0.end, it_}, last);
+    resident_stage_[static_cast<std::size_t>(g)] = -1;
+    downloads_[node_of_stage(c)].push_back(down);
+  }
+}
+
+// One optimizer step per node over its stages on all its cores once their gradients are on the host.
+void MobiusBuilder::optimizer_step() {
+  for (std::int32_t n = 0; n < nodes_; ++n)
+    previous_optimizer_[static_cast<std::size_t>(n)] = op_.cpu_adam(
+        op_.cpu_stream(n, 0), OpTags{-1, -1, -1, -1, -1, it_}, node_trainable_[static_cast<std::size_t>(n)],
+        in_.optimizer_threads(in_.hw.host.cores), downloads_[static_cast<std::size_t>(n)]);
+}
+
+Plan MobiusBuilder::build() {
+  hold_model_on_hosts();
+  resident_stage_.assign(static_cast<std::size_t>(P_), -1);
+  previous_optimizer_.assign(static_cast<std::size_t>(nodes_), kNoOp);
+  for (it_ = 0; it_ < in_.iterations; ++it_) {
+    fwd_out_.assign(static_cast<std::size_t>(S_) * static_cast<std::size_t>(M_), kNoOp);
+    bwd_out_ = fwd_out_;
+    downloads_.assign(static_cast<std::size_t>(nodes_), {});
     // Gradient accumulation: K flushes, each stage's gradients downloaded (and summed on the host) every
     // round.
-    for (std::int32_t round = 0; round < in.accum_steps; ++round) {
-      const std::int32_t first_mb = (it * in.accum_steps + round) * M;
-      for (std::int32_t c = 0; c < S; ++c) {  // forward: stage by stage, every microbatch back to back
-        const std::int32_t g = gpu_of(c);
-        RangeCost r0 = cost(c, 0);
-        OpId up = upload(g, c, 0, r0);
-        OpId last = kNoOp;
-        for (std::int32_t m = 0; m < M; ++m) {
-          RangeCost r = cost(c, m);
-          OpTags t{c, 0, first_mb + m, r.begin, r.end, it};
-          OpId in_op = c > 0
-                           ? input_from(g, gpu_of(c - 1), fwd_out[static_cast<std::size_t>((c - 1) * M + m)],
-                                        cost(c - 1, m).output_bytes, t)
-                           : kNoOp;
-          last = op.forward(g, t, r, {up, in_op}, r.input_bytes /* checkpoint kept for the backward */);
-          fwd_out[static_cast<std::size_t>(c * M + m)] = last;
-        }
-        if (c != S - 1) {  // the last stage's weights stay for its backward
-          op.drop_weights(g, r0, last);
-          resident_stage[static_cast<std::size_t>(g)] = -1;
-        }
-      }
-      for (std::int32_t c = S - 1; c >= 0;
-           --c) {  // backward: reverse stage order, recompute from checkpoints
-        const std::int32_t g = gpu_of(c);
-        RangeCost r0 = cost(c, 0);
-        OpId up = upload(g, c, 1, r0);
-        OpId last = kNoOp;
-        for (std::int32_t m = 0; m < M; ++m) {
-          RangeCost r = cost(c, m);
-          OpTags t{c, 1, first_mb + m, r.begin, r.end, it};
-          OpId grad_in =
-              c < S - 1 ? input_from(g, gpu_of(c + 1), bwd_out[static_cast<std::size_t>((c + 1) * M + m)],
-                                     r.output_bytes, t)
-                        : kNoOp;
-          OpId rc = op.recompute(g, t, r, {up, grad_in}, r.working_bytes + (m == 0 ? r0.grad_bytes() : 0));
-          last = op.backward(g, t, r, {rc}, 0, r.working_bytes + r.input_bytes);
-          bwd_out[static_cast<std::size_t>(c * M + m)] = last;
-        }
-        OpId down = op.download_gradients(g, r0, OpTags{c, 1, -1, r0.begin, r0.end, it}, last);
-        resident_stage[static_cast<std::size_t>(g)] = -1;
-        downloads[node_of_stage(c)].push_back(down);
-      }
+    for (std::int32_t round = 0; round < in_.accum_steps; ++round) {
+      const std::int32_t first_mb = (it_ * in_.accum_steps + round) * M_;
+      forward_sweep(first_mb);
+      backward_sweep(first_mb);
     }
-    // One optimizer step per node over its stages on all its cores once their gradients are on the host.
-    for (std::int32_t n = 0; n < nodes; ++n)
-      previous_optimizer[static_cast<std::size_t>(n)] = op.cpu_adam(
-          op.cpu_stream(n, 0), OpTags{-1, -1, -1, -1, -1, it}, node_trainable[static_cast<std::size_t>(n)],
-          in.optimizer_threads(in.hw.host.cores), downloads[static_cast<std::size_t>(n)]);
+    optimizer_step();
   }
-  return op.finish(part, in.parameters.flag("cross_mapping") ? "cross mapping of stages to GPUs" : "");
+  return op_.finish(part_, in_.parameters.flag("cross_mapping") ? "cross mapping of stages to GPUs" : "");
+}
+
+Plan build_mobius(const ScheduleInput& in) {
+  return MobiusBuilder(in).build();
 }
 
 }  // namespace

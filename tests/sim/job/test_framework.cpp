@@ -1,0 +1,122 @@
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "core/json_reader.hpp"
+#include "pipesim/sim/core/error.hpp"
+#include "pipesim/sim/job/framework.hpp"
+#include "pipesim/sim/job/job.hpp"
+#include "test_helpers.hpp"
+
+namespace pipesim::sim {
+namespace {
+
+std::string shipped_text(const std::string& name) {
+  return detail::read_text_file(std::string(PIPESIM_SOURCE_DIR) + "/frameworks/" + name + ".json");
+}
+
+/// The text of megatron-core.json with one JSON pointer replaced.
+std::string with(const std::string& pointer, const nlohmann::json& value) {
+  nlohmann::json j = nlohmann::json::parse(shipped_text("megatron-core"));
+  j[nlohmann::json::json_pointer(pointer)] = value;
+  return j.dump();
+}
+
+TEST(Framework, ShippedFilesLoadAndCiteEverySetting) {
+  const std::vector<std::string> names = shipped_frameworks();
+  EXPECT_EQ(names, (std::vector<std::string>{"megatron-core", "megatron-lm-2021", "megatron-lm-2022"}));
+  for (const std::string& name : names) {
+    const Framework f = load_framework(name);
+    EXPECT_EQ(f.name, name);
+    for (const std::string* source :
+         {&f.attention.source, &f.dropout.source, &f.sequence_parallel.source, &f.bias_kernels.source,
+          &f.norm_backward.source, &f.grad_accumulation.source, &f.grad_sync.source, &f.tp_overlap.source,
+          &f.blocking_p2p.source})
+      EXPECT_FALSE(source->empty()) << name;
+  }
+}
+
+TEST(Framework, TheDefaultIsTodaysMegatronCore) {
+  // A job that names no framework runs as pipesim always priced it: flash attention, fused biases and
+  // gradient accumulation, one-pass norms, overlapped DP and TP communication, sequence parallelism.
+  const JobOptions j = with_framework(JobOptions{});
+  EXPECT_EQ(framework_name(j), "megatron-core");
+  EXPECT_EQ(*j.attention, "flash");
+  EXPECT_FALSE(*j.dropout);
+  EXPECT_TRUE(*j.sequence_parallel);
+  EXPECT_EQ(*j.bias_kernels, "fused");
+  EXPECT_EQ(*j.norm_backward, "one-pass");
+  EXPECT_EQ(*j.grad_accumulation, "fused");
+  EXPECT_EQ(*j.grad_sync, "overlap");
+  EXPECT_EQ(*j.tp_overlap, "backward");
+  EXPECT_FALSE(*j.blocking_p2p);
+}
+
+TEST(Framework, GivenOptionsOverrideTheFramework) {
+  JobOptions j;
+  j.framework = "megatron-lm-2021";
+  j.grad_sync = "overlap";
+  j.grad_accumulation = "autograd";
+  const JobOptions r = with_framework(j);
+  EXPECT_EQ(framework_name(r), "megatron-lm-2021");
+  EXPECT_EQ(*r.grad_sync, "overlap");           // given
+  EXPECT_EQ(*r.grad_accumulation, "autograd");  // given
+  EXPECT_EQ(*r.attention, "unfused");           // the framework's
+  EXPECT_EQ(*r.norm_backward, "two-pass");      // the framework's
+  EXPECT_TRUE(*r.blocking_p2p);                 // the framework's
+  EXPECT_EQ(make_schedule_input(r, find_schedule("1f1b")).framework, "megatron-lm-2021");
+}
+
+double step_s(const JobOptions& j) {
+  const Plan plan = testing::plan_of("1f1b", j);
+  return compute_metrics(plan, Engine{}.run(plan)).step_time_s;
+}
+
+TEST(Framework, AFrameworkMovesThePredictionThroughItsSettings) {
+  // Megatron-LM 2022 on the same job: unfused attention and dropout move more bytes, the blocking p2p and
+  // the gradient sync after the backward wait more; the step is longer than Megatron-Core's.
+  JobOptions j;
+  j.model = "llama3-8b";
+  j.hw = "h100-sxm-8x";
+  j.pp = 4;
+  const double core = step_s(j);
+  j.framework = "megatron-lm-2022";
+  const double lm2022 = step_s(j);
+  EXPECT_GT(lm2022, core * 1.1);
+  // The same settings given as options instead of a framework give the same step.
+  JobOptions flags;
+  flags.model = "llama3-8b";
+  flags.hw = "h100-sxm-8x";
+  flags.pp = 4;
+  flags.attention = "unfused";
+  flags.dropout = true;
+  flags.sequence_parallel = false;
+  flags.bias_kernels = "separate";
+  flags.grad_sync = "after-backward";
+  flags.blocking_p2p = true;
+  EXPECT_EQ(step_s(flags), lm2022);
+}
+
+TEST(Framework, BadFilesNameFileAndPath) {
+  auto err = [](const std::string& text) {
+    return testing::error_of([&] { parse_framework(text, "f.json"); });
+  };
+  EXPECT_EQ(err(with("/settings/attention/value", "fused")),
+            "f.json: /settings/attention/value: unknown attention kernel 'fused'; valid: unfused, flash");
+  EXPECT_EQ(err(with("/settings/grad_sync/value", "later")),
+            "f.json: /settings/grad_sync/value: unknown value 'later'; valid: overlap, after-backward");
+  EXPECT_EQ(err(with("/settings/dropout/value", "no")),
+            "f.json: /settings/dropout/value: expected true or false");
+  EXPECT_EQ(
+      err(with("/settings/tp_overlap/source", "")).rfind("f.json: /settings/tp_overlap/source: empty", 0),
+      0u);
+  EXPECT_EQ(err(with("/version", 2)), "f.json: /version: unsupported version; valid: 1");
+  EXPECT_NE(err(with("/settings/flash", true)).find("/settings/flash"), std::string::npos);  // unknown key
+  nlohmann::json missing = nlohmann::json::parse(shipped_text("megatron-core"));
+  missing["settings"].erase("norm_backward");
+  EXPECT_NE(err(missing.dump()).find("/settings/norm_backward"), std::string::npos);
+  EXPECT_EQ(testing::error_of([] { load_framework("megatron-lm-2020"); }).find("megatron-lm-2020"), 0u);
+}
+
+}  // namespace
+}  // namespace pipesim::sim
