@@ -122,11 +122,13 @@ int list_frameworks(const std::string& format) {
     const pipesim::sim::Framework f = pipesim::sim::load_framework(name);
     table += fmt::format(
         "{:<20} {}\n{:<20} attention {}, dropout {}, sequence parallel {}, biases {}, norm "
-        "backward {},\n{:<20} grad accumulation {}, grad sync {}, tp overlap {}, p2p {}\n",
+        "backward {},\n{:<20} grad accumulation {}, grad sync {}, tp overlap {}, p2p {}{}\n",
         name, f.description, "", f.attention.value, f.dropout.value ? "on" : "off",
         f.sequence_parallel.value ? "on" : "off", f.bias_kernels.value, f.norm_backward.value, "",
         f.grad_accumulation.value, f.grad_sync.value, f.tp_overlap.value,
-        f.blocking_p2p.value ? "blocking" : "overlapped");
+        f.blocking_p2p.value ? "blocking" : "overlapped",
+        f.host_dispatch_us.value > 0 ? fmt::format(", {} us of CPU per kernel", f.host_dispatch_us.value)
+                                     : "");
     rows.push_back({{"name", name},
                     {"description", f.description},
                     {"source", f.source},
@@ -138,7 +140,8 @@ int list_frameworks(const std::string& format) {
                     {"grad_accumulation", f.grad_accumulation.value},
                     {"grad_sync", f.grad_sync.value},
                     {"tp_overlap", f.tp_overlap.value},
-                    {"blocking_p2p", f.blocking_p2p.value}});
+                    {"blocking_p2p", f.blocking_p2p.value},
+                    {"host_dispatch_us", f.host_dispatch_us.value}});
   }
   print_listing(rows, format, table);
   return 0;
@@ -258,6 +261,12 @@ void add_kernel_options(CLI::App* sim, pipesim::sim::JobOptions& j) {
   add_framework_word(sim, "--grad-sync", j.grad_sync,
                      "DP gradient all-reduce: overlap (buckets during the backward) or after-backward",
                      {"overlap", "after-backward"});
+  sim->add_option_function<double>(
+         "--host-dispatch-us", [&j](double us) { j.host_dispatch_us = us; },
+         "CPU time to issue one kernel (Python, dispatch, autograd, launch), in us: a compute op lasts at "
+         "least "
+         "its kernels times this; 0: not modelled (default: the framework's)")
+      ->check(CLI::Range(0.0, pipesim::sim::kMaxHostDispatchUs));
   add_framework_word(sim, "--tp-overlap", j.tp_overlap,
                      "the backward's TP collectives: backward (beside its GEMMs, Megatron-LM's asynchronous "
                      "TP communication since 2022) or none (each waits on the compute stream, Megatron-LM "

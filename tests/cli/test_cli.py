@@ -252,8 +252,10 @@ class Frameworks(unittest.TestCase):
         rc, out, _ = run("frameworks", "--format", "json")
         self.assertEqual(rc, 0)
         rows = json.loads(out)
-        self.assertEqual([r["name"] for r in rows], ["megatron-core", "megatron-lm-2021", "megatron-lm-2022"])
-        self.assertEqual(rows[1]["grad_accumulation"], "main-grad")
+        self.assertEqual([r["name"] for r in rows],
+                         ["megatron-core", "megatron-deepspeed", "megatron-lm-2021", "megatron-lm-2022"])
+        self.assertEqual(rows[2]["grad_accumulation"], "main-grad")
+        self.assertEqual(rows[1]["host_dispatch_us"], 24)
         job = ["--model", "llama3-8b", "--hw", "h100-sxm-8x", "--pp", "4", "--schedule", "1f1b"]
         rc, out, _ = run("simulate", *job, "--format", "json")
         core = json.loads(out)
@@ -300,7 +302,7 @@ class Frameworks(unittest.TestCase):
     def test_bad_frameworks(self):
         rc, _, err = run("simulate", "--framework", "megatron-lm-2020")
         self.assertEqual(rc, 2)
-        self.assertIn("megatron-lm-2020: unknown framework; shipped: megatron-core, megatron-lm-2021", err)
+        self.assertIn("megatron-lm-2020: unknown framework; shipped: megatron-core, megatron-deepspeed,", err)
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "bad.json")
             with open(path, "w") as f:

@@ -101,7 +101,7 @@ TEST(Buy, ConstraintsAndPrices) {
   EXPECT_FALSE(buy(o, nullptr).clusters[0].meets_constraints);
   o.deadline_days = 0;
   o.max_gpus = 4;
-  EXPECT_EQ(buy(o, nullptr).clusters[0].skipped, "over --max-gpus 4");
+  EXPECT_EQ(buy(o, nullptr).clusters[0].skipped, "over max_gpus 4");
 }
 
 TEST(Buy, BadInputIsAnInputError) {
@@ -133,7 +133,7 @@ TEST(Buy, BadInputIsAnInputError) {
     buy(o, nullptr);
     ADD_FAILURE() << "a budget without a price must be refused";
   } catch (const sim::InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("--gpu-hour-usd"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("gpu_hour_usd:"), std::string::npos) << e.what();
   }
   std::filesystem::remove_all(dir);
 }

@@ -132,10 +132,10 @@ TEST(Replay, BadOptionsAndBackends) {
             std::string::npos);
   o = quick();
   o.work_scale = 0;
-  EXPECT_NE(sim::testing::error_of([&] { replay_plan(plan, o); }).find("--work-scale"), std::string::npos);
+  EXPECT_NE(sim::testing::error_of([&] { replay_plan(plan, o); }).find("work_scale:"), std::string::npos);
   o = quick();
   o.iterations = 0;
-  EXPECT_NE(sim::testing::error_of([&] { replay_plan(plan, o); }).find("--iterations"), std::string::npos);
+  EXPECT_NE(sim::testing::error_of([&] { replay_plan(plan, o); }).find("iterations:"), std::string::npos);
 }
 
 TimelineFile synthetic(double factor_num, double factor_den) {

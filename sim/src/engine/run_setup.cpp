@@ -177,10 +177,13 @@ void RunState::number_groups(const PlanReading& r, std::size_t n) {
 
 Duration RunState::compute_duration(const Op& op, DeviceId device) const {
   const auto& hw = plan_.hw;
-  if (const auto* c = compute_of(op.payload))
-    return hw.op_ns(c->flops, c->gemm_gflop, c->kernels, plan_.meta.dtype, c->mem_bytes, c->expert_flops,
-                    c->expert_gemm_gflop, c->expert_weight_bytes, c->attention_flops, c->attention_bytes,
-                    c->wide_flops, c->score_bytes);
+  if (const auto* c = compute_of(op.payload)) {
+    const Duration gpu = hw.op_ns(c->flops, c->gemm_gflop, c->kernels, plan_.meta.dtype, c->mem_bytes,
+                                  c->expert_flops, c->expert_gemm_gflop, c->expert_weight_bytes,
+                                  c->attention_flops, c->attention_bytes, c->wide_flops, c->score_bytes);
+    // The GPU runs no faster than the CPU issues its kernels.
+    return std::max(gpu, c->kernels * plan_.meta.host_dispatch_ns);
+  }
   if (const auto* m = std::get_if<MemoryWork>(&op.payload)) {
     if (plan_.devices[static_cast<std::size_t>(device)].kind == DeviceKind::kGpu)
       return hw.memory_ns(m->bytes);

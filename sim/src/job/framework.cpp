@@ -53,6 +53,19 @@ void check_word(const std::string& value, const char* first, const char* second)
     throw InputError("", "", fmt::format("unknown value '{}'; valid: {}, {}", value, first, second));
 }
 
+/// An optional number setting: {"value": X, "source": "..."} with X in [lo, hi]; absent, 0 with no source.
+FrameworkSetting<double> number_setting(JsonObject& settings, const std::string& key, double lo, double hi) {
+  FrameworkSetting<double> out;
+  if (!settings.has(key)) {
+    settings.accept(key);
+    return out;
+  }
+  JsonObject s = setting_object(settings, key, out.source);
+  out.value = s.number("value", lo, hi);
+  s.finish();
+  return out;
+}
+
 }  // namespace
 
 Framework parse_framework(const std::string& text, const std::string& file) {
@@ -79,6 +92,7 @@ Framework parse_framework(const std::string& text, const std::string& file) {
   f.tp_overlap =
       word_setting(s, "tp_overlap", [](const std::string& v) { check_word(v, "backward", "none"); });
   f.blocking_p2p = flag_setting(s, "blocking_p2p");
+  f.host_dispatch_us = number_setting(s, "host_dispatch_us", 0, kMaxHostDispatchUs);
   s.finish();
   r.finish();
   return f;

@@ -253,6 +253,7 @@ JobOptions with_framework(JobOptions job) {
   take(job.grad_sync, f.grad_sync);
   take(job.tp_overlap, f.tp_overlap);
   take(job.blocking_p2p, f.blocking_p2p);
+  take(job.host_dispatch_us, f.host_dispatch_us);
   return job;
 }
 
@@ -379,6 +380,10 @@ void resolve_execution(const JobOptions& j, const ScheduleDescriptor& schedule, 
     bad(Option{"grad_sync"}, fmt::format("unknown mode '{}'; valid: overlap, after-backward", *j.grad_sync));
   in.overlap_grad_sync = *j.grad_sync == "overlap";
   in.blocking_p2p = *j.blocking_p2p;
+  if (!(*j.host_dispatch_us >= 0 && *j.host_dispatch_us <= kMaxHostDispatchUs))
+    bad(Option{"host_dispatch_us"},
+        fmt::format("{}; valid: 0 .. {}", *j.host_dispatch_us, kMaxHostDispatchUs));
+  in.host_dispatch_ns = duration_from_us(*j.host_dispatch_us);
   if (*j.tp_overlap != "backward" && *j.tp_overlap != "none")
     bad(Option{"tp_overlap"}, fmt::format("unknown mode '{}'; valid: backward, none", *j.tp_overlap));
   in.overlap_tp_backward = *j.tp_overlap == "backward";

@@ -68,6 +68,7 @@ json meta_json(const PlanMeta& m) {
   // Written only where they act, so plans without shared host links read as before.
   if (m.cp > 1) j["cp"] = m.cp;
   if (!m.framework.empty()) j["framework"] = m.framework;
+  if (m.host_dispatch_ns > 0) j["host_dispatch_ns"] = m.host_dispatch_ns;
   if (m.node_twins > 1) j["node_twins"] = m.node_twins;
   if (m.switch_twins > 1) j["switch_twins"] = m.switch_twins;
   return j;
@@ -101,6 +102,7 @@ PlanMeta meta_from(JsonObject o) {
   m.model_flops_per_step = o.number("model_flops_per_step", 0, 1e30);
   m.hardware_flops_per_step = o.number("hardware_flops_per_step", 0, 1e30);
   m.dtype = o.string("dtype");
+  m.host_dispatch_ns = o.integer_or("host_dispatch_ns", 0, 0, 1000000);  // at most 1 ms per kernel
   const json& part = o.raw("partition");
   if (!part.is_array()) o.fail("partition", "expected an array of block counts");
   for (std::size_t i = 0; i < part.size(); ++i)

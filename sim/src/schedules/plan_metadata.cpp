@@ -13,6 +13,7 @@ void fill_job_metadata(PlanMeta& m, const ScheduleInput& in,
   m.seq = static_cast<std::int32_t>(in.seq);
   m.global_batch = in.global_batch;
   m.dtype = in.dtype;
+  m.host_dispatch_ns = in.host_dispatch_ns;
   m.lora_rank = in.lora_rank;
   double model = 0, hardware = 0;
   for (std::int32_t i = 0; i < in.microbatches; ++i)

@@ -24,7 +24,8 @@ std::string with(const std::string& pointer, const nlohmann::json& value) {
 
 TEST(Framework, ShippedFilesLoadAndCiteEverySetting) {
   const std::vector<std::string> names = shipped_frameworks();
-  EXPECT_EQ(names, (std::vector<std::string>{"megatron-core", "megatron-lm-2021", "megatron-lm-2022"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"megatron-core", "megatron-deepspeed", "megatron-lm-2021",
+                                             "megatron-lm-2022"}));
   for (const std::string& name : names) {
     const Framework f = load_framework(name);
     EXPECT_EQ(f.name, name);
@@ -97,6 +98,31 @@ TEST(Framework, AFrameworkMovesThePredictionThroughItsSettings) {
   EXPECT_EQ(step_s(flags), lm2022);
 }
 
+TEST(Framework, ASmallEagerModelIsBoundByTheCpuIssuingItsKernels) {
+  // GPT-2-sized work on an H100: each block's forward is a few microseconds of GPU work, but the CPU needs
+  // 24 us to issue each of its kernels; the pass lasts kernels x 24 us, longer than its GPU work.
+  JobOptions j =
+      testing::job(std::string(PIPESIM_TEST_DATA_DIR) + "/tiny_model.json", "h100-sxm-8x", 2, 1, 1, 4);
+  const Plan gpu_only = testing::plan_of("1f1b", j);
+  j.host_dispatch_us = 24;
+  const Plan eager = testing::plan_of("1f1b", j);
+  EXPECT_EQ(eager.meta.host_dispatch_ns, 24000);
+  const Timeline a = Engine{}.run(gpu_only), b = Engine{}.run(eager);
+  int forwards = 0;
+  for (std::size_t i = 0; i < eager.ops.size(); ++i) {
+    const ComputeWork* c = compute_of(eager.ops[i].payload);
+    if (eager.ops[i].kind != OpKind::kForward || c == nullptr || c->kernels == 0) continue;
+    const Duration gpu = a.end[i] - a.start[i], issued = b.end[i] - b.start[i];
+    EXPECT_LT(gpu, issued) << i;
+    EXPECT_EQ(issued, Duration{c->kernels} * 24000) << i;
+    ++forwards;
+  }
+  EXPECT_GT(forwards, 0);
+  // 0 (the Megatron files' setting) leaves the GPU's own time.
+  j.host_dispatch_us = 0;
+  EXPECT_EQ(step_s(j), compute_metrics(gpu_only, Engine{}.run(gpu_only)).step_time_s);
+}
+
 TEST(Framework, BadFilesNameFileAndPath) {
   auto err = [](const std::string& text) {
     return testing::error_of([&] { parse_framework(text, "f.json"); });
@@ -111,6 +137,9 @@ TEST(Framework, BadFilesNameFileAndPath) {
       err(with("/settings/tp_overlap/source", "")).rfind("f.json: /settings/tp_overlap/source: empty", 0),
       0u);
   EXPECT_EQ(err(with("/version", 2)), "f.json: /version: unsupported version; valid: 1");
+  EXPECT_NE(err(with("/settings/host_dispatch_us", nlohmann::json{{"value", 5000}, {"source", "x"}}))
+                .find("/settings/host_dispatch_us/value"),
+            std::string::npos);
   EXPECT_NE(err(with("/settings/flash", true)).find("/settings/flash"), std::string::npos);  // unknown key
   nlohmann::json missing = nlohmann::json::parse(shipped_text("megatron-core"));
   missing["settings"].erase("norm_backward");

@@ -298,11 +298,11 @@ TEST(ExpertParallelism, RejectsWhatCannotRun) {
 TEST(Sharding, RejectsWhatCannotRun) {
   JobOptions j = testing::job("llama3-8b", "h100-sxm-8x", 1, 1, 8, 2);
   j.offload = "params";
-  EXPECT_NE(testing::error_of([&] { testing::plan_of("1f1b", j); }).find("add --zero 3 or --fsdp"),
+  EXPECT_NE(testing::error_of([&] { testing::plan_of("1f1b", j); }).find("add zero 3 or fsdp"),
             std::string::npos);
   j.offload = "none";
   j.fsdp = "hybrid";  // one node: nothing to replicate across
-  EXPECT_NE(testing::error_of([&] { testing::plan_of("1f1b", j); }).find("valid: --fsdp full"),
+  EXPECT_NE(testing::error_of([&] { testing::plan_of("1f1b", j); }).find("valid: fsdp full"),
             std::string::npos);
   j.fsdp = "";
   j.zero = 3;
@@ -317,7 +317,7 @@ TEST(Sharding, RejectsWhatCannotRun) {
   j.offload_device = "nvme";  // nothing offloaded
   EXPECT_NE(testing::error_of([&] {
               testing::plan_of("1f1b", j);
-            }).find("give --offload optimizer, params or both"),
+            }).find("give offload optimizer, params or both"),
             std::string::npos);
   j.offload = "both";
   j.hw = "l40s-8x";  // no NVMe volume in the profile

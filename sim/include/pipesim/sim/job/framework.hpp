@@ -13,6 +13,9 @@ namespace pipesim::sim {
 /// The framework a job runs on unless it names one: today's Megatron-Core with Transformer Engine.
 inline constexpr const char* kDefaultFramework = "megatron-core";
 
+/// A CPU that takes a millisecond to issue one kernel is beyond any framework's; larger is a typo.
+inline constexpr double kMaxHostDispatchUs = 1000;
+
 template <class T>
 struct FrameworkSetting {
   T value{};
@@ -33,6 +36,10 @@ struct Framework {
   FrameworkSetting<std::string> grad_sync;          ///< overlap | after-backward
   FrameworkSetting<std::string> tp_overlap;         ///< backward | none
   FrameworkSetting<bool> blocking_p2p;              ///< pipeline sends hold the sender's compute
+  /// CPU time to issue one kernel (Python modules, dispatch, autograd, the launch): a compute op lasts at
+  /// least its kernels times this, so small eager models are bound by the CPU. Optional in a file; 0 (not
+  /// modelled): only the GPU's own gap between kernels counts.
+  FrameworkSetting<double> host_dispatch_us;
 };
 
 /// Parses a framework file; throws InputError naming the file, the JSON path and what would be valid.

@@ -235,6 +235,8 @@ struct PlanMeta {
   double model_flops_per_step = 0;     ///< whole job, no recompute (for MFU)
   double hardware_flops_per_step = 0;  ///< whole job, with recompute (for HFU)
   std::string dtype = "bf16";
+  /// CPU time to issue one kernel: a compute op lasts at least its kernels times this (0: not modelled).
+  Duration host_dispatch_ns = 0;
   std::vector<std::int32_t> partition;  ///< transformer blocks per stage (per virtual stage when v > 1)
   std::string note;
 };
