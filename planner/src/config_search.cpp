@@ -134,7 +134,15 @@ std::vector<std::int32_t> context_degrees(const SearchOptions& o, std::int32_t r
 std::vector<const sim::ScheduleDescriptor*> schedules_to_try(const SearchOptions& o,
                                                              const sim::HardwareProfile& hw) {
   std::vector<const sim::ScheduleDescriptor*> schedules;
-  for (const std::string& name : o.schedules) schedules.push_back(&sim::find_schedule(name));
+  for (const std::string& name : o.schedules) {
+    const sim::ScheduleDescriptor& s = sim::find_schedule(name);
+    if (!sim::framework_runs(*o.base.loaded_framework, s))
+      throw sim::InputError(
+          sim::Option{"schedules"}, "",
+          fmt::format("{} does not run {}; its pipeline schedules: {}", sim::framework_name(o.base), name,
+                      fmt::join(o.base.loaded_framework->schedules.value, ", ")));
+    schedules.push_back(&s);
+  }
   if (o.schedules.empty()) {
     for (const sim::ScheduleDescriptor& s : sim::schedule_registry()) {
       const sim::PlannerHints& h = s.planner;
@@ -144,6 +152,10 @@ std::vector<const sim::ScheduleDescriptor*> schedules_to_try(const SearchOptions
       schedules.push_back(&s);
     }
   }
+  // A framework that implements only some pipeline schedules is searched over those.
+  std::erase_if(schedules, [&](const sim::ScheduleDescriptor* s) {
+    return !sim::framework_runs(*o.base.loaded_framework, *s);
+  });
   return schedules;
 }
 

@@ -299,6 +299,23 @@ class Frameworks(unittest.TestCase):
             self.assertEqual(json.loads(out)["framework"], "my-megatron")
             self.assertEqual(json.loads(out)["step_time_s"], json.loads(flash)["step_time_s"])
 
+    def test_plan_and_simulate_only_the_schedules_a_framework_runs(self):
+        job = ["--model", "llama3-8b", "--hw", "h100-sxm-8x", "--pp", "4", "--framework", "megatron-deepspeed"]
+        rc, out, _ = run("simulate", *job, "--format", "json")
+        self.assertEqual([r["schedule"] for r in json.loads(out)], ["1f1b", "zb-h1", "mobius", "spipe", "roundpipe"])
+        rc, _, err = run("simulate", *job, "--schedule", "dualpipe")
+        self.assertEqual((rc, err.strip()), (2, "pipesim: error: --schedule: megatron-deepspeed runs the pipeline "
+                                                "schedules 1f1b, zb-h1; valid: those, or a CPU-offload schedule"))
+        rc, out, err = run("plan", "--model", "qwen3-1.7b", "--hw", "h100-sxm-8x", "--gpus", "8", "--global-batch",
+                           "32", "--framework", "megatron-lm-2022", "--top", "20", "--format", "json")
+        self.assertEqual(rc, 0, err)
+        self.assertTrue({r["schedule"] for r in json.loads(out)} <= {"1f1b", "interleaved-1f1b"})
+        rc, _, err = run("plan", "--model", "qwen3-1.7b", "--gpus", "8", "--global-batch", "32", "--framework",
+                         "megatron-lm-2022", "--schedules", "zb-v")
+        self.assertEqual(rc, 2)
+        self.assertIn("--schedules: megatron-lm-2022 does not run zb-v; its pipeline schedules: 1f1b, "
+                      "interleaved-1f1b", err)
+
     def test_bad_frameworks(self):
         rc, _, err = run("simulate", "--framework", "megatron-lm-2020")
         self.assertEqual(rc, 2)

@@ -1,5 +1,7 @@
 #include "pipesim/sim/job/framework.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "core/data_dir.hpp"
@@ -66,7 +68,45 @@ FrameworkSetting<double> number_setting(JsonObject& settings, const std::string&
   return out;
 }
 
+/// An optional list of order-based schedule names, each registered.
+FrameworkSetting<std::vector<std::string>> schedules_setting(JsonObject& settings, const std::string& key) {
+  FrameworkSetting<std::vector<std::string>> out;
+  if (!settings.has(key)) {
+    settings.accept(key);
+    return out;
+  }
+  JsonObject s = setting_object(settings, key, out.source);
+  const json& v = s.raw("value");
+  if (!v.is_array() || v.empty() || v.size() > 64)
+    s.fail("value", "expected a list of 1 to 64 schedule names");
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const std::string where = s.path_of("value") + "/" + std::to_string(i);
+    if (!v[i].is_string()) throw InputError(s.file(), where, "expected a schedule name");
+    const std::string name = v[i].get<std::string>();
+    const ScheduleDescriptor* d = nullptr;
+    try {
+      d = &find_schedule(name);
+    } catch (const InputError& e) {
+      throw InputError(s.file(), where, e.message());
+    }
+    if (d->kind != ScheduleKind::kOrderBased)
+      throw InputError(s.file(), where,
+                       fmt::format("{} is a CPU-offload system that runs on any framework; list pipeline "
+                                   "schedules only",
+                                   name));
+    out.value.push_back(name);
+  }
+  s.finish();
+  return out;
+}
+
 }  // namespace
+
+bool framework_runs(const Framework& framework, const ScheduleDescriptor& schedule) {
+  const std::vector<std::string>& offered = framework.schedules.value;
+  return schedule.kind != ScheduleKind::kOrderBased || offered.empty() ||
+         std::find(offered.begin(), offered.end(), schedule.name) != offered.end();
+}
 
 Framework parse_framework(const std::string& text, const std::string& file) {
   const json root = detail::parse_json_text(text, file);
@@ -93,6 +133,7 @@ Framework parse_framework(const std::string& text, const std::string& file) {
       word_setting(s, "tp_overlap", [](const std::string& v) { check_word(v, "backward", "none"); });
   f.blocking_p2p = flag_setting(s, "blocking_p2p");
   f.host_dispatch_us = number_setting(s, "host_dispatch_us", 0, kMaxHostDispatchUs);
+  f.schedules = schedules_setting(s, "schedules");
   s.finish();
   r.finish();
   return f;

@@ -270,6 +270,7 @@ AllSchedulePlans plans_of_all_schedules(const JobOptions& given) {
   // beside them (ZeRO 1-3), to compare.
   const bool variants = job.dp > 1 && job.zero < 0 && job.fsdp.empty();
   for (const ScheduleDescriptor& s : schedule_registry()) {
+    if (!framework_runs(*job.loaded_framework, s)) continue;  // not software the job can run
     for (int zero = 0; zero <= (variants && s.kind == ScheduleKind::kOrderBased ? 3 : 0); ++zero) {
       JobOptions variant = job;
       if (zero > 0) variant.zero = zero;
@@ -509,6 +510,10 @@ void use_model(const JobOptions& j, const ScheduleDescriptor& schedule, const Ba
 
 ScheduleInput make_schedule_input(const JobOptions& job, const ScheduleDescriptor& schedule) {
   const JobOptions j = with_framework(job);
+  if (!framework_runs(*j.loaded_framework, schedule))
+    bad(Option{"schedule"},
+        fmt::format("{} runs the pipeline schedules {}; valid: those, or a CPU-offload schedule",
+                    framework_name(j), fmt::join(j.loaded_framework->schedules.value, ", ")));
   ScheduleInput in;
   in.framework = framework_name(j);
   resolve_layout(j, in);

@@ -123,6 +123,23 @@ TEST(Framework, ASmallEagerModelIsBoundByTheCpuIssuingItsKernels) {
   EXPECT_EQ(step_s(j), compute_metrics(gpu_only, Engine{}.run(gpu_only)).step_time_s);
 }
 
+TEST(Framework, RunsOnlyThePipelineSchedulesItImplements) {
+  const Framework mds = load_framework("megatron-deepspeed");
+  EXPECT_EQ(mds.schedules.value, (std::vector<std::string>{"1f1b", "zb-h1"}));
+  EXPECT_TRUE(framework_runs(mds, find_schedule("zb-h1")));
+  EXPECT_FALSE(framework_runs(mds, find_schedule("interleaved-1f1b")));
+  EXPECT_TRUE(framework_runs(mds, find_schedule("roundpipe")));  // an offload system of its own
+  EXPECT_TRUE(framework_runs(load_framework("megatron-core"), find_schedule("dualpipe")));  // lists none
+  JobOptions j = testing::job("llama3-8b", "h100-sxm-8x", 4, 1, 1, 8);
+  j.framework = "megatron-deepspeed";
+  EXPECT_EQ(testing::error_of([&] { testing::plan_of("dualpipe", j); }),
+            "schedule: megatron-deepspeed runs the pipeline schedules 1f1b, zb-h1; valid: those, or a "
+            "CPU-offload schedule");
+  std::vector<std::string> names;
+  for (const Plan& p : plans_of_all_schedules(j).plans) names.push_back(p.meta.schedule);
+  EXPECT_EQ(names, (std::vector<std::string>{"1f1b", "zb-h1", "mobius", "spipe", "roundpipe"}));
+}
+
 TEST(Framework, BadFilesNameFileAndPath) {
   auto err = [](const std::string& text) {
     return testing::error_of([&] { parse_framework(text, "f.json"); });
@@ -141,6 +158,14 @@ TEST(Framework, BadFilesNameFileAndPath) {
                 .find("/settings/host_dispatch_us/value"),
             std::string::npos);
   EXPECT_NE(err(with("/settings/flash", true)).find("/settings/flash"), std::string::npos);  // unknown key
+  EXPECT_EQ(
+      err(with("/settings/schedules", nlohmann::json{{"value", {"1f1b", "roundpipe"}}, {"source", "x"}})),
+      "f.json: /settings/schedules/value/1: roundpipe is a CPU-offload system that runs on any framework; "
+      "list "
+      "pipeline schedules only");
+  EXPECT_NE(err(with("/settings/schedules", nlohmann::json{{"value", {"1f2b"}}, {"source", "x"}}))
+                .find("f.json: /settings/schedules/value/0: unknown schedule '1f2b'"),
+            std::string::npos);
   nlohmann::json missing = nlohmann::json::parse(shipped_text("megatron-core"));
   missing["settings"].erase("norm_backward");
   EXPECT_NE(err(missing.dump()).find("/settings/norm_backward"), std::string::npos);

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "pipesim/sim/schedules/schedule.hpp"
+
 namespace pipesim::sim {
 
 /// The framework a job runs on unless it names one: today's Megatron-Core with Transformer Engine.
@@ -40,7 +42,15 @@ struct Framework {
   /// least its kernels times this, so small eager models are bound by the CPU. Optional in a file; 0 (not
   /// modelled): only the GPU's own gap between kernels counts.
   FrameworkSetting<double> host_dispatch_us;
+  /// The pipeline schedules the framework implements (order-based ones; optional in a file, empty: any).
+  /// `plan` and `buy` search only these, and `simulate` runs no other; the CPU-offload schedules are systems
+  /// of their own that run on any framework's kernels.
+  FrameworkSetting<std::vector<std::string>> schedules;
 };
+
+/// Whether the framework runs the schedule (order-based ones it lists, any when it lists none, and every
+/// whole-plan schedule).
+bool framework_runs(const Framework& framework, const ScheduleDescriptor& schedule);
 
 /// Parses a framework file; throws InputError naming the file, the JSON path and what would be valid.
 Framework parse_framework(const std::string& text, const std::string& file);
