@@ -316,7 +316,9 @@ json provenance(const CalibrateOptions& o, const HostInfo& host, const CudaCalib
 CalibrateReport run_calibration(const CalibrateOptions& o, std::ostream& progress) {
   namespace fs = std::filesystem;
   if (o.out.empty())
-    throw sim::InputError("--out", "", "missing; give the profile file to write, e.g. --out mine.json");
+    throw sim::InputError(
+        sim::Option{"out"}, "",
+        "missing; give the profile file to write, e.g. " + sim::spelled(sim::Option{"out"}) + " mine.json");
   sim::HardwareProfile hw = sim::load_hardware_profile(o.base);
   const std::string base_name = hw.name;
   fs::path out(o.out);
