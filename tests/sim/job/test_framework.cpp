@@ -99,10 +99,14 @@ TEST(Framework, AFrameworkMovesThePredictionThroughItsSettings) {
 }
 
 TEST(Framework, ASmallEagerModelIsBoundByTheCpuIssuingItsKernels) {
-  // GPT-2-sized work on an H100: each block's forward is a few microseconds of GPU work, but the CPU needs
-  // 24 us to issue each of its kernels; the pass lasts kernels x 24 us, longer than its GPU work.
+  // GPT-2 (124M) on one H100, one sequence of 1,024 tokens per microbatch: each block's forward is tens of
+  // microseconds of GPU work, but eager PyTorch's CPU takes 24 us to issue each of its kernels; the pass
+  // lasts kernels x 24 us, longer than its GPU work.
   JobOptions j =
-      testing::job(std::string(PIPESIM_TEST_DATA_DIR) + "/tiny_model.json", "h100-sxm-8x", 2, 1, 1, 4);
+      testing::job(std::string(PIPESIM_TEST_DATA_DIR) + "/hf/gpt2.json", "h100-sxm-8x", 1, 1, 1, 4);
+  j.nodes = 1;
+  j.seq = 1024;
+  j.microbatch_size = 1;
   const Plan gpu_only = testing::plan_of("1f1b", j);
   j.host_dispatch_us = 24;
   const Plan eager = testing::plan_of("1f1b", j);
