@@ -253,7 +253,7 @@ class Frameworks(unittest.TestCase):
         self.assertEqual(rc, 0)
         rows = json.loads(out)
         self.assertEqual([r["name"] for r in rows],
-                         ["megatron-core", "megatron-deepspeed", "megatron-lm-2021", "megatron-lm-2022"])
+                         ["megatron-core", "megatron-deepspeed", "megatron-lm-2021", "megatron-lm-2022", "nanotron"])
         self.assertEqual(rows[2]["grad_accumulation"], "main-grad")
         self.assertEqual(rows[1]["host_dispatch_us"], 24)
         job = ["--model", "llama3-8b", "--hw", "h100-sxm-8x", "--pp", "4", "--schedule", "1f1b"]

@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""Predicts the one-node runs of the HF Ultra-Scale Playbook's nanotron sweep (ultrascale_playbook_1B_3B.csv: its
+1B and 3B Llama-style models on 8 H100s, seq 4096, global batch 256 sequences, every DP x TP x PP split,
+microbatch size and ZeRO-0/1 tried) with the shipped h100-sxm-8x profile and `--framework nanotron`: step time
+(from tok/s), rank 0's peak memory, and whether the runs that crashed or ran out of memory (MFU nan) are
+predicted not to fit.
+
+Usage: validate_ultrascale.py PIPESIM [--check] [--framework NAME]
+Source: the Ultra-Scale Playbook's benchmark results (huggingface/nanotron, scripts/scaling_benchmarks.py for the
+model shapes: 1B 16 layers, hidden 2048, 32 heads, ffn 8192; 3B 28 layers, hidden 3072, 32 heads, ffn 8192; MHA,
+SwiGLU, vocabulary 131,072, tied embeddings); nanotron runs one 1F1B flush of GradAcc microbatches per step.
+
+With --check it exits 1 when a figure leaves the bounds below. They guard what the modelled causes give today
+(step median -24.2 %, memory median -30.6 %, 21 of 72 failed runs predicted to fit); the goals are 10 %, 10 %
+and 2 %: nanotron's fp32 logits and loss, its fp32 gradient buffer for every parameter and its saved
+activations are not modelled yet (docs/modelling-limits.md).
+"""
+import csv
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+
+STEP_MEDIAN_BOUND_PCT = 27.0
+MEMORY_MEDIAN_BOUND_PCT = 33.0
+FAILED_PREDICTED_TO_FIT_MAX = 24
+HERE = os.path.dirname(os.path.abspath(__file__))
+SHAPES = {"1B": (16, 2048, 32, 8192), "3B": (28, 3072, 32, 8192)}
+SEQ = 4096
+
+
+def model_file(tmp, name):
+    layers, hidden, heads, ffn = SHAPES[name]
+    path = os.path.join(tmp, f"{name}.json")
+    with open(path, "w") as f:
+        json.dump({"format": "pipesim-model", "version": 1, "name": f"ultrascale-{name}",
+                   "source": "nanotron scripts/scaling_benchmarks.py", "hidden_size": hidden, "num_layers": layers,
+                   "num_heads": heads, "num_kv_heads": heads, "ffn_hidden_size": ffn, "vocab_size": 131072,
+                   "tie_embeddings": True, "mlp": "swiglu"}, f)
+    return path
+
+
+def predict(pipesim, tmp, framework, r):
+    cmd = [pipesim, "simulate", "--model", os.path.join(tmp, r["model"] + ".json"), "--hw", "h100-sxm-8x",
+           "--nodes", r["Nodes"], "--dp", r["DP"], "--tp", r["TP"], "--pp", r["PP"], "--microbatch-size", r["MBS"],
+           "--global-batch", r["GBS"], "--seq", str(SEQ), "--schedule", "1f1b", "--framework", framework,
+           "--format", "json"] + (["--zero", "1"] if r["ZeRO"] == "1" else [])
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"pipesim simulate failed: {' '.join(cmd)}: {out.stderr.strip()}")
+    return json.loads(out.stdout)
+
+
+def main():
+    if len(sys.argv) < 2:
+        raise SystemExit(__doc__)
+    pipesim, args = sys.argv[1], sys.argv[2:]
+    framework = args[args.index("--framework") + 1] if "--framework" in args else "nanotron"
+    with open(os.path.join(HERE, "ultrascale_playbook_1B_3B.csv")) as f:
+        rows = [r for r in csv.DictReader(f) if r["Nodes"] == "1"]
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in SHAPES:
+            model_file(tmp, name)
+        with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+            results = list(pool.map(lambda r: predict(pipesim, tmp, framework, r), rows))
+    steps, memory, failed, failed_fit = [], [], 0, 0
+    for r, p in zip(rows, results):
+        if r["MFU"].startswith("nan") or not r["tok/s"]:
+            failed += 1
+            failed_fit += 0 if p["oom"] else 1
+            continue
+        measured = 256 * SEQ / float(r["tok/s"].replace(",", ""))
+        steps.append(100 * (p["step_time_s"] - measured) / measured)
+        gb = float(r["GPU memory"].split()[0])
+        memory.append(100 * (p["peak_gpu_mem_bytes"] / 1e9 - gb) / gb)
+    step_median, memory_median = statistics.median(steps), statistics.median(memory)
+    print(f"Ultra-Scale Playbook, one node of 8 H100s, --framework {framework} (negative: pipesim faster or "
+          "smaller than measured)")
+    print(f"{len(steps)} runs: step time median error {step_median:+.1f}%, mean absolute "
+          f"{statistics.mean(abs(e) for e in steps):.1f}%; rank-0 peak memory median error {memory_median:+.1f}%")
+    print(f"{failed} runs that crashed or ran out of memory: {failed_fit} predicted to fit")
+    if "--check" in args and (abs(step_median) > STEP_MEDIAN_BOUND_PCT or abs(memory_median) > MEMORY_MEDIAN_BOUND_PCT
+                              or failed_fit > FAILED_PREDICTED_TO_FIT_MAX):
+        print(f"FAIL: bounds are step median within {STEP_MEDIAN_BOUND_PCT}%, memory median within "
+              f"{MEMORY_MEDIAN_BOUND_PCT}%, at most {FAILED_PREDICTED_TO_FIT_MAX} failed runs predicted to fit")
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
