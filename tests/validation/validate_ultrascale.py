@@ -12,8 +12,8 @@ SwiGLU, vocabulary 131,072, tied embeddings); nanotron runs one 1F1B flush of Gr
 
 With --check it exits 1 when a figure leaves the bounds below. They guard what the modelled causes give today
 (step median -24.2 %, memory median -30.6 %, 21 of 72 failed runs predicted to fit); the goals are 10 %, 10 %
-and 2 %: nanotron's fp32 logits and loss, its fp32 gradient buffer for every parameter and its saved
-activations are not modelled yet (docs/modelling-limits.md).
+and 2 %: the transient tensors of nanotron's loss (bf16 logits, their fp32 copy and the softmax alive together),
+its fp32 gradient buffer for every parameter and its saved activations are not modelled yet (docs/fidelity.md).
 """
 import csv
 import json
