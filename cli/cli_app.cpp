@@ -129,6 +129,8 @@ int list_frameworks(const std::string& format) {
         f.blocking_p2p.value ? "blocking" : "overlapped",
         f.host_dispatch_us.value > 0 ? fmt::format(", {} us of CPU per kernel", f.host_dispatch_us.value)
                                      : "");
+    if (!f.schedules.value.empty())
+      table += fmt::format("{:<20} pipeline schedules {}\n", "", fmt::join(f.schedules.value, ", "));
     rows.push_back({{"name", name},
                     {"description", f.description},
                     {"source", f.source},
@@ -141,7 +143,20 @@ int list_frameworks(const std::string& format) {
                     {"grad_sync", f.grad_sync.value},
                     {"tp_overlap", f.tp_overlap.value},
                     {"blocking_p2p", f.blocking_p2p.value},
-                    {"host_dispatch_us", f.host_dispatch_us.value}});
+                    {"host_dispatch_us", f.host_dispatch_us.value},
+                    {"schedules", f.schedules.value},
+                    {"sources",
+                     {{"attention", f.attention.source},
+                      {"dropout", f.dropout.source},
+                      {"sequence_parallel", f.sequence_parallel.source},
+                      {"bias_kernels", f.bias_kernels.source},
+                      {"norm_backward", f.norm_backward.source},
+                      {"grad_accumulation", f.grad_accumulation.source},
+                      {"grad_sync", f.grad_sync.source},
+                      {"tp_overlap", f.tp_overlap.source},
+                      {"blocking_p2p", f.blocking_p2p.source},
+                      {"host_dispatch_us", f.host_dispatch_us.source},
+                      {"schedules", f.schedules.source}}}});
   }
   print_listing(rows, format, table);
   return 0;

@@ -256,6 +256,8 @@ class Frameworks(unittest.TestCase):
                          ["megatron-core", "megatron-deepspeed", "megatron-lm-2021", "megatron-lm-2022", "nanotron"])
         self.assertEqual(rows[2]["grad_accumulation"], "main-grad")
         self.assertEqual(rows[1]["host_dispatch_us"], 24)
+        self.assertEqual(rows[1]["schedules"], ["1f1b", "zb-h1"])
+        self.assertIn("wgrad_gemm_accum_fp32", rows[1]["sources"]["grad_accumulation"])  # each setting cites code
         job = ["--model", "llama3-8b", "--hw", "h100-sxm-8x", "--pp", "4", "--schedule", "1f1b"]
         rc, out, _ = run("simulate", *job, "--format", "json")
         core = json.loads(out)

@@ -122,7 +122,7 @@ def simulate(pipesim, tmp, r, choice, options):
     return json.loads(out.stdout)
 
 
-# Megatron-LM in 2022 (Korthikanti et al., frameworks/megatron-lm-2022.json: the same kernels, with the
+# Megatron-LM in 2022 (frameworks/megatron-lm-2022.json: the same kernels, with the
 # weight-gradient GEMMs accumulating into the fp32 main gradients and the persistent layer norm), in fp16 mixed
 # precision; the paper's two configurations of each model, as launched (sequence parallelism is a launch flag).
 FRAMEWORK_2022 = ["--framework", "megatron-lm-2022", "--dtype", "fp16"]

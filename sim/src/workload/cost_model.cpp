@@ -72,9 +72,9 @@ const char* to_string(LayerRole r) {
 
 namespace {
 
-// Activation bytes a GPT block saves per s*b*h element (Korthikanti et al. 2022, 16-bit activations):
-// 34 in all, of which the two norms' inputs and the two dropout masks (10) are what sequence parallelism
-// splits and the rest (24) what tensor parallelism splits anyway.
+// Activation bytes a GPT block saves per s*b*h element ("Reducing Activation Recomputation in Large
+// Transformer Models", 16-bit activations): 34 in all, of which the two norms' inputs and the two dropout
+// masks (10) are what sequence parallelism splits and the rest (24) what tensor parallelism splits anyway.
 constexpr std::int64_t kSavedBytesPerSbh = 34;
 constexpr std::int64_t kSequenceParallelBytesPerSbh = 10;
 constexpr std::int64_t kTensorParallelBytesPerSbh = kSavedBytesPerSbh - kSequenceParallelBytesPerSbh;
@@ -342,8 +342,8 @@ void add_unfused_attention(const LayerShape& x, double attn, LayerCost& c) {
 /// Saved activations under the recompute policy, and what recomputing costs.
 void set_block_activations(const LayerShape& x, double attn, const BlockTraffic& traffic, LayerCost& c) {
   const CostOptions& o = x.o;
-  // Korthikanti et al.: s*b*h*(34 + 5*a*s/h) bytes per layer, split by t with TP + sequence parallel;
-  // without sequence parallelism the norms' and dropouts' 10 s*b*h stay whole on every rank. Flash
+  // "Reducing Activation Recomputation": s*b*h*(34 + 5*a*s/h) bytes per layer, split by t with TP + sequence
+  // parallel; without sequence parallelism the norms' and dropouts' 10 s*b*h stay whole on every rank. Flash
   // attention keeps no scores.
   const std::int64_t linear_part =
       o.sequence_parallel ? kSavedBytesPerSbh * x.sbh / x.t
