@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs what is missing, checks that no folder includes a higher layer and that no file or function grew
-# past its size limit (scripts/check-sizes.py), builds everything with
+# Installs what is missing, checks that no folder includes a higher layer, that no file or function grew
+# past its size limit (scripts/check-sizes.py) and that every timed GPU buffer holds random operands
+# (scripts/check-timed-buffers.py), builds everything with
 # AddressSanitizer + UndefinedBehaviorSanitizer and warnings as errors, and runs every test through ctest (unit, CLI, notebook and validation tests); then the Release
 # CLI under a low memory limit (AddressSanitizer cannot start under one) and a short run of every libFuzzer
 # target over its seed corpus.
@@ -9,6 +10,7 @@ cd "$(dirname "$0")"
 ./scripts/install-deps.sh
 python3 scripts/check-layers.py
 python3 scripts/check-sizes.py
+python3 scripts/check-timed-buffers.py
 cmake -S . -B build-test -DCMAKE_BUILD_TYPE=Debug -DPIPESIM_SANITIZE=ON -DPIPESIM_WERROR=ON \
   -DPIPESIM_BUILD_TESTS=ON -DPIPESIM_BUILD_BENCH=ON > /dev/null
 cmake --build build-test -j2

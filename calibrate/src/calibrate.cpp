@@ -1,6 +1,7 @@
 #include "pipesim/calibrate/calibrate.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -24,41 +25,57 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-/// Collects every repetition's rate counter per benchmark and prints one progress line per benchmark.
+/// Collects every repetition's rate counter per benchmark, feeds the thread sweeps' early stop, and prints
+/// one progress line per benchmark with the time left.
 class CaptureReporter : public benchmark::BenchmarkReporter {
  public:
-  CaptureReporter(std::ostream& progress, int total) : progress_(progress), total_(total) {}
+  CaptureReporter(std::ostream& progress, int total, ThreadSweep& sweep)
+      : progress_(progress), total_(total), sweep_(sweep), start_(std::chrono::steady_clock::now()) {}
   bool ReportContext(const Context&) override { return true; }
   void ReportRuns(const std::vector<Run>& runs) override {
-    bool measured = false;
-    for (const Run& r : runs) {
-      if (r.run_type != Run::RT_Iteration || r.error_occurred) continue;
-      const std::string& name = r.run_name.function_name;
-      auto rate = [&](const char* key) {
-        auto it = r.counters.find(key);
-        return it == r.counters.end() ? 0.0 : static_cast<double>(it->second);
-      };
-      bool adam = name.rfind("cpu_adam", 0) == 0;
-      samples_[name].push_back(adam ? rate("items_per_second") : rate("bytes_per_second"));
-      measured = true;
-    }
-    if (!measured) return;  // the aggregates of a benchmark arrive in a call of their own
+    if (runs.empty() || runs.front().run_type != Run::RT_Iteration) return;  // aggregates come on their own
     const std::string& name = runs.front().run_name.function_name;
-    SampleStats s = summarize(samples_[name]);
-    bool adam = name.rfind("cpu_adam", 0) == 0;
-    progress_ << fmt::format("calibrate: [{}/{}] {}: {:.3f} {} (cv {:.1f}%, {} samples)\n", ++done_, total_,
-                             name, s.median / 1e9, adam ? "G params/s" : "GB/s", 100 * s.cv, s.samples)
+    const bool adam = name.rfind("cpu_adam", 0) == 0;
+    if (runs.front().error_occurred) {
+      const std::string kernel = kernel_of(name);
+      progress_ << fmt::format("calibrate: [{}/{}] {}: skipped, {} converged at {} threads{}\n", ++done_, total_,
+                               name, kernel, sweep_.converged_at(kernel), time_left())
+                << std::flush;
+      return;
+    }
+    for (const Run& r : runs) {
+      auto it = r.counters.find(adam ? "items_per_second" : "bytes_per_second");
+      samples_[name].push_back(it == r.counters.end() ? 0.0 : static_cast<double>(it->second));
+    }
+    const SampleStats s = summarize(samples_[name]);
+    const auto threads = static_cast<int>(runs.front().counters.at("threads"));
+    sweep_.record(kernel_of(name), threads, s.median);
+    ++done_;
+    progress_ << fmt::format("calibrate: [{}/{}] {}: {:.3f} {} (cv {:.1f}%, {} samples){}\n", done_, total_,
+                             name, s.median / 1e9, adam ? "G params/s" : "GB/s", 100 * s.cv, s.samples,
+                             time_left())
               << std::flush;
   }
+  /// The median rate of a benchmark; no samples when it was skipped.
   SampleStats stats(const std::string& name) const {
     auto it = samples_.find(name);
     return it == samples_.end() ? SampleStats{} : summarize(it->second);
   }
 
  private:
+  /// ", about N s left" from the mean time per benchmark so far (skipped ones take none).
+  std::string time_left() const {
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    const auto measured = static_cast<double>(samples_.size());
+    if (measured == 0 || done_ >= total_) return "";
+    return fmt::format(", about {:.0f} s left", elapsed / measured * (total_ - done_));
+  }
+
   std::ostream& progress_;
   int total_;
   int done_ = 0;
+  ThreadSweep& sweep_;
+  std::chrono::steady_clock::time_point start_;
   std::map<std::string, std::vector<double>> samples_;
 };
 
@@ -98,18 +115,59 @@ void merge_gpu(const CudaCalibration& c, sim::HardwareProfile& hw, const std::st
     g.peak_tflops[dtype] = peak = best;
     g.sources["peak_tflops"] = source + " (raised to the best measured GEMM)";
   }
+  // The curve describes the GEMMs training runs: microbatches of kTrainingTokens tokens or more. Below the
+  // smallest of those, the small-token points; a skinny decode GEMM (64 tokens through the output head) is
+  // as large in work as a training one but far slower, and would drag the curve down where training is.
+  auto work = [](const GemmPoint& p) {
+    return 2.0 * static_cast<double>(p.m) * static_cast<double>(p.n) * static_cast<double>(p.k) / 1e9;
+  };
+  constexpr std::int64_t kTrainingTokens = 512;
+  double smallest_training = 1e300;
+  for (const auto& p : c.gemm)
+    if (p.dtype == dtype && p.m >= kTrainingTokens) smallest_training = std::min(smallest_training, work(p));
   std::vector<std::pair<double, double>> eff;
   for (const auto& p : c.gemm) {
     if (p.dtype != dtype) continue;
-    eff.push_back({2.0 * static_cast<double>(p.m) * static_cast<double>(p.n) * static_cast<double>(p.k) / 1e9,
-                   p.tflops / peak});
     cv[fmt::format("gemm/{}/{}/m{}", p.dtype, p.shape, p.m)] = p.cv;
+    if (p.m >= kTrainingTokens || work(p) < smallest_training) eff.push_back({work(p), p.tflops / peak});
   }
   if (!eff.empty()) {
     g.gemm_efficiency = monotone_curve(eff, 1.0);
     g.sources["gemm_efficiency"] =
-        source + " (cuBLAS GemmEx " + dtype + ", fp32 accumulate, transformer shapes; isotonic in work)";
+        source + fmt::format(" (cuBLAS GemmEx {}, fp32 accumulate, random operands beyond L2, transformer "
+                             "shapes of h 2048 and 4096 at {}+ tokens and smaller GEMMs below their work; "
+                             "isotonic in work)",
+                             dtype, kTrainingTokens);
   }
+}
+
+/// Streaming efficiency: the median of the element-wise kernels' rates (bf16 copy, bf16 add, fp32 triad) on
+/// the largest arrays, as a share of the datasheet bandwidth the profile keeps.
+void merge_hbm(const CudaCalibration& c, sim::HardwareProfile& hw, const std::string& source, json& cv,
+               std::vector<std::string>& notes) {
+  std::int64_t largest = 0;
+  for (const auto& p : c.streaming) largest = std::max(largest, p.bytes);
+  std::vector<double> rates;
+  for (const auto& p : c.streaming) {
+    cv[fmt::format("streaming/{}/{}", p.kernel, p.bytes)] = p.cv;
+    if (p.bytes == largest && (p.kernel == "copy_bf16" || p.kernel == "add_bf16" || p.kernel == "triad_fp32"))
+      rates.push_back(p.GBps);
+  }
+  auto& g = hw.gpu;
+  if (rates.empty() || g.hbm_GBps <= 0) return;
+  const double measured = summarize(rates).median;
+  if (measured > g.hbm_GBps) {
+    notes.push_back(fmt::format("streaming kernels measured {:.0f} GB/s, above the profile's {:.0f} GB/s "
+                                "memory bandwidth; bandwidth raised to it",
+                                measured, g.hbm_GBps));
+    g.hbm_GBps = measured;
+    g.sources["hbm_GBps"] = source + " (raised to the measured streaming rate)";
+  }
+  g.hbm_efficiency = measured / g.hbm_GBps;
+  g.sources["hbm_efficiency"] =
+      source + fmt::format(" (median of bf16 copy, bf16 add and fp32 triad kernels over {} MiB arrays: "
+                           "{:.0f} GB/s of {:.0f})",
+                           largest >> 20, measured, g.hbm_GBps);
 }
 
 /// Host-device copy speeds by size; with the base's GPU count, also the shared switch and root-complex
@@ -202,21 +260,9 @@ void merge_nvlink(const CudaCalibration& c, sim::HardwareProfile& hw, const std:
 void merge_cuda(const CudaCalibration& c, sim::HardwareProfile& hw, const std::string& source, json& cv,
                 std::vector<std::string>& notes) {
   merge_gpu(c, hw, source, cv, notes);
+  merge_hbm(c, hw, source, cv, notes);
   merge_pcie(c, hw, source, cv, notes);
   merge_nvlink(c, hw, source);
-}
-
-/// Adam over thread counts, STREAM copy and triad; quick runs use smaller arrays and fewer repetitions.
-CpuBenchOptions cpu_bench_options(const HostInfo& host, bool quick) {
-  CpuBenchOptions cpu;
-  cpu.threads = default_thread_counts(host.cores, quick);
-  if (quick) {
-    cpu.adam_params = 8u << 20;
-    cpu.stream_elements = 8u << 20;
-    cpu.repetitions = 3;
-    cpu.min_time_s = 0.05;
-  }
-  return cpu;
 }
 
 /// Google Benchmark writes its raw results to `raw_tmp` itself.
@@ -246,11 +292,14 @@ void merge_cpu(const CpuBenchOptions& cpu, const CaptureReporter& capture, const
   for (int t : cpu.threads) {
     std::string name = fmt::format("cpu_adam/bf16/{}/threads:{}", to_string(cpu.isa), t);
     SampleStats s = capture.stats(name);
-    adam.push_back({static_cast<double>(t), s.median});
-    cv[name] = s.cv;
+    if (s.samples > 0) {  // counts past a converged sweep were skipped
+      adam.push_back({static_cast<double>(t), s.median});
+      cv[name] = s.cv;
+    }
     for (const char* k : {"stream_copy", "stream_triad", "stream_update"}) {
       const std::string bench = fmt::format("{}/threads:{}", k, t);
       SampleStats b = capture.stats(bench);
+      if (b.samples == 0) continue;
       cv[bench] = b.cv;
       if (b.median > best_stream) best_stream = b.median, best_stream_name = bench;
     }
@@ -335,16 +384,21 @@ CalibrateReport run_calibration(const CalibrateOptions& o, std::ostream& progres
                                          host.cpu_model, host.date_utc);
 
   const CpuBenchOptions cpu = cpu_bench_options(host, o.quick);
-  progress << fmt::format("calibrate: {} ({} cores, {} GiB), CPU Adam with {} over threads {}\n",
-                          host.cpu_model, host.cores, host.dram_bytes >> 30, to_string(cpu.isa),
-                          fmt::join(cpu.threads, ","))
+  progress << fmt::format(
+                  "calibrate: {} ({} cores, {} GiB, last-level cache {} MiB), CPU Adam with {} over threads {} "
+                  "(each sweep stops once doubling threads gains under {:.0f}%); STREAM arrays of {} MiB, "
+                  "Adam over {} M parameters\n",
+                  host.cpu_model, host.cores, host.dram_bytes >> 30, host.last_level_cache_bytes >> 20,
+                  to_string(cpu.isa), fmt::join(cpu.threads, ","), 100 * cpu.converged_gain,
+                  (cpu.stream_elements * sizeof(double)) >> 20, cpu.adam_params >> 20)
            << std::flush;
-  register_cpu_benchmarks(cpu);
+  ThreadSweep sweep(cpu.converged_gain);
+  register_cpu_benchmarks(cpu, &sweep);
   // Written under a temporary name, renamed once complete: an interrupted run leaves no partial raw file.
   const std::string cpu_raw_tmp = report.cpu_raw_path + ".tmp";
   const sim::RemovedOnInterrupt raw_guard(cpu_raw_tmp);
   initialize_benchmark(cpu_raw_tmp);
-  CaptureReporter capture(progress, static_cast<int>(cpu.threads.size() * 4));
+  CaptureReporter capture(progress, static_cast<int>(cpu.threads.size() * 4), sweep);
   run_benchmarks(capture, cpu_raw_tmp, report.cpu_raw_path);
 
   json cv = json::object();

@@ -17,6 +17,9 @@
 #include "pipesim/calibrate/cuda_calibration.hpp"
 #include "pipesim/calibrate/cuda_check.hpp"
 #include "pipesim/calibrate/curve_fit.hpp"
+#include "pipesim/calibrate/timed_buffers.cuh"
+#include "cuda_benchmarks.hpp"
+#include "cuda_timing.cuh"
 
 namespace pipesim::calibrate {
 
@@ -27,45 +30,7 @@ using cuda_check::CudaError;
 
 __global__ void empty_kernel() {}
 
-__global__ void fill_bf16(__nv_bfloat16* x, std::size_t n, float v) {
-  std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-  if (i < n) x[i] = __float2bfloat16(v);
-}
-
-struct Events {
-  cudaEvent_t start{}, stop{};
-  Events() {
-    check(cudaEventCreate(&start), "cudaEventCreate");
-    check(cudaEventCreate(&stop), "cudaEventCreate");
-  }
-  ~Events() {
-    cudaEventDestroy(start);
-    cudaEventDestroy(stop);
-  }
-  double elapsed_ms() {
-    check(cudaEventSynchronize(stop), "cudaEventSynchronize");
-    float ms = 0;
-    check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
-    return ms;
-  }
-};
-
-/// Runs `body` (which enqueues `iters` operations on `stream`) `samples` times after a warm-up and returns
-/// the per-operation time samples in seconds.
-template <typename Body>
-std::vector<double> time_loop(cudaStream_t stream, int iters, int samples, Body&& body) {
-  Events ev;
-  body();  // warm-up
-  check(cudaStreamSynchronize(stream), "warm-up");
-  std::vector<double> out;
-  for (int s = 0; s < samples; ++s) {
-    check(cudaEventRecord(ev.start, stream), "cudaEventRecord");
-    for (int i = 0; i < iters; ++i) body();
-    check(cudaEventRecord(ev.stop, stream), "cudaEventRecord");
-    out.push_back(ev.elapsed_ms() * 1e-3 / iters);
-  }
-  return out;
-}
+}  // namespace
 
 CopyPoint copy_point(std::int64_t bytes, const std::vector<double>& seconds) {
   std::vector<double> rates;
@@ -73,6 +38,8 @@ CopyPoint copy_point(std::int64_t bytes, const std::vector<double>& seconds) {
   SampleStats st = summarize(rates);
   return {bytes, st.median, st.cv, st.samples};
 }
+
+namespace {
 
 int iterations_for(std::int64_t bytes) {
   // Enough copies per sample that the loop lasts well beyond the event timer resolution.
@@ -90,17 +57,19 @@ void measure_copies(CudaCalibration& c, const CudaOptions& o,
       std::min<std::int64_t>(std::int64_t{1} << 30, static_cast<std::int64_t>(free_b / 4));
   for (std::int64_t b = 4096; b <= max_bytes; b *= o.quick ? 16 : 4) sizes.push_back(b);
   const std::int64_t big = sizes.back();
-  void *dev = nullptr, *dev2 = nullptr, *pinned = nullptr, *pinned2 = nullptr;
-  check(cudaMalloc(&dev, static_cast<std::size_t>(big)), "cudaMalloc");
-  check(cudaMalloc(&dev2, static_cast<std::size_t>(big)), "cudaMalloc");
+  void* dev = device_random(static_cast<std::size_t>(big), 11);
+  void* dev2 = device_random(static_cast<std::size_t>(big), 12);
+  // Page-locking time alone (the buffers are filled afterwards, outside the timed part).
   auto t0 = std::chrono::steady_clock::now();
+  void* pinned = nullptr;
+  // timed-buffers: filled by host_fill_random right after its allocation is timed.
   check(cudaHostAlloc(&pinned, static_cast<std::size_t>(big), cudaHostAllocDefault), "cudaHostAlloc");
   double alloc_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   c.pinned_alloc_ms_per_GiB = alloc_s * 1e3 / (static_cast<double>(big) / (1 << 30));
-  check(cudaHostAlloc(&pinned2, static_cast<std::size_t>(big), cudaHostAllocDefault), "cudaHostAlloc");
+  host_fill_random(pinned, static_cast<std::size_t>(big), 13);
+  void* pinned2 = pinned_random(static_cast<std::size_t>(big), 14);
   std::unique_ptr<char[]> pageable(new char[static_cast<std::size_t>(big)]);
-  std::memset(pageable.get(), 1, static_cast<std::size_t>(big));
-  std::memset(pinned, 1, static_cast<std::size_t>(big));
+  host_fill_random(pageable.get(), static_cast<std::size_t>(big), 15);
   cudaStream_t s1{}, s2{};
   check(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking), "cudaStreamCreate");
   check(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking), "cudaStreamCreate");
@@ -158,8 +127,8 @@ void measure_all_gpus(CudaCalibration& c, const CudaOptions& o) {
   std::vector<std::unique_ptr<Events>> ev;
   for (int d = 0; d < c.device_count; ++d) {
     check(cudaSetDevice(d), "cudaSetDevice");
-    check(cudaMalloc(&dev[static_cast<std::size_t>(d)], bytes), "cudaMalloc");
-    check(cudaHostAlloc(&host[static_cast<std::size_t>(d)], bytes, cudaHostAllocPortable), "cudaHostAlloc");
+    dev[static_cast<std::size_t>(d)] = device_random(bytes, 20 + static_cast<std::uint64_t>(d));
+    host[static_cast<std::size_t>(d)] = pinned_random(bytes, 40 + static_cast<std::uint64_t>(d), cudaHostAllocPortable);
     check(cudaStreamCreateWithFlags(&streams[static_cast<std::size_t>(d)], cudaStreamNonBlocking),
           "cudaStreamCreate");
     ev.push_back(std::make_unique<Events>());
@@ -200,7 +169,7 @@ void measure_p2p(CudaCalibration& c, const CudaOptions& o) {
   std::vector<void*> buf(n);
   for (int d = 0; d < c.device_count; ++d) {
     check(cudaSetDevice(d), "cudaSetDevice");
-    check(cudaMalloc(&buf[static_cast<std::size_t>(d)], bytes), "cudaMalloc");
+    buf[static_cast<std::size_t>(d)] = device_random(bytes, 60 + static_cast<std::uint64_t>(d));
     for (int p = 0; p < c.device_count; ++p) {
       int can = 0;
       if (p != d && cudaDeviceCanAccessPeer(&can, d, p) == cudaSuccess && can)
@@ -227,66 +196,6 @@ void measure_p2p(CudaCalibration& c, const CudaOptions& o) {
     cudaSetDevice(d);
     cudaFree(buf[static_cast<std::size_t>(d)]);
   }
-}
-
-void measure_gemm(CudaCalibration& c, const CudaOptions& o,
-                  const std::function<void(const std::string&)>& progress) {
-  check(cudaSetDevice(0), "cudaSetDevice");
-  // Shapes of a Llama-3-8B-class block (h 4096, GQA kv 1024, ffn 14336, vocab 128256) at several token
-  // counts.
-  const std::int64_t h = 4096, kv = 1024, f = 14336, vocab = 128256;
-  struct Shape {
-    const char* name;
-    std::int64_t n, k;
-  };
-  const Shape shapes[] = {{"qkv", h + 2 * kv, h},
-                          {"attn_out", h, h},
-                          {"mlp_up", 2 * f, h},
-                          {"mlp_down", h, f},
-                          {"lm_head", vocab, h}};
-  std::vector<std::int64_t> tokens = o.quick ? std::vector<std::int64_t>{64, 1024, 8192}
-                                             : std::vector<std::int64_t>{1, 16, 64, 128, 512, 2048, 8192};
-  const std::int64_t max_elems = tokens.back() * std::max(vocab, f) + vocab * h + tokens.back() * vocab;
-  __nv_bfloat16* mem = nullptr;
-  check(cudaMalloc(&mem, static_cast<std::size_t>(max_elems) * 2), "cudaMalloc");
-  fill_bf16<<<static_cast<unsigned>((max_elems + 255) / 256), 256>>>(mem, static_cast<std::size_t>(max_elems),
-                                                                     0.01f);
-  check(cudaGetLastError(), "fill");
-  cublasHandle_t handle{};
-  check(cublasCreate(&handle), "cublasCreate");
-  cudaStream_t s{};
-  check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
-  check(cublasSetStream(handle, s), "cublasSetStream");
-  const float alpha = 1.0f, beta = 0.0f;
-  for (const char* dtype : {"bf16", "fp16"}) {
-    const cudaDataType_t t = std::string(dtype) == "bf16" ? CUDA_R_16BF : CUDA_R_16F;
-    for (const Shape& sh : shapes) {
-      for (std::int64_t m : tokens) {
-        progress(std::string("gemm ") + dtype + " " + sh.name + " tokens " + std::to_string(m));
-        // Row-major Y[m,n] = X[m,k] W[k,n] as column-major Y^T = W^T X^T.
-        __nv_bfloat16* x = mem;
-        __nv_bfloat16* w = mem + m * sh.k;
-        __nv_bfloat16* y = w + sh.k * sh.n;
-        const double flops =
-            2.0 * static_cast<double>(m) * static_cast<double>(sh.n) * static_cast<double>(sh.k);
-        const int it = static_cast<int>(std::clamp(2e11 / flops, 2.0, 200.0));
-        auto secs = time_loop(s, it, o.samples, [&] {
-          check(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(sh.n), static_cast<int>(m),
-                             static_cast<int>(sh.k), &alpha, w, t, static_cast<int>(sh.n), x, t,
-                             static_cast<int>(sh.k), &beta, y, t, static_cast<int>(sh.n), CUBLAS_COMPUTE_32F,
-                             CUBLAS_GEMM_DEFAULT),
-                "cublasGemmEx");
-        });
-        std::vector<double> tf;
-        for (double v : secs) tf.push_back(flops / v / 1e12);
-        SampleStats st = summarize(tf);
-        c.gemm.push_back({sh.name, m, sh.n, sh.k, dtype, st.median, st.cv, st.samples});
-      }
-    }
-  }
-  cublasDestroy(handle);
-  cudaStreamDestroy(s);
-  cudaFree(mem);
 }
 
 void measure_launch(CudaCalibration& c, const CudaOptions& o) {
@@ -326,6 +235,7 @@ CudaCalibration run_on_device(const CudaOptions& o, const std::function<void(con
     cudaDeviceProp prop{};
     check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
     c.gpu_model = prop.name;
+    c.l2_bytes = prop.l2CacheSize;
     c.memory_bytes = static_cast<std::int64_t>(prop.totalGlobalMem);
     int drv = 0, rt = 0;
     cudaDriverGetVersion(&drv);
@@ -340,6 +250,7 @@ CudaCalibration run_on_device(const CudaOptions& o, const std::function<void(con
     progress("P2P matrix");
     measure_p2p(c, o);
     measure_gemm(c, o, progress);
+    measure_streaming(c, o, progress);
     c.ran = true;
   } catch (const CudaError& err) {
     c.ran = false;

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "pipesim/calibrate/cuda_calibration.hpp"
+#include "pipesim/sim/core/install_paths.hpp"
 
 namespace pipesim::calibrate {
 
@@ -15,11 +16,16 @@ bool cuda_compiled() {
 CudaCalibration run_cuda_calibration(const CudaOptions& options,
                                      const std::function<void(const std::string&)>& progress) {
   CudaCalibration c;
-  void* module = dlopen(PIPESIM_CUDA_MODULE_PATH, RTLD_NOW | RTLD_LOCAL);
+  const std::string file = PIPESIM_CUDA_MODULE_FILE;
+  const std::string path = sim::find_module(file);
+  if (path.empty()) {
+    c.why_not = "cannot load the CUDA benchmarks: " + sim::module_search_text(file);
+    return c;
+  }
+  void* module = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!module) {
     const char* why = dlerror();
-    c.why_not = std::string("cannot load the CUDA benchmarks (" PIPESIM_CUDA_MODULE_PATH "): ") +
-                (why ? why : "unknown error");
+    c.why_not = "cannot load the CUDA benchmarks (" + path + "): " + (why ? why : "unknown error");
     return c;
   }
   using Entry =

@@ -23,7 +23,9 @@ std::string cuda_calibration_to_json(const CudaCalibration& c) {
   j["memory_bytes"] = c.memory_bytes;
   j["driver_version"] = c.driver_version;
   j["runtime_version"] = c.runtime_version;
-  j["method"] = "warm-up, CUDA-event timing of a loop, median of samples (nvbandwidth style)";
+  j["method"] =
+      "warm-up, CUDA-event timing of a loop, median of samples (nvbandwidth style); random operands from a "
+      "fixed seed in every timed buffer";
   j["samples"] = c.samples;
   j["h2d_pinned"] = copies(c.h2d_pinned);
   j["d2h_pinned"] = copies(c.d2h_pinned);
@@ -44,6 +46,12 @@ std::string cuda_calibration_to_json(const CudaCalibration& c) {
                  {"cv", p.cv},
                  {"samples", p.samples}});
   j["gemm"] = std::move(g);
+  j["l2_bytes"] = c.l2_bytes;
+  auto st = nlohmann::ordered_json::array();
+  for (const auto& p : c.streaming)
+    st.push_back(
+        {{"kernel", p.kernel}, {"bytes", p.bytes}, {"GBps", p.GBps}, {"cv", p.cv}, {"samples", p.samples}});
+  j["streaming"] = std::move(st);
   j["launch_overhead_us"] = c.launch_overhead_us;
   j["event_resolution_us"] = c.event_resolution_us;
   j["pinned_alloc_ms_per_GiB"] = c.pinned_alloc_ms_per_GiB;

@@ -8,6 +8,7 @@
 
 #include "parallel_for.hpp"
 #include "pipesim/calibrate/cpu_adam.hpp"
+#include "pipesim/calibrate/operand_values.hpp"
 
 // Tuned-STREAM practice: non-temporal stores where the CPU has them, so the destination is written without
 // first being read (no write-allocate traffic) and the counted bytes are the bytes that cross the bus.
@@ -129,9 +130,9 @@ void stream_update(double* a, const double* b, double scalar, std::size_t n, int
   });
 }
 
-void parallel_fill(double* x, std::size_t n, double value, int threads) {
+void parallel_fill_random(double* x, std::size_t n, std::uint64_t seed, int threads) {
   detail::parallel_for(n, threads, 64, [&](std::size_t begin, std::size_t end) {
-    for (std::size_t i = begin; i < end; ++i) x[i] = value;
+    for (std::size_t i = begin; i < end; ++i) x[i] = operand_value(seed, i);
   });
 }
 

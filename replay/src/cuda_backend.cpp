@@ -14,9 +14,10 @@
 
 #include "cuda_backend.hpp"
 #include "cuda_replay_abi.hpp"
-#include "pipesim/calibrate/cpu_adam.hpp"
+#include "pipesim/calibrate/adam_workspace.hpp"
 #include "pipesim/calibrate/host_info.hpp"
 #include "pipesim/sim/core/error.hpp"
+#include "pipesim/sim/core/install_paths.hpp"
 
 namespace pipesim::replay {
 
@@ -24,23 +25,16 @@ namespace {
 
 using sim::OpId;
 
-/// The calibration's Adam over `params` parameters in 1M-parameter shards (the module's host functions).
+/// The calibration's Adam over `params` parameters (the module's host functions, called from CUDA's host
+/// function thread in stream order).
 void cpu_adam(std::int64_t params, int threads) {
-  constexpr std::size_t kShard = std::size_t{1} << 20;
-  static std::vector<float> master(kShard, 0.5f), m(kShard, 0.f), v(kShard, 0.f);
-  static std::vector<std::uint16_t> grad(kShard, calibrate::float_to_bf16(1e-3f)), weight(kShard, 0);
-  for (std::int64_t left = params; left > 0;) {
-    const auto n = static_cast<std::size_t>(std::min<std::int64_t>(left, static_cast<std::int64_t>(kShard)));
-    calibrate::AdamBuffers b{
-        master.data(), m.data(), v.data(), grad.data(), weight.data(), n, calibrate::GradType::kBf16};
-    calibrate::adam_step(calibrate::AdamConfig{}, b, calibrate::best_isa(), std::max(1, threads));
-    left -= static_cast<std::int64_t>(n);
-  }
+  static calibrate::AdamWorkspace workspace;
+  workspace.step(params, threads);
 }
 
-/// The plan as plain data; ops' waits include, for collectives, what every member waits for (members start
-/// together). Throws InputError when no issue order exists.
-cuda_abi::Request flatten(const sim::Plan& plan, double scale) {
+}  // namespace
+
+cuda_abi::Request flatten_for_cuda(const sim::Plan& plan, double scale) {
   cuda_abi::Request r;
   std::map<sim::DeviceId, std::int32_t> gpu_index;
   for (std::size_t d = 0; d < plan.devices.size(); ++d)
@@ -137,8 +131,6 @@ cuda_abi::Request flatten(const sim::Plan& plan, double scale) {
   return r;
 }
 
-}  // namespace
-
 bool cuda_replay_compiled() {
 #if defined(PIPESIM_WITH_CUDA_REPLAY)
   return true;
@@ -150,17 +142,20 @@ bool cuda_replay_compiled() {
 std::vector<sim::Timeline> run_cuda_replay(const sim::Plan& plan, const ReplayOptions& o,
                                            ReplayEnvironment& env) {
   const cuda_abi::Request request = [&] {
-    cuda_abi::Request r = flatten(plan, o.work_scale);
+    cuda_abi::Request r = flatten_for_cuda(plan, o.work_scale);
     r.iterations = o.iterations;
     r.timeout_s = o.timeout_s;
     return r;
   }();
   cuda_abi::Outcome out;
 #if defined(PIPESIM_WITH_CUDA_REPLAY)
-  void* module = dlopen(PIPESIM_CUDA_REPLAY_MODULE_PATH, RTLD_NOW | RTLD_LOCAL);
-  if (!module) {
+  const std::string path = sim::find_module(PIPESIM_CUDA_REPLAY_MODULE_FILE);
+  void* module = path.empty() ? nullptr : dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (path.empty()) {
+    out.why_not = "cannot load the CUDA replay module: " + sim::module_search_text(PIPESIM_CUDA_REPLAY_MODULE_FILE);
+  } else if (!module) {
     const char* why = dlerror();
-    out.why_not = std::string("cannot load the CUDA replay module: ") + (why ? why : "unknown error");
+    out.why_not = "cannot load the CUDA replay module " + path + ": " + (why ? why : "unknown error");
   } else if (auto entry = reinterpret_cast<void (*)(const cuda_abi::Request*, cuda_abi::Outcome*)>(
                  dlsym(module, "pipesim_cuda_replay_entry"))) {
     entry(&request, &out);

@@ -29,7 +29,9 @@
 #include <vector>
 
 #include "cuda_replay_abi.hpp"
+#include "cuda_work.hpp"
 #include "pipesim/calibrate/cuda_check.hpp"
+#include "pipesim/calibrate/timed_buffers.cuh"
 
 namespace pipesim::replay::cuda_abi {
 
@@ -46,8 +48,11 @@ __global__ void spin_kernel(long long ns) {
   } while (static_cast<long long>(now - start) < ns);
 }
 
-constexpr std::size_t kCopyBytes = std::size_t{64} << 20;  // per GPU; longer copies loop over it
-constexpr int kMaxGemm = 8192;
+using calibrate::device_random;
+using calibrate::host_fill_random;
+using calibrate::pinned_random;
+
+constexpr auto kCopyBytes = static_cast<std::size_t>(kCopyChunkBytes);
 
 /// Per GPU: cuBLAS, GEMM operands for the largest square GEMM, copy buffers.
 struct Gpu {
@@ -83,12 +88,6 @@ void CUDART_CB run_host_copy(void* p) {
     std::copy_n(c->from->data(), n, c->to->data());
     left -= static_cast<std::int64_t>(n);
   }
-}
-
-/// Square GEMM side whose 2n^3 FLOPs match `gflop` (a multiple of 64, 64 .. kMaxGemm).
-int gemm_side(double gflop) {
-  const double n = std::cbrt(std::max(gflop, 1e-6) * 1e9 / 2);
-  return std::clamp(static_cast<int>(std::lround(n / 64)) * 64, 64, kMaxGemm);
 }
 
 /// An allocation of the plan on a GPU's pool: its pointer and the bytes of it not yet freed.
@@ -220,15 +219,15 @@ class Replayer {
       d.device = g;
       check(cudaSetDevice(g), "cudaSetDevice");
       check(cublasCreate(&d.blas), "cublasCreate");
-      const std::size_t gemm_bytes = sizeof(__nv_bfloat16) * kMaxGemm * kMaxGemm;
-      check(cudaMalloc(&d.a, gemm_bytes), "cudaMalloc");
-      check(cudaMalloc(&d.b, gemm_bytes), "cudaMalloc");
-      check(cudaMalloc(&d.c, gemm_bytes), "cudaMalloc");
-      check(cudaMemset(d.a, 0, gemm_bytes), "cudaMemset");
-      check(cudaMemset(d.b, 0, gemm_bytes), "cudaMemset");
-      check(cudaMalloc(&d.from, kCopyBytes), "cudaMalloc");
-      check(cudaMalloc(&d.to, kCopyBytes), "cudaMalloc");
-      check(cudaMallocHost(&d.pinned, kCopyBytes), "cudaMallocHost");
+      // Random operands and copy data (constant or zero operands make GEMMs run faster than real ones).
+      const std::size_t gemm_bytes = sizeof(__nv_bfloat16) * kMaxOperandElements;
+      const auto seed = 1000 * static_cast<std::uint64_t>(g);
+      d.a = static_cast<__nv_bfloat16*>(device_random(gemm_bytes, seed + 1));
+      d.b = static_cast<__nv_bfloat16*>(device_random(gemm_bytes, seed + 2));
+      d.c = static_cast<__nv_bfloat16*>(device_random(gemm_bytes, seed + 3));
+      d.from = static_cast<char*>(device_random(kCopyBytes, seed + 4));
+      d.to = static_cast<char*>(device_random(kCopyBytes, seed + 5));
+      d.pinned = static_cast<char*>(pinned_random(kCopyBytes, seed + 6));
       for (int p = 0; p < static_cast<int>(gpus_.size()); ++p) {
         if (p == g) continue;
         int can = 0;
@@ -273,8 +272,10 @@ class Replayer {
 #else
     timing_ = "CUDA events (built without CUPTI)";
 #endif
-    host_from_.assign(kCopyBytes, 1);
-    host_to_.assign(kCopyBytes, 0);
+    host_from_.resize(kCopyBytes);
+    host_to_.resize(kCopyBytes);
+    host_fill_random(host_from_.data(), kCopyBytes, 7);
+    host_fill_random(host_to_.data(), kCopyBytes, 8);
     adam_calls_.resize(r.ops.size());
     host_copies_.resize(r.ops.size());
   }
@@ -395,6 +396,7 @@ class Replayer {
   /// A stream-ordered allocation from GPU `g`'s pool; an out-of-memory names the op.
   void allocate(int g, void** ptr, std::int64_t bytes, cudaStream_t st, std::int32_t op) {
     check(cudaSetDevice(g), "cudaSetDevice");
+    // timed-buffers: the plan's memory effects (what a GPU must hold), never read or written by timed work.
     const cudaError_t e = cudaMallocAsync(ptr, static_cast<std::size_t>(bytes), st);
     if (e != cudaSuccess)
       throw CudaError((op >= 0 ? "op " + std::to_string(op) : std::string("resident state")) + " allocates " +
@@ -466,23 +468,8 @@ class Replayer {
                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                 "cublasGemmEx");
         };
-        // The plan's shapes where they fit the operand buffers; otherwise square GEMMs of the op's size.
-        bool shaped = !op.gemms.empty();
-        const auto cap = static_cast<std::int64_t>(kMaxGemm) * kMaxGemm;
-        for (std::size_t g = 0; g + 3 < op.gemms.size(); g += 4) {
-          const std::int64_t m = op.gemms[g], n = op.gemms[g + 1], k = op.gemms[g + 2];
-          if (m * k > cap || k * n > cap || m * n > cap) shaped = false;
-        }
-        if (shaped) {
-          for (std::size_t g = 0; g + 3 < op.gemms.size(); g += 4)
-            for (std::int64_t r = 0; r < op.gemms[g + 3]; ++r)
-              gemm(op.gemms[g], op.gemms[g + 1], op.gemms[g + 2]);
-        } else {
-          const int n = gemm_side(op.gemm_gflop);
-          const double per = 2.0 * n * n * static_cast<double>(n);
-          const auto reps = static_cast<long long>(std::llround(op.flops / per));
-          for (long long r = 0; r < reps; ++r) gemm(n, n, n);
-        }
+        for (const GemmCall& call : gemm_calls(op))
+          for (std::int64_t r = 0; r < call.count; ++r) gemm(call.m, call.n, call.k);
         copy_device(gpu, st, op.copy_bytes);
         break;
       }

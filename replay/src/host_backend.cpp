@@ -11,15 +11,13 @@
 
 #include "backend.hpp"
 #include "host_work.hpp"
-#include "pipesim/calibrate/cpu_adam.hpp"
+#include "pipesim/calibrate/adam_workspace.hpp"
 #include "pipesim/calibrate/host_info.hpp"
 #include "transport.hpp"
 
 namespace pipesim::replay {
 
 namespace {
-
-constexpr std::size_t kAdamParams = std::size_t{1} << 20;  // per CPU stream; longer steps loop over it
 
 class HostBackend final : public Backend {
  public:
@@ -60,40 +58,16 @@ class HostBackend final : public Backend {
   }
 
  private:
-  struct AdamState {
-    std::vector<float> master, m, v;
-    std::vector<std::uint16_t> grad, weight;
-  };
-
-  /// One Adam step over `params` bf16-gradient parameters on `threads` threads, in shards of kAdamParams.
+  /// One Adam step over `params` parameters on `threads` threads (at most this machine's).
   void adam(std::size_t stream, double params, int threads) {
-    auto left = static_cast<std::int64_t>(params);
-    if (left <= 0) return;
-    AdamState& a = adam_[stream];
-    if (a.master.empty()) {
-      a.master.assign(kAdamParams, 0.5f);
-      a.m.assign(kAdamParams, 0.f);
-      a.v.assign(kAdamParams, 0.f);
-      a.grad.assign(kAdamParams, calibrate::float_to_bf16(1e-3f));
-      a.weight.assign(kAdamParams, 0);
-    }
     const int workers = std::max(1, std::min(threads, static_cast<int>(std::thread::hardware_concurrency())));
-    calibrate::AdamConfig config;
-    while (left > 0) {
-      const auto n =
-          static_cast<std::size_t>(std::min<std::int64_t>(left, static_cast<std::int64_t>(kAdamParams)));
-      calibrate::AdamBuffers buf{
-          a.master.data(),           a.m.data(), a.v.data(), a.grad.data(), a.weight.data(), n,
-          calibrate::GradType::kBf16};
-      calibrate::adam_step(config, buf, calibrate::best_isa(), workers);
-      left -= static_cast<std::int64_t>(n);
-    }
+    adam_[stream].step(static_cast<std::int64_t>(params), workers);
   }
 
   double scale_;
   double flops_per_s_;
   std::vector<CopyBuffers> copies_;  // per stream: only its own thread touches them
-  std::vector<AdamState> adam_;      // per stream
+  std::vector<calibrate::AdamWorkspace> adam_;  // per stream
   Transport* transport_;             // multi-node: where other nodes' devices are
 };
 

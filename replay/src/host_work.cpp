@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "pipesim/calibrate/operand_values.hpp"
+
 namespace pipesim::replay {
 
 namespace {
@@ -51,8 +53,12 @@ void CopyBuffers::copy(double bytes) {
   auto left = static_cast<std::int64_t>(bytes);
   if (left <= 0) return;
   if (from_.empty()) {
-    from_.assign(kBytes, 1);
-    to_.assign(kBytes, 0);
+    from_.resize(kBytes);
+    to_.resize(kBytes);
+    for (std::size_t i = 0; i < kBytes; ++i) {
+      from_[i] = static_cast<char>(calibrate::operand_byte(9, i));
+      to_[i] = static_cast<char>(calibrate::operand_byte(10, i));
+    }
   }
   while (left > 0) {
     const auto n = static_cast<std::size_t>(std::min<std::int64_t>(left, static_cast<std::int64_t>(kBytes)));

@@ -11,6 +11,7 @@
 #include <mpi.h>
 
 #include "mpi_transport_abi.hpp"
+#include "pipesim/calibrate/operand_values.hpp"
 #include "transport.hpp"
 
 namespace pipesim::replay {
@@ -41,8 +42,9 @@ class MpiTransport final : public Transport {
           "the MPI library does not support MPI_THREAD_MULTIPLE; valid: an MPI that does (OpenMPI 4)");
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &ranks_);
-    data_.assign(static_cast<std::size_t>(kChunk), 1);
-    sink_.assign(static_cast<std::size_t>(kChunk), 0);
+    data_.resize(static_cast<std::size_t>(kChunk));
+    sink_.resize(static_cast<std::size_t>(kChunk));
+    for (std::size_t i = 0; i < data_.size(); ++i) data_[i] = static_cast<char>(calibrate::operand_byte(11, i));
   }
 
   ~MpiTransport() override {

@@ -7,19 +7,25 @@
 
 #include "mpi_transport_abi.hpp"
 #include "pipesim/sim/core/error.hpp"
+#include "pipesim/sim/core/install_paths.hpp"
 #include "transport.hpp"
 
 namespace pipesim::replay {
 
 std::unique_ptr<Transport> make_mpi_transport() {
   // RTLD_GLOBAL: OpenMPI's own plugins, which it opens at MPI_Init, resolve their symbols against libmpi.
-  void* module = dlopen(PIPESIM_MPI_MODULE_PATH, RTLD_NOW | RTLD_GLOBAL);
+  const std::string file = PIPESIM_MPI_MODULE_FILE;
+  const std::string path = sim::find_module(file);
+  const std::string valid = "; valid here: one node, without " + sim::spelled(sim::Option{"mpi"});
+  if (path.empty())
+    throw sim::InputError(sim::Option{"mpi"}, "",
+                          "cannot load the MPI transport module: " + sim::module_search_text(file) + valid);
+  void* module = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
   if (module == nullptr) {
     const char* why = dlerror();
-    throw sim::InputError(sim::Option{"mpi"}, "",
-                          std::string("cannot load the MPI transport module ") + PIPESIM_MPI_MODULE_PATH +
-                              ": " + (why ? why : "unknown error") +
-                              ("; valid here: one node, without " + sim::spelled(sim::Option{"mpi"})));
+    throw sim::InputError(
+        sim::Option{"mpi"}, "",
+        "cannot load the MPI transport module " + path + ": " + (why ? why : "unknown error") + valid);
   }
   auto make = reinterpret_cast<MakeMpiTransport>(dlsym(module, kMakeMpiTransportSymbol));
   if (make == nullptr)

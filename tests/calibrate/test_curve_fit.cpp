@@ -38,11 +38,12 @@ TEST(CurveFit, MedianAndCoefficientOfVariation) {
   EXPECT_EQ(summarize({}).samples, 0);
 }
 
-TEST(CpuBenchmarks, ThreadCountsCoverOneToCores) {
-  EXPECT_EQ(default_thread_counts(2, false), (std::vector<int>{1, 2}));
-  EXPECT_EQ(default_thread_counts(6, false), (std::vector<int>{1, 2, 3, 4, 5, 6}));
-  EXPECT_EQ(default_thread_counts(48, false), (std::vector<int>{1, 2, 4, 8, 16, 32, 48}));
-  EXPECT_EQ(default_thread_counts(6, true), (std::vector<int>{1, 2, 4, 6}));
+TEST(CpuBenchmarks, ThreadCountsArePowersOfTwoAndAllCores) {
+  EXPECT_EQ(default_thread_counts(1), (std::vector<int>{1}));
+  EXPECT_EQ(default_thread_counts(2), (std::vector<int>{1, 2}));
+  EXPECT_EQ(default_thread_counts(6), (std::vector<int>{1, 2, 4, 6}));
+  EXPECT_EQ(default_thread_counts(16), (std::vector<int>{1, 2, 4, 8, 16}));
+  EXPECT_EQ(default_thread_counts(48), (std::vector<int>{1, 2, 4, 8, 16, 32, 48}));
 }
 
 TEST(Cuda, ReportsWhyItDidNotRun) {

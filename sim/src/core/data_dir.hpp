@@ -1,5 +1,5 @@
-// Where shipped data (hw_profiles/, models/) lives: $PIPESIM_DATA_DIR, else the source tree set at build
-// time.
+// Where shipped data (hw_profiles/, models/, frameworks/, fill_jobs/) lives: $PIPESIM_DATA_DIR, else an
+// installed tree's <prefix>/share/pipesim, else the source tree set at build time.
 #pragma once
 
 #include <string>

@@ -1,6 +1,7 @@
 // CUDA microbenchmarks: host<->device copies over transfer sizes (pinned and pageable, one direction and both
-// at once, every GPU at once), the P2P bandwidth matrix, cuBLAS GEMM throughput on transformer shapes, kernel
-// launch overhead and event timer resolution. Method as in nvbandwidth: warm-up, CUDA-event timing of a loop,
+// at once, every GPU at once), the P2P bandwidth matrix, cuBLAS GEMM throughput on transformer shapes (random
+// operands), HBM streaming (copies, element-wise kernels, a reduction, inside and beyond L2), kernel launch
+// overhead and event timer resolution. Method as in nvbandwidth: warm-up, CUDA-event timing of a loop,
 // several samples, median and coefficient of variation. Compiled whenever nvcc is found; without a device (or
 // without CUDA at build time) it reports why it did not run.
 #pragma once
@@ -20,13 +21,26 @@ struct CopyPoint {
 };
 
 struct GemmPoint {
-  std::string shape;  ///< qkv, attn_out, mlp_up, mlp_down, lm_head
+  std::string shape;  ///< block width and GEMM: h4096/qkv, h2048/mlp_up, ..., h4096/lm_head
   std::int64_t m = 0, n = 0, k = 0;
-  std::string dtype;  ///< bf16 or fp16 inputs, fp32 accumulate
+  std::string dtype;  ///< bf16 inputs (fp16 on GPUs before Ampere), fp32 accumulate
   double tflops = 0;  ///< median achieved
   double cv = 0;
   int samples = 0;
 };
+
+/// A memory-bound kernel's rate: bytes read plus written per second.
+struct StreamPoint {
+  std::string kernel;      ///< memcpy, copy_bf16, add_bf16, triad_fp32, sum_fp32
+  std::int64_t bytes = 0;  ///< size of one array
+  double GBps = 0;         ///< median
+  double cv = 0;
+  int samples = 0;
+};
+
+/// The kernels measure_streaming times, with the bytes each moves per element of its array's dtype.
+inline constexpr const char* kStreamingKernels[] = {"memcpy", "copy_bf16", "add_bf16", "triad_fp32",
+                                                    "sum_fp32"};
 
 struct CudaCalibration {
   bool ran = false;
@@ -41,6 +55,8 @@ struct CudaCalibration {
   std::vector<double> all_gpus_h2d_GBps;        ///< per device, every device copying at once
   std::vector<std::vector<double>> p2p_GBps;    ///< [src][dst], 0 on the diagonal
   std::vector<GemmPoint> gemm;
+  std::vector<StreamPoint> streaming;  ///< device 0
+  std::int64_t l2_bytes = 0;
   double launch_overhead_us = 0;
   double event_resolution_us = 0;
   double pinned_alloc_ms_per_GiB = 0;

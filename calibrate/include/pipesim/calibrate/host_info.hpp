@@ -11,9 +11,16 @@ struct HostInfo {
   std::string cpu_model;
   int cores = 1;  ///< logical CPUs this process may use
   std::int64_t dram_bytes = 0;
+  /// The last-level cache of the whole machine: the sum over its distinct instances (one per socket, or per
+  /// core complex on AMD), from sysfs; 0 when the system does not say.
+  std::int64_t last_level_cache_bytes = 0;
   std::string date_utc;  ///< ISO 8601
 };
 
 HostInfo probe_host();
+
+/// The machine's last-level cache read from `cpu_root` (sysfs' /sys/devices/system/cpu layout): for every
+/// cpuN, its highest-level data or unified cache; each instance (by its shared_cpu_list) counted once.
+std::int64_t last_level_cache_bytes(const std::string& cpu_root = "/sys/devices/system/cpu");
 
 }  // namespace pipesim::calibrate

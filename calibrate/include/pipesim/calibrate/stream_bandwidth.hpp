@@ -5,13 +5,15 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 namespace pipesim::calibrate {
 
 void stream_copy(double* a, const double* b, std::size_t n, int threads);
 void stream_triad(double* a, const double* b, const double* c, double scalar, std::size_t n, int threads);
 void stream_update(double* a, const double* b, double scalar, std::size_t n, int threads);
-/// Fills x[i] = value on `threads` threads (first touch places pages near the threads that will use them).
-void parallel_fill(double* x, std::size_t n, double value, int threads);
+/// Fills x[i] = operand_value(seed, i) on `threads` threads (first touch places pages near the threads that
+/// will use them).
+void parallel_fill_random(double* x, std::size_t n, std::uint64_t seed, int threads);
 
 }  // namespace pipesim::calibrate
