@@ -38,8 +38,8 @@ class CaptureReporter : public benchmark::BenchmarkReporter {
     const bool adam = name.rfind("cpu_adam", 0) == 0;
     if (runs.front().error_occurred) {
       const std::string kernel = kernel_of(name);
-      progress_ << fmt::format("calibrate: [{}/{}] {}: skipped, {} converged at {} threads{}\n", ++done_, total_,
-                               name, kernel, sweep_.converged_at(kernel), time_left())
+      progress_ << fmt::format("calibrate: [{}/{}] {}: skipped, {} converged at {} threads{}\n", ++done_,
+                               total_, name, kernel, sweep_.converged_at(kernel), time_left())
                 << std::flush;
       return;
     }
@@ -103,7 +103,12 @@ void merge_gpu(const CudaCalibration& c, sim::HardwareProfile& hw, const std::st
   g.model = c.gpu_model;
   g.hbm_bytes = c.memory_bytes;
   g.launch_overhead = sim::duration_from_us(c.launch_overhead_us);
-  for (const char* k : {"model", "hbm_bytes", "launch_overhead_us"}) g.sources[k] = source;
+  for (const char* k : {"model", "hbm_bytes"}) g.sources[k] = source;
+  g.sources["launch_overhead_us"] =
+      source + fmt::format(
+                   " (empty kernels queued behind a busy GPU: its own cost per kernel; {:.1f} us when "
+                   "each waits for the CPU to launch it)",
+                   c.host_launch_us);
   const std::string dtype = g.peak_tflops.count("bf16") ? "bf16" : "fp16";
   double best = 0;
   for (const auto& p : c.gemm)
@@ -134,10 +139,11 @@ void merge_gpu(const CudaCalibration& c, sim::HardwareProfile& hw, const std::st
   if (!eff.empty()) {
     g.gemm_efficiency = monotone_curve(eff, 1.0);
     g.sources["gemm_efficiency"] =
-        source + fmt::format(" (cuBLAS GemmEx {}, fp32 accumulate, random operands beyond L2, transformer "
-                             "shapes of h 2048 and 4096 at {}+ tokens and smaller GEMMs below their work; "
-                             "isotonic in work)",
-                             dtype, kTrainingTokens);
+        source + fmt::format(
+                     " (cuBLAS GemmEx {}, fp32 accumulate, random operands beyond L2, transformer "
+                     "shapes of h 2048 and 4096 at {}+ tokens and smaller GEMMs below their work; "
+                     "isotonic in work)",
+                     dtype, kTrainingTokens);
   }
 }
 
@@ -157,17 +163,19 @@ void merge_hbm(const CudaCalibration& c, sim::HardwareProfile& hw, const std::st
   if (rates.empty() || g.hbm_GBps <= 0) return;
   const double measured = summarize(rates).median;
   if (measured > g.hbm_GBps) {
-    notes.push_back(fmt::format("streaming kernels measured {:.0f} GB/s, above the profile's {:.0f} GB/s "
-                                "memory bandwidth; bandwidth raised to it",
-                                measured, g.hbm_GBps));
+    notes.push_back(
+        fmt::format("streaming kernels measured {:.0f} GB/s, above the profile's {:.0f} GB/s "
+                    "memory bandwidth; bandwidth raised to it",
+                    measured, g.hbm_GBps));
     g.hbm_GBps = measured;
     g.sources["hbm_GBps"] = source + " (raised to the measured streaming rate)";
   }
   g.hbm_efficiency = measured / g.hbm_GBps;
   g.sources["hbm_efficiency"] =
-      source + fmt::format(" (median of bf16 copy, bf16 add and fp32 triad kernels over {} MiB arrays: "
-                           "{:.0f} GB/s of {:.0f})",
-                           largest >> 20, measured, g.hbm_GBps);
+      source + fmt::format(
+                   " (median of bf16 copy, bf16 add and fp32 triad kernels over {} MiB arrays: "
+                   "{:.0f} GB/s of {:.0f})",
+                   largest >> 20, measured, g.hbm_GBps);
 }
 
 /// Host-device copy speeds by size; with the base's GPU count, also the shared switch and root-complex
@@ -384,14 +392,15 @@ CalibrateReport run_calibration(const CalibrateOptions& o, std::ostream& progres
                                          host.cpu_model, host.date_utc);
 
   const CpuBenchOptions cpu = cpu_bench_options(host, o.quick);
-  progress << fmt::format(
-                  "calibrate: {} ({} cores, {} GiB, last-level cache {} MiB), CPU Adam with {} over threads {} "
-                  "(each sweep stops once doubling threads gains under {:.0f}%); STREAM arrays of {} MiB, "
-                  "Adam over {} M parameters\n",
-                  host.cpu_model, host.cores, host.dram_bytes >> 30, host.last_level_cache_bytes >> 20,
-                  to_string(cpu.isa), fmt::join(cpu.threads, ","), 100 * cpu.converged_gain,
-                  (cpu.stream_elements * sizeof(double)) >> 20, cpu.adam_params >> 20)
-           << std::flush;
+  progress
+      << fmt::format(
+             "calibrate: {} ({} cores, {} GiB, last-level cache {} MiB), CPU Adam with {} over threads {} "
+             "(each sweep stops once doubling threads gains under {:.0f}%); STREAM arrays of {} MiB, "
+             "Adam over {} M parameters\n",
+             host.cpu_model, host.cores, host.dram_bytes >> 30, host.last_level_cache_bytes >> 20,
+             to_string(cpu.isa), fmt::join(cpu.threads, ","), 100 * cpu.converged_gain,
+             (cpu.stream_elements * sizeof(double)) >> 20, cpu.adam_params >> 20)
+      << std::flush;
   ThreadSweep sweep(cpu.converged_gain);
   register_cpu_benchmarks(cpu, &sweep);
   // Written under a temporary name, renamed once complete: an interrupted run leaves no partial raw file.

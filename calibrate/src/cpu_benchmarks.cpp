@@ -7,6 +7,7 @@
 #include <benchmark/benchmark.h>
 
 #include "parallel_for.hpp"
+#include "pipesim/calibrate/adam_workspace.hpp"
 #include "pipesim/calibrate/operand_values.hpp"
 #include "pipesim/calibrate/stream_bandwidth.hpp"
 
@@ -24,15 +25,13 @@ CpuBenchOptions cpu_bench_options(const HostInfo& host, bool quick) {
   cpu.threads = default_thread_counts(host.cores);
   const auto cache = static_cast<std::size_t>(std::max<std::int64_t>(host.last_level_cache_bytes, 0));
   const std::size_t stream_floor = kCacheMultiple * cache / sizeof(double);
-  const std::size_t adam_floor = kCacheMultiple * cache / static_cast<std::size_t>(adam_bytes_per_param(GradType::kBf16, true));
+  cpu.adam_params = adam_step_params(host.last_level_cache_bytes, quick);
   if (quick) {
-    cpu.adam_params = 16u << 20;
     cpu.stream_elements = 16u << 20;
     cpu.repetitions = 3;
     cpu.min_time_s = 0.05;
   }
   cpu.stream_elements = std::max(cpu.stream_elements, stream_floor + 1);
-  cpu.adam_params = std::max(cpu.adam_params, adam_floor + 1);
   return cpu;
 }
 
@@ -182,21 +181,21 @@ void register_cpu_benchmarks(const CpuBenchOptions& o, const ThreadSweep* sweep)
     for (int t : o.threads) {
       const std::string kernel = std::string("cpu_adam/") + to_string(g) + "/" + to_string(o.isa);
       const std::string name = kernel + "/threads:" + std::to_string(t);
-      setup(benchmark::RegisterBenchmark(
-          name.c_str(), [=, isa = o.isa, n = o.adam_params](benchmark::State& s) {
-            if (!skipped(s, sweep, kernel)) run_adam(s, g, isa, t, n, fill_threads);
-          }));
+      setup(benchmark::RegisterBenchmark(name.c_str(),
+                                         [=, isa = o.isa, n = o.adam_params](benchmark::State& s) {
+                                           if (!skipped(s, sweep, kernel))
+                                             run_adam(s, g, isa, t, n, fill_threads);
+                                         }));
     }
   for (int t : o.threads) {
     for (auto [kernel, label] :
          {std::pair{StreamKernel::kCopy, "stream_copy"}, std::pair{StreamKernel::kTriad, "stream_triad"},
           std::pair{StreamKernel::kUpdate, "stream_update"}}) {
       const std::string name = std::string(label) + "/threads:" + std::to_string(t);
-      setup(benchmark::RegisterBenchmark(
-          name.c_str(), [=, kernel = kernel, label = std::string(label),
-                         n = o.stream_elements](benchmark::State& s) {
-            if (!skipped(s, sweep, label)) run_stream(s, kernel, t, n, fill_threads);
-          }));
+      setup(benchmark::RegisterBenchmark(name.c_str(), [=, kernel = kernel, label = std::string(label),
+                                                        n = o.stream_elements](benchmark::State& s) {
+        if (!skipped(s, sweep, label)) run_stream(s, kernel, t, n, fill_threads);
+      }));
     }
   }
 }

@@ -14,12 +14,12 @@
 #include <string>
 #include <vector>
 
+#include "cuda_benchmarks.hpp"
+#include "cuda_timing.cuh"
 #include "pipesim/calibrate/cuda_calibration.hpp"
 #include "pipesim/calibrate/cuda_check.hpp"
 #include "pipesim/calibrate/curve_fit.hpp"
 #include "pipesim/calibrate/timed_buffers.cuh"
-#include "cuda_benchmarks.hpp"
-#include "cuda_timing.cuh"
 
 namespace pipesim::calibrate {
 
@@ -29,6 +29,15 @@ using cuda_check::check;
 using cuda_check::CudaError;
 
 __global__ void empty_kernel() {}
+
+/// Keeps the GPU busy for `ns` nanoseconds of its global timer.
+__global__ void spin_kernel(long long ns) {
+  unsigned long long start, now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  } while (static_cast<long long>(now - start) < ns);
+}
 
 }  // namespace
 
@@ -128,7 +137,8 @@ void measure_all_gpus(CudaCalibration& c, const CudaOptions& o) {
   for (int d = 0; d < c.device_count; ++d) {
     check(cudaSetDevice(d), "cudaSetDevice");
     dev[static_cast<std::size_t>(d)] = device_random(bytes, 20 + static_cast<std::uint64_t>(d));
-    host[static_cast<std::size_t>(d)] = pinned_random(bytes, 40 + static_cast<std::uint64_t>(d), cudaHostAllocPortable);
+    host[static_cast<std::size_t>(d)] =
+        pinned_random(bytes, 40 + static_cast<std::uint64_t>(d), cudaHostAllocPortable);
     check(cudaStreamCreateWithFlags(&streams[static_cast<std::size_t>(d)], cudaStreamNonBlocking),
           "cudaStreamCreate");
     ev.push_back(std::make_unique<Events>());
@@ -202,11 +212,26 @@ void measure_launch(CudaCalibration& c, const CudaOptions& o) {
   check(cudaSetDevice(0), "cudaSetDevice");
   cudaStream_t s{};
   check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
+  // The host's issue rate: empty kernels launched back to back, each waiting for the CPU to launch it.
   auto secs = time_loop(s, 1000, o.samples, [&] { empty_kernel<<<1, 1, 0, s>>>(); });
   check(cudaGetLastError(), "empty kernel");
-  c.launch_overhead_us = summarize(secs).median * 1e6;
-  // Event timer resolution: the smallest non-zero interval two back-to-back events report.
+  c.host_launch_us = summarize(secs).median * 1e6;
+  // The GPU's own cost per kernel: the same kernels all queued behind a 20 ms spin, timed from the spin's end
+  // to the last one's end. This is the gap between kernels of a stream the CPU keeps ahead of.
   Events ev;
+  constexpr int kQueued = 1000;
+  std::vector<double> gpu_side;
+  for (int smp = 0; smp <= o.samples; ++smp) {
+    spin_kernel<<<1, 1, 0, s>>>(20'000'000);
+    check(cudaEventRecord(ev.start, s), "rec");
+    for (int i = 0; i < kQueued; ++i) empty_kernel<<<1, 1, 0, s>>>();
+    check(cudaEventRecord(ev.stop, s), "rec");
+    const double ms = ev.elapsed_ms();
+    if (smp > 0) gpu_side.push_back(ms * 1e-3 / kQueued);  // the first sample warms up
+  }
+  check(cudaGetLastError(), "queued kernels");
+  c.launch_overhead_us = summarize(gpu_side).median * 1e6;
+  // Event timer resolution: the smallest non-zero interval two back-to-back events report.
   double best = 1e9;
   for (int i = 0; i < 200; ++i) {
     check(cudaEventRecord(ev.start, s), "rec");

@@ -53,6 +53,7 @@ std::string cuda_calibration_to_json(const CudaCalibration& c) {
         {{"kernel", p.kernel}, {"bytes", p.bytes}, {"GBps", p.GBps}, {"cv", p.cv}, {"samples", p.samples}});
   j["streaming"] = std::move(st);
   j["launch_overhead_us"] = c.launch_overhead_us;
+  j["host_launch_us"] = c.host_launch_us;
   j["event_resolution_us"] = c.event_resolution_us;
   j["pinned_alloc_ms_per_GiB"] = c.pinned_alloc_ms_per_GiB;
   return pipesim::sim::json_text(j, 2);

@@ -80,8 +80,8 @@ void measure_streaming(CudaCalibration& c, const CudaOptions& o,
   check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
   // Largest array: at least 4x L2 (and 1 GiB where memory allows), three of them live at once.
   const std::size_t l2 = static_cast<std::size_t>(std::max<std::int64_t>(c.l2_bytes, 1 << 20));
-  const std::size_t largest =
-      std::min(std::max(std::size_t{1} << 30, 4 * l2), free_b / 4 / (std::size_t{1} << 20) * (std::size_t{1} << 20));
+  const std::size_t largest = std::min(std::max(std::size_t{1} << 30, 4 * l2),
+                                       free_b / 4 / (std::size_t{1} << 20) * (std::size_t{1} << 20));
   std::vector<std::size_t> sizes;
   for (std::size_t b = std::size_t{1} << 20; b < largest; b *= o.quick ? 16 : 4) sizes.push_back(b);
   sizes.push_back(largest);
@@ -113,8 +113,9 @@ void measure_streaming(CudaCalibration& c, const CudaOptions& o,
              add_bf16<<<blocks, kThreads, 0, s>>>(static_cast<const uint4*>(x), static_cast<uint4*>(y), vec);
            }));
     record("triad_fp32", 3 * b, time_loop(s, iters, o.samples, [&] {
-             triad_fp32<<<blocks, kThreads, 0, s>>>(static_cast<const float4*>(x), static_cast<const float4*>(y),
-                                                    static_cast<float4*>(z), 1e-3f, vec);
+             triad_fp32<<<blocks, kThreads, 0, s>>>(static_cast<const float4*>(x),
+                                                    static_cast<const float4*>(y), static_cast<float4*>(z),
+                                                    1e-3f, vec);
            }));
     record("sum_fp32", b, time_loop(s, iters, o.samples, [&] {
              sum_fp32<<<blocks, kThreads, 0, s>>>(static_cast<const float4*>(x), vec, total);

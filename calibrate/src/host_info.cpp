@@ -47,7 +47,8 @@ std::int64_t last_level_cache_bytes(const std::string& cpu_root) {
   std::int64_t total = 0;
   for (const auto& cpu : fs::directory_iterator(cpu_root, ec)) {
     const std::string name = cpu.path().filename().string();
-    if (name.rfind("cpu", 0) != 0 || name.size() < 4 || name.find_first_not_of("0123456789", 3) != std::string::npos)
+    if (name.rfind("cpu", 0) != 0 || name.size() < 4 ||
+        name.find_first_not_of("0123456789", 3) != std::string::npos)
       continue;
     int best_level = 0;
     std::string best_shared;
@@ -72,7 +73,8 @@ std::int64_t last_level_cache_bytes(const std::string& cpu_root) {
       seen.clear();
       total = 0;
     }
-    if (best_level == top_level && seen.insert(best_shared.empty() ? name : best_shared).second) total += best_size;
+    if (best_level == top_level && seen.insert(best_shared.empty() ? name : best_shared).second)
+      total += best_size;
   }
   return total;
 }

@@ -152,7 +152,8 @@ std::vector<sim::Timeline> run_cuda_replay(const sim::Plan& plan, const ReplayOp
   const std::string path = sim::find_module(PIPESIM_CUDA_REPLAY_MODULE_FILE);
   void* module = path.empty() ? nullptr : dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (path.empty()) {
-    out.why_not = "cannot load the CUDA replay module: " + sim::module_search_text(PIPESIM_CUDA_REPLAY_MODULE_FILE);
+    out.why_not =
+        "cannot load the CUDA replay module: " + sim::module_search_text(PIPESIM_CUDA_REPLAY_MODULE_FILE);
   } else if (!module) {
     const char* why = dlerror();
     out.why_not = "cannot load the CUDA replay module " + path + ": " + (why ? why : "unknown error");

@@ -34,13 +34,23 @@ inline std::int64_t square_side(double gflop) {
 }
 
 /// Appends `count` GEMMs of m x n x k, tiled so that every operand fits the buffers; the tiles' FLOPs sum to
-/// the GEMM's exactly.
+/// the GEMM's exactly. The output is split only when it does not fit (along its longer side, the shorter kept
+/// whole up to kMaxGemmSide); then k, which keeps the tiles as wide as the GEMM: an output head's long k
+/// becomes a few full-width GEMMs, not hundreds of skinny ones.
 inline void add_tiled(std::vector<GemmCall>& out, std::int64_t m, std::int64_t n, std::int64_t k,
                       std::int64_t count) {
   if (m <= 0 || n <= 0 || k <= 0 || count <= 0) return;
-  const std::int64_t tk = std::min(k, kMaxOperandElements);
-  const std::int64_t tm = std::max<std::int64_t>(1, std::min(m, kMaxOperandElements / tk));
-  const std::int64_t tn = std::max<std::int64_t>(1, std::min(n, kMaxOperandElements / std::max(tk, tm)));
+  std::int64_t tm = m, tn = n;
+  if (m * n > kMaxOperandElements) {
+    if (m <= n) {
+      tm = std::min(m, kMaxGemmSide);
+      tn = std::min(n, kMaxOperandElements / tm);
+    } else {
+      tn = std::min(n, kMaxGemmSide);
+      tm = std::min(m, kMaxOperandElements / tn);
+    }
+  }
+  const std::int64_t tk = std::max<std::int64_t>(1, std::min(k, kMaxOperandElements / std::max(tm, tn)));
   // Per dimension: full tiles and the remainder.
   const std::int64_t ms[2] = {tm, m % tm}, ns[2] = {tn, n % tn}, ks[2] = {tk, k % tk};
   const std::int64_t mc[2] = {m / tm, 1}, nc[2] = {n / tn, 1}, kc[2] = {k / tk, 1};

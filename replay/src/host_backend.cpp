@@ -66,9 +66,9 @@ class HostBackend final : public Backend {
 
   double scale_;
   double flops_per_s_;
-  std::vector<CopyBuffers> copies_;  // per stream: only its own thread touches them
+  std::vector<CopyBuffers> copies_;             // per stream: only its own thread touches them
   std::vector<calibrate::AdamWorkspace> adam_;  // per stream
-  Transport* transport_;             // multi-node: where other nodes' devices are
+  Transport* transport_;                        // multi-node: where other nodes' devices are
 };
 
 }  // namespace

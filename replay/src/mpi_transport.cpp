@@ -44,7 +44,8 @@ class MpiTransport final : public Transport {
     MPI_Comm_size(MPI_COMM_WORLD, &ranks_);
     data_.resize(static_cast<std::size_t>(kChunk));
     sink_.resize(static_cast<std::size_t>(kChunk));
-    for (std::size_t i = 0; i < data_.size(); ++i) data_[i] = static_cast<char>(calibrate::operand_byte(11, i));
+    for (std::size_t i = 0; i < data_.size(); ++i)
+      data_[i] = static_cast<char>(calibrate::operand_byte(11, i));
   }
 
   ~MpiTransport() override {

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <set>
 
+#include "pipesim/calibrate/adam_workspace.hpp"
 #include "pipesim/calibrate/cpu_benchmarks.hpp"
 #include "pipesim/calibrate/host_info.hpp"
 #include "pipesim/calibrate/operand_values.hpp"
@@ -91,10 +92,11 @@ void expect_beyond_cache(const HostInfo& host) {
     const CpuBenchOptions o = cpu_bench_options(host, quick);
     const auto cache = static_cast<std::size_t>(host.last_level_cache_bytes);
     EXPECT_GE(o.stream_elements * sizeof(double), kCacheMultiple * cache) << "quick " << quick;
-    EXPECT_GE(o.adam_params * static_cast<std::size_t>(adam_bytes_per_param(GradType::kBf16, true)),
-              kCacheMultiple * cache)
+    EXPECT_GE(o.adam_params * static_cast<std::size_t>(kAdamResidentBytesPerParam), kCacheMultiple * cache)
         << "quick " << quick;
     EXPECT_EQ(o.threads, default_thread_counts(host.cores));
+    // The replay's optimizer runs shards of the calibration's step.
+    EXPECT_EQ(o.adam_params, adam_step_params(host.last_level_cache_bytes, quick));
   }
 }
 

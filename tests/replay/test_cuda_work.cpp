@@ -39,6 +39,18 @@ TEST(CudaWork, TilesOfAnOversizedGemmSumToItExactly) {
   const auto calls = gemm_calls(op);
   expect_calls_fit(calls, "head");
   EXPECT_EQ(total_flops(calls), op.flops);
+  // Its backward's input gradient (k = the vocabulary): the output stays whole, k is cut in a few pieces.
+  cuda_abi::Op dgrad;
+  dgrad.gemms = {4096, 2048, 151936, 1};
+  dgrad.flops = 2.0 * 4096 * 2048 * 151936;
+  const auto pieces = gemm_calls(dgrad);
+  expect_calls_fit(pieces, "dgrad");
+  EXPECT_EQ(total_flops(pieces), dgrad.flops);
+  for (const GemmCall& c : pieces) {
+    EXPECT_EQ(c.m, 4096);
+    EXPECT_EQ(c.n, 2048);
+  }
+  EXPECT_EQ(pieces.front().k, 16384);  // 67 M operand elements / 4096 rows
 }
 
 TEST(CudaWork, FlopsBeyondTheShapesBecomeGemmsOfExactlyThatSize) {

@@ -14,7 +14,8 @@ namespace pipesim::sim {
 std::string data_dir() {
   if (const char* env = std::getenv("PIPESIM_DATA_DIR"); env && *env) return env;
   // An installed tree: <prefix>/bin/pipesim beside <prefix>/share/pipesim.
-  const std::filesystem::path installed = std::filesystem::path(binary_dir()).parent_path() / "share" / "pipesim";
+  const std::filesystem::path installed =
+      std::filesystem::path(binary_dir()).parent_path() / "share" / "pipesim";
   std::error_code ec;
   if (std::filesystem::is_directory(installed / "hw_profiles", ec)) return installed.string();
   return PIPESIM_DATA_DIR_DEFAULT;

@@ -26,7 +26,8 @@ std::string binary_dir() {
 
 std::vector<std::string> module_dirs() {
   std::vector<std::string> dirs;
-  if (const char* env = std::getenv("PIPESIM_MODULE_DIR"); env != nullptr && *env != '\0') dirs.push_back(env);
+  if (const char* env = std::getenv("PIPESIM_MODULE_DIR"); env != nullptr && *env != '\0')
+    dirs.push_back(env);
   const fs::path here = binary_dir();
   for (const fs::path& up : {here.parent_path(), here.parent_path().parent_path()})
     dirs.push_back((up / "lib" / "pipesim").string());

@@ -26,10 +26,6 @@ struct CpuBenchOptions {
   double converged_gain = 0.05;
 };
 
-/// Every array a kernel streams is at least this many times the machine's last-level cache, so that the
-/// rates are DRAM's, not the cache's.
-inline constexpr std::int64_t kCacheMultiple = 4;
-
 /// 1, 2, 4, ... and `cores`: the rates of thread counts in between are interpolated.
 std::vector<int> default_thread_counts(int cores);
 

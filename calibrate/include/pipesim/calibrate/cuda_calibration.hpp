@@ -57,7 +57,8 @@ struct CudaCalibration {
   std::vector<GemmPoint> gemm;
   std::vector<StreamPoint> streaming;  ///< device 0
   std::int64_t l2_bytes = 0;
-  double launch_overhead_us = 0;
+  double launch_overhead_us = 0;  ///< GPU-side time per kernel, kernels queued (no CPU in the way)
+  double host_launch_us = 0;      ///< time per kernel when each waits for the CPU to launch it
   double event_resolution_us = 0;
   double pinned_alloc_ms_per_GiB = 0;
   int samples = 0;

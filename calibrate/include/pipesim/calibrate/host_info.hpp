@@ -19,6 +19,10 @@ struct HostInfo {
 
 HostInfo probe_host();
 
+/// Every array a timed CPU kernel streams is at least this many times the machine's last-level cache, so that
+/// the rates are DRAM's, not the cache's.
+inline constexpr std::int64_t kCacheMultiple = 4;
+
 /// The machine's last-level cache read from `cpu_root` (sysfs' /sys/devices/system/cpu layout): for every
 /// cpuN, its highest-level data or unified cache; each instance (by its shared_cpu_list) counted once.
 std::int64_t last_level_cache_bytes(const std::string& cpu_root = "/sys/devices/system/cpu");

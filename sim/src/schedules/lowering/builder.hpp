@@ -61,6 +61,13 @@ inline OpKind backward_kind(TaskKind k) {
 /// `rows_with_input` (a backward the lowering splits around its overlapped TP all-reduce) the row-parallel
 /// layers' weight gradients belong to the input-gradient part: they run before the column-parallel layers'
 /// all-reduce, which only those layers' own weight gradients hide.
+/// Kernel launches of a backward-kind pass per forward kernel: a whole backward launches two (input and
+/// weight gradients); a zero-bubble schedule's B and W passes one each, so that B + W launch what the whole
+/// backward does.
+inline std::int32_t launch_share_of(TaskKind kind) {
+  return kind == TaskKind::kBackward ? 2 : 1;
+}
+
 inline ComputeWork backward_work(TaskKind kind, const RangeCost& part, double gemm, std::int32_t kernels,
                                  bool rows_with_input = false) {
   const bool whole = kind == TaskKind::kBackward, weight_only = kind == TaskKind::kBackwardWeight;
@@ -377,12 +384,12 @@ class Builder {
   /// A backward pass as one op, or split into gradient buckets each followed by its DP all-reduce; returns
   /// the first and last compute op.
   /// A backward-kind pass over the chunk as one op; `launch_share` of the whole backward's two launches per
-  /// kernel (1 each for a backward split in two by the lowering itself).
+  /// forward kernel (0: the task's own share, launch_share_of).
   std::pair<OpId, OpId> emit_backward(const GpuRank& g, const Task& task, const RangeCost& cc,
-                                      const OpTags& tags, std::int32_t launch_share = 2,
+                                      const OpTags& tags, std::int32_t launch_share = 0,
                                       bool rows_with_input = false);
   std::pair<OpId, OpId> emit_gradient_buckets(GpuRank& g, const Task& task, const RangeCost& cc,
-                                              const OpTags& tags, std::int32_t launch_share = 2,
+                                              const OpTags& tags, std::int32_t launch_share = 0,
                                               bool rows_with_input = false);
   /// One bucket's gradient reduction of `params` after op `after`, on the collective stream.
   void emit_gradient_reduction(GpuRank& g, const OpTags& tags, std::int64_t params, OpId after);
