@@ -3,7 +3,8 @@
 # past its size limit (scripts/check-sizes.py) and that every timed GPU buffer holds random operands
 # (scripts/check-timed-buffers.py), builds everything with
 # AddressSanitizer + UndefinedBehaviorSanitizer and warnings as errors, and runs every test through ctest (unit, CLI, notebook and validation tests); then the Release
-# CLI under a low memory limit (AddressSanitizer cannot start under one) and a short run of every libFuzzer
+# CLI under a low memory limit (AddressSanitizer cannot start under one), the whole CPU calibration's time,
+# and a short run of every libFuzzer
 # target over its seed corpus.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -20,6 +21,7 @@ cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DPIPESIM_WERROR=ON > /dev/null
 cmake --build build -j2 --target pipesim
 python3 tests/cli/test_memory_limit.py build/cli/pipesim 256
 python3 tests/cli/test_memory_limit.py build/cli/pipesim 64
+python3 tests/cli/test_calibration_time.py build/cli/pipesim
 
 ./scripts/fuzz.sh --build-only
 ctest --test-dir build-fuzz --output-on-failure
