@@ -114,7 +114,31 @@ int list_models(const std::string& format) {
   return 0;
 }
 
-/// The shipped fill jobs, priced on an H100 for the listing.
+/// A framework's own kernel composition, entry by entry, with sources (null when it keeps the built-in).
+nlohmann::json composition_json(const std::shared_ptr<const pipesim::sim::KernelComposition>& k) {
+  if (!k) return nullptr;
+  auto entries = [](const std::vector<pipesim::sim::KernelTraffic>& list) {
+    nlohmann::json a = nlohmann::json::array();
+    for (const auto& e : list)
+      a.push_back({{"what", e.what},
+                   {"tensor", pipesim::sim::to_string(e.tensor)},
+                   {"bytes", e.bytes_per_element},
+                   {"kernels", e.kernels},
+                   {"when", pipesim::sim::to_string(e.when)},
+                   {"source", e.source}});
+    return a;
+  };
+  auto layer = [&](const pipesim::sim::LayerKernels& l) {
+    return nlohmann::json{
+        {"forward", entries(l.forward)}, {"backward", entries(l.backward)}, {"saved", entries(l.saved)}};
+  };
+  return {{"residual_bytes", k->residual_bytes},
+          {"optimizer_step_bytes_per_param", k->optimizer_step_bytes_per_param},
+          {"embedding", layer(k->embedding)},
+          {"block", layer(k->block)},
+          {"head", layer(k->head)}};
+}
+
 int list_frameworks(const std::string& format) {
   nlohmann::json rows = nlohmann::json::array();
   std::string table;
@@ -131,6 +155,12 @@ int list_frameworks(const std::string& format) {
                                      : "");
     if (!f.schedules.value.empty())
       table += fmt::format("{:<20} pipeline schedules {}\n", "", fmt::join(f.schedules.value, ", "));
+    if (f.kernels)
+      table += fmt::format(
+          "{:<20} its own kernels: {} element-wise entries a block, residual stream {} B, "
+          "optimizer {} B a parameter\n",
+          "", f.kernels->block.forward.size() + f.kernels->block.backward.size(), f.kernels->residual_bytes,
+          f.kernels->optimizer_step_bytes_per_param);
     rows.push_back({{"name", name},
                     {"description", f.description},
                     {"source", f.source},
@@ -145,6 +175,7 @@ int list_frameworks(const std::string& format) {
                     {"blocking_p2p", f.blocking_p2p.value},
                     {"host_dispatch_us", f.host_dispatch_us.value},
                     {"schedules", f.schedules.value},
+                    {"kernels", composition_json(f.kernels)},
                     {"sources",
                      {{"attention", f.attention.source},
                       {"dropout", f.dropout.source},

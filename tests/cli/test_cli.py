@@ -254,12 +254,17 @@ class Frameworks(unittest.TestCase):
         rc, out, _ = run("frameworks", "--format", "json")
         self.assertEqual(rc, 0)
         rows = json.loads(out)
-        self.assertEqual([r["name"] for r in rows],
-                         ["megatron-core", "megatron-deepspeed", "megatron-lm-2021", "megatron-lm-2022", "nanotron"])
-        self.assertEqual(rows[2]["grad_accumulation"], "main-grad")
-        self.assertEqual(rows[1]["host_dispatch_us"], 24)
-        self.assertEqual(rows[1]["schedules"], ["1f1b", "zb-h1"])
-        self.assertIn("wgrad_gemm_accum_fp32", rows[1]["sources"]["grad_accumulation"])  # each setting cites code
+        self.assertEqual([r["name"] for r in rows], ["hf-transformers", "megatron-core", "megatron-deepspeed",
+                                                     "megatron-lm-2021", "megatron-lm-2022", "nanotron"])
+        self.assertEqual(rows[3]["grad_accumulation"], "main-grad")
+        self.assertEqual(rows[2]["host_dispatch_us"], 24)
+        self.assertEqual(rows[2]["schedules"], ["1f1b", "zb-h1"])
+        self.assertIn("wgrad_gemm_accum_fp32", rows[2]["sources"]["grad_accumulation"])  # each setting cites code
+        # HF states its own kernels, each entry with its source; the Megatron files keep the built-in ones.
+        hf = rows[0]["kernels"]
+        self.assertEqual(hf["residual_bytes"], 4)
+        self.assertTrue(all(e["source"] for e in hf["block"]["forward"] + hf["block"]["saved"]))
+        self.assertIsNone(rows[1]["kernels"])
         job = ["--model", "llama3-8b", "--hw", "h100-sxm-8x", "--pp", "4", "--schedule", "1f1b"]
         rc, out, _ = run("simulate", *job, "--format", "json")
         core = json.loads(out)
@@ -323,7 +328,7 @@ class Frameworks(unittest.TestCase):
     def test_bad_frameworks(self):
         rc, _, err = run("simulate", "--framework", "megatron-lm-2020")
         self.assertEqual(rc, 2)
-        self.assertIn("megatron-lm-2020: unknown framework; shipped: megatron-core, megatron-deepspeed,", err)
+        self.assertIn("megatron-lm-2020: unknown framework; shipped: hf-transformers, megatron-core,", err)
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "bad.json")
             with open(path, "w") as f:

@@ -6,6 +6,7 @@
 
 #include "core/data_dir.hpp"
 #include "core/json_reader.hpp"
+#include "job/framework_kernels.hpp"
 #include "pipesim/sim/core/error.hpp"
 #include "pipesim/sim/job/option_parsing.hpp"
 
@@ -135,6 +136,7 @@ Framework parse_framework(const std::string& text, const std::string& file) {
   f.host_dispatch_us = number_setting(s, "host_dispatch_us", 0, kMaxHostDispatchUs);
   f.schedules = schedules_setting(s, "schedules");
   s.finish();
+  f.kernels = parse_framework_kernels(r);
   r.finish();
   return f;
 }

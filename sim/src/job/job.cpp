@@ -371,6 +371,9 @@ void resolve_execution(const JobOptions& j, const ScheduleDescriptor& schedule, 
                     in.dtype));
   in.recompute = parse_recompute(j.recompute);
   in.optimizer_bytes_per_param = optimizer_step_bytes_per_param(in.dtype);
+  if (j.loaded_framework && j.loaded_framework->kernels &&
+      j.loaded_framework->kernels->optimizer_step_bytes_per_param > 0)
+    in.optimizer_bytes_per_param = j.loaded_framework->kernels->optimizer_step_bytes_per_param;
   if (std::isnan(j.p2p_time_ms)) bad(Option{"p2p_time_ms"}, "not a number; valid: 0 .. 1e6");
   if (j.p2p_time_ms >= 0) {
     if (!std::isfinite(j.p2p_time_ms) || j.p2p_time_ms > 1e6) bad(Option{"p2p_time_ms"}, "valid: 0 .. 1e6");
@@ -498,6 +501,7 @@ void use_model(const JobOptions& j, const ScheduleDescriptor& schedule, const Ba
       co.fp8 = in.dtype == "fp8";
       co.doc_tokens = j.doc_mask_tokens;
       co.cp = j.cp;
+      co.composition = j.loaded_framework ? j.loaded_framework->kernels : nullptr;
       in.costs.push_back(model_layer_costs(m, co));
     }
     in.cost_of_microbatch.push_back(it->second);

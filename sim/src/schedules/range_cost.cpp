@@ -88,7 +88,8 @@ RangeCost range_cost(const std::vector<LayerCost>& layers, std::int32_t begin, s
     if (l.attention_recompute_flops > 0) r.attn_recompute_bytes += l.attention_fwd_bytes;
     r.ep_alltoall += l.ep_alltoall_bytes;
     r.ep_alltoalls += l.ep_alltoalls;
-    r.param_bytes += l.param_bytes;
+    // A tied embedding and head on one stage share one matrix.
+    r.param_bytes += l.param_bytes - (begin == 0 ? l.tied_copy_bytes : 0);
     r.params += (l.params + tp - 1) / tp;
     r.trainable += (l.trainable_params + tp - 1) / tp;
   }

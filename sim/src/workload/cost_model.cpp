@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "core/json_reader.hpp"
+#include "workload/block_traffic.hpp"
 #include "pipesim/sim/core/error.hpp"
 
 namespace pipesim::sim {
@@ -115,9 +116,6 @@ double attention_flops_per_token(const ModelSpec& m, std::int64_t block, std::in
   return 4.0 * attended_keys(m, block, seq, doc) * static_cast<double>(m.heads * m.head_dim);
 }
 
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
-  return (a + b - 1) / b;
-}
 
 /// A dense block's forward GEMMs per TP rank over `tokens` tokens: fused QKV, output projection, the MLP's
 /// up (gate and up fused for SwiGLU) and down projections. MoE blocks: the attention projections only.
@@ -130,64 +128,6 @@ std::vector<GemmShape> block_gemms(const ModelSpec& m, std::int64_t tokens, std:
     g.push_back({tokens, h, f, 1});
   }
   return g;
-}
-
-/// HBM traffic of one block's memory-bound kernels per TP rank: the forward's, of it `attention` the part
-/// selective recompute re-runs (the score path and the context's copy back), and the share of each pass over
-/// the scores themselves.
-struct BlockTraffic {
-  std::int64_t forward = 0, backward = 0, attention = 0;
-  std::int64_t scores_forward = 0, scores_backward = 0;
-};
-
-/// A memory-bound kernel's backward reads its output gradient and its saved input and writes its input
-/// gradient: three accesses where the forward made two.
-std::int64_t backward_traffic(std::int64_t forward) {
-  return forward * 3 / 2;
-}
-
-BlockTraffic block_traffic(const ModelSpec& m, const CostOptions& o) {
-  const std::int64_t t = o.tp, sb = o.seq * o.microbatch_size;
-  // Elements per rank of the residual stream (split by t under sequence parallelism), of the attention
-  // heads' output, of the MLP's inner activation and of the scores.
-  const std::int64_t residual = o.sequence_parallel ? ceil_div(sb * m.hidden, t) : sb * m.hidden;
-  const std::int64_t heads_out = ceil_div(sb * m.heads * m.head_dim, t);
-  const std::int64_t inner =
-      ceil_div(sb * (m.is_moe() ? m.experts_per_token * m.moe_ffn_hidden : m.ffn_hidden), t);
-  const std::int64_t scores = ceil_div(m.heads * o.seq * o.seq * o.microbatch_size, t);
-  BlockTraffic b;
-  // Two norms read and write the residual stream; two residual adds read branch and residual and write the
-  // sum, plus a 1-byte mask each with dropout.
-  b.forward = 2 * kReadWriteBytes * residual + 2 * (6 + (o.dropout ? 1 : 0)) * residual;
-  // The activation function: GELU reads and writes the inner activation; SwiGLU reads gate and up, writes
-  // one.
-  const bool gated = m.mlp == MlpKind::kSwiGlu || m.is_moe();
-  b.forward += (gated ? 6 : kReadWriteBytes) * inner;
-  b.backward = backward_traffic(b.forward);
-  if (o.bias_kernels == BiasKernels::kSeparate) {
-    // The q/k/v bias added by a kernel of its own (its output read and written); in the backward, each
-    // trained bias gradient reads its output's gradient (2 B): the MLP's over every routed copy of a token in
-    // an MoE block. LoRA freezes the biases.
-    const std::int64_t qkv = ceil_div(sb * (m.heads + 2 * m.kv_heads) * m.head_dim, t);
-    const std::int64_t up = (gated ? 2 : 1) * inner;
-    const std::int64_t down = m.is_moe() ? m.experts_per_token * residual : residual;
-    if (m.qkv_bias) b.forward += kReadWriteBytes * qkv;
-    if (o.lora_rank == 0)
-      b.backward += 2 * ((m.qkv_bias ? qkv : 0) + (m.out_bias ? residual : 0) + (m.mlp_bias ? up + down : 0));
-  }
-  // A two-pass norm backward reads its input and output gradient (2 B each) again: two norms.
-  if (o.norm_backward == NormBackward::kTwoPass) b.backward += 2 * 4 * residual;
-  if (o.attention == AttentionKernel::kUnfused) {
-    // Softmax reads and writes the scores; dropout reads and writes them and writes a 1-byte mask. In the
-    // backward, dropout reads the gradient and its mask and writes (5 B), softmax reads the gradient and its
-    // output and writes (6 B). The context goes back from per-head to token-major layout.
-    b.scores_forward = kReadWriteBytes * scores + (o.dropout ? 5 * scores : 0);
-    b.scores_backward = 6 * scores + (o.dropout ? 5 * scores : 0);
-    b.attention = b.scores_forward + kReadWriteBytes * heads_out;
-    b.forward += b.attention;
-    b.backward += b.scores_backward + backward_traffic(kReadWriteBytes * heads_out);
-  }
-  return b;
 }
 
 }  // namespace
@@ -224,6 +164,7 @@ struct LayerShape {
   std::int64_t tp_bus;    // one TP all-reduce of the block output, per GPU
   std::int64_t residual;  // the residual stream this rank holds
   bool lora;
+  TensorSizes sizes;  // what a framework's kernel composition is priced over
 
   /// Resident bytes per rank: 16 B per trained parameter; a LoRA-frozen weight keeps only its bf16 copy.
   std::int64_t resident(std::int64_t params, std::int64_t trainable) const {
@@ -231,6 +172,20 @@ struct LayerShape {
                 : ceil_div(params, t) * o.bytes_per_param;
   }
 };
+
+TensorSizes tensor_sizes(const ModelSpec& m, const CostOptions& o) {
+  const auto t = static_cast<double>(o.tp), sb = static_cast<double>(o.seq * o.microbatch_size);
+  const auto h = static_cast<double>(m.hidden);
+  TensorSizes z;
+  z.residual = o.sequence_parallel ? sb * h / t : sb * h;
+  z.query = sb * static_cast<double>(m.heads * m.head_dim) / t;
+  z.key_value = sb * static_cast<double>(m.kv_heads * m.head_dim) / t;
+  z.inner = sb * static_cast<double>(m.is_moe() ? m.experts_per_token * m.moe_ffn_hidden : m.ffn_hidden) / t;
+  z.block_params = static_cast<double>(block_params(m)) / t;
+  z.logits = sb * static_cast<double>(m.vocab) / t;
+  z.vocab_params = static_cast<double>(m.vocab) * h / t;
+  return z;
+}
 
 LayerShape layer_shape(const ModelSpec& m, const CostOptions& whole) {
   if (whole.cp < 1 || whole.seq % whole.cp != 0)
@@ -264,13 +219,14 @@ LayerShape layer_shape(const ModelSpec& m, const CostOptions& whole) {
       sbh,
       static_cast<double>(b * s),
       // With TP, sequence parallelism splits the boundary activation and norms' inputs by t (Megatron
-      // default).
-      2 * ceil_div(sbh, t),
+      // default); 2 bytes an element unless the framework keeps its residual stream wider.
+      (o.composition ? o.composition->residual_bytes : 2) * ceil_div(sbh, t),
       // One TP all-reduce (or all-gather + reduce-scatter pair) of the block output moves 2(t-1)/t of it
       // per GPU.
       t > 1 ? 2 * (t - 1) * (2 * sbh) / t : 0,
       o.sequence_parallel ? ceil_div(sbh, t) : sbh,
       o.lora_rank > 0,
+      tensor_sizes(m, o),
   };
 }
 
@@ -284,6 +240,14 @@ LayerCost embedding_cost(const LayerShape& x) {
   // The lookup writes the residual stream; its backward reads the gradient and scatter-adds into the table.
   emb.fwd_mem_bytes = kReadWriteBytes * x.residual;
   emb.bwd_mem_bytes = backward_traffic(emb.fwd_mem_bytes);
+  if (const KernelComposition* k = x.o.composition.get()) {
+    if (!k->embedding.forward.empty()) {
+      emb.fwd_mem_bytes = static_cast<std::int64_t>(composition_bytes(k->embedding.forward, x.m, x.sizes));
+      emb.kernels = composition_kernels(k->embedding.forward, x.m);
+    }
+    if (!k->embedding.backward.empty())
+      emb.bwd_mem_bytes = static_cast<std::int64_t>(composition_bytes(k->embedding.backward, x.m, x.sizes));
+  }
   emb.output_bytes = x.boundary;
   emb.tp_bus_bytes = x.tp_bus;
   emb.tp_collectives = x.t > 1 ? 1 : 0;
@@ -345,9 +309,12 @@ void set_block_activations(const LayerShape& x, double attn, const BlockTraffic&
   // "Reducing Activation Recomputation": s*b*h*(34 + 5*a*s/h) bytes per layer, split by t with TP + sequence
   // parallel; without sequence parallelism the norms' and dropouts' 10 s*b*h stay whole on every rank. Flash
   // attention keeps no scores.
+  // A framework that lists what its kernels save replaces that count.
+  const bool listed = o.composition && !o.composition->block.saved.empty();
   const std::int64_t linear_part =
-      o.sequence_parallel ? kSavedBytesPerSbh * x.sbh / x.t
-                          : kSequenceParallelBytesPerSbh * x.sbh + kTensorParallelBytesPerSbh * x.sbh / x.t;
+      listed ? static_cast<std::int64_t>(composition_bytes(o.composition->block.saved, x.m, x.sizes))
+      : o.sequence_parallel ? kSavedBytesPerSbh * x.sbh / x.t
+                            : kSequenceParallelBytesPerSbh * x.sbh + kTensorParallelBytesPerSbh * x.sbh / x.t;
   const std::int64_t score_part =
       o.attention == AttentionKernel::kFlash ? 0 : 5 * x.m.heads * x.s * x.s * x.b / x.t;
   c.attention_score_bytes = score_part;
@@ -422,7 +389,11 @@ LayerCost block_cost(const LayerShape& x, const BlockConstants& k, std::int64_t 
     c.wide_bwd_input_flops = 2 * attn;
     c.wide_recompute_flops = o.recompute == Recompute::kFull ? attn : 0;
   }
-  const BlockTraffic traffic = block_traffic(m, o);
+  const BlockTraffic traffic = o.composition
+                                   ? with_composition(block_traffic(m, o), o.composition->block, m, x.sizes)
+                                   : block_traffic(m, o);
+  if (o.composition && !o.composition->block.forward.empty())
+    c.kernels = composition_kernels(o.composition->block.forward, m);
   c.fwd_mem_bytes = traffic.forward;
   c.bwd_mem_bytes = traffic.backward;
   c.fwd_score_mem_bytes = traffic.scores_forward;
@@ -455,13 +426,25 @@ LayerCost head_cost(const LayerShape& x) {
   head.fwd_mem_bytes = kReadWriteBytes * x.residual + 38 * logit_elements;
   head.bwd_mem_bytes = backward_traffic(kReadWriteBytes * x.residual) + 14 * logit_elements;
   if (x.o.norm_backward == NormBackward::kTwoPass) head.bwd_mem_bytes += 4 * x.residual;  // the final norm's
+  const KernelComposition* k = x.o.composition.get();
+  if (k && !k->head.forward.empty()) {
+    head.fwd_mem_bytes = static_cast<std::int64_t>(composition_bytes(k->head.forward, m, x.sizes));
+    head.kernels = composition_kernels(k->head.forward, m);
+  }
+  if (k && !k->head.backward.empty())
+    head.bwd_mem_bytes = static_cast<std::int64_t>(composition_bytes(k->head.backward, m, x.sizes));
   // A tied head still holds its own copy on the last stage (as Megatron does) unless it shares the stage.
   head.params = (m.tie_embeddings ? 0 : m.vocab * h) + h;
   head.trainable_params = x.lora ? 0 : head.params;
   head.param_bytes = x.resident(m.vocab * h + h, head.trainable_params);
+  if (m.tie_embeddings) head.tied_copy_bytes = head.param_bytes - x.resident(h, x.lora ? 0 : h);
   if (x.lora) head.bwd_weight_flops = 0;  // frozen head: only the input gradient flows back
-  // Vocab-parallel logits kept in fp32 for the loss backward, plus the input to the projection.
-  head.stored_activation_bytes = 4 * b * s * ceil_div(m.vocab, t) + x.boundary;
+  // Vocab-parallel logits kept in fp32 for the loss backward, plus the input to the projection; a framework
+  // lists what its loss keeps alive at its peak (the head's forward and backward run back to back).
+  head.stored_activation_bytes =
+      (k && !k->head.saved.empty() ? static_cast<std::int64_t>(composition_bytes(k->head.saved, m, x.sizes))
+                                   : 4 * b * s * ceil_div(m.vocab, t)) +
+      x.boundary;
   head.output_bytes = 0;
   return head;
 }

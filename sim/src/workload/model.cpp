@@ -64,6 +64,15 @@ ModelSpec parse_preset(JsonObject& r) {
     m.mlp = MlpKind::kGelu;
   else
     r.fail("mlp", fmt::format("unknown MLP '{}'; valid: swiglu, gelu", mlp));
+  const std::string norm = r.string_or("norm", m.mlp == MlpKind::kGelu ? "layernorm" : "rmsnorm");
+  if (norm != "rmsnorm" && norm != "layernorm")
+    r.fail("norm", fmt::format("unknown norm '{}'; valid: rmsnorm, layernorm", norm));
+  m.norm = norm == "layernorm" ? NormKind::kLayerNorm : NormKind::kRmsNorm;
+  m.qk_norm = r.boolean_or("qk_norm", false);
+  const std::string positions = r.string_or("positions", m.mlp == MlpKind::kGelu ? "learned" : "rope");
+  if (positions != "rope" && positions != "learned")
+    r.fail("positions", fmt::format("unknown positions '{}'; valid: rope, learned", positions));
+  m.rope = positions == "rope";
   m.num_experts = r.integer_or("num_experts", 0, 0, 1 << 16);
   m.experts_per_token = r.integer_or("experts_per_token", 0, 0, 1 << 16);
   m.moe_ffn_hidden = r.integer_or("moe_ffn_hidden_size", m.num_experts > 0 ? m.ffn_hidden : 0, 0, kMaxDim);
@@ -149,6 +158,9 @@ ModelSpec parse_hf(const json& j, const std::string& file) {
   m.causal = !encoder;
   bool gpt_style = encoder || type == "gpt2" || type == "gpt_neox" || type == "gptj" || type == "gpt_bigcode";
   m.mlp = gpt_style ? MlpKind::kGelu : MlpKind::kSwiGlu;
+  m.norm = gpt_style ? NormKind::kLayerNorm : NormKind::kRmsNorm;
+  m.qk_norm = type == "qwen3" || type == "qwen3_moe" || type == "olmo2";  // per-head q_norm and k_norm
+  m.rope = !(encoder || type == "gpt2" || type == "gpt_bigcode");         // those learn absolute positions
   m.ffn_hidden = hf_int(j, file, {"intermediate_size", "n_inner", "ffn_hidden_size"}, 1, kMaxDim,
                         gpt_style ? 4 * m.hidden : -1);
   m.tie_embeddings = hf_bool(j, file, "tie_word_embeddings", type == "gpt2" || encoder);

@@ -60,6 +60,9 @@ TEST(Model, PresetsAgreeWithGenuineHfConfigs) {
     EXPECT_EQ(a.num_experts, b.num_experts) << preset;
     EXPECT_EQ(a.experts_per_token, b.experts_per_token) << preset;
     EXPECT_EQ(a.moe_ffn_hidden, b.moe_ffn_hidden) << preset;
+    EXPECT_EQ(a.norm, b.norm) << preset;
+    EXPECT_EQ(a.qk_norm, b.qk_norm) << preset;
+    EXPECT_EQ(a.rope, b.rope) << preset;
   }
 }
 
@@ -70,6 +73,11 @@ TEST(Model, ReadsEveryHfStyle) {
   EXPECT_EQ(gpt2.ffn_hidden, 4 * 768);  // GPT-2 leaves n_inner null: 4h
   EXPECT_EQ(gpt2.mlp, MlpKind::kGelu);
   EXPECT_TRUE(gpt2.tie_embeddings);
+  EXPECT_EQ(gpt2.norm, NormKind::kLayerNorm);  // what a framework's own kernels depend on
+  EXPECT_FALSE(gpt2.rope);
+  EXPECT_FALSE(gpt2.qk_norm);
+  EXPECT_TRUE(load_model(kHf + "Qwen__Qwen3-8B.json").qk_norm);
+  EXPECT_FALSE(load_model(kHf + "meta-llama__Llama-3.1-8B.json").qk_norm);
   ModelSpec neox = load_model(kHf + "EleutherAI__gpt-neox-20b.json");
   EXPECT_EQ(neox.mlp, MlpKind::kGelu);
   EXPECT_EQ(neox.ffn_hidden, 24576);
@@ -126,10 +134,13 @@ TEST(Model, BadInputNamesFileAndPath) {
   EXPECT_EQ(
       msg("{" + base + R"(,"hiden":3})"),
       "m.json: /hiden: unknown key; valid keys here: attention, experts_per_token, ffn_hidden_size, format, "
-      "head_dim, hidden_size, layer_types, linear_biases, mlp, moe_ffn_hidden_size, name, num_experts, "
-      "num_heads, "
-      "num_kv_heads, "
-      "num_layers, sliding_window, source, tie_embeddings, version, vocab_size");
+      "head_dim, hidden_size, layer_types, linear_biases, mlp, moe_ffn_hidden_size, name, norm, num_experts, "
+      "num_heads, num_kv_heads, num_layers, positions, qk_norm, sliding_window, source, tie_embeddings, "
+      "version, vocab_size");
+  EXPECT_EQ(msg("{" + base + R"(,"norm":"batchnorm"})"),
+            "m.json: /norm: unknown norm 'batchnorm'; valid: rmsnorm, layernorm");
+  EXPECT_EQ(msg("{" + base + R"(,"positions":"alibi"})"),
+            "m.json: /positions: unknown positions 'alibi'; valid: rope, learned");
   EXPECT_NE(msg(R"({"format":"pipesim-model","version":1})").find("m.json: /name: missing required key"),
             std::string::npos);
   EXPECT_NE(msg("{" + base + R"(,"num_kv_heads":3})").find("/num_key_value_heads"), std::string::npos);

@@ -5,10 +5,12 @@
 // job's options.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "pipesim/sim/schedules/schedule.hpp"
+#include "pipesim/sim/workload/kernel_composition.hpp"
 
 namespace pipesim::sim {
 
@@ -46,6 +48,9 @@ struct Framework {
   /// `plan` and `buy` search only these, and `simulate` runs no other; the CPU-offload schedules are systems
   /// of their own that run on any framework's kernels.
   FrameworkSetting<std::vector<std::string>> schedules;
+  /// The framework's own element-wise kernels, saved tensors, residual width and optimizer traffic, where
+  /// its file states them ("kernels"); null: the built-in Megatron-Core composition.
+  std::shared_ptr<const KernelComposition> kernels;
 };
 
 /// Whether the framework runs the schedule (order-based ones it lists, any when it lists none, and every

@@ -5,11 +5,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "pipesim/sim/core/time.hpp"
 #include "pipesim/sim/workload/gemm_shape.hpp"
+#include "pipesim/sim/workload/kernel_composition.hpp"
 #include "pipesim/sim/workload/model.hpp"
 
 namespace pipesim::sim {
@@ -66,9 +68,12 @@ struct LayerCost {
   std::int32_t kernels = 0;      ///< kernel launches of the forward
   // Measured times of a profiled workload (>= 0 replace the FLOP-based times).
   Duration fwd_ns = -1, bwd_input_ns = -1, bwd_weight_ns = -1, recompute_ns = -1;
-  std::int64_t params = 0;                   ///< whole layer
-  std::int64_t trainable_params = 0;         ///< updated by the optimizer (all, or the LoRA adapters)
-  std::int64_t param_bytes = 0;              ///< weights + grads + optimizer state per TP rank
+  std::int64_t params = 0;            ///< whole layer
+  std::int64_t trainable_params = 0;  ///< updated by the optimizer (all, or the LoRA adapters)
+  std::int64_t param_bytes = 0;       ///< weights + grads + optimizer state per TP rank
+  /// Of a tied head's param_bytes, its copy of the embedding matrix: a stage holding the embedding too holds
+  /// the matrix once.
+  std::int64_t tied_copy_bytes = 0;
   std::int64_t attention_score_bytes = 0;    ///< the 5 a s^2 b / t part (absent with flash attention)
   std::int64_t stored_activation_bytes = 0;  ///< per TP rank, kept from forward to backward
   std::int64_t recompute_extra_bytes = 0;    ///< re-materialized during the backward (freed with it)
@@ -161,6 +166,9 @@ struct CostOptions {
   /// 2cp-1-r, so causal attention is balanced): every per-token cost and activation on s/cp tokens, each
   /// query still attending over the whole sequence's keys.
   std::int32_t cp = 1;
+  /// The framework's own element-wise kernels and saved tensors, where its file states them (null: the
+  /// built-in Megatron-Core composition: fused bf16 kernels).
+  std::shared_ptr<const KernelComposition> composition;
 };
 
 /// Bytes a memory-bound kernel moves per element: 2 B activations (bf16/fp16), read once and written once.

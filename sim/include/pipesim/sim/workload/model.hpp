@@ -14,6 +14,7 @@ namespace pipesim::sim {
 inline constexpr std::int64_t kMaxModelLayers = 30000;
 
 enum class MlpKind { kSwiGlu, kGelu };
+enum class NormKind { kRmsNorm, kLayerNorm };
 
 struct ModelSpec {
   std::string name;
@@ -38,6 +39,14 @@ struct ModelSpec {
   /// MLP's projections (GPT-2/3, BERT: all three; Llama: none; Qwen2: q/k/v only). They cost time only
   /// where the framework runs bias kernels of their own (CostOptions::bias_kernels).
   bool qkv_bias = false, out_bias = false, mlp_bias = false;
+  /// RMSNorm (Llama, Qwen, Mistral) or LayerNorm (the GPT family, encoders); and whether queries and keys are
+  /// normalized per head before attention (Qwen3, OLMo 2). They change what a framework's unfused kernels
+  /// move (kernel_composition.hpp); the built-in fused composition prices both norms alike.
+  NormKind norm = NormKind::kRmsNorm;
+  bool qk_norm = false;
+  /// Rotary position embeddings applied to queries and keys in every block (Llama, Qwen, Mistral, GPT-NeoX);
+  /// false: positions learned and added once to the embedding (GPT-2, BERT).
+  bool rope = true;
 
   bool is_moe() const { return num_experts > 0; }
 };

@@ -1,0 +1,78 @@
+// What a framework's kernels move besides the GEMMs and the attention core, as a framework file states it:
+// each entry an element-wise kernel (or a group of them) over one of a layer's tensors, the bytes it moves
+// per element of that tensor (reads plus writes, at the dtypes the framework runs it in) and its launches;
+// and the tensors a layer keeps for its backward. A framework that states a layer's forward, backward or
+// saved tensors replaces the built-in Megatron-Core composition of that pass (cost_model.cpp), which assumes
+// fused bf16 kernels.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "pipesim/sim/workload/model.hpp"
+
+namespace pipesim::sim {
+
+/// The tensor an entry works over, per TP rank: the residual stream (tokens x hidden), the queries (tokens x
+/// heads x head_dim), the keys or the values (tokens x kv_heads x head_dim), the MLP's inner activation
+/// (tokens x ffn), the block's parameters, the logits (tokens x vocab), the embedding or output matrix (vocab
+/// x hidden).
+enum class KernelTensor { kResidual, kQuery, kKeyValue, kInner, kBlockParams, kLogits, kVocabParams };
+
+/// Which models an entry applies to.
+enum class ModelFeature {
+  kAlways,
+  kRmsNorm,
+  kLayerNorm,
+  kQkNorm,
+  kNoQkNorm,
+  kRope,
+  kSwiGlu,
+  kGelu,
+  kTiedEmbeddings,
+  kUntiedEmbeddings
+};
+
+struct KernelTraffic {
+  std::string what;
+  KernelTensor tensor = KernelTensor::kResidual;
+  double bytes_per_element = 0;  ///< HBM bytes per element moved (or, in `saved`, kept)
+  std::int32_t kernels = 0;      ///< launches
+  ModelFeature when = ModelFeature::kAlways;
+  std::string source;
+};
+
+/// A layer's passes; an empty list keeps the built-in composition of that pass.
+struct LayerKernels {
+  std::vector<KernelTraffic> forward, backward, saved;
+};
+
+struct KernelComposition {
+  LayerKernels embedding, block, head;
+  /// Bytes per element of the residual stream between layers: what a stage sends, what a checkpoint keeps.
+  std::int64_t residual_bytes = 2;
+  /// HBM bytes a GPU optimizer step moves per parameter (0: the dtype's, optimizer_step_bytes_per_param).
+  std::int64_t optimizer_step_bytes_per_param = 0;
+};
+
+/// Elements of each tensor in one layer of one TP rank's microbatch.
+struct TensorSizes {
+  double residual = 0, query = 0, key_value = 0, inner = 0, block_params = 0, logits = 0, vocab_params = 0;
+};
+
+bool model_has(const ModelSpec& model, ModelFeature feature);
+/// Bytes the entries that apply to `model` move (or keep).
+double composition_bytes(const std::vector<KernelTraffic>& entries, const ModelSpec& model,
+                         const TensorSizes& sizes);
+/// Launches of the entries that apply to `model`.
+std::int32_t composition_kernels(const std::vector<KernelTraffic>& entries, const ModelSpec& model);
+
+/// Words of a framework file: "residual", "query", ...; "always", "rmsnorm", ... Throw InputError listing
+/// the valid words.
+KernelTensor parse_kernel_tensor(const std::string& word);
+ModelFeature parse_model_feature(const std::string& word);
+const char* to_string(KernelTensor tensor);
+const char* to_string(ModelFeature feature);
+
+}  // namespace pipesim::sim
