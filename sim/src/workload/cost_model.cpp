@@ -462,7 +462,12 @@ std::vector<LayerCost> model_layer_costs(const ModelSpec& m, const CostOptions& 
   for (std::int64_t i = 0; i < m.layers; ++i) out.push_back(block_cost(x, k, i));
   out.push_back(head_cost(x));
   const std::int64_t accum = grad_accumulation_bytes_per_param(x.o.grad_accumulation);
-  for (LayerCost& l : out) l.grad_accum_bytes = accum * ceil_div(l.trainable_params, x.t);
+  const std::int64_t buffer = x.o.composition ? x.o.composition->grad_buffer_bytes_per_param : 0;
+  for (LayerCost& l : out) {
+    l.grad_accum_bytes = accum * ceil_div(l.trainable_params, x.t);
+    l.grad_buffer_bytes = buffer * ceil_div(l.trainable_params, x.t);
+    l.param_bytes += l.grad_buffer_bytes;
+  }
   return out;
 }
 

@@ -79,18 +79,19 @@ void Builder::emit_stage(std::int32_t stage, const std::vector<std::int64_t>& tr
 }
 
 std::int64_t Builder::place_weights(const GpuRank& g) {
-  std::int64_t trainable = 0, weights = 0, resident = 0;
+  std::int64_t trainable = 0, weights = 0, resident = 0, buffers = 0;
   for (std::int32_t v = 0; v < in_.virtual_stages; ++v) {
     const RangeCost& cc = chunk_costs_[0][static_cast<std::size_t>(model_chunk(v, g.stage))];
     trainable += cc.trainable;
     weights += layer_weight_params(cc);
     resident += cc.param_bytes;
+    buffers += cc.grad_buffer_bytes;
   }
   if (in_.sharding.stage != ZeroStage::k0 || offloads()) {
     // Sharded over the data-parallel group and/or offloaded: weights, gradients and Adam state by the ZeRO
     // paper's formulas; what is offloaded sits in the node's host memory.
     const ShardedStateBytes state = sharded_state_bytes(weights, trainable, in_.sharding);
-    resident = state.gpu();
+    resident = state.gpu() + buffers;
     if (state.host > 0) plan_.devices[static_cast<std::size_t>(host_of(g.self))].resident_bytes += state.host;
     if (state.nvme > 0) plan_.devices[static_cast<std::size_t>(nvme_of(g.self))].resident_bytes += state.nvme;
   }

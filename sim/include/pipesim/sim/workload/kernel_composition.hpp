@@ -54,6 +54,9 @@ struct KernelComposition {
   std::int64_t residual_bytes = 2;
   /// HBM bytes a GPU optimizer step moves per parameter (0: the dtype's, optimizer_step_bytes_per_param).
   std::int64_t optimizer_step_bytes_per_param = 0;
+  /// Bytes per trained parameter the framework keeps beside its weights, gradients and optimizer state on
+  /// every rank whatever the ZeRO stage (nanotron's fp32 gradient accumulation buffer).
+  std::int64_t grad_buffer_bytes_per_param = 0;
 };
 
 /// Elements of each tensor in one layer of one TP rank's microbatch.
