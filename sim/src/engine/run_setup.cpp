@@ -178,9 +178,15 @@ void RunState::number_groups(const PlanReading& r, std::size_t n) {
 Duration RunState::compute_duration(const Op& op, DeviceId device) const {
   const auto& hw = plan_.hw;
   if (const auto* c = compute_of(op.payload)) {
-    const Duration gpu = hw.op_ns(c->flops, c->gemm_gflop, c->kernels, plan_.meta.dtype, c->mem_bytes,
-                                  c->expert_flops, c->expert_gemm_gflop, c->expert_weight_bytes,
-                                  c->attention_flops, c->attention_bytes, c->wide_flops, c->score_bytes);
+    // The framework's element-wise kernels stream their bytes at its share of the GPU's rate.
+    const double share = plan_.meta.elementwise_efficiency;
+    const std::int64_t mem =
+        share < 1 ? c->score_bytes +
+                        static_cast<std::int64_t>(static_cast<double>(c->mem_bytes - c->score_bytes) / share)
+                  : c->mem_bytes;
+    const Duration gpu = hw.op_ns(c->flops, c->gemm_gflop, c->kernels, plan_.meta.dtype, mem, c->expert_flops,
+                                  c->expert_gemm_gflop, c->expert_weight_bytes, c->attention_flops,
+                                  c->attention_bytes, c->wide_flops, c->score_bytes);
     // The GPU runs no faster than the CPU issues its kernels.
     return std::max(gpu, c->kernels * plan_.meta.host_dispatch_ns);
   }

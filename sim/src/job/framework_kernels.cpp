@@ -67,18 +67,28 @@ LayerKernels layer(JsonObject& kernels, const std::string& key) {
   return l;
 }
 
-/// An optional {"value": N, "source": "..."}.
-std::int64_t sourced_integer(JsonObject& kernels, const std::string& key, std::int64_t fallback,
-                             std::int64_t lo, std::int64_t hi) {
+/// An optional {"value": X, "source": "..."}, X read by `read(object, "value")`; absent: `fallback`.
+template <class T, class Read>
+T sourced(JsonObject& kernels, const std::string& key, T fallback, Read read) {
   if (!kernels.has(key)) {
     kernels.accept(key);
     return fallback;
   }
   JsonObject s = kernels.object(key);
-  const std::int64_t v = s.integer("value", lo, hi);
+  const T v = read(s);
   if (s.string("source").empty()) s.fail("source", "empty; say where this figure comes from");
   s.finish();
   return v;
+}
+
+std::int64_t sourced_integer(JsonObject& kernels, const std::string& key, std::int64_t fallback,
+                             std::int64_t lo, std::int64_t hi) {
+  return sourced<std::int64_t>(kernels, key, fallback,
+                               [&](JsonObject& s) { return s.integer("value", lo, hi); });
+}
+
+double sourced_number(JsonObject& kernels, const std::string& key, double fallback, double lo, double hi) {
+  return sourced<double>(kernels, key, fallback, [&](JsonObject& s) { return s.number("value", lo, hi); });
 }
 
 }  // namespace
@@ -93,6 +103,7 @@ std::shared_ptr<const KernelComposition> parse_framework_kernels(JsonObject& roo
   c->residual_bytes = sourced_integer(k, "residual_bytes", 2, 1, 8);
   c->optimizer_step_bytes_per_param = sourced_integer(k, "optimizer_step_bytes_per_param", 0, 1, 1000);
   c->grad_buffer_bytes_per_param = sourced_integer(k, "grad_buffer_bytes_per_param", 0, 1, 64);
+  c->elementwise_efficiency = sourced_number(k, "elementwise_efficiency", 1, kMinElementwiseEfficiency, 1);
   c->embedding = layer(k, "embedding");
   c->block = layer(k, "block");
   c->head = layer(k, "head");

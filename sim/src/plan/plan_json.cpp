@@ -5,6 +5,7 @@
 #include "core/json_reader.hpp"
 #include "pipesim/sim/core/json_text.hpp"
 #include "pipesim/sim/plan/plan_check.hpp"
+#include "pipesim/sim/workload/kernel_composition.hpp"
 
 namespace pipesim::sim {
 
@@ -69,6 +70,7 @@ json meta_json(const PlanMeta& m) {
   if (m.cp > 1) j["cp"] = m.cp;
   if (!m.framework.empty()) j["framework"] = m.framework;
   if (m.host_dispatch_ns > 0) j["host_dispatch_ns"] = m.host_dispatch_ns;
+  if (m.elementwise_efficiency < 1) j["elementwise_efficiency"] = m.elementwise_efficiency;
   if (m.node_twins > 1) j["node_twins"] = m.node_twins;
   if (m.switch_twins > 1) j["switch_twins"] = m.switch_twins;
   return j;
@@ -103,6 +105,7 @@ PlanMeta meta_from(JsonObject o) {
   m.hardware_flops_per_step = o.number("hardware_flops_per_step", 0, 1e30);
   m.dtype = o.string("dtype");
   m.host_dispatch_ns = o.integer_or("host_dispatch_ns", 0, 0, 1000000);  // at most 1 ms per kernel
+  m.elementwise_efficiency = o.number_or("elementwise_efficiency", 1, kMinElementwiseEfficiency, 1);
   const json& part = o.raw("partition");
   if (!part.is_array()) o.fail("partition", "expected an array of block counts");
   for (std::size_t i = 0; i < part.size(); ++i)

@@ -14,6 +14,7 @@ void fill_job_metadata(PlanMeta& m, const ScheduleInput& in,
   m.global_batch = in.global_batch;
   m.dtype = in.dtype;
   m.host_dispatch_ns = in.host_dispatch_ns;
+  m.elementwise_efficiency = in.elementwise_efficiency;
   m.lora_rank = in.lora_rank;
   double model = 0, hardware = 0;
   for (std::int32_t i = 0; i < in.microbatches; ++i)

@@ -8,6 +8,7 @@
 
 #include "core/json_reader.hpp"
 #include "pipesim/sim/core/error.hpp"
+#include "pipesim/sim/engine/engine.hpp"
 #include "pipesim/sim/job/framework.hpp"
 #include "pipesim/sim/workload/cost_model.hpp"
 #include "test_helpers.hpp"
@@ -81,6 +82,24 @@ TEST(FrameworkKernels, AStageWithBothEndsHoldsATiedMatrixOnce) {
             one.devices[0].resident_bytes + matrix);
 }
 
+TEST(FrameworkKernels, ElementwiseKernelsStreamAtTheFrameworksShare) {
+  JobOptions j = testing::job("qwen3-1.7b", "h100-sxm-8x", 1, 1, 1, 1);
+  j.framework = "hf-transformers";
+  j.host_dispatch_us = 0.0;  // the GPU's time alone
+  Plan plan = testing::plan_of("1f1b", j);
+  EXPECT_DOUBLE_EQ(plan.meta.elementwise_efficiency, 0.88);
+  const Timeline slow = Engine{}.run(plan);
+  plan.meta.elementwise_efficiency = 1;
+  const Timeline fast = Engine{}.run(plan);
+  const ComputeWork* forward = compute_of(plan.ops[0].payload);
+  ASSERT_NE(forward, nullptr);
+  // The forward's memory-bound bytes take 1 / 0.88 as long; nothing else changes.
+  const auto extra = plan.hw.memory_ns(static_cast<std::int64_t>(static_cast<double>(forward->mem_bytes) / 0.88)) -
+                     plan.hw.memory_ns(forward->mem_bytes);
+  EXPECT_NEAR(static_cast<double>((slow.end[0] - slow.start[0]) - (fast.end[0] - fast.start[0])),
+              static_cast<double>(extra), 2.0);
+}
+
 TEST(FrameworkKernels, BadEntriesNameTheirPath) {
   nlohmann::json j = nlohmann::json::parse(
       detail::read_text_file(std::string(PIPESIM_SOURCE_DIR) + "/frameworks/hf-transformers.json"));
@@ -109,6 +128,9 @@ TEST(FrameworkKernels, BadEntriesNameTheirPath) {
   bad = j;
   bad["kernels"]["residual_bytes"]["value"] = 3.5;
   EXPECT_NE(err(bad).find("/kernels/residual_bytes/value"), std::string::npos);
+  bad = j;
+  bad["kernels"]["elementwise_efficiency"]["value"] = 0.01;
+  EXPECT_NE(err(bad).find("/kernels/elementwise_efficiency/value"), std::string::npos);
   bad = j;
   bad["kernels"]["block"]["forward"] = nlohmann::json::array();
   EXPECT_NE(err(bad).find("/kernels/block/forward: expected a list of 1 to 256 entries"), std::string::npos);

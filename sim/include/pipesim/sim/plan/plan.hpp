@@ -237,6 +237,9 @@ struct PlanMeta {
   std::string dtype = "bf16";
   /// CPU time to issue one kernel: a compute op lasts at least its kernels times this (0: not modelled).
   Duration host_dispatch_ns = 0;
+  /// Share of the GPU's streaming rate (hbm_GBps x hbm_efficiency) the framework's element-wise kernels
+  /// reach: a compute op's memory-bound bytes (its unfused scores excepted) take 1 / this longer.
+  double elementwise_efficiency = 1;
   std::vector<std::int32_t> partition;  ///< transformer blocks per stage (per virtual stage when v > 1)
   std::string note;
 };

@@ -65,6 +65,7 @@ struct ScheduleInput {
   /// send/recv pairs); false: they overlap the next compute (the sender only waits for the receiver).
   bool blocking_p2p = false;
   Duration host_dispatch_ns = 0;  ///< CPU time to issue one kernel (0: not modelled)
+  double elementwise_efficiency = 1;  ///< see PlanMeta::elementwise_efficiency
   /// TP ranks split the sequence between their collectives (sequence parallelism): the backward also
   /// all-gathers again the inputs its weight gradients need.
   bool sequence_parallel = false;

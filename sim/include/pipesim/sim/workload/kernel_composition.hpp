@@ -18,6 +18,9 @@ namespace pipesim::sim {
 /// heads x head_dim), the keys or the values (tokens x kv_heads x head_dim), the MLP's inner activation
 /// (tokens x ffn), the block's parameters, the logits (tokens x vocab), the embedding or output matrix (vocab
 /// x hidden).
+/// Element-wise kernels reaching under a twentieth of the streaming rate would be a typo.
+inline constexpr double kMinElementwiseEfficiency = 0.05;
+
 enum class KernelTensor { kResidual, kQuery, kKeyValue, kInner, kBlockParams, kLogits, kVocabParams };
 
 /// Which models an entry applies to.
@@ -57,6 +60,8 @@ struct KernelComposition {
   /// Bytes per trained parameter the framework keeps beside its weights, gradients and optimizer state on
   /// every rank whatever the ZeRO stage (nanotron's fp32 gradient accumulation buffer).
   std::int64_t grad_buffer_bytes_per_param = 0;
+  /// Share of the GPU's streaming rate the framework's element-wise kernels reach (1: the profile's rate).
+  double elementwise_efficiency = 1;
 };
 
 /// Elements of each tensor in one layer of one TP rank's microbatch.
