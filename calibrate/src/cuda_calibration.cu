@@ -19,6 +19,7 @@
 #include "pipesim/calibrate/cuda_calibration.hpp"
 #include "pipesim/calibrate/cuda_check.hpp"
 #include "pipesim/calibrate/curve_fit.hpp"
+#include "pipesim/calibrate/spin_kernel.cuh"
 #include "pipesim/calibrate/timed_buffers.cuh"
 
 namespace pipesim::calibrate {
@@ -29,15 +30,6 @@ using cuda_check::check;
 using cuda_check::CudaError;
 
 __global__ void empty_kernel() {}
-
-/// Keeps the GPU busy for `ns` nanoseconds of its global timer.
-__global__ void spin_kernel(long long ns) {
-  unsigned long long start, now;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-  do {
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-  } while (static_cast<long long>(now - start) < ns);
-}
 
 }  // namespace
 

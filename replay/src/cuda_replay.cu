@@ -31,6 +31,7 @@
 #include "cuda_replay_abi.hpp"
 #include "cuda_work.hpp"
 #include "pipesim/calibrate/cuda_check.hpp"
+#include "pipesim/calibrate/spin_kernel.cuh"
 #include "pipesim/calibrate/timed_buffers.cuh"
 
 namespace pipesim::replay::cuda_abi {
@@ -40,17 +41,10 @@ namespace {
 using cuda_check::check;
 using cuda_check::CudaError;
 
-__global__ void spin_kernel(long long ns) {
-  unsigned long long start, now;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-  do {
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-  } while (static_cast<long long>(now - start) < ns);
-}
-
 using calibrate::device_random;
 using calibrate::host_fill_random;
 using calibrate::pinned_random;
+using calibrate::spin_kernel;
 
 constexpr auto kCopyBytes = static_cast<std::size_t>(kCopyChunkBytes);
 

@@ -17,36 +17,39 @@ namespace pipesim::calibrate {
 // Internal linkage: each .cu of a module that includes this gets its own copy of the kernels.
 namespace {
 
-__global__ void fill_random_bf16_kernel(__nv_bfloat16* x, std::size_t n, std::uint64_t seed) {
-  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
-  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n; i += stride)
-    x[i] = __float2bfloat16(operand_value(seed, i));
+__device__ inline void store(__nv_bfloat16& out, float v) {
+  out = __float2bfloat16(v);
+}
+__device__ inline void store(float& out, float v) {
+  out = v;
 }
 
-__global__ void fill_random_fp32_kernel(float* x, std::size_t n, std::uint64_t seed) {
+template <class T>
+__global__ void fill_random_kernel(T* x, std::size_t n, std::uint64_t seed) {
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
   for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n; i += stride)
-    x[i] = operand_value(seed, i);
+    store(x[i], operand_value(seed, i));
+}
+
+/// Device memory of `bytes` holding random values of T; synchronizes the device.
+template <class T>
+T* device_random_of(std::size_t bytes, std::uint64_t seed) {
+  void* p = nullptr;
+  cuda_check::check(cudaMalloc(&p, bytes), "cudaMalloc");
+  fill_random_kernel<T><<<1024, 256>>>(static_cast<T*>(p), bytes / sizeof(T), seed);
+  cuda_check::check(cudaGetLastError(), "fill_random_kernel");
+  cuda_check::check(cudaDeviceSynchronize(), "fill_random_kernel");
+  return static_cast<T*>(p);
 }
 
 /// Device memory of `bytes` (a multiple of 2) holding random bf16 operands; synchronizes the device.
 inline void* device_random(std::size_t bytes, std::uint64_t seed) {
-  void* p = nullptr;
-  cuda_check::check(cudaMalloc(&p, bytes), "cudaMalloc");
-  fill_random_bf16_kernel<<<1024, 256>>>(static_cast<__nv_bfloat16*>(p), bytes / 2, seed);
-  cuda_check::check(cudaGetLastError(), "fill_random_bf16_kernel");
-  cuda_check::check(cudaDeviceSynchronize(), "fill_random_bf16_kernel");
-  return p;
+  return device_random_of<__nv_bfloat16>(bytes, seed);
 }
 
 /// Device memory of `bytes` (a multiple of 4) holding random fp32 values; synchronizes the device.
 inline float* device_random_fp32(std::size_t bytes, std::uint64_t seed) {
-  void* p = nullptr;
-  cuda_check::check(cudaMalloc(&p, bytes), "cudaMalloc");
-  fill_random_fp32_kernel<<<1024, 256>>>(static_cast<float*>(p), bytes / 4, seed);
-  cuda_check::check(cudaGetLastError(), "fill_random_fp32_kernel");
-  cuda_check::check(cudaDeviceSynchronize(), "fill_random_fp32_kernel");
-  return static_cast<float*>(p);
+  return device_random_of<float>(bytes, seed);
 }
 
 /// Fills host memory with random bf16 operands.
