@@ -171,7 +171,7 @@ struct CostOptions {
   std::int32_t cp = 1;
   /// The framework's own element-wise kernels and saved tensors, where its file states them (null: the
   /// built-in Megatron-Core composition: fused bf16 kernels).
-  std::shared_ptr<const KernelComposition> composition;
+  std::shared_ptr<const KernelComposition> composition{};
 };
 
 /// Bytes a memory-bound kernel moves per element: 2 B activations (bf16/fp16), read once and written once.
