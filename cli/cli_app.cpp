@@ -472,8 +472,9 @@ void add_calibrate(CLI::App& app, Commands& c) {
   auto& co = c.calibrate;
   auto* cal = app.add_subcommand("calibrate", "measure this machine and write a hardware profile");
   cal->add_option("--out", co.out, "profile to write (raw measurements are saved beside it)")->required();
-  cal->add_option("--base", co.base, "profile (name or file) for the figures not measured here")
-      ->capture_default_str();
+  cal->add_option("--base", co.base,
+                  "profile (name or file) for the figures not measured here (default: the shipped profile of "
+                  "this machine's GPU, rtx4090-8x without one)");
   cal->add_flag("--quick", co.quick, "smaller arrays and fewer samples (well under a minute)");
   cal->add_flag("--cpu-only", co.cpu_only, "skip the CUDA benchmarks");
   cal->add_option("--name", co.name, "profile name (default: the file name without extension)");

@@ -1,6 +1,7 @@
 #include "pipesim/calibrate/calibrate.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -368,7 +369,32 @@ json provenance(const CalibrateOptions& o, const HostInfo& host, const CudaCalib
                                      fs::path(report.cuda_raw_path).filename().string()})}};
 }
 
+/// Upper-case words of a GPU name, split at anything but letters and digits.
+std::vector<std::string> name_words(const std::string& name) {
+  std::vector<std::string> words(1);
+  for (char ch : name) {
+    if (std::isalnum(static_cast<unsigned char>(ch)) != 0)
+      words.back() += static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+    else if (!words.back().empty())
+      words.emplace_back();
+  }
+  if (words.back().empty()) words.pop_back();
+  return words;
+}
+
 }  // namespace
+
+std::string base_for_gpu(const std::string& device_name) {
+  const std::vector<std::string> device = name_words(device_name);
+  for (const std::string& profile : sim::shipped_hardware_profiles()) {
+    for (const std::string& w : name_words(sim::load_hardware_profile(profile).gpu.model)) {
+      if (w.size() < 3 || w.find_first_of("0123456789") == std::string::npos) continue;
+      if (std::find(device.begin(), device.end(), w) != device.end()) return profile;
+      break;  // only the identifying word counts
+    }
+  }
+  return "";
+}
 
 CalibrateReport run_calibration(const CalibrateOptions& o, std::ostream& progress) {
   namespace fs = std::filesystem;
@@ -376,8 +402,9 @@ CalibrateReport run_calibration(const CalibrateOptions& o, std::ostream& progres
     throw sim::InputError(
         sim::Option{"out"}, "",
         "missing; give the profile file to write, e.g. " + sim::spelled(sim::Option{"out"}) + " mine.json");
-  sim::HardwareProfile hw = sim::load_hardware_profile(o.base);
-  const std::string base_name = hw.name;
+  // A base given is read first (a bad one fails before anything is measured); otherwise it is the profile of
+  // the GPU measured below.
+  sim::HardwareProfile hw = sim::load_hardware_profile(o.base.empty() ? kFallbackBase : o.base);
   fs::path out(o.out);
   if (out.has_parent_path()) {
     std::error_code ec;
@@ -410,11 +437,18 @@ CalibrateReport run_calibration(const CalibrateOptions& o, std::ostream& progres
   CaptureReporter capture(progress, static_cast<int>(cpu.threads.size() * 4), sweep);
   run_benchmarks(capture, cpu_raw_tmp, report.cpu_raw_path);
 
-  json cv = json::object();
-  merge_cpu(cpu, capture, host, source, hw, cv);
-
   std::vector<std::string> notes;
   const CudaCalibration cuda = measure_cuda(o, progress, report.skipped);
+  if (o.base.empty() && cuda.ran) {
+    if (const std::string mine = base_for_gpu(cuda.gpu_model); !mine.empty())
+      hw = sim::load_hardware_profile(mine);
+    else
+      notes.push_back(fmt::format("no shipped profile is of a {}: unmeasured figures from {}", cuda.gpu_model,
+                                  kFallbackBase));
+  }
+  const std::string base_name = hw.name;
+  json cv = json::object();
+  merge_cpu(cpu, capture, host, source, hw, cv);
   if (cuda.ran) {
     report.cuda_raw_path = stem + ".cuda-raw.json";
     sim::write_output_file(report.cuda_raw_path, cuda_calibration_to_json(cuda) + "\n");

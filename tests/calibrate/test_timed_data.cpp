@@ -9,6 +9,7 @@
 #include <set>
 
 #include "pipesim/calibrate/adam_workspace.hpp"
+#include "pipesim/calibrate/calibrate.hpp"
 #include "pipesim/calibrate/cpu_benchmarks.hpp"
 #include "pipesim/calibrate/host_info.hpp"
 #include "pipesim/calibrate/operand_values.hpp"
@@ -127,6 +128,21 @@ TEST(ThreadSweep, StopsWhenDoublingThreadsStopsPaying) {
   never.record("k", 1, 1);
   never.record("k", 2, 1);
   EXPECT_FALSE(never.converged("k"));
+}
+
+TEST(CalibrateBase, IsTheShippedProfileOfTheGpu) {
+  EXPECT_EQ(base_for_gpu("NVIDIA H100 80GB HBM3"), "h100-sxm-8x");
+  EXPECT_EQ(base_for_gpu("NVIDIA H100 PCIe"), "h100-sxm-8x");
+  EXPECT_EQ(base_for_gpu("NVIDIA A100-SXM4-80GB"), "a100-80g-sxm-8x");
+  EXPECT_EQ(base_for_gpu("NVIDIA A800 80GB PCIe"), "a800-80g-8x");
+  EXPECT_EQ(base_for_gpu("NVIDIA B200"), "b200-sxm-8x");
+  EXPECT_EQ(base_for_gpu("NVIDIA H200"), "h200-sxm-8x");
+  EXPECT_EQ(base_for_gpu("NVIDIA GeForce RTX 4090"), "rtx4090-8x");
+  EXPECT_EQ(base_for_gpu("NVIDIA GeForce RTX 3090 Ti"), "rtx3090-4x");
+  EXPECT_EQ(base_for_gpu("Tesla V100-SXM2-16GB"), "v100-sxm2-4x");
+  EXPECT_EQ(base_for_gpu("AMD Instinct MI300X"), "mi300x-8x");
+  EXPECT_EQ(base_for_gpu("NVIDIA H20"), "");  // not an H200
+  EXPECT_EQ(base_for_gpu("NVIDIA T4"), "");
 }
 
 }  // namespace

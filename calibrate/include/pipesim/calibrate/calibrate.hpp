@@ -13,12 +13,22 @@
 namespace pipesim::calibrate {
 
 struct CalibrateOptions {
-  std::string base = "rtx4090-8x";  ///< profile (name or file) for the figures not measured here
-  bool quick = false;               ///< smaller arrays, fewer thread counts and samples (well under a minute)
-  bool cpu_only = false;            ///< skip the CUDA benchmarks
-  std::string out;                  ///< profile to write; raw measurements go beside it
-  std::string name;                 ///< profile name; default: the file name without extension
+  /// Profile (name or file) for the figures not measured here; empty: the shipped profile of this machine's
+  /// GPU (base_for_gpu), or kFallbackBase without one.
+  std::string base;
+  bool quick = false;     ///< smaller arrays, fewer thread counts and samples (well under a minute)
+  bool cpu_only = false;  ///< skip the CUDA benchmarks
+  std::string out;        ///< profile to write; raw measurements go beside it
+  std::string name;       ///< profile name; default: the file name without extension
 };
+
+/// The base profile when no GPU is measured, or none of the shipped profiles is of this GPU.
+inline constexpr const char* kFallbackBase = "rtx4090-8x";
+
+/// The shipped profile of the GPU a CUDA device names itself ("NVIDIA H100 80GB HBM3" -> h100-sxm-8x): the
+/// first, by name, whose gpu.model's identifying word (its first word of three or more characters with a
+/// digit: H100, A800, 4090, MI300X) is a word of `device_name`; "" when none is.
+std::string base_for_gpu(const std::string& device_name);
 
 struct CalibrateReport {
   sim::HardwareProfile profile;
