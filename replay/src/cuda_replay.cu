@@ -560,6 +560,11 @@ class Replayer {
   std::vector<std::string> no_peer_;  // "src->dst" GPU pairs without peer access
 };
 
+/// CUDA's version numbers (1000 x major + 10 x minor) as "13.0".
+std::string cuda_version(int v) {
+  return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
+}
+
 std::string describe_devices(int gpus) {
   std::string out;
   int driver = 0, runtime = 0;
@@ -569,7 +574,7 @@ std::string describe_devices(int gpus) {
     cudaDeviceProp p{};
     if (cudaGetDeviceProperties(&p, g) == cudaSuccess) out += (g ? ", " : "") + std::string(p.name);
   }
-  return out + " (driver " + std::to_string(driver) + ", runtime " + std::to_string(runtime) + ")";
+  return out + " (driver for CUDA " + cuda_version(driver) + ", runtime " + cuda_version(runtime) + ")";
 }
 
 }  // namespace
