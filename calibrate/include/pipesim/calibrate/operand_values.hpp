@@ -1,8 +1,7 @@
 // The values every timed buffer holds (calibration GEMMs and streams, replay operands and copies, the CPU
 // Adam and STREAM arrays): pseudo-random, from a fixed seed, so that timings are reproducible and reflect
-// real data. A buffer of one constant (or zeros) makes GEMMs measurably faster than on real operands (less
-// switching in the multipliers: 11 % on an H100 for a bf16 8192x4096x14336 GEMM), so nothing timed may hold
-// one. Compiles for the host and, under nvcc, for the device.
+// real data. A buffer of one constant (or zeros) makes GEMMs faster than on real operands (less switching in
+// the multipliers), so nothing timed may hold one. Compiles for the host and, under nvcc, for the device.
 #pragma once
 
 #include <cstdint>
