@@ -290,7 +290,9 @@ Outcome bound_candidate(Candidate& c, const SearchOptions& o, std::string& inval
     // Sharded or offloaded state: each layer's 16 bytes per parameter shrink to what the GPU keeps of them.
     if (c.job.optimizer_offload || in.sharding.stage != sim::ZeroStage::k0)
       for (auto& r : prob.resident_bytes) r = sim::sharded_state_bytes(r / 16, r / 16, in.sharding).gpu();
-    PartitionResult part = optimal_partition(prob);
+    // A framework with its own split (nanotron) runs no other: keep it and check that it fits.
+    PartitionResult part =
+        in.partition_by_framework ? evaluate_partition(prob, in.partition) : optimal_partition(prob);
     if (!part.feasible) return Outcome::kNoFit;
     c.job.partition = fmt::format("{}", fmt::join(part.blocks, ","));
     // The schedule's own proven bound on what simulating this candidate reports.

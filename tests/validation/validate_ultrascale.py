@@ -11,9 +11,10 @@ model shapes: 1B 16 layers, hidden 2048, 32 heads, ffn 8192; 3B 28 layers, hidde
 SwiGLU, vocabulary 131,072, tied embeddings); nanotron runs one 1F1B flush of GradAcc microbatches per step.
 
 With --check it exits 1 when a figure leaves the bounds below. They guard what the modelled causes give today
-(step median -24.2 %, memory median -13.8 %, 17 of 72 failed runs predicted to fit; -30.6 % and 21 before the
-framework file listed its loss's 10 B a logit and its fp32 gradient buffer); the goals are 10 %, 10 % and 2 %:
-nanotron's element-wise kernels and saved activations are still the built-in ones (docs/fidelity.md).
+(step median -12.3 %, memory median +0.4 %, 13 of 72 failed runs predicted to fit, 7 of the 66 failures whose
+very configuration no other row of the sweep ran through); the goals are 10 %, 10 % and 2 %. A failed row whose
+configuration (model, DP, TP, PP, microbatch, accumulation, ZeRO) also ran in the sweep cannot tell that the run
+ran out of memory, so the count of failures predicted to fit leaves those out.
 """
 import csv
 import json
@@ -24,9 +25,9 @@ import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 
-STEP_MEDIAN_BOUND_PCT = 27.0
-MEMORY_MEDIAN_BOUND_PCT = 16.0
-FAILED_PREDICTED_TO_FIT_MAX = 19
+STEP_MEDIAN_BOUND_PCT = 14.0
+MEMORY_MEDIAN_BOUND_PCT = 5.0
+FAILED_PREDICTED_TO_FIT_MAX = 9
 HERE = os.path.dirname(os.path.abspath(__file__))
 SHAPES = {"1B": (16, 2048, 32, 8192), "3B": (28, 3072, 32, 8192)}
 SEQ = 4096
@@ -43,11 +44,25 @@ def model_file(tmp, name):
     return path
 
 
+def failed_run(r):
+    return r["MFU"].startswith("nan") or not r["tok/s"]
+
+
+def config(r):
+    return tuple(r[k] for k in ("model", "DP", "TP", "PP", "MBS", "GradAcc", "ZeRO"))
+
+
+def launch_flags(r):
+    """The sweep's launcher (nanotron scripts/scaling_benchmarks.py create_config: tp_mode REDUCE_SCATTER by default,
+    tp_linear_async_communication when in that mode): sequence parallelism, and TP communication beside the GEMMs."""
+    return ["--sequence-parallel", "--tp-overlap", "backward"] if int(r["TP"]) > 1 else []
+
+
 def predict(pipesim, tmp, framework, r):
     cmd = [pipesim, "simulate", "--model", os.path.join(tmp, r["model"] + ".json"), "--hw", "h100-sxm-8x",
            "--nodes", r["Nodes"], "--dp", r["DP"], "--tp", r["TP"], "--pp", r["PP"], "--microbatch-size", r["MBS"],
            "--global-batch", r["GBS"], "--seq", str(SEQ), "--schedule", "1f1b", "--framework", framework,
-           "--format", "json"] + (["--zero", "1"] if r["ZeRO"] == "1" else [])
+           "--format", "json"] + (["--zero", "1"] if r["ZeRO"] == "1" else []) + launch_flags(r)
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:
         raise SystemExit(f"pipesim simulate failed: {' '.join(cmd)}: {out.stderr.strip()}")
@@ -66,9 +81,12 @@ def main():
             model_file(tmp, name)
         with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
             results = list(pool.map(lambda r: predict(pipesim, tmp, framework, r), rows))
+    ran = {config(r) for r in rows if not failed_run(r)}
     steps, memory, failed, failed_fit = [], [], 0, 0
     for r, p in zip(rows, results):
-        if r["MFU"].startswith("nan") or not r["tok/s"]:
+        if failed_run(r):
+            if config(r) in ran:
+                continue  # the same configuration also ran: this failure is not memory evidence
             failed += 1
             failed_fit += 0 if p["oom"] else 1
             continue
@@ -81,7 +99,8 @@ def main():
           "smaller than measured)")
     print(f"{len(steps)} runs: step time median error {step_median:+.1f}%, mean absolute "
           f"{statistics.mean(abs(e) for e in steps):.1f}%; rank-0 peak memory median error {memory_median:+.1f}%")
-    print(f"{failed} runs that crashed or ran out of memory: {failed_fit} predicted to fit")
+    print(f"{failed} runs that crashed or ran out of memory (and whose configuration never ran): {failed_fit} "
+          "predicted to fit")
     if "--check" in args and (abs(step_median) > STEP_MEDIAN_BOUND_PCT or abs(memory_median) > MEMORY_MEDIAN_BOUND_PCT
                               or failed_fit > FAILED_PREDICTED_TO_FIT_MAX):
         print(f"FAIL: bounds are step median within {STEP_MEDIAN_BOUND_PCT}%, memory median within "

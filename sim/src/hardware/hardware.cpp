@@ -84,7 +84,8 @@ std::int64_t HardwareProfile::op_ns(double flops, double gemm_gflop, std::int32_
                                     const std::string& dtype, std::int64_t mem_bytes, double expert_flops,
                                     double expert_gemm_gflop, std::int64_t expert_weight_bytes,
                                     double attention_flops, std::int64_t attention_bytes, double wide_flops,
-                                    std::int64_t score_bytes) const {
+                                    std::int64_t score_bytes, double fused_attention_flops,
+                                    double fused_attention_tflops) const {
   // Score GEMMs over materialized scores: the longer of their FLOPs and their score traffic.
   if (attention_bytes <= 0) attention_flops = 0;
   // FP8 recipes run the blocks' (and experts') GEMMs in FP8 and keep attention and the output head in 16
@@ -92,8 +93,12 @@ std::int64_t HardwareProfile::op_ns(double flops, double gemm_gflop, std::int32_
   const bool fp8 = dtype == "fp8";
   const std::string& wide = fp8 ? sixteen_bit_dtype() : dtype;
   if (!fp8) wide_flops = 0;  // one precision: the op's FLOPs are timed together
-  std::int64_t ns =
-      compute_ns(flops - expert_flops - attention_flops - wide_flops, gemm_gflop, kernels, dtype);
+  if (fused_attention_tflops <= 0) fused_attention_flops = 0;  // no published rate: the GEMM rate
+  std::int64_t ns = compute_ns(flops - expert_flops - attention_flops - wide_flops - fused_attention_flops,
+                               gemm_gflop, kernels, dtype);
+  // A fused attention kernel at its own benchmarked rate (flash attention runs well below the GEMMs').
+  if (fused_attention_flops > 0)
+    ns += duration_for_work(fused_attention_flops, fused_attention_tflops * 1e12);
   // Of the memory-bound bytes, the softmax, mask and dropout over unfused attention's scores run at the
   // score kernels' own bandwidth.
   const bool own_score_rate = gpu.unfused_attention_efficiency > 0 && score_bytes > 0;
@@ -174,6 +179,57 @@ json curve_json(const std::vector<CurvePoint>& c, const char* xkey, const char* 
   return a;
 }
 
+/// `attention_kernels`: {"NAME": {"source": "...", "points": [{"head_dim", "seq", "forward_tflops",
+/// "backward_tflops"}, ...]}}, the points by head dimension, then sequence, increasing.
+std::map<std::string, AttentionKernelRates> read_attention_kernels(JsonObject& g) {
+  std::map<std::string, AttentionKernelRates> out;
+  const json* v = g.raw_optional("attention_kernels");
+  if (!v) return out;
+  if (!v->is_object() || v->empty())
+    g.fail("attention_kernels", "expected an object of kernel names, each {\"source\", \"points\"}");
+  JsonObject kernels(*v, g.file(), g.path_of("attention_kernels"));
+  for (const auto& [name, body] : v->items()) {
+    JsonObject k = kernels.object(name);
+    AttentionKernelRates rates;
+    rates.source = k.string("source");
+    if (rates.source.empty()) k.fail("source", "empty; name the benchmark these rates come from");
+    const json& pts = k.raw("points");
+    if (!pts.is_array() || pts.empty() || pts.size() > 1024)
+      k.fail("points", "expected 1 to 1024 {\"head_dim\", \"seq\", \"forward_tflops\", \"backward_tflops\"}");
+    for (std::size_t i = 0; i < pts.size(); ++i) {
+      const std::string where = k.path_of("points") + "/" + std::to_string(i);
+      JsonObject p(pts[i], g.file(), where);
+      AttentionKernelPoint a{p.integer("head_dim", 1, 4096), p.integer("seq", 1, std::int64_t{1} << 24),
+                             p.number("forward_tflops", 1e-3, 1e5), p.number("backward_tflops", 1e-3, 1e5)};
+      p.finish();
+      if (!rates.points.empty()) {
+        const auto& b = rates.points.back();
+        if (a.head_dim < b.head_dim || (a.head_dim == b.head_dim && a.seq <= b.seq))
+          throw InputError(g.file(), where,
+                           "points must go by head_dim, then seq, both increasing (no shape twice)");
+      }
+      rates.points.push_back(a);
+    }
+    k.finish();
+    out[name] = std::move(rates);
+  }
+  return out;
+}
+
+json attention_kernels_json(const std::map<std::string, AttentionKernelRates>& kernels) {
+  json out = json::object();
+  for (const auto& [name, rates] : kernels) {
+    json pts = json::array();
+    for (const auto& p : rates.points)
+      pts.push_back({{"head_dim", p.head_dim},
+                     {"seq", p.seq},
+                     {"forward_tflops", p.forward_tflops},
+                     {"backward_tflops", p.backward_tflops}});
+    out[name] = {{"source", rates.source}, {"points", pts}};
+  }
+  return out;
+}
+
 void read_gpu(JsonObject& r, GpuSpec& gpu) {
   JsonObject g = r.object("gpu");
   gpu.model = g.string("model");
@@ -192,6 +248,7 @@ void read_gpu(JsonObject& r, GpuSpec& gpu) {
   gpu.launch_overhead = duration_from_us(g.number("launch_overhead_us", 0, 1e4));
   gpu.gemm_efficiency = read_curve(g, "gemm_efficiency", "gemm_gflop", "efficiency", 1.0, true);
   gpu.board_W = g.number_or("board_W", 0, 0, 1e4);
+  gpu.attention_kernels = read_attention_kernels(g);
   gpu.sources = read_sources(
       g, {"model", "peak_tflops", "hbm_bytes", "hbm_GBps", "hbm_efficiency", "unfused_attention_efficiency",
           "collective_compute_slowdown", "launch_overhead_us", "gemm_efficiency", "board_W"});
@@ -372,6 +429,8 @@ std::string hardware_profile_to_json(const HardwareProfile& hw) {
   if (hw.gpu.collective_compute_slowdown > 0)
     g["collective_compute_slowdown"] = hw.gpu.collective_compute_slowdown;
   if (hw.gpu.board_W > 0) g["board_W"] = hw.gpu.board_W;
+  if (!hw.gpu.attention_kernels.empty())
+    g["attention_kernels"] = attention_kernels_json(hw.gpu.attention_kernels);
   write_sources(g, hw.gpu.sources);
   json p = {{"lane_GBps", hw.node.pcie.lane_GBps},
             {"uplink_GBps", hw.node.pcie.uplink_GBps},

@@ -7,6 +7,7 @@
 #include "core/data_dir.hpp"
 #include "core/json_reader.hpp"
 #include "job/framework_kernels.hpp"
+#include "job/framework_split.hpp"
 #include "pipesim/sim/core/error.hpp"
 #include "pipesim/sim/job/option_parsing.hpp"
 
@@ -67,6 +68,17 @@ FrameworkSetting<double> number_setting(JsonObject& settings, const std::string&
   out.value = s.number("value", lo, hi);
   s.finish();
   return out;
+}
+
+/// An optional word setting, checked by the option's own parser; absent, `fallback` with no source.
+template <class Parse>
+FrameworkSetting<std::string> optional_word_setting(JsonObject& settings, const std::string& key,
+                                                    const std::string& fallback, Parse parse) {
+  if (!settings.has(key)) {
+    settings.accept(key);
+    return {fallback, {}};
+  }
+  return word_setting(settings, key, parse);
 }
 
 /// An optional list of order-based schedule names, each registered.
@@ -135,6 +147,16 @@ Framework parse_framework(const std::string& text, const std::string& file) {
   f.blocking_p2p = flag_setting(s, "blocking_p2p");
   f.host_dispatch_us = number_setting(s, "host_dispatch_us", 0, kMaxHostDispatchUs);
   f.schedules = schedules_setting(s, "schedules");
+  f.pipeline_split = optional_word_setting(s, "pipeline_split", "even",
+                                           [](const std::string& v) { parse_pipeline_split(v); });
+  f.attention_kernel = optional_word_setting(s, "attention_kernel", "", [](const std::string& v) {
+    const bool word = !v.empty() && v.size() <= 64 && std::all_of(v.begin(), v.end(), [](char c) {
+      return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
+    });
+    if (!word)
+      throw InputError("", "",
+                       "expected a kernel name of lowercase letters, digits and '-', e.g. flash-attn-2");
+  });
   s.finish();
   f.kernels = parse_framework_kernels(r);
   r.finish();

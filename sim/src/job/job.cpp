@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "job/framework_split.hpp"
 #include "pipesim/sim/core/error.hpp"
 #include "pipesim/sim/job/option_parsing.hpp"
 #include "pipesim/sim/workload/model.hpp"
@@ -471,6 +472,17 @@ Kernels parse_kernels(const JobOptions& j) {
   return k;
 }
 
+/// The framework's attention kernel's published rates on this GPU at the model's head dimension and the
+/// job's sequence per context-parallel rank's queries (their keys span the whole sequence); none when the
+/// profile does not list the kernel.
+AttentionRate framework_attention_rate(const JobOptions& j, const HardwareProfile& hw, const ModelSpec& m,
+                                       std::int64_t seq) {
+  const std::string& kernel = j.loaded_framework->attention_kernel.value;
+  const auto it = hw.gpu.attention_kernels.find(kernel);
+  if (kernel.empty() || it == hw.gpu.attention_kernels.end()) return {};
+  return attention_rate(it->second, m.head_dim, seq);
+}
+
 /// The costs of a model: one table per distinct microbatch size.
 void use_model(const JobOptions& j, const ScheduleDescriptor& schedule, const Batch& batch,
                const Kernels& kernels, ScheduleInput& in) {
@@ -504,12 +516,19 @@ void use_model(const JobOptions& j, const ScheduleDescriptor& schedule, const Ba
       co.doc_tokens = j.doc_mask_tokens;
       co.cp = j.cp;
       co.composition = j.loaded_framework ? j.loaded_framework->kernels : nullptr;
+      co.attention_rate = framework_attention_rate(j, in.hw, m, in.seq);
       in.costs.push_back(model_layer_costs(m, co));
     }
     in.cost_of_microbatch.push_back(it->second);
   }
   if (j.first_stage_layers >= 0 || j.last_stage_layers >= 0)
     in.partition = uneven_ends_partition(j, in, m, schedule.placement);
+  const std::int32_t stages = model_stages(schedule.placement, in.pp, in.virtual_stages);
+  if (in.partition.empty() && stages > 1 && schedule.partitioner.rule == PartitionRule::kContiguousStages &&
+      parse_pipeline_split(j.loaded_framework->pipeline_split.value) == PipelineSplit::kBlockCosts) {
+    in.partition = block_cost_partition(m, stages);
+    in.partition_by_framework = true;
+  }
 }
 
 }  // namespace

@@ -156,6 +156,10 @@ std::string plan_to_json(const Plan& plan) {
         j["compute"]["attention_flops"] = c->attention_flops;
         j["compute"]["attention_bytes"] = c->attention_bytes;
       }
+      if (c->fused_attention_flops > 0) {
+        j["compute"]["fused_attention_flops"] = c->fused_attention_flops;
+        j["compute"]["fused_attention_tflops"] = c->fused_attention_tflops;
+      }
       if (!c->gemms.empty()) {
         json g = json::array();
         for (const auto& s : c->gemms) g.push_back({s.m, s.n, s.k, s.count});
@@ -249,18 +253,25 @@ OpTags read_tags(JsonObject t) {
 }
 
 ComputeWork read_compute(JsonObject c) {
-  const ComputeWork work{c.number("flops", 0, 1e30),
-                         c.number("gemm_gflop", 0, 1e30),
-                         static_cast<std::int32_t>(c.integer("kernels", 0, kI32)),
-                         c.integer_or("mem_bytes", 0, 0, kMaxBytes),
-                         c.number_or("expert_flops", 0, 0, 1e30),
-                         c.number_or("expert_gemm_gflop", 0, 0, 1e30),
-                         c.integer_or("expert_weight_bytes", 0, 0, kMaxBytes),
-                         c.number_or("attention_flops", 0, 0, 1e30),
-                         c.integer_or("attention_bytes", 0, 0, kMaxBytes),
-                         read_gemms(c),
-                         c.number_or("wide_flops", 0, 0, 1e30),
-                         c.integer_or("score_bytes", 0, 0, kMaxBytes)};
+  ComputeWork work{c.number("flops", 0, 1e30),
+                   c.number("gemm_gflop", 0, 1e30),
+                   static_cast<std::int32_t>(c.integer("kernels", 0, kI32)),
+                   c.integer_or("mem_bytes", 0, 0, kMaxBytes),
+                   c.number_or("expert_flops", 0, 0, 1e30),
+                   c.number_or("expert_gemm_gflop", 0, 0, 1e30),
+                   c.integer_or("expert_weight_bytes", 0, 0, kMaxBytes),
+                   c.number_or("attention_flops", 0, 0, 1e30),
+                   c.integer_or("attention_bytes", 0, 0, kMaxBytes),
+                   read_gemms(c),
+                   c.number_or("wide_flops", 0, 0, 1e30),
+                   c.integer_or("score_bytes", 0, 0, kMaxBytes)};
+  work.fused_attention_flops = c.number_or("fused_attention_flops", 0, 0, 1e30);
+  work.fused_attention_tflops = c.number_or("fused_attention_tflops", 0, 0, 1e6);
+  if (work.fused_attention_flops > 0 && work.fused_attention_tflops <= 0)
+    c.fail("fused_attention_tflops",
+           "missing or 0 beside fused_attention_flops; valid: the kernel's TFLOP/s");
+  if (work.expert_flops + work.attention_flops + work.wide_flops + work.fused_attention_flops > work.flops)
+    c.fail("fused_attention_flops", "with the other shares exceeds flops; valid: 0 .. the rest");
   if (work.score_bytes > work.mem_bytes) c.fail("score_bytes", "exceeds mem_bytes; valid: 0 .. mem_bytes");
   if (work.expert_flops + work.attention_flops > work.flops)
     c.fail("attention_flops", "with expert_flops exceeds flops; valid: 0 .. flops - expert_flops");

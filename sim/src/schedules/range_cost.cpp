@@ -4,6 +4,36 @@
 
 namespace pipesim::sim {
 
+namespace {
+
+/// A layer's attention work on the range: unfused attention's score GEMMs and bytes, flash attention at its
+/// kernel's rate, and what FP8 recipes keep in 16 bits.
+void add_attention(const LayerCost& l, double t, RangeCost& r) {
+  // Unfused attention also computes the masked scores: hardware work beyond the model's FLOPs.
+  r.fwd += l.attention_masked_flops / t;
+  r.bwd_in += 2 * l.attention_masked_flops / t;
+  r.bwd += 2 * l.attention_masked_flops / t;
+  if (l.attention_recompute_flops > 0) r.recompute += l.attention_masked_flops / t;
+  r.wide_fwd += l.wide_fwd_flops / t;
+  r.wide_bwd_in += l.wide_bwd_input_flops / t;
+  r.wide_bwd_w += l.wide_bwd_weight_flops / t;
+  r.wide_recompute += l.wide_recompute_flops / t;
+  if (l.role == LayerRole::kBlock) r.wide_checkpoint_recompute += l.wide_fwd_flops / t;
+  r.fused_attn_fwd += l.fused_attention_fwd_flops / t;
+  r.fused_attn_bwd_in += l.fused_attention_bwd_flops / t;
+  r.fused_attn_recompute += l.fused_attention_recompute_flops / t;
+  if (l.role == LayerRole::kBlock) r.fused_attn_checkpoint_recompute += l.fused_attention_fwd_flops / t;
+  if (l.fused_attention_fwd_flops > 0) r.fused_attn_rate = l.fused_attention_rate;
+  r.attn_fwd += l.attention_fwd_flops / t;
+  r.attn_bwd_in += l.attention_bwd_flops / t;
+  r.attn_recompute += l.attention_recompute_flops / t;
+  r.attn_fwd_bytes += l.attention_fwd_bytes;
+  r.attn_bwd_bytes += l.attention_bwd_bytes;
+  if (l.attention_recompute_flops > 0) r.attn_recompute_bytes += l.attention_fwd_bytes;
+}
+
+}  // namespace
+
 RangeCost range_cost(const std::vector<LayerCost>& layers, std::int32_t begin, std::int32_t end,
                      std::int32_t tp) {
   RangeCost r;
@@ -70,22 +100,7 @@ RangeCost range_cost(const std::vector<LayerCost>& layers, std::int32_t begin, s
     r.tp_collectives += l.tp_collectives;
     r.cp_kv += l.cp_kv_bytes;
     if (l.cp_kv_bytes > 0) ++r.cp_layers;
-    // Unfused attention also computes the masked scores: hardware work beyond the model's FLOPs.
-    r.fwd += l.attention_masked_flops / t;
-    r.bwd_in += 2 * l.attention_masked_flops / t;
-    r.bwd += 2 * l.attention_masked_flops / t;
-    if (l.attention_recompute_flops > 0) r.recompute += l.attention_masked_flops / t;
-    r.wide_fwd += l.wide_fwd_flops / t;
-    r.wide_bwd_in += l.wide_bwd_input_flops / t;
-    r.wide_bwd_w += l.wide_bwd_weight_flops / t;
-    r.wide_recompute += l.wide_recompute_flops / t;
-    if (l.role == LayerRole::kBlock) r.wide_checkpoint_recompute += l.wide_fwd_flops / t;
-    r.attn_fwd += l.attention_fwd_flops / t;
-    r.attn_bwd_in += l.attention_bwd_flops / t;
-    r.attn_recompute += l.attention_recompute_flops / t;
-    r.attn_fwd_bytes += l.attention_fwd_bytes;
-    r.attn_bwd_bytes += l.attention_bwd_bytes;
-    if (l.attention_recompute_flops > 0) r.attn_recompute_bytes += l.attention_fwd_bytes;
+    add_attention(l, t, r);
     r.ep_alltoall += l.ep_alltoall_bytes;
     r.ep_alltoalls += l.ep_alltoalls;
     // A tied embedding and head on one stage share one matrix.

@@ -48,6 +48,11 @@ struct RangeCost {
   /// FP8 recipes: of each pass's FLOPs per TP rank, what stays in 16 bits (LayerCost::wide_*).
   double wide_fwd = 0, wide_bwd_in = 0, wide_bwd_w = 0, wide_recompute = 0, wide_checkpoint_recompute = 0;
   std::int64_t attn_fwd_bytes = 0, attn_bwd_bytes = 0, attn_recompute_bytes = 0;
+  /// Flash attention at its benchmarked rate (LayerCost::fused_attention_*): FLOPs per TP rank inside each
+  /// pass's totals, the blocks' forward share for checkpoint recompute, and the kernel's rates.
+  double fused_attn_fwd = 0, fused_attn_bwd_in = 0, fused_attn_recompute = 0,
+         fused_attn_checkpoint_recompute = 0;
+  AttentionRate fused_attn_rate{};
   std::int32_t kernels = 0;
   bool profiled = false;  ///< measured times below replace the FLOP-based ones
   Duration fwd_ns = 0, bwd_in_ns = 0, bwd_w_ns = 0, bwd_ns = 0, recompute_ns = 0, checkpoint_recompute_ns = 0;
@@ -67,12 +72,12 @@ struct RangeCost {
   std::int32_t cp_layers = 0;
   std::int64_t ep_alltoall = 0;  ///< expert-parallel all-to-all buffers per pass (dispatch + combine)
   std::int32_t ep_alltoalls = 0;
-  std::int64_t param_bytes = 0;   ///< weights, gradients and optimizer state on the GPU
+  std::int64_t param_bytes = 0;        ///< weights, gradients and optimizer state on the GPU
   std::int64_t grad_buffer_bytes = 0;  ///< of param_bytes, a framework's extra gradient buffer
-  std::int64_t params = 0;        ///< all weights
-  std::int64_t trainable = 0;     ///< parameters the optimizer updates
-  std::int64_t input_bytes = 0;   ///< activation entering the range (its checkpoint)
-  std::int64_t output_bytes = 0;  ///< activation leaving the range
+  std::int64_t params = 0;             ///< all weights
+  std::int64_t trainable = 0;          ///< parameters the optimizer updates
+  std::int64_t input_bytes = 0;        ///< activation entering the range (its checkpoint)
+  std::int64_t output_bytes = 0;       ///< activation leaving the range
   std::int64_t weight_bytes() const { return kWeightBytesPerParam * params; }
   std::int64_t grad_bytes() const { return kGradBytesPerParam * trainable; }
 };

@@ -7,8 +7,8 @@
 #include <fmt/format.h>
 
 #include "core/json_reader.hpp"
-#include "workload/block_traffic.hpp"
 #include "pipesim/sim/core/error.hpp"
+#include "workload/block_traffic.hpp"
 
 namespace pipesim::sim {
 
@@ -115,7 +115,6 @@ double attended_keys(const ModelSpec& m, std::int64_t block, std::int64_t seq, s
 double attention_flops_per_token(const ModelSpec& m, std::int64_t block, std::int64_t seq, std::int64_t doc) {
   return 4.0 * attended_keys(m, block, seq, doc) * static_cast<double>(m.heads * m.head_dim);
 }
-
 
 /// A dense block's forward GEMMs per TP rank over `tokens` tokens: fused QKV, output projection, the MLP's
 /// up (gate and up fused for SwiGLU) and down projections. MoE blocks: the attention projections only.
@@ -384,7 +383,15 @@ LayerCost block_cost(const LayerShape& x, const BlockConstants& k, std::int64_t 
     c.expert_bwd_weight_flops = 0;  // frozen experts get no weight gradient
   }
   if (o.attention == AttentionKernel::kUnfused) add_unfused_attention(x, attn, c);
-  if (o.fp8 && o.attention == AttentionKernel::kFlash) {
+  const bool rated_flash = o.attention == AttentionKernel::kFlash && o.attention_rate.forward_tflops > 0 &&
+                           o.attention_rate.backward_tflops > 0;
+  if (rated_flash) {  // at the kernel's own rate, in 16 bits under FP8 recipes too
+    c.fused_attention_fwd_flops = attn;
+    c.fused_attention_bwd_flops = 2 * attn;
+    c.fused_attention_recompute_flops = o.recompute == Recompute::kFull ? attn : 0;
+    c.fused_attention_rate = o.attention_rate;
+  }
+  if (o.fp8 && o.attention == AttentionKernel::kFlash && !rated_flash) {
     c.wide_fwd_flops = attn;
     c.wide_bwd_input_flops = 2 * attn;
     c.wide_recompute_flops = o.recompute == Recompute::kFull ? attn : 0;

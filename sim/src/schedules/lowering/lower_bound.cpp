@@ -14,7 +14,8 @@ struct Builder::LowerBoundTimes {
       : b_(b),
         in_(b.in_),
         gpn_(in_.hw.node.gpus),
-        topology_(in_.hw, static_cast<int>(gpu_position(b.global_rank(0, in_.pp - 1, in_.tp - 1)) / gpn_ + 1)),
+        topology_(in_.hw,
+                  static_cast<int>(gpu_position(b.global_rank(0, in_.pp - 1, in_.tp - 1)) / gpn_ + 1)),
         known_(b.chunk_costs_.size() * b.chunk_costs_.front().size() * kKinds, -1) {}
 
   /// The time of a task depends only on its kind, chunk and cost table: each is computed once.
@@ -63,7 +64,7 @@ struct Builder::LowerBoundTimes {
     if (fixed >= 0) return fixed;
     return in_.hw.op_ns(w.flops, w.gemm_gflop, 0, in_.dtype, w.mem_bytes, w.expert_flops, w.expert_gemm_gflop,
                         w.expert_weight_bytes, w.attention_flops, w.attention_bytes, w.wide_flops,
-                        w.score_bytes);
+                        w.score_bytes, w.fused_attention_flops, w.fused_attention_tflops);
   }
   std::int64_t gpu_position(std::int32_t rank) const { return in_.hw.gpu_slot(rank, in_.tp); }
   /// A TP collective on the compute stream lasts at least its path latency steps plus its bytes at the

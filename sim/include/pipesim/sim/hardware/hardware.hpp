@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "pipesim/sim/core/time.hpp"
+#include "pipesim/sim/hardware/attention_kernels.hpp"
 
 namespace pipesim::sim {
 
@@ -39,6 +40,8 @@ struct GpuSpec {
   /// GEMM efficiency (fraction of peak) against the work of one GEMM in GFLOP.
   std::vector<CurvePoint> gemm_efficiency;  ///< x = gemm_gflop, y = efficiency
   double board_W = 0;                       ///< rated board power (TDP), for energy estimates; 0: unknown
+  /// Published rates of fused attention kernels by name (see attention_kernels.hpp); each carries its source.
+  std::map<std::string, AttentionKernelRates> attention_kernels;
   std::map<std::string, std::string> sources;
 };
 
@@ -144,8 +147,8 @@ struct HardwareProfile {
   std::int64_t op_ns(double flops, double gemm_gflop, std::int32_t kernels, const std::string& dtype,
                      std::int64_t mem_bytes, double expert_flops = 0, double expert_gemm_gflop = 0,
                      std::int64_t expert_weight_bytes = 0, double attention_flops = 0,
-                     std::int64_t attention_bytes = 0, double wide_flops = 0,
-                     std::int64_t score_bytes = 0) const;
+                     std::int64_t attention_bytes = 0, double wide_flops = 0, std::int64_t score_bytes = 0,
+                     double fused_attention_flops = 0, double fused_attention_tflops = 0) const;
   /// The 16-bit dtype of the profile (bf16 where the GPU has it, else fp16): what an FP8 recipe keeps for
   /// attention and the output head.
   const std::string& sixteen_bit_dtype() const;

@@ -48,6 +48,14 @@ struct Framework {
   /// `plan` and `buy` search only these, and `simulate` runs no other; the CPU-offload schedules are systems
   /// of their own that run on any framework's kernels.
   FrameworkSetting<std::vector<std::string>> schedules;
+  /// How the framework places blocks on pipeline stages when no partition is given: even (Megatron) or
+  /// block-costs (nanotron; see job/framework_split.hpp). Optional in a file; absent: even. `plan` keeps a
+  /// framework's block-costs split instead of searching partitions, as the framework offers no other.
+  FrameworkSetting<std::string> pipeline_split{"even", {}};
+  /// The fused attention kernel the framework runs (a name of a hardware profile's `attention_kernels`, e.g.
+  /// flash-attn-2): the attention core takes that kernel's published rate on the GPU. Optional in a file;
+  /// empty, or a kernel the profile does not list: the GEMM rate.
+  FrameworkSetting<std::string> attention_kernel;
   /// The framework's own element-wise kernels, saved tensors, residual width and optimizer traffic, where
   /// its file states them ("kernels"); null: the built-in Megatron-Core composition.
   std::shared_ptr<const KernelComposition> kernels;

@@ -105,6 +105,10 @@ struct ComputeWork {
   /// Of `mem_bytes`, unfused attention's softmax, mask and dropout over the scores, timed at the GPU's
   /// unfused-attention bandwidth.
   std::int64_t score_bytes = 0;
+  /// Of `flops`, a fused attention kernel's (flash attention with a published rate on this GPU), timed at
+  /// `fused_attention_tflops` rather than the GEMM rate.
+  double fused_attention_flops = 0;
+  double fused_attention_tflops = 0;
 
   bool operator==(const ComputeWork&) const = default;
 };

@@ -47,6 +47,9 @@ struct ScheduleInput {
   /// Schedules with separate forward and backward partitions: `partition` holds the forward stages' layer
   /// counts and this the backward stages' (`--partition F1,F2/B1,B2`).
   std::vector<std::int32_t> partition_backward;
+  /// `partition` is the framework's own split (nanotron's block costs), the only one the framework runs:
+  /// the planner keeps it rather than searching partitions.
+  bool partition_by_framework = false;
   Recompute recompute = Recompute::kNone;
   std::int64_t lora_rank = 0;  ///< recorded in the plan metadata; the costs above already reflect it
   Duration p2p_fixed_ns = -1;  ///< >= 0: every pipeline hop takes this long (compute-only models)
@@ -64,7 +67,7 @@ struct ScheduleInput {
   /// Pipeline sends hold the sender's compute stream until they complete (Megatron-LM 2021's blocking
   /// send/recv pairs); false: they overlap the next compute (the sender only waits for the receiver).
   bool blocking_p2p = false;
-  Duration host_dispatch_ns = 0;  ///< CPU time to issue one kernel (0: not modelled)
+  Duration host_dispatch_ns = 0;      ///< CPU time to issue one kernel (0: not modelled)
   double elementwise_efficiency = 1;  ///< see PlanMeta::elementwise_efficiency
   /// TP ranks split the sequence between their collectives (sequence parallelism): the backward also
   /// all-gathers again the inputs its weight gradients need.

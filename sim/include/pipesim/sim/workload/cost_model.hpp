@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "pipesim/sim/core/time.hpp"
+#include "pipesim/sim/hardware/attention_kernels.hpp"
 #include "pipesim/sim/workload/gemm_shape.hpp"
 #include "pipesim/sim/workload/kernel_composition.hpp"
 #include "pipesim/sim/workload/model.hpp"
@@ -101,6 +102,10 @@ struct LayerCost {
   double attention_fwd_flops = 0, attention_bwd_flops = 0, attention_recompute_flops = 0;
   double attention_masked_flops = 0;  ///< of attention_fwd_flops, the masked half not in fwd_flops
   std::int64_t attention_fwd_bytes = 0, attention_bwd_bytes = 0;
+  /// Flash attention with a published rate on this GPU (CostOptions::attention_rate): the attention core's
+  /// FLOPs per pass (as performed, before the TP split; inside the pass totals) and the kernel's rates.
+  double fused_attention_fwd_flops = 0, fused_attention_bwd_flops = 0, fused_attention_recompute_flops = 0;
+  AttentionRate fused_attention_rate{};
   std::int64_t ep_alltoall_bytes = 0;
   std::int32_t ep_alltoalls = 0;  ///< all-to-alls per pass
   /// Context parallelism: this rank's keys and values of one forward (bf16, per TP rank): what it passes
@@ -146,6 +151,9 @@ struct CostOptions {
   /// stay (bf16, no gradients or optimizer state), adapters are trained.
   std::int64_t lora_rank = 0;
   AttentionKernel attention = AttentionKernel::kUnfused;
+  /// Flash attention's rates on this GPU for the framework's kernel at this head dimension and sequence
+  /// (0: not published, the GEMM rate).
+  AttentionRate attention_rate{};
   /// Sequence parallelism: norms, dropout and residual adds work on s/t of the sequence per TP rank (Megatron
   /// since 2022); without it every TP rank runs them on the whole sequence.
   bool sequence_parallel = true;

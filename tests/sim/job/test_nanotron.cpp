@@ -1,0 +1,162 @@
+// nanotron as its code runs (frameworks/nanotron.json): its own pipeline split (build_model's cumulative
+// block costs), a Llama block's element-wise bytes, launches and saved tensors counted by hand, and flash
+// attention at FlashAttention-2's published rate on an H100. The models are the Ultra-Scale Playbook's 1B
+// and 3B (nanotron scripts/scaling_benchmarks.py).
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+
+#include "core/json_reader.hpp"
+#include "job/framework_split.hpp"
+#include "pipesim/sim/core/error.hpp"
+#include "pipesim/sim/job/framework.hpp"
+#include "pipesim/sim/job/job.hpp"
+#include "pipesim/sim/workload/cost_model.hpp"
+#include "test_helpers.hpp"
+
+namespace pipesim::sim {
+namespace {
+
+ModelSpec ultrascale(std::int64_t layers, std::int64_t hidden) {
+  nlohmann::json m = {{"format", "pipesim-model"}, {"version", 1},
+                      {"name", "ultrascale"},      {"source", "nanotron scripts/scaling_benchmarks.py"},
+                      {"hidden_size", hidden},     {"num_layers", layers},
+                      {"num_heads", 32},           {"num_kv_heads", 32},
+                      {"ffn_hidden_size", 8192},   {"vocab_size", 131072},
+                      {"tie_embeddings", true},    {"mlp", "swiglu"}};
+  return parse_model(m.dump(), "ultrascale.json");
+}
+
+TEST(Nanotron, SplitsByCumulativeBlockCostsAsBuildModelDoes) {
+  // 1B: a block costs 4 x 2048^2 + 3 x 8192 x 2048 = 67,108,864, the output layer 131,072 x 2048 =
+  // 268,435,456 (four blocks); 1,342,177,280 in all. At pp 2 the stage closes after the block that passes
+  // half (block 11 of 16); at pp 4 after blocks 6, 11 and 16, which leaves the output layer a stage of its
+  // own.
+  const ModelSpec one_b = ultrascale(16, 2048);
+  EXPECT_EQ(block_cost_partition(one_b, 2), (std::vector<std::int32_t>{11, 5}));
+  EXPECT_EQ(block_cost_partition(one_b, 4), (std::vector<std::int32_t>{6, 5, 5, 0}));
+  // pp 8: nanotron's thresholds give 3, 3, 2, 3, 2, 3 blocks and the output layer closes stage 6, leaving the
+  // loss alone on stage 7; pipesim keeps the output layer with the loss, so stage 6 takes a block from
+  // stage 5.
+  EXPECT_EQ(block_cost_partition(one_b, 8), (std::vector<std::int32_t>{3, 3, 2, 3, 2, 2, 1, 0}));
+  // 3B: a block 4 x 3072^2 + 3 x 8192 x 3072 = 113,246,208, the output layer 402,653,184.
+  const ModelSpec three_b = ultrascale(28, 3072);
+  EXPECT_EQ(block_cost_partition(three_b, 4), (std::vector<std::int32_t>{8, 8, 8, 4}));
+  EXPECT_EQ(block_cost_partition(three_b, 8), (std::vector<std::int32_t>{4, 4, 4, 4, 4, 4, 4, 0}));
+}
+
+TEST(Nanotron, ASimulatedJobUsesTheFrameworksSplitUnlessOneIsGiven) {
+  JobOptions j = testing::job("", "h100-sxm-8x", 4, 1, 1, 8);
+  j.loaded_model = std::make_shared<const ModelSpec>(ultrascale(16, 2048));
+  j.seq = 4096;
+  j.framework = "nanotron";
+  EXPECT_EQ(testing::plan_of("1f1b", j).meta.partition, (std::vector<std::int32_t>{6, 5, 5, 0}));
+  j.partition = "4,4,4,4";
+  EXPECT_EQ(testing::plan_of("1f1b", j).meta.partition, (std::vector<std::int32_t>{4, 4, 4, 4}));
+  j.partition.clear();
+  j.framework = "megatron-core";  // Megatron splits the blocks evenly
+  EXPECT_EQ(testing::plan_of("1f1b", j).meta.partition, (std::vector<std::int32_t>{4, 4, 4, 4}));
+}
+
+std::vector<LayerCost> nanotron_costs(const ModelSpec& m, std::int64_t s, const AttentionRate& rate = {}) {
+  CostOptions o{1, s, 1, Recompute::kNone};
+  o.attention = AttentionKernel::kFlash;
+  o.sequence_parallel = false;
+  o.attention_rate = rate;
+  o.composition = load_framework("nanotron").kernels;
+  return model_layer_costs(m, o);
+}
+
+TEST(Nanotron, BlockBytesLaunchesAndSavedTensorsByHand) {
+  // 1B at 4096 tokens: T x h = 4096 x 2048, q = k = v = 32 x 64 = 2048 wide (multi-head), ffn 8192.
+  const std::int64_t T = 4096, h = 2048, q = 2048, kv = 2048, f = 8192;
+  const LayerCost block = nanotron_costs(ultrascale(16, 2048), T)[1];
+  // Forward: norms 8 and residual adds 12 per T x h; the q/k/v copy (4 for q, 8 for k and v), cat (8),
+  // the pair's permute (8) and rotary (4 each) per q and per k/v element; SiLU and product 10 per inner.
+  EXPECT_EQ(block.fwd_mem_bytes, 20 * T * h + 8 * T * q + 28 * T * kv + 10 * T * f);
+  // Backward: norms 12, forks 12; rotary 4, restacking 8 and 16, flash's dq and dO.O passes 14 per q
+  // element, the pair's copy 8 per k/v element; SiLU-product and split 26 per inner.
+  EXPECT_EQ(block.bwd_mem_bytes, 24 * T * h + 26 * T * q + 28 * T * kv + 26 * T * f);
+  // 22 launches: 2 norms, 4 GEMMs, 3 copies, 2 rotary, 6 for cu_seqlens, the attention, 2 adds, SiLU and
+  // product.
+  EXPECT_EQ(block.kernels, 22);
+  // Saved: the norms' inputs and outputs 8 per T x h, q and the output 4, the permuted copy's k and v and
+  // the rotated pair 8, the fused gate-up output, SiLU's output and the product 8 per inner.
+  EXPECT_EQ(block.stored_activation_bytes, 8 * T * h + 4 * T * q + 8 * T * kv + 8 * T * f);
+}
+
+TEST(Nanotron, TheLossInFp32ByHand) {
+  const std::int64_t T = 4096, h = 2048, V = 131072;
+  const LayerCost head = nanotron_costs(ultrascale(16, 2048), T).back();
+  // The final norm 4 per T x h; the fp32 cast 6 and the sharded cross entropy 32 per logit.
+  EXPECT_EQ(head.fwd_mem_bytes, 4 * T * h + 38 * T * V);
+  // Cross-entropy backward 8, the cast back 6 per logit; the final norm's backward 6 per T x h.
+  EXPECT_EQ(head.bwd_mem_bytes, 14 * T * V + 6 * T * h);
+  // Bf16 logits, their fp32 copy and the fp32 softmax at the loss's peak (10 a logit); the norm's output 2
+  // and the head's input, the bf16 residual stream, 2 per T x h.
+  EXPECT_EQ(head.stored_activation_bytes, 10 * T * V + 4 * T * h);
+}
+
+TEST(Nanotron, FlashAttentionRunsAtFlashAttention2sPublishedRate) {
+  // On an H100 at head dimension 64 and 4096 tokens: 284 TFLOP/s forward and 279 backward as the
+  // benchmark counts backward FLOPs (2.5 forwards), 279 / 1.25 in pipesim's (2 forwards).
+  const HardwareProfile hw = load_hardware_profile("h100-sxm-8x");
+  const AttentionRate rate = attention_rate(hw.gpu.attention_kernels.at("flash-attn-2"), 64, 4096);
+  EXPECT_DOUBLE_EQ(rate.forward_tflops, 284);
+  EXPECT_DOUBLE_EQ(rate.backward_tflops, 279 / 1.25);
+  const std::int64_t T = 4096;
+  const LayerCost block = nanotron_costs(ultrascale(16, 2048), T, rate)[1];
+  // Causal attention: a query attends to T / 2 keys on average; 4 x keys x 2048 FLOPs a token.
+  const double attn = 4.0 * static_cast<double>(T) * (T / 2) * 2048;
+  EXPECT_DOUBLE_EQ(block.fused_attention_fwd_flops, attn);
+  EXPECT_DOUBLE_EQ(block.fused_attention_bwd_flops, 2 * attn);
+  EXPECT_DOUBLE_EQ(block.fused_attention_rate.forward_tflops, 284);
+
+  // The job takes the rate from the profile for the framework's kernel; a forward lasts longer by the
+  // attention's time at that rate instead of the GEMMs'.
+  JobOptions j = testing::job("", "h100-sxm-8x", 1, 1, 1, 1);
+  j.loaded_model = std::make_shared<const ModelSpec>(ultrascale(16, 2048));
+  j.seq = T;
+  j.framework = "nanotron";
+  j.host_dispatch_us = 0.0;
+  const Plan plan = testing::plan_of("1f1b", j);
+  const ComputeWork* forward = compute_of(plan.ops[0].payload);
+  ASSERT_NE(forward, nullptr);
+  EXPECT_DOUBLE_EQ(forward->fused_attention_flops, 16 * attn);
+  EXPECT_DOUBLE_EQ(forward->fused_attention_tflops, 284);
+  ComputeWork at_gemm_rate = *forward;
+  at_gemm_rate.fused_attention_flops = 0;
+  const auto with_rate =
+      hw.op_ns(forward->flops, forward->gemm_gflop, 0, "bf16", forward->mem_bytes, 0, 0, 0, 0, 0, 0, 0,
+               forward->fused_attention_flops, forward->fused_attention_tflops);
+  const auto without = hw.op_ns(forward->flops, forward->gemm_gflop, 0, "bf16", forward->mem_bytes);
+  EXPECT_GT(with_rate, without);
+  EXPECT_NEAR(static_cast<double>(with_rate - without),
+              16 * attn / 284e12 * 1e9 -
+                  static_cast<double>(hw.compute_ns(16 * attn, forward->gemm_gflop, 0, "bf16")),
+              2.0);
+  // A framework that names no kernel keeps the GEMM rate.
+  j.framework = "megatron-core";
+  const ComputeWork* megatron = compute_of(testing::plan_of("1f1b", j).ops[0].payload);
+  ASSERT_NE(megatron, nullptr);
+  EXPECT_EQ(megatron->fused_attention_flops, 0);
+}
+
+TEST(Nanotron, BadSettingsNameTheirPath) {
+  nlohmann::json j = nlohmann::json::parse(
+      detail::read_text_file(std::string(PIPESIM_SOURCE_DIR) + "/frameworks/nanotron.json"));
+  auto err = [](const nlohmann::json& text) {
+    return testing::error_of([&] { parse_framework(text.dump(), "f.json"); });
+  };
+  nlohmann::json bad = j;
+  bad["settings"]["pipeline_split"]["value"] = "greedy";
+  EXPECT_EQ(err(bad),
+            "f.json: /settings/pipeline_split/value: unknown value 'greedy'; valid: even, block-costs");
+  bad = j;
+  bad["settings"]["attention_kernel"]["value"] = "Flash Attn";
+  EXPECT_EQ(err(bad).rfind("f.json: /settings/attention_kernel/value: expected a kernel name", 0), 0u);
+}
+
+}  // namespace
+}  // namespace pipesim::sim
