@@ -154,7 +154,10 @@ int list_frameworks(const std::string& format) {
         f.host_dispatch_us.value > 0 ? fmt::format(", {} us of CPU per kernel", f.host_dispatch_us.value)
                                      : "");
     if (!f.schedules.value.empty())
-      table += fmt::format("{:<20} pipeline schedules {}\n", "", fmt::join(f.schedules.value, ", "));
+      table += fmt::format("{:<20} pipeline schedules {}, split {}\n", "", fmt::join(f.schedules.value, ", "),
+                           f.pipeline_split.value);
+    if (!f.attention_kernel.value.empty())
+      table += fmt::format("{:<20} attention kernel {}\n", "", f.attention_kernel.value);
     if (f.kernels)
       table += fmt::format(
           "{:<20} its own kernels: {} element-wise entries a block, residual stream {} B, "
@@ -175,6 +178,8 @@ int list_frameworks(const std::string& format) {
                     {"blocking_p2p", f.blocking_p2p.value},
                     {"host_dispatch_us", f.host_dispatch_us.value},
                     {"schedules", f.schedules.value},
+                    {"pipeline_split", f.pipeline_split.value},
+                    {"attention_kernel", f.attention_kernel.value},
                     {"kernels", composition_json(f.kernels)},
                     {"sources",
                      {{"attention", f.attention.source},
@@ -187,7 +192,9 @@ int list_frameworks(const std::string& format) {
                       {"tp_overlap", f.tp_overlap.source},
                       {"blocking_p2p", f.blocking_p2p.source},
                       {"host_dispatch_us", f.host_dispatch_us.source},
-                      {"schedules", f.schedules.source}}}});
+                      {"schedules", f.schedules.source},
+                      {"pipeline_split", f.pipeline_split.source},
+                      {"attention_kernel", f.attention_kernel.source}}}});
   }
   print_listing(rows, format, table);
   return 0;

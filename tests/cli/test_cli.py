@@ -254,17 +254,22 @@ class Frameworks(unittest.TestCase):
         rc, out, _ = run("frameworks", "--format", "json")
         self.assertEqual(rc, 0)
         rows = json.loads(out)
-        self.assertEqual([r["name"] for r in rows], ["hf-transformers", "megatron-core", "megatron-deepspeed",
-                                                     "megatron-lm-2021", "megatron-lm-2022", "nanotron"])
-        self.assertEqual(rows[3]["grad_accumulation"], "main-grad")
-        self.assertEqual(rows[2]["host_dispatch_us"], 24)
-        self.assertEqual(rows[2]["schedules"], ["1f1b", "zb-h1"])
-        self.assertIn("wgrad_gemm_accum_fp32", rows[2]["sources"]["grad_accumulation"])  # each setting cites code
+        self.assertEqual([r["name"] for r in rows], ["deepspeed", "fsdp", "hf-transformers", "megatron-core",
+                                                     "megatron-deepspeed", "megatron-lm-2021", "megatron-lm-2022",
+                                                     "nanotron"])
+        by_name = {r["name"]: r for r in rows}
+        self.assertEqual(by_name["megatron-lm-2021"]["grad_accumulation"], "main-grad")
+        self.assertEqual(by_name["megatron-deepspeed"]["host_dispatch_us"], 24)
+        self.assertEqual(by_name["megatron-deepspeed"]["schedules"], ["1f1b", "zb-h1"])
+        # each setting cites code
+        self.assertIn("wgrad_gemm_accum_fp32", by_name["megatron-deepspeed"]["sources"]["grad_accumulation"])
         # HF states its own kernels, each entry with its source; the Megatron files keep the built-in ones.
-        hf = rows[0]["kernels"]
+        hf = by_name["hf-transformers"]["kernels"]
         self.assertEqual(hf["residual_bytes"], 4)
         self.assertTrue(all(e["source"] for e in hf["block"]["forward"] + hf["block"]["saved"]))
-        self.assertIsNone(rows[1]["kernels"])
+        self.assertIsNone(by_name["megatron-core"]["kernels"])
+        self.assertEqual(by_name["nanotron"]["pipeline_split"], "block-costs")
+        self.assertEqual(by_name["fsdp"]["attention_kernel"], "cudnn")
         job = ["--model", "llama3-8b", "--hw", "h100-sxm-8x", "--pp", "4", "--schedule", "1f1b"]
         rc, out, _ = run("simulate", *job, "--format", "json")
         core = json.loads(out)
@@ -328,7 +333,7 @@ class Frameworks(unittest.TestCase):
     def test_bad_frameworks(self):
         rc, _, err = run("simulate", "--framework", "megatron-lm-2020")
         self.assertEqual(rc, 2)
-        self.assertIn("megatron-lm-2020: unknown framework; shipped: hf-transformers, megatron-core,", err)
+        self.assertIn("megatron-lm-2020: unknown framework; shipped: deepspeed, fsdp, hf-transformers, megatron-core,", err)
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "bad.json")
             with open(path, "w") as f:

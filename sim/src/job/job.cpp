@@ -251,6 +251,10 @@ JobOptions with_framework(JobOptions job) {
   take(job.bias_kernels, f.bias_kernels);
   take(job.norm_backward, f.norm_backward);
   take(job.grad_accumulation, f.grad_accumulation);
+  // A framework's reduction after the backward is of whole gradients: ZeRO-2 and 3 keep only a shard, so
+  // they reduce-scatter each bucket as the backward produces it.
+  if (!job.grad_sync && f.grad_sync.value == "after-backward" && (job.zero >= 2 || !job.fsdp.empty()))
+    job.grad_sync = "overlap";
   take(job.grad_sync, f.grad_sync);
   take(job.tp_overlap, f.tp_overlap);
   take(job.blocking_p2p, f.blocking_p2p);
@@ -273,7 +277,9 @@ AllSchedulePlans plans_of_all_schedules(const JobOptions& given) {
   for (const ScheduleDescriptor& s : schedule_registry()) {
     if (!framework_runs(*job.loaded_framework, s)) continue;  // not software the job can run
     for (int zero = 0; zero <= (variants && s.kind == ScheduleKind::kOrderBased ? 3 : 0); ++zero) {
-      JobOptions variant = job;
+      // The framework's defaults apply to each variant as given (a ZeRO stage changes some of them).
+      JobOptions variant = given;
+      variant.loaded_framework = job.loaded_framework;
       if (zero > 0) variant.zero = zero;
       try {
         out.plans.push_back(build_plan(s, make_schedule_input(variant, s)));

@@ -409,6 +409,9 @@ LayerCost block_cost(const LayerShape& x, const BlockConstants& k, std::int64_t 
   if (x.whole.cp > 1) c.cp_kv_bytes = 2 * 2 * x.b * x.s * ceil_div(m.kv_heads, x.t) * m.head_dim;
   c.tp_bus_bytes = 2 * x.tp_bus;
   c.tp_collectives = x.t > 1 ? 2 : 0;
+  // Each TP collective is a kernel the CPU issues and the GPU launches like any other: an all-reduce per
+  // pair, or an all-gather and a reduce-scatter under sequence parallelism.
+  c.kernels += c.tp_collectives * (o.sequence_parallel ? 2 : 1);
   set_block_activations(x, attn, traffic, c);
   return c;
 }

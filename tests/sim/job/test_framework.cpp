@@ -24,8 +24,9 @@ std::string with(const std::string& pointer, const nlohmann::json& value) {
 
 TEST(Framework, ShippedFilesLoadAndCiteEverySetting) {
   const std::vector<std::string> names = shipped_frameworks();
-  EXPECT_EQ(names, (std::vector<std::string>{"hf-transformers", "megatron-core", "megatron-deepspeed",
-                                             "megatron-lm-2021", "megatron-lm-2022", "nanotron"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"deepspeed", "fsdp", "hf-transformers", "megatron-core",
+                                             "megatron-deepspeed", "megatron-lm-2021", "megatron-lm-2022",
+                                             "nanotron"}));
   for (const std::string& name : names) {
     const Framework f = load_framework(name);
     EXPECT_EQ(f.name, name);

@@ -138,7 +138,8 @@ TEST(Nanotron, FlashAttentionRunsAtFlashAttention2sPublishedRate) {
               2.0);
   // A framework that names no kernel keeps the GEMM rate.
   j.framework = "megatron-core";
-  const ComputeWork* megatron = compute_of(testing::plan_of("1f1b", j).ops[0].payload);
+  const Plan megatron_plan = testing::plan_of("1f1b", j);
+  const ComputeWork* megatron = compute_of(megatron_plan.ops[0].payload);
   ASSERT_NE(megatron, nullptr);
   EXPECT_EQ(megatron->fused_attention_flops, 0);
 }

@@ -1,0 +1,70 @@
+// The frameworks that shard data parallelism (frameworks/deepspeed.json, frameworks/fsdp.json): a block's
+// element-wise bytes, launches and saved tensors counted by hand for one model each, and how their gradient
+// reduction follows the ZeRO stage.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "pipesim/sim/job/framework.hpp"
+#include "pipesim/sim/job/job.hpp"
+#include "pipesim/sim/workload/cost_model.hpp"
+#include "test_helpers.hpp"
+
+namespace pipesim::sim {
+namespace {
+
+LayerCost block_of(const std::string& framework, const std::string& model, std::int64_t s) {
+  CostOptions o{1, s, 1, Recompute::kNone};
+  o.attention = AttentionKernel::kFlash;
+  o.sequence_parallel = false;
+  o.composition = load_framework(framework).kernels;
+  return model_layer_costs(load_model(model), o)[1];
+}
+
+TEST(ZeroFrameworks, DeepSpeedRunsTheHfModelInBf16ByHand) {
+  // Qwen3-1.7B at 2048 tokens: T x h = 2048 x 2048, q = 16 x 128, k = v = 8 x 128, ffn 6144.
+  const std::int64_t T = 2048, h = 2048, q = 2048, kv = 1024, f = 6144;
+  const std::int64_t params = h * (q + 2 * kv) + q * h + 3 * h * f + 2 * h;
+  const LayerCost block = block_of("deepspeed", "qwen3-1.7b", T);
+  // Forward: two RMSNorms on the bf16 stream with their fp32 upcast (36 each), residual adds 12; q/k norm 36,
+  // rotary 20 per q and k element, the output's contiguous copy 4 per q element; SiLU and product 10.
+  EXPECT_EQ(block.fwd_mem_bytes, 84 * T * h + 60 * T * q + 56 * T * kv + 10 * T * f);
+  // 58 launches: 16 norm, 9 GEMMs and memsets, 16 q/k norm, 10 rotary, attention and memset, the copy, 2
+  // adds, SiLU and product.
+  EXPECT_EQ(block.kernels, 58);
+  // Backward: norms 156 and forks 12 per T x h; q/k norms 78, rotary 22, attention's copy and passes 18 per q
+  // element; SiLU-product 18; each weight gradient copied into ZeRO's bucket, 4 per parameter.
+  EXPECT_EQ(block.bwd_mem_bytes, 168 * T * h + 118 * T * q + 100 * T * kv + 18 * T * f + 4 * params);
+  // Saved: 16 per T x h, 14 per q, 12 per k/v, 8 per inner element; no weight copies (bf16 weights).
+  EXPECT_EQ(block.stored_activation_bytes, 16 * T * h + 14 * T * q + 12 * T * kv + 8 * T * f);
+}
+
+TEST(ZeroFrameworks, FsdpRunsTorchtitansLlamaByHand) {
+  // Llama-3-8B at 2048 tokens: T x h = 2048 x 4096, q = 32 x 128, k = v = 8 x 128, ffn 14336.
+  const std::int64_t T = 2048, h = 4096, q = 4096, kv = 1024, f = 14336;
+  const std::int64_t params = h * (q + 2 * kv) + q * h + 3 * h * f + 2 * h;
+  const LayerCost block = block_of("fsdp", "llama3-8b", T);
+  // Forward: fused norms 8 and adds 12; complex rotary 20 per q and k element, the output reshape 4; SiLU and
+  // product 10.
+  EXPECT_EQ(block.fwd_mem_bytes, 20 * T * h + 24 * T * q + 20 * T * kv + 10 * T * f);
+  EXPECT_EQ(block.kernels, 2 + 7 + 3 + 3 + 1 + 1 + 2 + 2);
+  // Backward: norms 12 and forks 12; rotary 20, the reshape 4; SiLU-product 18; the bf16 gradients cast to
+  // fp32 for the reduce-scatter, 6 per parameter.
+  EXPECT_EQ(block.bwd_mem_bytes, 24 * T * h + 24 * T * q + 20 * T * kv + 18 * T * f + 6 * params);
+  EXPECT_EQ(block.stored_activation_bytes, 8 * T * h + 6 * T * q + 4 * T * kv + 8 * T * f);
+}
+
+TEST(ZeroFrameworks, DeepSpeedReducesAfterTheBackwardUnlessGradientsAreSharded) {
+  JobOptions j = testing::job("qwen3-1.7b", "h100-sxm-8x", 1, 1, 8, 4);
+  j.framework = "deepspeed";
+  const ScheduleDescriptor& s = find_schedule("1f1b");
+  j.zero = 1;  // ZeRO-1 reduces once, after the last backward, on the compute stream
+  EXPECT_FALSE(make_schedule_input(j, s).overlap_grad_sync);
+  j.zero = 2;  // ZeRO-2 keeps a shard: each bucket is reduce-scattered as the backward produces it
+  EXPECT_TRUE(make_schedule_input(j, s).overlap_grad_sync);
+  j.grad_sync = "after-backward";  // given by the user, it is refused with ZeRO-2
+  EXPECT_NE(testing::error_of([&] { make_schedule_input(j, s); }).find("valid: overlap"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace pipesim::sim
