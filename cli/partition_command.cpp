@@ -1,6 +1,7 @@
 #include "partition_command.hpp"
 
 #include <iostream>
+#include <optional>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -78,6 +79,11 @@ int run_partition(const PartitionOptions& o) {
       static_cast<double>(uniform.bottleneck_ns) / static_cast<double>(best.bottleneck_ns);
   const double gain_params =
       static_cast<double>(params.bottleneck_ns) / static_cast<double>(best.bottleneck_ns);
+  // A framework that places blocks by its own rule (nanotron) runs that split, whatever is optimal.
+  std::optional<planner::PartitionResult> own;
+  if (in.partition_by_framework) own = planner::evaluate_partition(prob, in.partition);
+  const double gain_own =
+      own ? static_cast<double>(own->bottleneck_ns) / static_cast<double>(best.bottleneck_ns) : 1.0;
   if (o.format == "json") {
     nlohmann::ordered_json j = describe(best);
     j["schedule"] = schedule.name;
@@ -88,6 +94,10 @@ int run_partition(const PartitionOptions& o) {
     j["deepspeed_parameters"] = describe(params);
     j["gain_over_uniform"] = gain_uniform;
     j["gain_over_parameters"] = gain_params;
+    if (own) {
+      j["framework_split"] = describe(*own);
+      j["gain_over_framework_split"] = gain_own;
+    }
     std::cout << pipesim::sim::json_text(j, 2) << "\n";
     return 0;
   }
@@ -109,6 +119,11 @@ int run_partition(const PartitionOptions& o) {
       gain_uniform, uniform.feasible ? "" : ", exceeds memory",
       static_cast<double>(params.bottleneck_ns) / 1e6, gain_params,
       params.feasible ? "" : ", exceeds memory");
+  if (own)
+    std::cout << fmt::format("{} runs its own split --partition {}: {:.3f} ms ({:.2f}x slower{})\n",
+                             in.framework, fmt::join(own->blocks, ","),
+                             static_cast<double>(own->bottleneck_ns) / 1e6, gain_own,
+                             own->feasible ? "" : ", exceeds memory");
   return 0;
 }
 

@@ -21,12 +21,6 @@
 
 namespace pipesim::planner {
 
-std::string data_parallel_mode(const sim::JobOptions& job) {
-  if (job.fsdp == "hybrid") return "fsdp-hybrid";
-  if (job.fsdp == "full") return "zero-3";
-  return job.zero > 0 ? fmt::format("zero-{}", job.zero) : "ddp";
-}
-
 std::string Candidate::key() const {
   return fmt::format("{} pp{} tp{}{} dp{} b{} m{} v{} {}{}{}{}{}", schedule, job.pp, job.tp,
                      job.cp > 1 ? fmt::format(" cp{}", job.cp) : "", job.dp, job.microbatch_size,
@@ -167,6 +161,15 @@ std::vector<std::string> data_parallel_modes(const SearchOptions& o) {
     sim::JobOptions probe;
     apply_data_parallel_mode(mode, probe);
   }
+  // A framework is searched over the data parallelism it offers.
+  std::erase_if(modes, [&](const std::string& mode) {
+    return !sim::framework_offers(o.base.loaded_framework->data_parallel, mode);
+  });
+  if (modes.empty())
+    throw sim::InputError(
+        sim::Option{"data_parallel"}, "",
+        fmt::format("{} offers data parallelism {}; valid: those", sim::framework_name(o.base),
+                    fmt::join(o.base.loaded_framework->data_parallel.value, ", ")));
   return modes;
 }
 
@@ -226,6 +229,8 @@ struct Enumerator {
         if (!o.recomputes.empty() &&
             std::find(o.recomputes.begin(), o.recomputes.end(), sim::to_string(rc)) == o.recomputes.end())
           continue;
+        if (!sim::framework_offers(o.base.loaded_framework->recompute, sim::to_string(rc)))
+          continue;  // a policy the framework does not offer
         sharding(s, l, v, rc);
       }
     }

@@ -330,6 +330,29 @@ class Frameworks(unittest.TestCase):
         self.assertIn("--schedules: megatron-lm-2022 does not run zb-v; its pipeline schedules: 1f1b, "
                       "interleaved-1f1b", err)
 
+    def test_partition_shows_the_split_a_framework_runs(self):
+        # The Ultra-Scale Playbook's 1B model (nanotron scripts/scaling_benchmarks.py): nanotron's build_model puts
+        # 6, 5 and 5 blocks on the first three of 4 stages and the output layer alone on the last.
+        with tempfile.TemporaryDirectory() as d:
+            model = os.path.join(d, "1b.json")
+            with open(model, "w") as f:
+                json.dump({"format": "pipesim-model", "version": 1, "name": "ultrascale-1b", "source": "test",
+                           "hidden_size": 2048, "num_layers": 16, "num_heads": 32, "num_kv_heads": 32,
+                           "ffn_hidden_size": 8192, "vocab_size": 131072, "tie_embeddings": True,
+                           "mlp": "swiglu"}, f)
+            job = ["--model", model, "--hw", "h100-sxm-8x", "--pp", "4", "--seq", "4096", "--global-batch", "64"]
+            rc, out, err = run("partition", *job, "--framework", "nanotron", "--format", "json")
+            self.assertEqual(rc, 0, err)
+            result = json.loads(out)
+            self.assertEqual(result["framework_split"]["partition"], [6, 5, 5, 0])
+            self.assertGreaterEqual(result["gain_over_framework_split"], 1.0)
+            rc, out, _ = run("partition", *job, "--framework", "nanotron")
+            self.assertIn("nanotron runs its own split --partition 6,5,5,0", out)
+            rc, out, _ = run("simulate", *job, "--framework", "nanotron", "--schedule", "1f1b", "--format", "json")
+            self.assertEqual(json.loads(out)["partition"], [6, 5, 5, 0])
+            rc, out, _ = run("partition", *job, "--format", "json")  # Megatron-Core: no split of its own
+            self.assertNotIn("framework_split", json.loads(out))
+
     def test_bad_frameworks(self):
         rc, _, err = run("simulate", "--framework", "megatron-lm-2020")
         self.assertEqual(rc, 2)

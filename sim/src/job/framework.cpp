@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/data_dir.hpp"
 #include "core/json_reader.hpp"
@@ -81,6 +82,28 @@ FrameworkSetting<std::string> optional_word_setting(JsonObject& settings, const 
   return word_setting(settings, key, parse);
 }
 
+/// An optional list of words, each one of `valid`.
+FrameworkSetting<std::vector<std::string>> word_list_setting(JsonObject& settings, const std::string& key,
+                                                             const std::vector<std::string>& valid) {
+  FrameworkSetting<std::vector<std::string>> out;
+  if (!settings.has(key)) {
+    settings.accept(key);
+    return out;
+  }
+  JsonObject s = setting_object(settings, key, out.source);
+  const json& v = s.raw("value");
+  if (!v.is_array() || v.empty() || v.size() > valid.size())
+    s.fail("value", fmt::format("expected a list of 1 to {} of: {}", valid.size(), fmt::join(valid, ", ")));
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const std::string where = s.path_of("value") + "/" + std::to_string(i);
+    if (!v[i].is_string() || std::find(valid.begin(), valid.end(), v[i].get<std::string>()) == valid.end())
+      throw InputError(s.file(), where, fmt::format("expected one of: {}", fmt::join(valid, ", ")));
+    out.value.push_back(v[i].get<std::string>());
+  }
+  s.finish();
+  return out;
+}
+
 /// An optional list of order-based schedule names, each registered.
 FrameworkSetting<std::vector<std::string>> schedules_setting(JsonObject& settings, const std::string& key) {
   FrameworkSetting<std::vector<std::string>> out;
@@ -114,6 +137,11 @@ FrameworkSetting<std::vector<std::string>> schedules_setting(JsonObject& setting
 }
 
 }  // namespace
+
+bool framework_offers(const FrameworkSetting<std::vector<std::string>>& offered, const std::string& word) {
+  return offered.value.empty() ||
+         std::find(offered.value.begin(), offered.value.end(), word) != offered.value.end();
+}
 
 bool framework_runs(const Framework& framework, const ScheduleDescriptor& schedule) {
   const std::vector<std::string>& offered = framework.schedules.value;
@@ -157,6 +185,9 @@ Framework parse_framework(const std::string& text, const std::string& file) {
       throw InputError("", "",
                        "expected a kernel name of lowercase letters, digits and '-', e.g. flash-attn-2");
   });
+  f.data_parallel =
+      word_list_setting(s, "data_parallel", {"ddp", "zero-1", "zero-2", "zero-3", "fsdp-hybrid"});
+  f.recompute = word_list_setting(s, "recompute", {"none", "selective", "full"});
   s.finish();
   f.kernels = parse_framework_kernels(r);
   r.finish();

@@ -262,6 +262,12 @@ JobOptions with_framework(JobOptions job) {
   return job;
 }
 
+std::string data_parallel_mode(const JobOptions& job) {
+  if (job.fsdp == "hybrid") return "fsdp-hybrid";
+  if (job.fsdp == "full") return "zero-3";
+  return job.zero > 0 ? fmt::format("zero-{}", job.zero) : "ddp";
+}
+
 std::string framework_name(const JobOptions& job) {
   if (job.loaded_framework) return job.loaded_framework->name;
   return job.framework.empty() ? std::string(kDefaultFramework) : job.framework;
@@ -281,6 +287,8 @@ AllSchedulePlans plans_of_all_schedules(const JobOptions& given) {
       JobOptions variant = given;
       variant.loaded_framework = job.loaded_framework;
       if (zero > 0) variant.zero = zero;
+      if (zero > 0 && !framework_offers(job.loaded_framework->data_parallel, data_parallel_mode(variant)))
+        continue;  // a sharding the framework does not offer
       try {
         out.plans.push_back(build_plan(s, make_schedule_input(variant, s)));
       } catch (const InputError& e) {
@@ -295,6 +303,19 @@ AllSchedulePlans plans_of_all_schedules(const JobOptions& given) {
 }
 
 namespace {
+
+/// Refuses a data-parallel mode or recompute policy the framework does not offer.
+void check_framework_offers(const JobOptions& j) {
+  const Framework& f = *j.loaded_framework;
+  const std::string mode = data_parallel_mode(j);
+  if (!framework_offers(f.data_parallel, mode))
+    bad(!j.fsdp.empty() ? Option{"fsdp"} : Option{"zero"},
+        fmt::format("{} offers data parallelism {}; {} is not one of them", f.name,
+                    fmt::join(f.data_parallel.value, ", "), mode));
+  if (!framework_offers(f.recompute, j.recompute))
+    bad(Option{"recompute"},
+        fmt::format("{} offers recompute {}; valid: those", f.name, fmt::join(f.recompute.value, ", ")));
+}
 
 /// The partition of --first-stage-layers / --last-stage-layers: those blocks on the first and last model
 /// chunk, the rest balanced over the chunks between (the first `rest mod middle` get one more).
@@ -545,6 +566,7 @@ ScheduleInput make_schedule_input(const JobOptions& job, const ScheduleDescripto
     bad(Option{"schedule"},
         fmt::format("{} runs the pipeline schedules {}; valid: those, or a CPU-offload schedule",
                     framework_name(j), fmt::join(j.loaded_framework->schedules.value, ", ")));
+  check_framework_offers(j);
   ScheduleInput in;
   in.framework = framework_name(j);
   resolve_layout(j, in);

@@ -145,6 +145,30 @@ TEST(Framework, RunsOnlyThePipelineSchedulesItImplements) {
   EXPECT_EQ(names, (std::vector<std::string>{"1f1b", "zb-h1", "mobius", "spipe", "roundpipe"}));
 }
 
+TEST(Framework, OffersOnlyItsDataParallelismAndRecompute) {
+  // nanotron shards optimizer state only (ZeRO-1) and checkpoints whole layers.
+  JobOptions j = testing::job("llama3-8b", "h100-sxm-8x", 1, 1, 8, 8);
+  j.framework = "nanotron";
+  j.zero = 2;
+  EXPECT_EQ(testing::error_of([&] { testing::plan_of("1f1b", j); }),
+            "zero: nanotron offers data parallelism ddp, zero-1; zero-2 is not one of them");
+  j.zero = 1;
+  j.recompute = "selective";
+  EXPECT_EQ(testing::error_of([&] { testing::plan_of("1f1b", j); }),
+            "recompute: nanotron offers recompute none, full; valid: those");
+  j.recompute = "full";
+  EXPECT_EQ(testing::error_of([&] { testing::plan_of("1f1b", j); }), "no error");
+  // Without a sharding asked for, simulate adds only the variants the framework offers.
+  j.zero = -1;
+  std::vector<std::string> modes;
+  for (const Plan& p : plans_of_all_schedules(j).plans)
+    if (p.meta.schedule == "1f1b") modes.push_back(p.meta.data_parallel);
+  EXPECT_EQ(modes, (std::vector<std::string>{"ddp", "zero-1"}));
+  // A framework listing none offers every mode.
+  EXPECT_TRUE(framework_offers(load_framework("megatron-core").data_parallel, "zero-3"));
+  EXPECT_FALSE(framework_offers(load_framework("hf-transformers").data_parallel, "zero-3"));
+}
+
 TEST(Framework, BadFilesNameFileAndPath) {
   auto err = [](const std::string& text) {
     return testing::error_of([&] { parse_framework(text, "f.json"); });
@@ -163,6 +187,9 @@ TEST(Framework, BadFilesNameFileAndPath) {
                 .find("/settings/host_dispatch_us/value"),
             std::string::npos);
   EXPECT_NE(err(with("/settings/flash", true)).find("/settings/flash"), std::string::npos);  // unknown key
+  EXPECT_EQ(err(with("/settings/data_parallel", nlohmann::json{{"value", {"ddp", "zero-4"}}, {"source", "x"}})),
+            "f.json: /settings/data_parallel/value/1: expected one of: ddp, zero-1, zero-2, zero-3, "
+            "fsdp-hybrid");
   EXPECT_EQ(
       err(with("/settings/schedules", nlohmann::json{{"value", {"1f1b", "roundpipe"}}, {"source", "x"}})),
       "f.json: /settings/schedules/value/1: roundpipe is a CPU-offload system that runs on any framework; "

@@ -47,8 +47,8 @@ struct SearchOptions {
 /// Applies a data-parallel mode name (ddp, zero-1..3, fsdp-hybrid) to a job; throws InputError naming
 /// --data-parallel for an unknown one.
 void apply_data_parallel_mode(const std::string& mode, sim::JobOptions& job);
-/// The data-parallel mode a job asks for, in the same vocabulary.
-std::string data_parallel_mode(const sim::JobOptions& job);
+/// The data-parallel mode a job asks for, in the same vocabulary: sim::data_parallel_mode.
+using sim::data_parallel_mode;
 
 struct Candidate {
   sim::JobOptions job;  ///< a complete simulate configuration

@@ -56,6 +56,11 @@ struct Framework {
   /// flash-attn-2): the attention core takes that kernel's published rate on the GPU. Optional in a file;
   /// empty, or a kernel the profile does not list: the GEMM rate.
   FrameworkSetting<std::string> attention_kernel;
+  /// The data-parallel modes the framework offers (ddp, zero-1, zero-2, zero-3, fsdp-hybrid) and the
+  /// recompute policies (none, selective, full). Optional in a file; empty: any. `plan`, `buy` and the
+  /// sharded variants `simulate` adds try only these, and a job that asks for another is refused.
+  FrameworkSetting<std::vector<std::string>> data_parallel;
+  FrameworkSetting<std::vector<std::string>> recompute;
   /// The framework's own element-wise kernels, saved tensors, residual width and optimizer traffic, where
   /// its file states them ("kernels"); null: the built-in Megatron-Core composition.
   std::shared_ptr<const KernelComposition> kernels;
@@ -64,6 +69,9 @@ struct Framework {
 /// Whether the framework runs the schedule (order-based ones it lists, any when it lists none, and every
 /// whole-plan schedule).
 bool framework_runs(const Framework& framework, const ScheduleDescriptor& schedule);
+
+/// Whether `word` is among the framework's offered words (any word when it lists none).
+bool framework_offers(const FrameworkSetting<std::vector<std::string>>& offered, const std::string& word);
 
 /// Parses a framework file; throws InputError naming the file, the JSON path and what would be valid.
 Framework parse_framework(const std::string& text, const std::string& file);

@@ -94,6 +94,10 @@ JobOptions with_framework(JobOptions job);
 /// The framework's name as results report it.
 std::string framework_name(const JobOptions& job);
 
+/// The job's data-parallel mode in the planner's words: ddp, zero-1, zero-2, zero-3 (also --fsdp full) or
+/// fsdp-hybrid.
+std::string data_parallel_mode(const JobOptions& job);
+
 /// Resolves the job for one schedule. Throws InputError naming the flag at fault.
 ScheduleInput make_schedule_input(const JobOptions& job, const ScheduleDescriptor& schedule);
 
