@@ -158,6 +158,12 @@ int list_frameworks(const std::string& format) {
                            f.pipeline_split.value);
     if (!f.attention_kernel.value.empty())
       table += fmt::format("{:<20} attention kernel {}\n", "", f.attention_kernel.value);
+    if (!f.data_parallel.value.empty() || !f.recompute.value.empty() || !f.host_offload.value)
+      table += fmt::format(
+          "{:<20} data parallel {}, recompute {}, host offload {}\n", "",
+          f.data_parallel.value.empty() ? "any" : fmt::format("{}", fmt::join(f.data_parallel.value, ", ")),
+          f.recompute.value.empty() ? "any" : fmt::format("{}", fmt::join(f.recompute.value, ", ")),
+          f.host_offload.value ? "yes" : "no");
     if (f.kernels)
       table += fmt::format(
           "{:<20} its own kernels: {} element-wise entries a block, residual stream {} B, "
@@ -180,6 +186,9 @@ int list_frameworks(const std::string& format) {
                     {"schedules", f.schedules.value},
                     {"pipeline_split", f.pipeline_split.value},
                     {"attention_kernel", f.attention_kernel.value},
+                    {"data_parallel", f.data_parallel.value},
+                    {"recompute", f.recompute.value},
+                    {"host_offload", f.host_offload.value},
                     {"kernels", composition_json(f.kernels)},
                     {"sources",
                      {{"attention", f.attention.source},
@@ -194,7 +203,10 @@ int list_frameworks(const std::string& format) {
                       {"host_dispatch_us", f.host_dispatch_us.source},
                       {"schedules", f.schedules.source},
                       {"pipeline_split", f.pipeline_split.source},
-                      {"attention_kernel", f.attention_kernel.source}}}});
+                      {"attention_kernel", f.attention_kernel.source},
+                      {"data_parallel", f.data_parallel.source},
+                      {"recompute", f.recompute.source},
+                      {"host_offload", f.host_offload.source}}}});
   }
   print_listing(rows, format, table);
   return 0;

@@ -249,7 +249,9 @@ struct Enumerator {
         // Expert parallelism runs beside plain DP or a sharded optimizer (Megatron-LM's pairing).
         if (ep > 1 && (l.cp > 1 || (mode != "ddp" && mode != "zero-1"))) continue;
         for (bool offload : {false, true}) {
-          if (offload && (!h.with_optimizer_offload || l.cp > 1)) continue;
+          if (offload &&
+              (!h.with_optimizer_offload || l.cp > 1 || !o.base.loaded_framework->host_offload.value))
+            continue;
           add(s, l, v, rc, mode, ep, offload);
         }
       }

@@ -82,9 +82,12 @@ FrameworkSetting<std::string> optional_word_setting(JsonObject& settings, const 
   return word_setting(settings, key, parse);
 }
 
-/// An optional list of words, each one of `valid`.
-FrameworkSetting<std::vector<std::string>> word_list_setting(JsonObject& settings, const std::string& key,
-                                                             const std::vector<std::string>& valid) {
+/// An optional list setting of 1 to `max` strings (`what` says what they are, e.g. "schedule names"), each
+/// checked by `check`, which throws InputError; absent, empty with no source.
+template <class Check>
+FrameworkSetting<std::vector<std::string>> list_setting(JsonObject& settings, const std::string& key,
+                                                        std::size_t max, const std::string& what,
+                                                        Check check) {
   FrameworkSetting<std::vector<std::string>> out;
   if (!settings.has(key)) {
     settings.accept(key);
@@ -92,48 +95,41 @@ FrameworkSetting<std::vector<std::string>> word_list_setting(JsonObject& setting
   }
   JsonObject s = setting_object(settings, key, out.source);
   const json& v = s.raw("value");
-  if (!v.is_array() || v.empty() || v.size() > valid.size())
-    s.fail("value", fmt::format("expected a list of 1 to {} of: {}", valid.size(), fmt::join(valid, ", ")));
+  if (!v.is_array() || v.empty() || v.size() > max)
+    s.fail("value", fmt::format("expected a list of 1 to {} {}", max, what));
   for (std::size_t i = 0; i < v.size(); ++i) {
     const std::string where = s.path_of("value") + "/" + std::to_string(i);
-    if (!v[i].is_string() || std::find(valid.begin(), valid.end(), v[i].get<std::string>()) == valid.end())
-      throw InputError(s.file(), where, fmt::format("expected one of: {}", fmt::join(valid, ", ")));
+    try {
+      if (!v[i].is_string()) throw InputError("", "", "expected a string");
+      check(v[i].get<std::string>());
+    } catch (const InputError& e) {
+      throw InputError(s.file(), where, e.message());
+    }
     out.value.push_back(v[i].get<std::string>());
   }
   s.finish();
   return out;
 }
 
+/// An optional list of words, each one of `valid`.
+FrameworkSetting<std::vector<std::string>> word_list_setting(JsonObject& settings, const std::string& key,
+                                                             const std::vector<std::string>& valid) {
+  const std::string words = fmt::format("{}", fmt::join(valid, ", "));
+  return list_setting(settings, key, valid.size(), "of: " + words, [&](const std::string& word) {
+    if (std::find(valid.begin(), valid.end(), word) == valid.end())
+      throw InputError("", "", "expected one of: " + words);
+  });
+}
+
 /// An optional list of order-based schedule names, each registered.
 FrameworkSetting<std::vector<std::string>> schedules_setting(JsonObject& settings, const std::string& key) {
-  FrameworkSetting<std::vector<std::string>> out;
-  if (!settings.has(key)) {
-    settings.accept(key);
-    return out;
-  }
-  JsonObject s = setting_object(settings, key, out.source);
-  const json& v = s.raw("value");
-  if (!v.is_array() || v.empty() || v.size() > 64)
-    s.fail("value", "expected a list of 1 to 64 schedule names");
-  for (std::size_t i = 0; i < v.size(); ++i) {
-    const std::string where = s.path_of("value") + "/" + std::to_string(i);
-    if (!v[i].is_string()) throw InputError(s.file(), where, "expected a schedule name");
-    const std::string name = v[i].get<std::string>();
-    const ScheduleDescriptor* d = nullptr;
-    try {
-      d = &find_schedule(name);
-    } catch (const InputError& e) {
-      throw InputError(s.file(), where, e.message());
-    }
-    if (d->kind != ScheduleKind::kOrderBased)
-      throw InputError(s.file(), where,
+  return list_setting(settings, key, 64, "schedule names", [](const std::string& name) {
+    if (find_schedule(name).kind != ScheduleKind::kOrderBased)  // find_schedule names the valid ones
+      throw InputError("", "",
                        fmt::format("{} is a CPU-offload system that runs on any framework; list pipeline "
                                    "schedules only",
                                    name));
-    out.value.push_back(name);
-  }
-  s.finish();
-  return out;
+  });
 }
 
 }  // namespace
@@ -188,6 +184,10 @@ Framework parse_framework(const std::string& text, const std::string& file) {
   f.data_parallel =
       word_list_setting(s, "data_parallel", {"ddp", "zero-1", "zero-2", "zero-3", "fsdp-hybrid"});
   f.recompute = word_list_setting(s, "recompute", {"none", "selective", "full"});
+  if (s.has("host_offload"))
+    f.host_offload = flag_setting(s, "host_offload");
+  else
+    s.accept("host_offload");
   s.finish();
   f.kernels = parse_framework_kernels(r);
   r.finish();

@@ -304,9 +304,15 @@ AllSchedulePlans plans_of_all_schedules(const JobOptions& given) {
 
 namespace {
 
-/// Refuses a data-parallel mode or recompute policy the framework does not offer.
-void check_framework_offers(const JobOptions& j) {
+/// Refuses a data-parallel mode, recompute policy or host offload the framework does not offer.
+void check_framework_offers(const JobOptions& j, const ScheduleDescriptor& schedule) {
   const Framework& f = *j.loaded_framework;
+  if (!f.host_offload.value && schedule.kind == ScheduleKind::kOrderBased &&
+      (j.optimizer_offload || j.offload != "none"))
+    bad(j.optimizer_offload ? Option{"optimizer_offload"} : Option{"offload"},
+        fmt::format("{} keeps optimizer state and parameters on the GPU; a CPU-offload schedule (mobius, "
+                    "spipe, roundpipe) offloads by itself",
+                    f.name));
   const std::string mode = data_parallel_mode(j);
   if (!framework_offers(f.data_parallel, mode))
     bad(!j.fsdp.empty() ? Option{"fsdp"} : Option{"zero"},
@@ -566,7 +572,7 @@ ScheduleInput make_schedule_input(const JobOptions& job, const ScheduleDescripto
     bad(Option{"schedule"},
         fmt::format("{} runs the pipeline schedules {}; valid: those, or a CPU-offload schedule",
                     framework_name(j), fmt::join(j.loaded_framework->schedules.value, ", ")));
-  check_framework_offers(j);
+  check_framework_offers(j, schedule);
   ScheduleInput in;
   in.framework = framework_name(j);
   resolve_layout(j, in);

@@ -158,6 +158,10 @@ TEST(Framework, OffersOnlyItsDataParallelismAndRecompute) {
             "recompute: nanotron offers recompute none, full; valid: those");
   j.recompute = "full";
   EXPECT_EQ(testing::error_of([&] { testing::plan_of("1f1b", j); }), "no error");
+  j.optimizer_offload = true;  // nanotron has no host offload; the CPU-offload schedules bring their own
+  EXPECT_NE(testing::error_of([&] { testing::plan_of("1f1b", j); }).find("nanotron keeps optimizer state"),
+            std::string::npos);
+  j.optimizer_offload = false;
   // Without a sharding asked for, simulate adds only the variants the framework offers.
   j.zero = -1;
   std::vector<std::string> modes;
@@ -187,9 +191,10 @@ TEST(Framework, BadFilesNameFileAndPath) {
                 .find("/settings/host_dispatch_us/value"),
             std::string::npos);
   EXPECT_NE(err(with("/settings/flash", true)).find("/settings/flash"), std::string::npos);  // unknown key
-  EXPECT_EQ(err(with("/settings/data_parallel", nlohmann::json{{"value", {"ddp", "zero-4"}}, {"source", "x"}})),
-            "f.json: /settings/data_parallel/value/1: expected one of: ddp, zero-1, zero-2, zero-3, "
-            "fsdp-hybrid");
+  EXPECT_EQ(
+      err(with("/settings/data_parallel", nlohmann::json{{"value", {"ddp", "zero-4"}}, {"source", "x"}})),
+      "f.json: /settings/data_parallel/value/1: expected one of: ddp, zero-1, zero-2, zero-3, "
+      "fsdp-hybrid");
   EXPECT_EQ(
       err(with("/settings/schedules", nlohmann::json{{"value", {"1f1b", "roundpipe"}}, {"source", "x"}})),
       "f.json: /settings/schedules/value/1: roundpipe is a CPU-offload system that runs on any framework; "

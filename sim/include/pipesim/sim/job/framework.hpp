@@ -61,6 +61,10 @@ struct Framework {
   /// sharded variants `simulate` adds try only these, and a job that asks for another is refused.
   FrameworkSetting<std::vector<std::string>> data_parallel;
   FrameworkSetting<std::vector<std::string>> recompute;
+  /// Whether its classic schedules can keep optimizer state (or parameters) in host memory
+  /// (--optimizer-offload, --offload). Optional in a file; absent: true. The CPU-offload schedules do that
+  /// by themselves on any framework.
+  FrameworkSetting<bool> host_offload{true, {}};
   /// The framework's own element-wise kernels, saved tensors, residual width and optimizer traffic, where
   /// its file states them ("kernels"); null: the built-in Megatron-Core composition.
   std::shared_ptr<const KernelComposition> kernels;
