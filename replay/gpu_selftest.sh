@@ -11,7 +11,9 @@
 #                 predicted and measured step and `pipesim compare --format json` (per op kind: predicted,
 #                 measured, error)
 #   report.txt    the same as tables
-#   profile.json  the calibrated hardware profile (with its .cpu-raw.json and .cuda-raw.json measurements)
+#   profile.json  the calibrated hardware profile (with its .cpu-raw.json and .cuda-raw.json measurements), its
+#                 gpu.attention_kernels measured by calibrate/pytorch/attention_rates.py where python3 has PyTorch
+#   attention.json those attention rates
 #   <schedule>.plan.json, .predicted.json, .measured.json
 set -euo pipefail
 OUT_DIR=gpu-selftest
@@ -23,7 +25,7 @@ while [ $# -gt 0 ]; do
     --out) OUT_DIR=$2; shift 2 ;;
     --model) MODEL=$2; shift 2 ;;
     --seq) SEQ=$2; shift 2 ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     *) PIPESIM=$1; shift ;;
   esac
 done
@@ -44,6 +46,17 @@ start_ns=$(date +%s%N)
 calibrate_ms=$(( ($(date +%s%N) - start_ns) / 1000000 ))
 calibrate_s=$(printf '%d.%03d' $(( calibrate_ms / 1000 )) $(( calibrate_ms % 1000 )))
 say "== calibration took ${calibrate_s} s"
+attention="not measured: python3 has no PyTorch with CUDA"
+if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
+  say "== measuring the fused attention kernels through PyTorch"
+  if python3 "$(dirname "$0")/../calibrate/pytorch/attention_rates.py" --out "$OUT_DIR/attention.json" \
+      --profile "$OUT_DIR/profile.json" --profile-out "$OUT_DIR/profile.json" 2>&1 | tee -a "$REPORT_TXT"; then
+    attention="attention.json"
+  else
+    attention="failed: see report.txt"
+  fi
+fi
+say "== attention kernels: $attention"
 
 plans_json=""
 for schedule in 1f1b zb-h1 roundpipe spipe mobius; do
@@ -68,7 +81,7 @@ cat > "$OUT_DIR/report.json.tmp" <<EOF
 {"format": "pipesim-gpu-selftest", "version": 1,
  "machine": {"gpus": $GPUS, "gpu": "$GPU_NAME", "host": "$(hostname)"},
  "model": "$MODEL", "seq": $SEQ, "pp": $PP,
- "calibration": {"profile": "profile.json", "seconds": $calibrate_s},
+ "calibration": {"profile": "profile.json", "seconds": $calibrate_s, "attention_kernels": "$attention"},
  "plans": [$plans_json]}
 EOF
 mv "$OUT_DIR/report.json.tmp" "$OUT_DIR/report.json"
