@@ -158,6 +158,8 @@ int list_frameworks(const std::string& format) {
                            f.pipeline_split.value);
     if (!f.attention_kernel.value.empty())
       table += fmt::format("{:<20} attention kernel {}\n", "", f.attention_kernel.value);
+    if (f.vocab_padding.value > 1)
+      table += fmt::format("{:<20} vocabulary padded to a multiple of {} x tp\n", "", f.vocab_padding.value);
     if (!f.data_parallel.value.empty() || !f.recompute.value.empty() || !f.host_offload.value)
       table += fmt::format(
           "{:<20} data parallel {}, recompute {}, host offload {}\n", "",
@@ -189,6 +191,7 @@ int list_frameworks(const std::string& format) {
                     {"data_parallel", f.data_parallel.value},
                     {"recompute", f.recompute.value},
                     {"host_offload", f.host_offload.value},
+                    {"vocab_padding", f.vocab_padding.value},
                     {"kernels", composition_json(f.kernels)},
                     {"sources",
                      {{"attention", f.attention.source},
@@ -206,7 +209,8 @@ int list_frameworks(const std::string& format) {
                       {"attention_kernel", f.attention_kernel.source},
                       {"data_parallel", f.data_parallel.source},
                       {"recompute", f.recompute.source},
-                      {"host_offload", f.host_offload.source}}}});
+                      {"host_offload", f.host_offload.source},
+                      {"vocab_padding", f.vocab_padding.source}}}});
   }
   print_listing(rows, format, table);
   return 0;

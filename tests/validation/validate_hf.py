@@ -1,17 +1,20 @@
 #!/usr/bin/env python3
 """Predicts HF transformers training on one H100 (hf_eager_h100.json: Qwen3-1.7B at several batch shapes and with
 full recompute, GPT-2, Llama-2-7B trimmed to 4 layers; eager PyTorch with SDPA, fp32 parameters under bf16
-autocast, fused AdamW, microbatches accumulated one after another) with the shipped h100-sxm-8x profile and
-`--framework hf-transformers`, and prints step time and peak memory against the measured ones.
+autocast, fused AdamW, microbatches accumulated one after another) with the shipped h100-sxm-8x profile, and on
+one H200 (torch_h200.json's eager steps, measured the same way: Qwen3-1.7B and GPT-2) with h200-sxm-8x, both
+with `--framework hf-transformers`, and prints step time and peak memory against the measured ones.
 
 Usage: validate_hf.py PIPESIM [--check] [--framework NAME]
-Source: hf_eager_h100.json (measured 2026-11-27 on one NVIDIA H100 80GB HBM3 SXM, PyTorch 2.11.0+cu130,
-transformers 5.17.0; its "method" says how). Peak memory is torch.cuda.max_memory_allocated (tensors only).
+Sources: hf_eager_h100.json (measured 2026-11-27 on one NVIDIA H100 80GB HBM3 SXM, PyTorch 2.11.0+cu130,
+transformers 5.17.0; its "method" says how) and torch_h200.json (one H200, same software, measure_torch.py).
+Peak memory is torch.cuda.max_memory_allocated (tensors only).
 
 With --check it exits 1 when the mean absolute step error, a step error, or a memory error leaves the bounds
-below. They guard what the modelled causes give today (steps +4.2, -7.6, -8.6, -4.4, -25.5, -1.3 %, mean
-absolute 8.6 %; memory -0.0 to +5.5 %): GPT-2 is short because its narrow GEMMs (h 768) run below the
-efficiency the profile gives GEMMs of their work (docs/fidelity.md).
+below. They guard what the modelled causes give today (H100 steps +4.2, -7.6, -8.6, -4.4, -4.5, -1.3 %; H200
++4.4, -16.0 %; mean absolute 6.4 %; memory -0.0 to +5.5 %): GPT-2 on the H200 is short because eager PyTorch's
+element-wise kernels run 1.0-1.35x faster there than on the H100 (same SMs) where the HBM is 1.43x faster
+(docs/fidelity.md).
 """
 import json
 import os
@@ -21,8 +24,8 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(HERE, "..", "fixtures", "hf")
-MEAN_STEP_BOUND_PCT = 10.0
-STEP_BOUND_PCT = 28.0
+MEAN_STEP_BOUND_PCT = 8.0
+STEP_BOUND_PCT = 20.0
 MEMORY_BOUND_PCT = 8.0
 
 
@@ -41,7 +44,7 @@ def model_for(case, tmp):
 
 
 def predict(pipesim, framework, case, tmp):
-    args = [pipesim, "simulate", "--model", model_for(case, tmp), "--hw", "h100-sxm-8x", "--nodes", "1",
+    args = [pipesim, "simulate", "--model", model_for(case, tmp), "--hw", case["hw"], "--nodes", "1",
             "--pp", "1", "--seq", str(case["seq"]), "--microbatch-size", str(case["micro_batch"]),
             "--microbatches", str(case["microbatches"]), "--schedule", "1f1b", "--recompute", case["recompute"],
             "--framework", framework, "--format", "json"]
@@ -55,7 +58,14 @@ def main():
     pipesim, check = sys.argv[1], "--check" in sys.argv
     framework = sys.argv[sys.argv.index("--framework") + 1] if "--framework" in sys.argv else "hf-transformers"
     with open(os.path.join(HERE, "hf_eager_h100.json")) as f:
-        cases = json.load(f)["cases"]
+        cases = [dict(c, hw="h100-sxm-8x") for c in json.load(f)["cases"]]
+    with open(os.path.join(HERE, "torch_h200.json")) as f:
+        for c in json.load(f)["hf"]:
+            if not c["compiled"]:
+                with open(os.path.join(FIXTURES, c["config"])) as g:
+                    config = json.load(g)
+                layers = config.get("num_hidden_layers", config.get("n_layer"))
+                cases.append(dict(c, case="h200 " + c["case"], hw="h200-sxm-8x", layers=layers, recompute="none"))
     failures, step_errors = [], []
     print(f"{'case':<30} {'step s':>8} {'pipesim':>8} {'error':>8}   {'peak GiB':>8} {'pipesim':>8} {'error':>8}")
     with tempfile.TemporaryDirectory() as tmp:

@@ -187,7 +187,7 @@ Duration RunState::compute_duration(const Op& op, DeviceId device) const {
     const Duration gpu =
         hw.op_ns(c->flops, c->gemm_gflop, c->kernels, plan_.meta.dtype, mem, c->expert_flops,
                  c->expert_gemm_gflop, c->expert_weight_bytes, c->attention_flops, c->attention_bytes,
-                 c->wide_flops, c->score_bytes, c->fused_attention_flops, c->fused_attention_tflops);
+                 c->wide_flops, c->score_bytes, c->rated_flops, c->rated_tflops);
     // The GPU runs no faster than the CPU issues its kernels.
     return std::max(gpu, c->kernels * plan_.meta.host_dispatch_ns);
   }

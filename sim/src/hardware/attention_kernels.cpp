@@ -13,7 +13,7 @@ double interpolate_log2(double x0, double y0, double x1, double y1, double x) {
 
 }  // namespace
 
-AttentionRate attention_rate(const AttentionKernelRates& kernel, std::int64_t head_dim, std::int64_t seq) {
+KernelRate attention_rate(const AttentionKernelRates& kernel, std::int64_t head_dim, std::int64_t seq) {
   if (kernel.points.empty() || head_dim <= 0 || seq <= 0) return {};
   std::int64_t nearest = kernel.points.front().head_dim;
   auto distance = [&](std::int64_t d) {
@@ -27,7 +27,7 @@ AttentionRate attention_rate(const AttentionKernelRates& kernel, std::int64_t he
   const auto s = static_cast<double>(seq);
   const AttentionKernelPoint* lo = &row.front();
   const AttentionKernelPoint* hi = &row.back();
-  AttentionRate rate;
+  KernelRate rate;
   if (s <= static_cast<double>(lo->seq)) {
     rate = {lo->forward_tflops, lo->backward_tflops};
   } else if (s >= static_cast<double>(hi->seq)) {

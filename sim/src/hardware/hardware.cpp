@@ -84,21 +84,19 @@ std::int64_t HardwareProfile::op_ns(double flops, double gemm_gflop, std::int32_
                                     const std::string& dtype, std::int64_t mem_bytes, double expert_flops,
                                     double expert_gemm_gflop, std::int64_t expert_weight_bytes,
                                     double attention_flops, std::int64_t attention_bytes, double wide_flops,
-                                    std::int64_t score_bytes, double fused_attention_flops,
-                                    double fused_attention_tflops) const {
+                                    std::int64_t score_bytes, double rated_flops, double rated_tflops) const {
   // Score GEMMs over materialized scores: the longer of their FLOPs and their score traffic.
   if (attention_bytes <= 0) attention_flops = 0;
   // FP8 recipes run the blocks' (and experts') GEMMs in FP8 and keep attention and the output head in 16
   // bits.
   const bool fp8 = dtype == "fp8";
   const std::string& wide = fp8 ? sixteen_bit_dtype() : dtype;
-  if (!fp8) wide_flops = 0;  // one precision: the op's FLOPs are timed together
-  if (fused_attention_tflops <= 0) fused_attention_flops = 0;  // no published rate: the GEMM rate
-  std::int64_t ns = compute_ns(flops - expert_flops - attention_flops - wide_flops - fused_attention_flops,
-                               gemm_gflop, kernels, dtype);
-  // A fused attention kernel at its own benchmarked rate (flash attention runs well below the GEMMs').
-  if (fused_attention_flops > 0)
-    ns += duration_for_work(fused_attention_flops, fused_attention_tflops * 1e12);
+  if (!fp8) wide_flops = 0;                // one precision: the op's FLOPs are timed together
+  if (rated_tflops <= 0) rated_flops = 0;  // no published rate: the GEMM rate
+  std::int64_t ns = compute_ns(flops - expert_flops - attention_flops - wide_flops - rated_flops, gemm_gflop,
+                               kernels, dtype);
+  // Kernels at their own measured rate (flash attention, unaligned GEMMs: both well below the GEMM curve).
+  if (rated_flops > 0) ns += duration_for_work(rated_flops, rated_tflops * 1e12);
   // Of the memory-bound bytes, the softmax, mask and dropout over unfused attention's scores run at the
   // score kernels' own bandwidth.
   const bool own_score_rate = gpu.unfused_attention_efficiency > 0 && score_bytes > 0;
@@ -249,9 +247,17 @@ void read_gpu(JsonObject& r, GpuSpec& gpu) {
   gpu.gemm_efficiency = read_curve(g, "gemm_efficiency", "gemm_gflop", "efficiency", 1.0, true);
   gpu.board_W = g.number_or("board_W", 0, 0, 1e4);
   gpu.attention_kernels = read_attention_kernels(g);
-  gpu.sources = read_sources(
-      g, {"model", "peak_tflops", "hbm_bytes", "hbm_GBps", "hbm_efficiency", "unfused_attention_efficiency",
-          "collective_compute_slowdown", "launch_overhead_us", "gemm_efficiency", "board_W"});
+  if (g.has("unaligned_gemm_tflops")) {
+    JsonObject u = g.object("unaligned_gemm_tflops");
+    gpu.unaligned_gemm = {u.number("forward", 1e-3, 1e6), u.number("backward", 1e-3, 1e6)};
+    u.finish();
+  } else {
+    g.accept("unaligned_gemm_tflops");
+  }
+  gpu.sources =
+      read_sources(g, {"model", "peak_tflops", "hbm_bytes", "hbm_GBps", "hbm_efficiency",
+                       "unfused_attention_efficiency", "collective_compute_slowdown", "launch_overhead_us",
+                       "gemm_efficiency", "board_W", "unaligned_gemm_tflops"});
   g.finish();
 }
 
@@ -429,6 +435,9 @@ std::string hardware_profile_to_json(const HardwareProfile& hw) {
   if (hw.gpu.collective_compute_slowdown > 0)
     g["collective_compute_slowdown"] = hw.gpu.collective_compute_slowdown;
   if (hw.gpu.board_W > 0) g["board_W"] = hw.gpu.board_W;
+  if (hw.gpu.unaligned_gemm.forward_tflops > 0)
+    g["unaligned_gemm_tflops"] = {{"forward", hw.gpu.unaligned_gemm.forward_tflops},
+                                  {"backward", hw.gpu.unaligned_gemm.backward_tflops}};
   if (!hw.gpu.attention_kernels.empty())
     g["attention_kernels"] = attention_kernels_json(hw.gpu.attention_kernels);
   write_sources(g, hw.gpu.sources);

@@ -71,6 +71,20 @@ FrameworkSetting<double> number_setting(JsonObject& settings, const std::string&
   return out;
 }
 
+/// An optional whole-number setting in [lo, hi]; absent, `fallback` with no source.
+FrameworkSetting<std::int64_t> integer_setting(JsonObject& settings, const std::string& key,
+                                               std::int64_t fallback, std::int64_t lo, std::int64_t hi) {
+  if (!settings.has(key)) {
+    settings.accept(key);
+    return {fallback, {}};
+  }
+  FrameworkSetting<std::int64_t> out;
+  JsonObject s = setting_object(settings, key, out.source);
+  out.value = s.integer("value", lo, hi);
+  s.finish();
+  return out;
+}
+
 /// An optional word setting, checked by the option's own parser; absent, `fallback` with no source.
 template <class Parse>
 FrameworkSetting<std::string> optional_word_setting(JsonObject& settings, const std::string& key,
@@ -188,6 +202,7 @@ Framework parse_framework(const std::string& text, const std::string& file) {
     f.host_offload = flag_setting(s, "host_offload");
   else
     s.accept("host_offload");
+  f.vocab_padding = integer_setting(s, "vocab_padding", 1, 1, 1 << 16);
   s.finish();
   f.kernels = parse_framework_kernels(r);
   r.finish();

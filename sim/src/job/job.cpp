@@ -508,8 +508,8 @@ Kernels parse_kernels(const JobOptions& j) {
 /// The framework's attention kernel's published rates on this GPU at the model's head dimension and the
 /// job's sequence per context-parallel rank's queries (their keys span the whole sequence); none when the
 /// profile does not list the kernel.
-AttentionRate framework_attention_rate(const JobOptions& j, const HardwareProfile& hw, const ModelSpec& m,
-                                       std::int64_t seq) {
+KernelRate framework_attention_rate(const JobOptions& j, const HardwareProfile& hw, const ModelSpec& m,
+                                    std::int64_t seq) {
   const std::string& kernel = j.loaded_framework->attention_kernel.value;
   const auto it = hw.gpu.attention_kernels.find(kernel);
   if (kernel.empty() || it == hw.gpu.attention_kernels.end()) return {};
@@ -521,6 +521,10 @@ void use_model(const JobOptions& j, const ScheduleDescriptor& schedule, const Ba
                const Kernels& kernels, ScheduleInput& in) {
   ModelSpec m = j.loaded_model ? *j.loaded_model : load_model(j.model);
   in.model_name = m.name;
+  // The framework's padded vocabulary is what its output layer computes and its embedding holds.
+  const std::int64_t vocab_multiple =
+      (j.loaded_framework ? j.loaded_framework->vocab_padding.value : 1) * j.tp;
+  m.vocab = (m.vocab + vocab_multiple - 1) / vocab_multiple * vocab_multiple;
   in.seq = j.seq > 0 ? j.seq : kDefaultSequenceLength;
   if (in.seq > (std::int64_t{1} << 24)) bad(Option{"seq"}, "valid: 1 .. 16777216");
   if (j.doc_mask_tokens < 0 || j.doc_mask_tokens > in.seq)
@@ -550,6 +554,7 @@ void use_model(const JobOptions& j, const ScheduleDescriptor& schedule, const Ba
       co.cp = j.cp;
       co.composition = j.loaded_framework ? j.loaded_framework->kernels : nullptr;
       co.attention_rate = framework_attention_rate(j, in.hw, m, in.seq);
+      co.unaligned_gemm_rate = in.hw.gpu.unaligned_gemm;
       in.costs.push_back(model_layer_costs(m, co));
     }
     in.cost_of_microbatch.push_back(it->second);

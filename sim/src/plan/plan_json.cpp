@@ -156,9 +156,9 @@ std::string plan_to_json(const Plan& plan) {
         j["compute"]["attention_flops"] = c->attention_flops;
         j["compute"]["attention_bytes"] = c->attention_bytes;
       }
-      if (c->fused_attention_flops > 0) {
-        j["compute"]["fused_attention_flops"] = c->fused_attention_flops;
-        j["compute"]["fused_attention_tflops"] = c->fused_attention_tflops;
+      if (c->rated_flops > 0) {
+        j["compute"]["rated_flops"] = c->rated_flops;
+        j["compute"]["rated_tflops"] = c->rated_tflops;
       }
       if (!c->gemms.empty()) {
         json g = json::array();
@@ -265,13 +265,12 @@ ComputeWork read_compute(JsonObject c) {
                    read_gemms(c),
                    c.number_or("wide_flops", 0, 0, 1e30),
                    c.integer_or("score_bytes", 0, 0, kMaxBytes)};
-  work.fused_attention_flops = c.number_or("fused_attention_flops", 0, 0, 1e30);
-  work.fused_attention_tflops = c.number_or("fused_attention_tflops", 0, 0, 1e6);
-  if (work.fused_attention_flops > 0 && work.fused_attention_tflops <= 0)
-    c.fail("fused_attention_tflops",
-           "missing or 0 beside fused_attention_flops; valid: the kernel's TFLOP/s");
-  if (work.expert_flops + work.attention_flops + work.wide_flops + work.fused_attention_flops > work.flops)
-    c.fail("fused_attention_flops", "with the other shares exceeds flops; valid: 0 .. the rest");
+  work.rated_flops = c.number_or("rated_flops", 0, 0, 1e30);
+  work.rated_tflops = c.number_or("rated_tflops", 0, 0, 1e6);
+  if (work.rated_flops > 0 && work.rated_tflops <= 0)
+    c.fail("rated_tflops", "missing or 0 beside rated_flops; valid: the kernel's TFLOP/s");
+  if (work.expert_flops + work.attention_flops + work.wide_flops + work.rated_flops > work.flops)
+    c.fail("rated_flops", "with the other shares exceeds flops; valid: 0 .. the rest");
   if (work.score_bytes > work.mem_bytes) c.fail("score_bytes", "exceeds mem_bytes; valid: 0 .. mem_bytes");
   if (work.expert_flops + work.attention_flops > work.flops)
     c.fail("attention_flops", "with expert_flops exceeds flops; valid: 0 .. flops - expert_flops");

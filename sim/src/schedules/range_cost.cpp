@@ -7,7 +7,7 @@ namespace pipesim::sim {
 namespace {
 
 /// A layer's attention work on the range: unfused attention's score GEMMs and bytes, flash attention at its
-/// kernel's rate, and what FP8 recipes keep in 16 bits.
+/// kernel's rate, and what FP8 recipes keep in 16 bits; and the head's unaligned GEMMs at their own rate.
 void add_attention(const LayerCost& l, double t, RangeCost& r) {
   // Unfused attention also computes the masked scores: hardware work beyond the model's FLOPs.
   r.fwd += l.attention_masked_flops / t;
@@ -19,11 +19,16 @@ void add_attention(const LayerCost& l, double t, RangeCost& r) {
   r.wide_bwd_w += l.wide_bwd_weight_flops / t;
   r.wide_recompute += l.wide_recompute_flops / t;
   if (l.role == LayerRole::kBlock) r.wide_checkpoint_recompute += l.wide_fwd_flops / t;
-  r.fused_attn_fwd += l.fused_attention_fwd_flops / t;
-  r.fused_attn_bwd_in += l.fused_attention_bwd_flops / t;
-  r.fused_attn_recompute += l.fused_attention_recompute_flops / t;
-  if (l.role == LayerRole::kBlock) r.fused_attn_checkpoint_recompute += l.fused_attention_fwd_flops / t;
-  if (l.fused_attention_fwd_flops > 0) r.fused_attn_rate = l.fused_attention_rate;
+  const KernelRate& a = l.fused_attention_rate;
+  r.rated_fwd.add(l.fused_attention_fwd_flops / t, a.forward_tflops);
+  r.rated_bwd_in.add(l.fused_attention_bwd_flops / t, a.backward_tflops);
+  r.rated_recompute.add(l.fused_attention_recompute_flops / t, a.forward_tflops);
+  if (l.role == LayerRole::kBlock)
+    r.rated_checkpoint_recompute.add(l.fused_attention_fwd_flops / t, a.forward_tflops);
+  const KernelRate& u = l.unaligned_gemm_rate;
+  r.rated_fwd.add(l.unaligned_fwd_flops / t, u.forward_tflops);
+  r.rated_bwd_in.add(l.unaligned_bwd_input_flops / t, u.backward_tflops);
+  r.rated_bwd_w.add(l.unaligned_bwd_weight_flops / t, u.backward_tflops);
   r.attn_fwd += l.attention_fwd_flops / t;
   r.attn_bwd_in += l.attention_bwd_flops / t;
   r.attn_recompute += l.attention_recompute_flops / t;

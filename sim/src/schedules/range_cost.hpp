@@ -10,6 +10,20 @@
 
 namespace pipesim::sim {
 
+/// FLOPs of kernels that each run at a rate of their own, and their summed time at those rates: the op's
+/// kernels at `tflops()` take exactly that time.
+struct RatedWork {
+  double flops = 0;
+  double seconds = 0;
+  void add(double kernel_flops, double kernel_tflops) {
+    if (kernel_flops <= 0 || kernel_tflops <= 0) return;
+    flops += kernel_flops;
+    seconds += kernel_flops / (kernel_tflops * 1e12);
+  }
+  double tflops() const { return seconds > 0 ? flops / seconds / 1e12 : 0; }
+  RatedWork operator+(const RatedWork& o) const { return {flops + o.flops, seconds + o.seconds}; }
+};
+
 /// bf16 weights and gradients cross PCIe and sit on the GPU at 2 bytes per parameter.
 inline constexpr std::int64_t kWeightBytesPerParam = 2, kGradBytesPerParam = 2;
 /// Host copy of the optimizer per trained parameter: fp32 master weights, Adam m and v.
@@ -48,11 +62,10 @@ struct RangeCost {
   /// FP8 recipes: of each pass's FLOPs per TP rank, what stays in 16 bits (LayerCost::wide_*).
   double wide_fwd = 0, wide_bwd_in = 0, wide_bwd_w = 0, wide_recompute = 0, wide_checkpoint_recompute = 0;
   std::int64_t attn_fwd_bytes = 0, attn_bwd_bytes = 0, attn_recompute_bytes = 0;
-  /// Flash attention at its benchmarked rate (LayerCost::fused_attention_*): FLOPs per TP rank inside each
-  /// pass's totals, the blocks' forward share for checkpoint recompute, and the kernel's rates.
-  double fused_attn_fwd = 0, fused_attn_bwd_in = 0, fused_attn_recompute = 0,
-         fused_attn_checkpoint_recompute = 0;
-  AttentionRate fused_attn_rate{};
+  /// Kernels at their own rate (flash attention with a benchmarked rate, unaligned GEMMs: LayerCost's
+  /// fused_attention_* and unaligned_*): FLOPs per TP rank inside each pass's totals, and the blocks' forward
+  /// share for checkpoint recompute.
+  RatedWork rated_fwd, rated_bwd_in, rated_bwd_w, rated_recompute, rated_checkpoint_recompute;
   std::int32_t kernels = 0;
   bool profiled = false;  ///< measured times below replace the FLOP-based ones
   Duration fwd_ns = 0, bwd_in_ns = 0, bwd_w_ns = 0, bwd_ns = 0, recompute_ns = 0, checkpoint_recompute_ns = 0;

@@ -425,7 +425,16 @@ LayerCost head_cost(const LayerShape& x) {
   head.fwd_flops = logits;
   head.bwd_input_flops = logits;
   head.bwd_weight_flops = logits;
-  if (x.o.fp8) head.wide_fwd_flops = head.wide_bwd_input_flops = head.wide_bwd_weight_flops = logits;
+  // A vocabulary shard that is not a multiple of 8 (16 bytes of bf16) leaves the logits GEMMs on cuBLAS's
+  // alignment-1 kernels, at the GPU's measured rate for them (in 16 bits under FP8 recipes too).
+  const bool unaligned = ceil_div(m.vocab, t) % 8 != 0 && x.o.unaligned_gemm_rate.forward_tflops > 0 &&
+                         x.o.unaligned_gemm_rate.backward_tflops > 0;
+  if (unaligned) {
+    head.unaligned_fwd_flops = head.unaligned_bwd_input_flops = head.unaligned_bwd_weight_flops = logits;
+    head.unaligned_gemm_rate = x.o.unaligned_gemm_rate;
+  } else if (x.o.fp8) {
+    head.wide_fwd_flops = head.wide_bwd_input_flops = head.wide_bwd_weight_flops = logits;
+  }
   head.gemm_gflop = logits / static_cast<double>(t) / 1e9;
   head.gemms = {{b * s, ceil_div(m.vocab, t), h, 1}};
   head.kernels = 6;
@@ -448,7 +457,7 @@ LayerCost head_cost(const LayerShape& x) {
   head.trainable_params = x.lora ? 0 : head.params;
   head.param_bytes = x.resident(m.vocab * h + h, head.trainable_params);
   if (m.tie_embeddings) head.tied_copy_bytes = head.param_bytes - x.resident(h, x.lora ? 0 : h);
-  if (x.lora) head.bwd_weight_flops = 0;  // frozen head: only the input gradient flows back
+  if (x.lora) head.bwd_weight_flops = head.unaligned_bwd_weight_flops = 0;  // frozen: input gradient only
   // Vocab-parallel logits kept in fp32 for the loss backward, plus the input to the projection; a framework
   // lists what its loss keeps alive at its peak (the head's forward and backward run back to back).
   head.stored_activation_bytes =

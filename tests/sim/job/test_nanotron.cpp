@@ -59,7 +59,7 @@ TEST(Nanotron, ASimulatedJobUsesTheFrameworksSplitUnlessOneIsGiven) {
   EXPECT_EQ(testing::plan_of("1f1b", j).meta.partition, (std::vector<std::int32_t>{4, 4, 4, 4}));
 }
 
-std::vector<LayerCost> nanotron_costs(const ModelSpec& m, std::int64_t s, const AttentionRate& rate = {}) {
+std::vector<LayerCost> nanotron_costs(const ModelSpec& m, std::int64_t s, const KernelRate& rate = {}) {
   CostOptions o{1, s, 1, Recompute::kNone};
   o.attention = AttentionKernel::kFlash;
   o.sequence_parallel = false;
@@ -102,7 +102,7 @@ TEST(Nanotron, FlashAttentionRunsAtFlashAttention2sPublishedRate) {
   // On an H100 at head dimension 64 and 4096 tokens: 284 TFLOP/s forward and 279 backward as the
   // benchmark counts backward FLOPs (2.5 forwards), 279 / 1.25 in pipesim's (2 forwards).
   const HardwareProfile hw = load_hardware_profile("h100-sxm-8x");
-  const AttentionRate rate = attention_rate(hw.gpu.attention_kernels.at("flash-attn-2"), 64, 4096);
+  const KernelRate rate = attention_rate(hw.gpu.attention_kernels.at("flash-attn-2"), 64, 4096);
   EXPECT_DOUBLE_EQ(rate.forward_tflops, 284);
   EXPECT_DOUBLE_EQ(rate.backward_tflops, 279 / 1.25);
   const std::int64_t T = 4096;
@@ -123,13 +123,12 @@ TEST(Nanotron, FlashAttentionRunsAtFlashAttention2sPublishedRate) {
   const Plan plan = testing::plan_of("1f1b", j);
   const ComputeWork* forward = compute_of(plan.ops[0].payload);
   ASSERT_NE(forward, nullptr);
-  EXPECT_DOUBLE_EQ(forward->fused_attention_flops, 16 * attn);
-  EXPECT_DOUBLE_EQ(forward->fused_attention_tflops, 284);
+  EXPECT_DOUBLE_EQ(forward->rated_flops, 16 * attn);
+  EXPECT_DOUBLE_EQ(forward->rated_tflops, 284);
   ComputeWork at_gemm_rate = *forward;
-  at_gemm_rate.fused_attention_flops = 0;
-  const auto with_rate =
-      hw.op_ns(forward->flops, forward->gemm_gflop, 0, "bf16", forward->mem_bytes, 0, 0, 0, 0, 0, 0, 0,
-               forward->fused_attention_flops, forward->fused_attention_tflops);
+  at_gemm_rate.rated_flops = 0;
+  const auto with_rate = hw.op_ns(forward->flops, forward->gemm_gflop, 0, "bf16", forward->mem_bytes, 0, 0, 0,
+                                  0, 0, 0, 0, forward->rated_flops, forward->rated_tflops);
   const auto without = hw.op_ns(forward->flops, forward->gemm_gflop, 0, "bf16", forward->mem_bytes);
   EXPECT_GT(with_rate, without);
   EXPECT_NEAR(static_cast<double>(with_rate - without),
@@ -141,7 +140,7 @@ TEST(Nanotron, FlashAttentionRunsAtFlashAttention2sPublishedRate) {
   const Plan megatron_plan = testing::plan_of("1f1b", j);
   const ComputeWork* megatron = compute_of(megatron_plan.ops[0].payload);
   ASSERT_NE(megatron, nullptr);
-  EXPECT_EQ(megatron->fused_attention_flops, 0);
+  EXPECT_EQ(megatron->rated_flops, 0);
 }
 
 TEST(Nanotron, BadSettingsNameTheirPath) {

@@ -72,6 +72,9 @@ inline ComputeWork backward_work(TaskKind kind, const RangeCost& part, double ge
                                  bool rows_with_input = false) {
   const bool whole = kind == TaskKind::kBackward, weight_only = kind == TaskKind::kBackwardWeight;
   const double rows = rows_with_input && !whole ? part.bwd_w_row : 0;
+  const RatedWork rated = whole         ? part.rated_bwd_in + part.rated_bwd_w
+                          : weight_only ? part.rated_bwd_w
+                                        : part.rated_bwd_in;
   return ComputeWork{whole         ? part.bwd_in + part.bwd_w
                      : weight_only ? part.bwd_w - rows
                                    : part.bwd_in + rows,
@@ -94,8 +97,8 @@ inline ComputeWork backward_work(TaskKind kind, const RangeCost& part, double ge
                      : weight_only ? part.wide_bwd_w
                                    : part.wide_bwd_in,
                      weight_only ? 0 : part.bwd_score_mem,
-                     weight_only ? 0 : part.fused_attn_bwd_in,
-                     part.fused_attn_rate.backward_tflops};
+                     rated.flops,
+                     rated.tflops()};
 }
 
 /// A profiled pass's measured time, or -1 to time it from its work.
@@ -309,8 +312,8 @@ class Builder {
                        r.gemms,
                        r.wide_fwd,
                        r.fwd_score_mem,
-                       r.fused_attn_fwd,
-                       r.fused_attn_rate.forward_tflops};
+                       r.rated_fwd.flops,
+                       r.rated_fwd.tflops()};
   }
   ComputeWork recompute_work(const RangeCost& r) const {
     return ComputeWork{r.recompute,
@@ -325,8 +328,8 @@ class Builder {
                        full_recompute_gemms(r),
                        r.wide_recompute,
                        r.recompute_score_mem,
-                       r.fused_attn_recompute,
-                       r.fused_attn_rate.forward_tflops};
+                       r.rated_recompute.flops,
+                       r.rated_recompute.tflops()};
   }
   static Duration forward_fixed(const RangeCost& r) { return r.profiled ? r.fwd_ns : Duration{-1}; }
   static Duration recompute_fixed(const RangeCost& r) { return r.profiled ? r.recompute_ns : Duration{-1}; }
@@ -434,8 +437,8 @@ class Builder {
     static std::uint64_t bits(double x) { return x == 0 ? 0 : std::bit_cast<std::uint64_t>(x); }  // -0 == 0
     std::size_t operator()(const ComputeWork& w) const {
       std::uint64_t h = bits(w.flops);
-      for (double x : {w.gemm_gflop, w.expert_flops, w.attention_flops, w.wide_flops, w.fused_attention_flops,
-                       w.fused_attention_tflops})
+      for (double x :
+           {w.gemm_gflop, w.expert_flops, w.attention_flops, w.wide_flops, w.rated_flops, w.rated_tflops})
         h = (h ^ bits(x)) * 0x9e3779b97f4a7c15ULL;
       for (std::int64_t x : {w.mem_bytes, w.score_bytes, w.attention_bytes, w.expert_weight_bytes,
                              std::int64_t{w.kernels}, static_cast<std::int64_t>(w.gemms.size())})

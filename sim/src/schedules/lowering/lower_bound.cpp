@@ -64,7 +64,7 @@ struct Builder::LowerBoundTimes {
     if (fixed >= 0) return fixed;
     return in_.hw.op_ns(w.flops, w.gemm_gflop, 0, in_.dtype, w.mem_bytes, w.expert_flops, w.expert_gemm_gflop,
                         w.expert_weight_bytes, w.attention_flops, w.attention_bytes, w.wide_flops,
-                        w.score_bytes, w.fused_attention_flops, w.fused_attention_tflops);
+                        w.score_bytes, w.rated_flops, w.rated_tflops);
   }
   std::int64_t gpu_position(std::int32_t rank) const { return in_.hw.gpu_slot(rank, in_.tp); }
   /// A TP collective on the compute stream lasts at least its path latency steps plus its bytes at the

@@ -87,11 +87,11 @@ OpId push(Plan& plan, Op op, std::vector<OpId> deps, const OpExtras& extras) {
 
 OpId OffloadPlan::forward(std::int32_t g, const OpTags& tags, const RangeCost& r, std::vector<OpId> deps,
                           std::int64_t alloc, std::int64_t free) {
-  return compute(g, OpKind::kForward, tags,
-                 ComputeWork{r.fwd, r.gemm, r.kernels, r.fwd_mem, r.expert_fwd, r.expert_gemm,
-                             r.expert_weight_bytes, 0, 0, r.gemms, r.wide_fwd, r.fwd_score_mem,
-                             r.fused_attn_fwd, r.fused_attn_rate.forward_tflops},
-                 r.profiled ? r.fwd_ns : -1, std::move(deps), alloc, free);
+  return compute(
+      g, OpKind::kForward, tags,
+      ComputeWork{r.fwd, r.gemm, r.kernels, r.fwd_mem, r.expert_fwd, r.expert_gemm, r.expert_weight_bytes, 0,
+                  0, r.gemms, r.wide_fwd, r.fwd_score_mem, r.rated_fwd.flops, r.rated_fwd.tflops()},
+      r.profiled ? r.fwd_ns : -1, std::move(deps), alloc, free);
 }
 
 OpId OffloadPlan::recompute(std::int32_t g, const OpTags& tags, const RangeCost& r, std::vector<OpId> deps,
@@ -100,7 +100,7 @@ OpId OffloadPlan::recompute(std::int32_t g, const OpTags& tags, const RangeCost&
                  ComputeWork{r.checkpoint_recompute, r.gemm, r.kernels, r.checkpoint_recompute_mem,
                              r.expert_checkpoint_recompute, r.expert_gemm, r.expert_weight_bytes, 0, 0,
                              r.block_gemms, r.wide_checkpoint_recompute, r.checkpoint_recompute_score_mem,
-                             r.fused_attn_checkpoint_recompute, r.fused_attn_rate.forward_tflops},
+                             r.rated_checkpoint_recompute.flops, r.rated_checkpoint_recompute.tflops()},
                  r.profiled ? r.checkpoint_recompute_ns : -1, std::move(deps), alloc, free);
 }
 
@@ -110,7 +110,7 @@ OpId OffloadPlan::backward(std::int32_t g, const OpTags& tags, const RangeCost& 
       g, OpKind::kBackward, tags,
       ComputeWork{r.bwd, r.gemm, 2 * r.kernels, r.bwd_mem + r.grad_accum_mem, r.expert_bwd, r.expert_gemm,
                   2 * r.expert_weight_bytes, 0, 0, r.bwd_gemms, r.wide_bwd_in + r.wide_bwd_w, r.bwd_score_mem,
-                  r.fused_attn_bwd_in, r.fused_attn_rate.backward_tflops},
+                  (r.rated_bwd_in + r.rated_bwd_w).flops, (r.rated_bwd_in + r.rated_bwd_w).tflops()},
       r.profiled ? r.bwd_ns : -1, std::move(deps), alloc, free);
 }
 

@@ -26,9 +26,9 @@ struct AttentionKernelRates {
   std::string source;
 };
 
-/// The attention core's rates in the FLOPs pipesim counts (a backward twice its forward's FLOPs); 0: not
-/// known, the GEMM rate.
-struct AttentionRate {
+/// A kernel's rates in the FLOPs pipesim counts (for the attention core a backward twice its forward's
+/// FLOPs); 0: not known, the GEMM rate.
+struct KernelRate {
   double forward_tflops = 0;
   double backward_tflops = 0;
 };
@@ -38,6 +38,6 @@ inline constexpr double kBenchmarkedBackwardFlopsRatio = 2.5 / 2.0;
 
 /// The rates at `head_dim` and `seq`: the benchmarked head dimension nearest in ratio (the smaller on a
 /// tie), the sequence interpolated in log2 between its points and held at the ends.
-AttentionRate attention_rate(const AttentionKernelRates& kernel, std::int64_t head_dim, std::int64_t seq);
+KernelRate attention_rate(const AttentionKernelRates& kernel, std::int64_t head_dim, std::int64_t seq);
 
 }  // namespace pipesim::sim

@@ -42,6 +42,10 @@ struct GpuSpec {
   double board_W = 0;                       ///< rated board power (TDP), for energy estimates; 0: unknown
   /// Published rates of fused attention kernels by name (see attention_kernels.hpp); each carries its source.
   std::map<std::string, AttentionKernelRates> attention_kernels;
+  /// GEMMs with a dimension that is not a multiple of 8 elements (16 bytes of bf16: an odd vocabulary such as
+  /// GPT-2's 50,257) run on cuBLAS's alignment-1 kernels (`cutlass_75_..._align1`, mma.sync without TMA),
+  /// measured here rather than on the GEMM curve; 0: not measured, the GEMM curve.
+  KernelRate unaligned_gemm{};
   std::map<std::string, std::string> sources;
 };
 
@@ -148,7 +152,7 @@ struct HardwareProfile {
                      std::int64_t mem_bytes, double expert_flops = 0, double expert_gemm_gflop = 0,
                      std::int64_t expert_weight_bytes = 0, double attention_flops = 0,
                      std::int64_t attention_bytes = 0, double wide_flops = 0, std::int64_t score_bytes = 0,
-                     double fused_attention_flops = 0, double fused_attention_tflops = 0) const;
+                     double rated_flops = 0, double rated_tflops = 0) const;
   /// The 16-bit dtype of the profile (bf16 where the GPU has it, else fp16): what an FP8 recipe keeps for
   /// attention and the output head.
   const std::string& sixteen_bit_dtype() const;

@@ -65,6 +65,10 @@ struct Framework {
   /// (--optimizer-offload, --offload). Optional in a file; absent: true. The CPU-offload schedules do that
   /// by themselves on any framework.
   FrameworkSetting<bool> host_offload{true, {}};
+  /// The multiple the framework pads the vocabulary to, times tp (Megatron's --make-vocab-size-divisible-by,
+  /// 128): the output layer computes the padded logits. Optional in a file; absent: 1, the model's vocabulary
+  /// as given (an odd one leaves the output GEMMs unaligned).
+  FrameworkSetting<std::int64_t> vocab_padding{1, {}};
   /// The framework's own element-wise kernels, saved tensors, residual width and optimizer traffic, where
   /// its file states them ("kernels"); null: the built-in Megatron-Core composition.
   std::shared_ptr<const KernelComposition> kernels;

@@ -105,10 +105,11 @@ struct ComputeWork {
   /// Of `mem_bytes`, unfused attention's softmax, mask and dropout over the scores, timed at the GPU's
   /// unfused-attention bandwidth.
   std::int64_t score_bytes = 0;
-  /// Of `flops`, a fused attention kernel's (flash attention with a published rate on this GPU), timed at
-  /// `fused_attention_tflops` rather than the GEMM rate.
-  double fused_attention_flops = 0;
-  double fused_attention_tflops = 0;
+  /// Of `flops`, kernels with a rate of their own on this GPU rather than the GEMM curve's — a fused
+  /// attention kernel (flash attention with a benchmarked rate), GEMMs on cuBLAS's unaligned path — timed at
+  /// `rated_tflops` (their FLOPs over their summed time at each kernel's rate).
+  double rated_flops = 0;
+  double rated_tflops = 0;
 
   bool operator==(const ComputeWork&) const = default;
 };

@@ -105,7 +105,12 @@ struct LayerCost {
   /// Flash attention with a published rate on this GPU (CostOptions::attention_rate): the attention core's
   /// FLOPs per pass (as performed, before the TP split; inside the pass totals) and the kernel's rates.
   double fused_attention_fwd_flops = 0, fused_attention_bwd_flops = 0, fused_attention_recompute_flops = 0;
-  AttentionRate fused_attention_rate{};
+  KernelRate fused_attention_rate{};
+  /// The output head's GEMMs when its vocabulary shard is not a multiple of 8
+  /// (CostOptions::unaligned_gemm_rate): FLOPs per pass as performed (before the TP split; inside the pass
+  /// totals) and the unaligned kernels' rates.
+  double unaligned_fwd_flops = 0, unaligned_bwd_input_flops = 0, unaligned_bwd_weight_flops = 0;
+  KernelRate unaligned_gemm_rate{};
   std::int64_t ep_alltoall_bytes = 0;
   std::int32_t ep_alltoalls = 0;  ///< all-to-alls per pass
   /// Context parallelism: this rank's keys and values of one forward (bf16, per TP rank): what it passes
@@ -153,7 +158,10 @@ struct CostOptions {
   AttentionKernel attention = AttentionKernel::kUnfused;
   /// Flash attention's rates on this GPU for the framework's kernel at this head dimension and sequence
   /// (0: not published, the GEMM rate).
-  AttentionRate attention_rate{};
+  KernelRate attention_rate{};
+  /// The GPU's rate for GEMMs with a dimension that is not a multiple of 8 (HardwareProfile's unaligned_gemm;
+  /// 0: the GEMM curve): the output head's when its vocabulary shard is unaligned.
+  KernelRate unaligned_gemm_rate{};
   /// Sequence parallelism: norms, dropout and residual adds work on s/t of the sequence per TP rank (Megatron
   /// since 2022); without it every TP rank runs them on the whole sequence.
   bool sequence_parallel = true;
