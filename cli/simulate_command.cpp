@@ -146,10 +146,14 @@ void print_table(const std::vector<Result>& results, const std::vector<std::stri
         meta.recompute, m.step_time_s, m.tokens_per_s, 100 * m.mfu, 100 * m.bubble_fraction,
         gib(m.peak_gpu_mem_bytes), gib(m.peak_host_mem_bytes), m.oom ? "yes" : "no");
   }
+  const std::string runtime = p.hw.gpu.runtime_reserved_bytes > 0
+                                  ? fmt::format(" for tensors ({} less {} the CUDA runtime holds)",
+                                                gib(p.hw.gpu.hbm_bytes), gib(p.hw.gpu.runtime_reserved_bytes))
+                                  : "";
   std::cout << fmt::format(
-      "capacity: GPU {} GiB, host {} GiB; asynchronous schedules report the steady state of "
+      "capacity: GPU {} GiB{}, host {} GiB; asynchronous schedules report the steady state of "
       "several iterations\n",
-      gib(p.hw.gpu.hbm_bytes), gib(p.hw.host.dram_bytes));
+      gib(p.hw.gpu_tensor_capacity()), runtime, gib(p.hw.host.dram_bytes));
   for (const auto& r : results) {
     if (r.metrics.oom)
       std::cout << fmt::format("  {}: OOM first on {} at {:.4f} s, worst excess {} GiB\n",

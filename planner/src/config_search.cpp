@@ -389,12 +389,12 @@ std::string why_sharded(const std::vector<Candidate>& ranked, const Candidate* l
     return fmt::format(
         "plain data parallelism does not fit: its leanest configuration ({}) needs {} per GPU "
         "of {}; {} holds {}",
-        leanest_ddp_oom->key(), gib(leanest_ddp_oom->metrics.peak_gpu_mem_bytes), gib(hw.gpu.hbm_bytes), mode,
-        gib(best.metrics.peak_gpu_mem_bytes));
+        leanest_ddp_oom->key(), gib(leanest_ddp_oom->metrics.peak_gpu_mem_bytes),
+        gib(hw.gpu_tensor_capacity()), mode, gib(best.metrics.peak_gpu_mem_bytes));
   return fmt::format(
       "no plain data-parallel configuration fits {} of GPU memory (none got past the partition "
       "memory check); {} holds {}",
-      gib(hw.gpu.hbm_bytes), mode, gib(best.metrics.peak_gpu_mem_bytes));
+      gib(hw.gpu_tensor_capacity()), mode, gib(best.metrics.peak_gpu_mem_bytes));
 }
 
 /// When the best configuration splits sequences over context-parallel ranks: against the best one that does
@@ -516,7 +516,7 @@ struct Simulation {
     ++result.simulated;
     // A configuration fits when its simulated peak stays within the allowed share of GPU memory.
     if (c.metrics.oom || static_cast<double>(c.metrics.peak_gpu_mem_bytes) >
-                             o.max_mem_fraction * static_cast<double>(hw.gpu.hbm_bytes)) {
+                             o.max_mem_fraction * static_cast<double>(hw.gpu_tensor_capacity())) {
       ++result.oom;
       if (data_parallel_mode(c.job) == "ddp" && c.job.dp > 1 &&
           (leanest_ddp_oom == nullptr ||

@@ -237,7 +237,7 @@ PartitionProblem make_partition_problem(const sim::ScheduleInput& in, const sim:
     p.inflight.push_back(load.activations_in_flight);
     p.deferred.push_back(load.deferred_weight_grads);
   }
-  p.memory_cap = static_cast<std::int64_t>(mem_fraction * static_cast<double>(hw.gpu.hbm_bytes)) / v;
+  p.memory_cap = static_cast<std::int64_t>(mem_fraction * static_cast<double>(hw.gpu_tensor_capacity())) / v;
   return p;
 }
 

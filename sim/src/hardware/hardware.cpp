@@ -246,6 +246,9 @@ void read_gpu(JsonObject& r, GpuSpec& gpu) {
   gpu.launch_overhead = duration_from_us(g.number("launch_overhead_us", 0, 1e4));
   gpu.gemm_efficiency = read_curve(g, "gemm_efficiency", "gemm_gflop", "efficiency", 1.0, true);
   gpu.board_W = g.number_or("board_W", 0, 0, 1e4);
+  gpu.runtime_reserved_bytes = g.has("runtime_reserved_bytes")
+                                   ? g.integer("runtime_reserved_bytes", 0, gpu.hbm_bytes - 1)
+                                   : (g.accept("runtime_reserved_bytes"), std::int64_t{0});
   gpu.attention_kernels = read_attention_kernels(g);
   if (g.has("unaligned_gemm_tflops")) {
     JsonObject u = g.object("unaligned_gemm_tflops");
@@ -257,7 +260,7 @@ void read_gpu(JsonObject& r, GpuSpec& gpu) {
   gpu.sources =
       read_sources(g, {"model", "peak_tflops", "hbm_bytes", "hbm_GBps", "hbm_efficiency",
                        "unfused_attention_efficiency", "collective_compute_slowdown", "launch_overhead_us",
-                       "gemm_efficiency", "board_W", "unaligned_gemm_tflops"});
+                       "gemm_efficiency", "board_W", "unaligned_gemm_tflops", "runtime_reserved_bytes"});
   g.finish();
 }
 
@@ -435,6 +438,7 @@ std::string hardware_profile_to_json(const HardwareProfile& hw) {
   if (hw.gpu.collective_compute_slowdown > 0)
     g["collective_compute_slowdown"] = hw.gpu.collective_compute_slowdown;
   if (hw.gpu.board_W > 0) g["board_W"] = hw.gpu.board_W;
+  if (hw.gpu.runtime_reserved_bytes > 0) g["runtime_reserved_bytes"] = hw.gpu.runtime_reserved_bytes;
   if (hw.gpu.unaligned_gemm.forward_tflops > 0)
     g["unaligned_gemm_tflops"] = {{"forward", hw.gpu.unaligned_gemm.forward_tflops},
                                   {"backward", hw.gpu.unaligned_gemm.backward_tflops}};

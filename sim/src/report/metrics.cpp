@@ -278,7 +278,7 @@ std::string metrics_to_json(const Plan& plan, const Metrics& m, double sim_wall_
   j["mfu"] = m.mfu;
   j["hfu"] = m.hfu;
   j["peak_gpu_mem_bytes"] = m.peak_gpu_mem_bytes;
-  j["gpu_mem_capacity_bytes"] = plan.hw.gpu.hbm_bytes;
+  j["gpu_mem_capacity_bytes"] = plan.hw.gpu_tensor_capacity();
   j["peak_host_mem_bytes"] = m.peak_host_mem_bytes;
   if (m.peak_nvme_bytes > 0) j["peak_nvme_bytes"] = m.peak_nvme_bytes;
   j["host_mem_capacity_bytes"] = plan.hw.host.dram_bytes;

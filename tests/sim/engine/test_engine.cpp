@@ -2,8 +2,8 @@
 
 #include "pipesim/sim/core/error.hpp"
 #include "pipesim/sim/engine/engine.hpp"
-#include "pipesim/sim/plan/plan_check.hpp"
 #include "pipesim/sim/hardware/hardware.hpp"
+#include "pipesim/sim/plan/plan_check.hpp"
 #include "test_helpers.hpp"
 
 namespace pipesim::sim {
@@ -197,6 +197,7 @@ TEST(Engine, CollectiveMembersStartTogether) {
 
 TEST(Engine, MemoryPeakAndOomKeepRunning) {
   PlanMaker pm(1);
+  pm.plan.hw.gpu.runtime_reserved_bytes = 0;  // every byte of hbm_bytes for tensors
   pm.plan.devices[0].resident_bytes = 1000;
   OpId a = pm.add(0, ComputeWork{}, 10);
   pm.plan.extras_of(a).alloc_bytes = 500;
@@ -211,6 +212,24 @@ TEST(Engine, MemoryPeakAndOomKeepRunning) {
   EXPECT_EQ(t.oom.time, 10);
   EXPECT_EQ(t.oom.bytes_over, 1500);
   EXPECT_EQ(t.end.back(), 30);  // the run completes so the user sees where and by how much
+}
+
+TEST(Engine, TensorsFitBesideWhatTheRuntimeHolds) {
+  // A profile that measured what the CUDA context, cuBLAS and NCCL hold leaves the tensors the rest: a peak
+  // of exactly the rest fits, a byte more is out of memory by that byte.
+  PlanMaker pm(1);
+  pm.plan.hw.gpu.runtime_reserved_bytes = 1'303'183'360;
+  const std::int64_t rest = pm.plan.hw.gpu.hbm_bytes - 1'303'183'360;
+  EXPECT_EQ(pm.plan.hw.gpu_tensor_capacity(), rest);
+  OpId a = pm.add(0, ComputeWork{}, 10);
+  pm.plan.extras_of(a).alloc_bytes = rest;
+  pm.plan.extras_of(a).free_bytes = rest;
+  EXPECT_FALSE(Engine{}.run(pm.plan).oom.oom);
+  pm.plan.extras_of(a).alloc_bytes = rest + 1;
+  pm.plan.extras_of(a).free_bytes = rest + 1;
+  const Timeline t = Engine{}.run(pm.plan);
+  EXPECT_TRUE(t.oom.oom);
+  EXPECT_EQ(t.oom.bytes_over, 1);
 }
 
 TEST(Engine, CpuOptimizerHoldsCoresFromThePool) {

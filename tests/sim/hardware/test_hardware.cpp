@@ -2,6 +2,7 @@
 
 #include "test_helpers.hpp"
 
+#include "core/json_reader.hpp"
 #include "pipesim/sim/core/error.hpp"
 #include "pipesim/sim/hardware/hardware.hpp"
 
@@ -45,6 +46,24 @@ TEST(Hardware, StrictSchema) {
   std::string twice = good;
   twice.replace(twice.find("[\n          2,"), 14, "[\n          1,");
   EXPECT_NE(err(twice).find("GPU 1 is already under switch 0"), std::string::npos) << err(twice);
+}
+
+TEST(Hardware, WhatTheRuntimeHoldsIsMeasuredAndLeavesRoomForTensors) {
+  // h100-sxm-8x and h200-sxm-8x carry what the CUDA context, cuBLAS and a NCCL communicator held on an H200;
+  // the figure names its source and must leave the tensors some memory.
+  const HardwareProfile h200 = load_hardware_profile("h200-sxm-8x");
+  EXPECT_EQ(h200.gpu.runtime_reserved_bytes, 1'303'183'360);
+  EXPECT_EQ(h200.gpu_tensor_capacity(), h200.gpu.hbm_bytes - 1'303'183'360);
+  EXPECT_EQ(load_hardware_profile("rtx4090-8x").gpu.runtime_reserved_bytes, 0);  // not measured
+  nlohmann::json j = nlohmann::json::parse(hardware_profile_to_json(h200));
+  auto err = [](const nlohmann::json& p) {
+    return testing::error_of([&] { parse_hardware_profile(p.dump(), "hw.json"); });
+  };
+  j["gpu"]["runtime_reserved_bytes"] = j["gpu"]["hbm_bytes"];
+  EXPECT_NE(err(j).find("/gpu/runtime_reserved_bytes"), std::string::npos) << err(j);
+  j["gpu"]["runtime_reserved_bytes"] = 1'303'183'360;
+  j["gpu"]["sources"].erase("runtime_reserved_bytes");
+  EXPECT_NE(err(j).find("/gpu/sources/runtime_reserved_bytes"), std::string::npos) << err(j);
 }
 
 }  // namespace

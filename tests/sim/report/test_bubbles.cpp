@@ -113,7 +113,7 @@ TEST(Bubbles, FreeMemoryIsCapacityLessWhatIsHeld) {
   ScheduleInput in = testing::uniform_input(2, 4, 1000, 1000, 1000, 1, 1'000'000'000);
   const Plan plan = build_plan(find_schedule("gpipe"), in);
   const Timeline tl = Engine{EngineOptions{true}}.run(plan);
-  const std::int64_t capacity = in.hw.gpu.hbm_bytes;
+  const std::int64_t capacity = in.hw.gpu_tensor_capacity();
   int checked = 0;
   for (const Bubble& bubble : find_bubbles(plan, tl)) {
     if (bubble.kind == BubbleKind::kForwardBackward) {

@@ -54,6 +54,7 @@ TEST(Metrics, OomNamesTheFirstDeviceAndTheWorstExcess) {
   // GPipe holds all 8 microbatches of 1000 bytes on every stage; 3500 bytes of memory overflow by 4500.
   ScheduleInput in = testing::uniform_input(4, 8, kF, kB / 2, kB / 2, 1, 1000);
   in.hw.gpu.hbm_bytes = 3500;
+  in.hw.gpu.runtime_reserved_bytes = 0;
   auto r = testing::simulate("gpipe", in);
   EXPECT_EQ(r.metrics.peak_gpu_mem_bytes, 8000);
   EXPECT_TRUE(r.metrics.oom);

@@ -40,6 +40,10 @@ struct GpuSpec {
   /// GEMM efficiency (fraction of peak) against the work of one GEMM in GFLOP.
   std::vector<CurvePoint> gemm_efficiency;  ///< x = gemm_gflop, y = efficiency
   double board_W = 0;                       ///< rated board power (TDP), for energy estimates; 0: unknown
+  /// What a training process holds on the GPU beyond its tensors (the CUDA context, cuBLAS's handle and
+  /// workspace, NCCL's first communicator), measured; the tensors fit in hbm_bytes less this. 0: not
+  /// measured.
+  std::int64_t runtime_reserved_bytes = 0;
   /// Published rates of fused attention kernels by name (see attention_kernels.hpp); each carries its source.
   std::map<std::string, AttentionKernelRates> attention_kernels;
   /// GEMMs with a dimension that is not a multiple of 8 elements (16 bytes of bf16: an odd vocabulary such as
@@ -141,6 +145,8 @@ struct HardwareProfile {
   std::int64_t gpu_slot(std::int64_t rank, int tp) const;
 
   double peak_flops(const std::string& dtype) const;  ///< FLOP/s
+  /// GPU memory for a job's tensors: hbm_bytes less what the runtime holds (runtime_reserved_bytes).
+  std::int64_t gpu_tensor_capacity() const { return gpu.hbm_bytes - gpu.runtime_reserved_bytes; }
   /// GPU time of `flops` in GEMMs of `gemm_gflop` each, plus `kernels` launches (ns, rounded up).
   std::int64_t compute_ns(double flops, double gemm_gflop, std::int32_t kernels,
                           const std::string& dtype) const;
