@@ -11,8 +11,8 @@ transformers 5.17.0; its "method" says how) and torch_h200.json (one H200, same 
 Peak memory is torch.cuda.max_memory_allocated (tensors only).
 
 With --check it exits 1 when the mean absolute step error, a step error, or a memory error leaves the bounds
-below. They guard what the modelled causes give today (H100 steps +4.2, -7.6, -8.6, -4.4, -4.5, -1.3 %; H200
-+4.4, -16.0 %; mean absolute 6.4 %; memory -0.0 to +5.5 %): GPT-2 on the H200 is short because eager PyTorch's
+below. They guard what the modelled causes give today (H100 steps +4.2, -5.8, -5.6, -2.5, -2.9, +0.6 %; H200
++4.4, -13.5 %; mean absolute 4.9 %; memory -0.0 to +5.5 %): GPT-2 on the H200 is short because eager PyTorch's
 element-wise kernels run 1.0-1.35x faster there than on the H100 (same SMs) where the HBM is 1.43x faster
 (docs/fidelity.md).
 """
@@ -24,8 +24,8 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(HERE, "..", "fixtures", "hf")
-MEAN_STEP_BOUND_PCT = 8.0
-STEP_BOUND_PCT = 20.0
+MEAN_STEP_BOUND_PCT = 7.0
+STEP_BOUND_PCT = 18.0
 MEMORY_BOUND_PCT = 8.0
 
 
