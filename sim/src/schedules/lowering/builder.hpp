@@ -201,6 +201,13 @@ class Builder {
     const std::int32_t domain = in_.hw.tp_domain_gpus();
     return (t + (in_.tp > domain ? domain : 1)) % in_.tp;
   }
+  /// A member's bytes of a TP ring collective that leaves the node (or NVLink domain): NCCL runs it as several
+  /// rings, one leaving through each member's NIC, so with a domain's `domain` members each NIC carries
+  /// 1/domain of a member's ring bytes (the rest moves over NVLink beside it), as for DP rings (dp_ring_nics_).
+  std::int64_t tp_ring_bytes(std::int64_t bytes) const {
+    const std::int32_t domain = in_.hw.tp_domain_gpus();
+    return in_.tp > domain ? bytes / domain : bytes;
+  }
   /// The model chunk a rank's local chunk holds, and the rank (stage) of a model chunk (ChunkPlacement).
   std::int32_t model_chunk(std::int32_t local, std::int32_t stage) const {
     // V and two copies alike: the second chunk of rank r is 2pp-1-r (up the ranks).

@@ -200,7 +200,7 @@ OpId Builder::emit_tp_collective(StreamId stream, const GpuRank& g, const RangeC
   TransferWork w;
   w.src = g.self;
   w.dst = tp_next_device(g);
-  w.bytes = cc.tp_bus * halves / 2;
+  w.bytes = tp_ring_bytes(cc.tp_bus * halves / 2);
   w.latency_steps = (in_.tp - 1) * cc.tp_collectives * halves;
   // One collective's buffer: the bus bytes are 2(t-1)/t of it per collective.
   if (cc.tp_collectives > 0)
@@ -247,7 +247,7 @@ void Builder::emit_boundary_regather(GpuRank& g, const Task& task, std::int32_t 
   TransferWork w;
   w.src = g.self;
   w.dst = tp_next_device(g);
-  w.bytes = (in_.tp - 1) * piece;
+  w.bytes = tp_ring_bytes((in_.tp - 1) * piece);
   w.latency_steps = in_.tp - 1;
   w.message_bytes = in_.tp * piece;
   set_tp_group(w, g.d, g.stage, tags, fwd ? 3 : 4);

@@ -74,7 +74,7 @@ struct Builder::LowerBoundTimes {
     if (in_.tp <= 1 || c.tp_bus <= 0 || c.tp_collectives <= 0 || halves <= 0) return 0;
     const auto self = static_cast<std::int32_t>(gpu_position(b_.global_rank(0, stage, 0)));
     const auto next = static_cast<std::int32_t>(gpu_position(b_.global_rank(0, stage, b_.tp_peer(0))));
-    const std::int64_t bytes = c.tp_bus * halves / 2;
+    const std::int64_t bytes = b_.tp_ring_bytes(c.tp_bus * halves / 2);
     const std::int64_t message = c.tp_bus * in_.tp / (2 * (in_.tp - 1) * std::int64_t{c.tp_collectives});
     const Path p =
         topology_.ring_path({self / gpn_, self % gpn_}, {next / gpn_, next % gpn_}, bytes, message);
