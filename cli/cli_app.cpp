@@ -157,7 +157,8 @@ int list_frameworks(const std::string& format) {
       table += fmt::format("{:<20} pipeline schedules {}, split {}\n", "", fmt::join(f.schedules.value, ", "),
                            f.pipeline_split.value);
     if (!f.attention_kernel.value.empty())
-      table += fmt::format("{:<20} attention kernel {}\n", "", f.attention_kernel.value);
+      table += fmt::format("{:<20} attention kernel {}, {} mask\n", "", f.attention_kernel.value,
+                           f.attention_mask.value);
     if (f.vocab_padding.value > 1)
       table += fmt::format("{:<20} vocabulary padded to a multiple of {} x tp\n", "", f.vocab_padding.value);
     if (!f.data_parallel.value.empty() || !f.recompute.value.empty() || !f.host_offload.value)
@@ -188,6 +189,7 @@ int list_frameworks(const std::string& format) {
                     {"schedules", f.schedules.value},
                     {"pipeline_split", f.pipeline_split.value},
                     {"attention_kernel", f.attention_kernel.value},
+                    {"attention_mask", f.attention_mask.value},
                     {"data_parallel", f.data_parallel.value},
                     {"recompute", f.recompute.value},
                     {"host_offload", f.host_offload.value},
@@ -207,6 +209,7 @@ int list_frameworks(const std::string& format) {
                       {"schedules", f.schedules.source},
                       {"pipeline_split", f.pipeline_split.source},
                       {"attention_kernel", f.attention_kernel.source},
+                      {"attention_mask", f.attention_mask.source},
                       {"data_parallel", f.data_parallel.source},
                       {"recompute", f.recompute.source},
                       {"host_offload", f.host_offload.source},

@@ -254,9 +254,10 @@ class Frameworks(unittest.TestCase):
         rc, out, _ = run("frameworks", "--format", "json")
         self.assertEqual(rc, 0)
         rows = json.loads(out)
-        self.assertEqual([r["name"] for r in rows], ["deepspeed", "fsdp", "hf-transformers", "megatron-core",
-                                                     "megatron-deepspeed", "megatron-lm-2021", "megatron-lm-2022",
-                                                     "nanotron"])
+        self.assertEqual([r["name"] for r in rows], ["deepspeed", "fsdp", "hf-transformers", "hf-transformers-compile",
+                                                     "megatron-core", "megatron-deepspeed", "megatron-lm-2021",
+                                                     "megatron-lm-2022", "nanotron"])
+        self.assertEqual({r["name"]: r for r in rows}["hf-transformers-compile"]["attention_mask"], "dense")
         by_name = {r["name"]: r for r in rows}
         self.assertEqual(by_name["megatron-lm-2021"]["grad_accumulation"], "main-grad")
         self.assertEqual(by_name["megatron-deepspeed"]["host_dispatch_us"], 24)
@@ -356,7 +357,7 @@ class Frameworks(unittest.TestCase):
     def test_bad_frameworks(self):
         rc, _, err = run("simulate", "--framework", "megatron-lm-2020")
         self.assertEqual(rc, 2)
-        self.assertIn("megatron-lm-2020: unknown framework; shipped: deepspeed, fsdp, hf-transformers, megatron-core,", err)
+        self.assertIn("megatron-lm-2020: unknown framework; shipped: deepspeed, fsdp, hf-transformers, hf-transformers-compile,", err)
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "bad.json")
             with open(path, "w") as f:

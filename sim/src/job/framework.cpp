@@ -195,6 +195,8 @@ Framework parse_framework(const std::string& text, const std::string& file) {
       throw InputError("", "",
                        "expected a kernel name of lowercase letters, digits and '-', e.g. flash-attn-2");
   });
+  f.attention_mask = optional_word_setting(s, "attention_mask", "causal",
+                                           [](const std::string& v) { check_word(v, "causal", "dense"); });
   f.data_parallel =
       word_list_setting(s, "data_parallel", {"ddp", "zero-1", "zero-2", "zero-3", "fsdp-hybrid"});
   f.recompute = word_list_setting(s, "recompute", {"none", "selective", "full"});

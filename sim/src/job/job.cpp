@@ -506,14 +506,20 @@ Kernels parse_kernels(const JobOptions& j) {
 }
 
 /// The framework's attention kernel's published rates on this GPU at the model's head dimension and the
-/// job's sequence per context-parallel rank's queries (their keys span the whole sequence); none when the
-/// profile does not list the kernel.
+/// job's sequence per context-parallel rank's queries (their keys span the whole sequence), in the model's
+/// useful FLOPs (halved where the framework's explicit mask makes the kernel compute every score); none
+/// when the profile does not list the kernel.
 KernelRate framework_attention_rate(const JobOptions& j, const HardwareProfile& hw, const ModelSpec& m,
                                     std::int64_t seq) {
   const std::string& kernel = j.loaded_framework->attention_kernel.value;
   const auto it = hw.gpu.attention_kernels.find(kernel);
   if (kernel.empty() || it == hw.gpu.attention_kernels.end()) return {};
-  return attention_rate(it->second, m.head_dim, seq);
+  KernelRate rate = attention_rate(it->second, m.head_dim, seq);
+  if (j.loaded_framework->attention_mask.value == "dense") {  // every score computed: half the useful rate
+    rate.forward_tflops /= 2;
+    rate.backward_tflops /= 2;
+  }
+  return rate;
 }
 
 /// The costs of a model: one table per distinct microbatch size.

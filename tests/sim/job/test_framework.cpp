@@ -24,9 +24,9 @@ std::string with(const std::string& pointer, const nlohmann::json& value) {
 
 TEST(Framework, ShippedFilesLoadAndCiteEverySetting) {
   const std::vector<std::string> names = shipped_frameworks();
-  EXPECT_EQ(names, (std::vector<std::string>{"deepspeed", "fsdp", "hf-transformers", "megatron-core",
-                                             "megatron-deepspeed", "megatron-lm-2021", "megatron-lm-2022",
-                                             "nanotron"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"deepspeed", "fsdp", "hf-transformers",
+                                             "hf-transformers-compile", "megatron-core", "megatron-deepspeed",
+                                             "megatron-lm-2021", "megatron-lm-2022", "nanotron"}));
   for (const std::string& name : names) {
     const Framework f = load_framework(name);
     EXPECT_EQ(f.name, name);
@@ -173,6 +173,27 @@ TEST(Framework, OffersOnlyItsDataParallelismAndRecompute) {
   EXPECT_FALSE(framework_offers(load_framework("hf-transformers").data_parallel, "zero-3"));
 }
 
+TEST(Framework, AnExplicitMaskMakesTheAttentionKernelComputeEveryScore) {
+  // hf-transformers-compile calls cuDNN with a dense mask: Qwen3-1.7B (head dim 128) at 2,048 tokens on an
+  // H200 gets half the profile's causal cuDNN rate for the attention core's useful FLOPs.
+  const HardwareProfile hw = load_hardware_profile("h200-sxm-8x");
+  const KernelRate causal = attention_rate(hw.gpu.attention_kernels.at("cudnn"), 128, 2048);
+  JobOptions j = testing::job(std::string(PIPESIM_SOURCE_DIR) + "/tests/fixtures/hf/Qwen__Qwen3-1.7B.json",
+                              "h200-sxm-8x", 1, 1, 1, 1);
+  j.seq = 2048;
+  for (const char* framework : {"hf-transformers", "hf-transformers-compile"}) {
+    j.framework = framework;
+    const Plan plan = testing::plan_of("1f1b", j);
+    const ComputeWork* forward = compute_of(plan.ops[0].payload);
+    ASSERT_NE(forward, nullptr);
+    const double expected =
+        std::string(framework) == "hf-transformers" ? causal.forward_tflops : causal.forward_tflops / 2;
+    EXPECT_DOUBLE_EQ(forward->rated_tflops, expected) << framework;
+  }
+  EXPECT_EQ(load_framework("hf-transformers-compile").attention_mask.value, "dense");
+  EXPECT_EQ(load_framework("hf-transformers").attention_mask.value, "causal");  // absent: is_causal
+}
+
 TEST(Framework, BadFilesNameFileAndPath) {
   auto err = [](const std::string& text) {
     return testing::error_of([&] { parse_framework(text, "f.json"); });
@@ -187,6 +208,8 @@ TEST(Framework, BadFilesNameFileAndPath) {
       err(with("/settings/tp_overlap/source", "")).rfind("f.json: /settings/tp_overlap/source: empty", 0),
       0u);
   EXPECT_EQ(err(with("/version", 2)), "f.json: /version: unsupported version; valid: 1");
+  EXPECT_EQ(err(with("/settings/attention_mask", nlohmann::json{{"value", "sparse"}, {"source", "x"}})),
+            "f.json: /settings/attention_mask/value: unknown value 'sparse'; valid: causal, dense");
   EXPECT_NE(err(with("/settings/host_dispatch_us", nlohmann::json{{"value", 5000}, {"source", "x"}}))
                 .find("/settings/host_dispatch_us/value"),
             std::string::npos);

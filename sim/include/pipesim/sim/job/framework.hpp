@@ -56,6 +56,10 @@ struct Framework {
   /// flash-attn-2): the attention core takes that kernel's published rate on the GPU. Optional in a file;
   /// empty, or a kernel the profile does not list: the GEMM rate.
   FrameworkSetting<std::string> attention_kernel;
+  /// How it asks that kernel for causality: `causal` (is_causal: the kernel skips the masked half) or `dense`
+  /// (an explicit mask tensor: the kernel computes every score, twice the causal half's work at its rate).
+  /// Optional in a file; absent: causal.
+  FrameworkSetting<std::string> attention_mask{"causal", {}};
   /// The data-parallel modes the framework offers (ddp, zero-1, zero-2, zero-3, fsdp-hybrid) and the
   /// recompute policies (none, selective, full). Optional in a file; empty: any. `plan`, `buy` and the
   /// sharded variants `simulate` adds try only these, and a job that asks for another is refused.
