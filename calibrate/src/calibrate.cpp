@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "pipesim/calibrate/collective_bandwidth.hpp"
 #include "pipesim/calibrate/cpu_benchmarks.hpp"
 #include "pipesim/calibrate/cuda_calibration.hpp"
 #include "pipesim/calibrate/curve_fit.hpp"
@@ -272,6 +273,10 @@ void merge_cuda(const CudaCalibration& c, sim::HardwareProfile& hw, const std::s
   merge_hbm(c, hw, source, cv, notes);
   merge_pcie(c, hw, source, cv, notes);
   merge_nvlink(c, hw, source);
+  if (merge_collectives(c, hw, source))
+    notes.push_back("NVLink all-reduce bus bandwidth by message size measured: " + c.collectives_note);
+  else if (!c.collectives_note.empty())
+    notes.push_back("collectives: " + c.collectives_note);
 }
 
 /// Google Benchmark writes its raw results to `raw_tmp` itself.

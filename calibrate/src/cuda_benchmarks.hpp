@@ -21,4 +21,9 @@ void measure_gemm(CudaCalibration& c, const CudaOptions& o,
 void measure_streaming(CudaCalibration& c, const CudaOptions& o,
                        const std::function<void(const std::string&)>& progress);
 
+/// NCCL all-reduce, all-gather and reduce-scatter over every GPU by message size, NCCL loaded at run time;
+/// without it (or on its error) says why in collectives_note and measures nothing.
+void measure_collectives(CudaCalibration& c, const CudaOptions& o,
+                         const std::function<void(const std::string&)>& progress);
+
 }  // namespace pipesim::calibrate

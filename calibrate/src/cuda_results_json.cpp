@@ -56,6 +56,17 @@ std::string cuda_calibration_to_json(const CudaCalibration& c) {
   j["host_launch_us"] = c.host_launch_us;
   j["event_resolution_us"] = c.event_resolution_us;
   j["pinned_alloc_ms_per_GiB"] = c.pinned_alloc_ms_per_GiB;
+  j["collectives_note"] = c.collectives_note;
+  auto co = nlohmann::ordered_json::array();
+  for (const auto& p : c.collectives)
+    co.push_back({{"op", p.op},
+                  {"bytes", p.bytes},
+                  {"ranks", p.ranks},
+                  {"algbw_GBps", p.algbw_GBps},
+                  {"busbw_GBps", p.busbw_GBps},
+                  {"cv", p.cv},
+                  {"samples", p.samples}});
+  j["collectives"] = std::move(co);
   return pipesim::sim::json_text(j, 2);
 }
 

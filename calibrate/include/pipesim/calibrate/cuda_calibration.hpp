@@ -1,7 +1,8 @@
 // CUDA microbenchmarks: host<->device copies over transfer sizes (pinned and pageable, one direction and both
 // at once, every GPU at once), the P2P bandwidth matrix, cuBLAS GEMM throughput on transformer shapes (random
 // operands), HBM streaming (copies, element-wise kernels, a reduction, inside and beyond L2), kernel launch
-// overhead and event timer resolution. Method as in nvbandwidth: warm-up, CUDA-event timing of a loop,
+// overhead and event timer resolution, and NCCL collectives over every GPU by message size (nccl-tests style,
+// NCCL loaded at run time). Method as in nvbandwidth: warm-up, CUDA-event timing of a loop,
 // several samples, median and coefficient of variation. Compiled whenever nvcc is found; without a device (or
 // without CUDA at build time) it reports why it did not run.
 #pragma once
@@ -38,6 +39,30 @@ struct StreamPoint {
   int samples = 0;
 };
 
+/// One NCCL collective over `ranks` GPUs at one message size, as nccl-tests reports it: the algorithm
+/// bandwidth (the buffer over the time) and the bus bandwidth (algbw times collective_bus_factor, see below).
+/// With one rank NCCL copies locally and the bus bandwidth is 0.
+struct CollectivePoint {
+  std::string op;          ///< all_reduce, all_gather, reduce_scatter
+  std::int64_t bytes = 0;  ///< the whole buffer (all_gather's output, reduce_scatter's input), bf16
+  int ranks = 0;
+  double algbw_GBps = 0;  ///< median
+  double busbw_GBps = 0;
+  double cv = 0;
+  int samples = 0;
+};
+
+/// busbw / algbw of a collective over `ranks` GPUs (nccl-tests doc/PERFORMANCE.md: the
+/// bandwidth a ring's links carry, comparable with the hardware's): all-reduce 2(n-1)/n,
+/// all-gather and reduce-scatter (n-1)/n; 0 for one rank or an unknown collective.
+inline double collective_bus_factor(const std::string& op, int ranks) {
+  if (ranks < 2) return 0;
+  const double n = ranks;
+  if (op == "all_reduce") return 2 * (n - 1) / n;
+  if (op == "all_gather" || op == "reduce_scatter") return (n - 1) / n;
+  return 0;
+}
+
 /// The kernels measure_streaming times, with the bytes each moves per element of its array's dtype.
 inline constexpr const char* kStreamingKernels[] = {"memcpy", "copy_bf16", "add_bf16", "triad_fp32",
                                                     "sum_fp32"};
@@ -62,6 +87,8 @@ struct CudaCalibration {
   double event_resolution_us = 0;
   double pinned_alloc_ms_per_GiB = 0;
   int samples = 0;
+  std::vector<CollectivePoint> collectives;
+  std::string collectives_note;  ///< the NCCL library and version measured, or why collectives were not
 };
 
 struct CudaOptions {
