@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "job/framework_rates.hpp"
 #include "job/framework_split.hpp"
 #include "pipesim/sim/core/error.hpp"
 #include "pipesim/sim/job/option_parsing.hpp"
@@ -505,32 +506,12 @@ Kernels parse_kernels(const JobOptions& j) {
   return k;
 }
 
-/// The framework's attention kernel's published rates on this GPU at the model's head dimension and the
-/// job's sequence per context-parallel rank's queries (their keys span the whole sequence), in the model's
-/// useful FLOPs (halved where the framework's explicit mask makes the kernel compute every score); none
-/// when the profile does not list the kernel.
-KernelRate framework_attention_rate(const JobOptions& j, const HardwareProfile& hw, const ModelSpec& m,
-                                    std::int64_t seq) {
-  const std::string& kernel = j.loaded_framework->attention_kernel.value;
-  const auto it = hw.gpu.attention_kernels.find(kernel);
-  if (kernel.empty() || it == hw.gpu.attention_kernels.end()) return {};
-  KernelRate rate = attention_rate(it->second, m.head_dim, seq);
-  if (j.loaded_framework->attention_mask.value == "dense") {  // every score computed: half the useful rate
-    rate.forward_tflops /= 2;
-    rate.backward_tflops /= 2;
-  }
-  return rate;
-}
-
 /// The costs of a model: one table per distinct microbatch size.
 void use_model(const JobOptions& j, const ScheduleDescriptor& schedule, const Batch& batch,
                const Kernels& kernels, ScheduleInput& in) {
   ModelSpec m = j.loaded_model ? *j.loaded_model : load_model(j.model);
   in.model_name = m.name;
-  // The framework's padded vocabulary is what its output layer computes and its embedding holds.
-  const std::int64_t vocab_multiple =
-      (j.loaded_framework ? j.loaded_framework->vocab_padding.value : 1) * j.tp;
-  m.vocab = (m.vocab + vocab_multiple - 1) / vocab_multiple * vocab_multiple;
+  m.vocab = framework_vocab(*j.loaded_framework, m.vocab, j.tp);
   in.seq = j.seq > 0 ? j.seq : kDefaultSequenceLength;
   if (in.seq > (std::int64_t{1} << 24)) bad(Option{"seq"}, "valid: 1 .. 16777216");
   if (j.doc_mask_tokens < 0 || j.doc_mask_tokens > in.seq)
@@ -559,7 +540,7 @@ void use_model(const JobOptions& j, const ScheduleDescriptor& schedule, const Ba
       co.doc_tokens = j.doc_mask_tokens;
       co.cp = j.cp;
       co.composition = j.loaded_framework ? j.loaded_framework->kernels : nullptr;
-      co.attention_rate = framework_attention_rate(j, in.hw, m, in.seq);
+      co.attention_rate = framework_attention_rate(*j.loaded_framework, in.hw, m.head_dim, in.seq);
       co.unaligned_gemm_rate = in.hw.gpu.unaligned_gemm;
       in.costs.push_back(model_layer_costs(m, co));
     }

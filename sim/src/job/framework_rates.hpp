@@ -1,0 +1,22 @@
+// What a framework changes in the model's costs beside its kernels: the rate of the attention kernel it runs
+// on this GPU, and the vocabulary its output layer computes.
+#pragma once
+
+#include <cstdint>
+
+#include "pipesim/sim/hardware/hardware.hpp"
+#include "pipesim/sim/job/framework.hpp"
+
+namespace pipesim::sim {
+
+/// The framework's attention kernel's published rates on this GPU at `head_dim` and `seq` (a context-parallel
+/// rank's queries: their keys span the whole sequence), in the model's useful FLOPs: halved where the
+/// framework's explicit mask makes the kernel compute every score. None when the profile does not list it.
+KernelRate framework_attention_rate(const Framework& framework, const HardwareProfile& hw,
+                                    std::int64_t head_dim, std::int64_t seq);
+
+/// The vocabulary the framework's output layer computes and its embedding holds: `vocab` padded to its
+/// multiple times tp.
+std::int64_t framework_vocab(const Framework& framework, std::int64_t vocab, std::int32_t tp);
+
+}  // namespace pipesim::sim
