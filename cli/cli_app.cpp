@@ -153,6 +153,10 @@ int list_frameworks(const std::string& format) {
         f.blocking_p2p.value ? "blocking" : "overlapped",
         f.host_dispatch_us.value > 0 ? fmt::format(", {} us of CPU per kernel", f.host_dispatch_us.value)
                                      : "");
+    if (const auto& c = f.host_collective_us.value; c.all_reduce + c.all_gather + c.reduce_scatter > 0)
+      table +=
+          fmt::format("{:<20} us of CPU per TP collective: all-reduce {}, all-gather {}, reduce-scatter {}\n",
+                      "", c.all_reduce, c.all_gather, c.reduce_scatter);
     if (!f.schedules.value.empty())
       table += fmt::format("{:<20} pipeline schedules {}, split {}\n", "", fmt::join(f.schedules.value, ", "),
                            f.pipeline_split.value);
@@ -186,6 +190,10 @@ int list_frameworks(const std::string& format) {
                     {"tp_overlap", f.tp_overlap.value},
                     {"blocking_p2p", f.blocking_p2p.value},
                     {"host_dispatch_us", f.host_dispatch_us.value},
+                    {"host_collective_us",
+                     {{"all_reduce", f.host_collective_us.value.all_reduce},
+                      {"all_gather", f.host_collective_us.value.all_gather},
+                      {"reduce_scatter", f.host_collective_us.value.reduce_scatter}}},
                     {"schedules", f.schedules.value},
                     {"pipeline_split", f.pipeline_split.value},
                     {"attention_kernel", f.attention_kernel.value},
@@ -206,6 +214,7 @@ int list_frameworks(const std::string& format) {
                       {"tp_overlap", f.tp_overlap.source},
                       {"blocking_p2p", f.blocking_p2p.source},
                       {"host_dispatch_us", f.host_dispatch_us.source},
+                      {"host_collective_us", f.host_collective_us.source},
                       {"schedules", f.schedules.source},
                       {"pipeline_split", f.pipeline_split.source},
                       {"attention_kernel", f.attention_kernel.source},

@@ -11,8 +11,8 @@ activation checkpointing and 1F1B; fp16; GPT-2's vocabulary (50,257), tied embed
 layer, GeLU MLP of 4 h, 16 heads.
 
 With --check it exits 1 when the median error or the mean absolute error leaves the bounds below. They guard
-what the modelled causes give today (median -9.3 %, mean absolute 14.5 %: the smallest microbatches are still
-short, see docs/fidelity.md); the median bound is the goal, 10 %.
+what the modelled causes give today (median -3.6 %, mean absolute 11.8 %: the smallest microbatches at tp 1 and
+8 are still short, see docs/fidelity.md); the median bound is the goal, 10 %.
 """
 import csv
 import json
@@ -24,7 +24,7 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 
 MEDIAN_BOUND_PCT = 10.0
-MEAN_ABS_BOUND_PCT = 15.5
+MEAN_ABS_BOUND_PCT = 13.0
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 

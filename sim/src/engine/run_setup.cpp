@@ -189,7 +189,7 @@ Duration RunState::compute_duration(const Op& op, DeviceId device) const {
                  c->expert_gemm_gflop, c->expert_weight_bytes, c->attention_flops, c->attention_bytes,
                  c->wide_flops, c->score_bytes, c->rated_flops, c->rated_tflops);
     // The GPU runs no faster than the CPU issues its kernels.
-    return std::max(gpu, c->kernels * plan_.meta.host_dispatch_ns);
+    return std::max(gpu, c->kernels * plan_.meta.host_dispatch_ns + c->host_ns);
   }
   if (const auto* m = std::get_if<MemoryWork>(&op.payload)) {
     if (plan_.devices[static_cast<std::size_t>(device)].kind == DeviceKind::kGpu)

@@ -71,6 +71,23 @@ FrameworkSetting<double> number_setting(JsonObject& settings, const std::string&
   return out;
 }
 
+/// An optional {"value": {"all_reduce": us, "all_gather": us, "reduce_scatter": us}, "source": "..."}.
+FrameworkSetting<HostCollectiveUs> host_collective_setting(JsonObject& settings, const std::string& key) {
+  FrameworkSetting<HostCollectiveUs> out;
+  if (!settings.has(key)) {
+    settings.accept(key);
+    return out;
+  }
+  JsonObject s = setting_object(settings, key, out.source);
+  JsonObject v = s.object("value");
+  out.value.all_reduce = v.number("all_reduce", 0, kMaxHostDispatchUs);
+  out.value.all_gather = v.number("all_gather", 0, kMaxHostDispatchUs);
+  out.value.reduce_scatter = v.number("reduce_scatter", 0, kMaxHostDispatchUs);
+  v.finish();
+  s.finish();
+  return out;
+}
+
 /// An optional whole-number setting in [lo, hi]; absent, `fallback` with no source.
 FrameworkSetting<std::int64_t> integer_setting(JsonObject& settings, const std::string& key,
                                                std::int64_t fallback, std::int64_t lo, std::int64_t hi) {
@@ -184,6 +201,7 @@ Framework parse_framework(const std::string& text, const std::string& file) {
       word_setting(s, "tp_overlap", [](const std::string& v) { check_word(v, "backward", "none"); });
   f.blocking_p2p = flag_setting(s, "blocking_p2p");
   f.host_dispatch_us = number_setting(s, "host_dispatch_us", 0, kMaxHostDispatchUs);
+  f.host_collective_us = host_collective_setting(s, "host_collective_us");
   f.schedules = schedules_setting(s, "schedules");
   f.pipeline_split = optional_word_setting(s, "pipeline_split", "even",
                                            [](const std::string& v) { parse_pipeline_split(v); });

@@ -1,5 +1,7 @@
 #include "job/framework_rates.hpp"
 
+#include <algorithm>
+
 namespace pipesim::sim {
 
 KernelRate framework_attention_rate(const Framework& framework, const HardwareProfile& hw,
@@ -13,6 +15,15 @@ KernelRate framework_attention_rate(const Framework& framework, const HardwarePr
     rate.backward_tflops /= 2;
   }
   return rate;
+}
+
+Duration framework_tp_collective_host_ns(const Framework& framework, bool sequence_parallel,
+                                         Duration dispatch_ns) {
+  const HostCollectiveUs& us = framework.host_collective_us.value;
+  const double pair_us = sequence_parallel ? us.all_gather + us.reduce_scatter : us.all_reduce;
+  if (pair_us <= 0) return 0;
+  const Duration launches = (sequence_parallel ? 2 : 1) * dispatch_ns;
+  return std::max<Duration>(0, duration_from_us(pair_us) - launches);
 }
 
 std::int64_t framework_vocab(const Framework& framework, std::int64_t vocab, std::int32_t tp) {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "pipesim/sim/core/time.hpp"
 #include "pipesim/sim/hardware/hardware.hpp"
 #include "pipesim/sim/job/framework.hpp"
 
@@ -14,6 +15,12 @@ namespace pipesim::sim {
 /// framework's explicit mask makes the kernel compute every score. None when the profile does not list it.
 KernelRate framework_attention_rate(const Framework& framework, const HardwareProfile& hw,
                                     std::int64_t head_dim, std::int64_t seq);
+
+/// CPU time to issue one forward TP collective pair (an all-reduce; under sequence parallelism an all-gather
+/// and a reduce-scatter) beyond the `dispatch_ns` per launch the pair's kernels already cost; 0 where the
+/// framework states no such cost.
+Duration framework_tp_collective_host_ns(const Framework& framework, bool sequence_parallel,
+                                         Duration dispatch_ns);
 
 /// The vocabulary the framework's output layer computes and its embedding holds: `vocab` padded to its
 /// multiple times tp.

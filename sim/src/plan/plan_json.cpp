@@ -167,6 +167,7 @@ std::string plan_to_json(const Plan& plan) {
       }
       if (c->wide_flops > 0) j["compute"]["wide_flops"] = c->wide_flops;
       if (c->score_bytes > 0) j["compute"]["score_bytes"] = c->score_bytes;
+      if (c->host_ns > 0) j["compute"]["host_ns"] = c->host_ns;
     } else if (const auto* x = std::get_if<TransferWork>(&op.payload)) {
       j["transfer"] = {{"src", x->src},     {"dst", x->dst},
                        {"bytes", x->bytes}, {"latency_steps", x->latency_steps},
@@ -267,6 +268,7 @@ ComputeWork read_compute(JsonObject c) {
                    c.integer_or("score_bytes", 0, 0, kMaxBytes)};
   work.rated_flops = c.number_or("rated_flops", 0, 0, 1e30);
   work.rated_tflops = c.number_or("rated_tflops", 0, 0, 1e6);
+  work.host_ns = c.integer_or("host_ns", 0, 0, kMaxOpNs);
   if (work.rated_flops > 0 && work.rated_tflops <= 0)
     c.fail("rated_tflops", "missing or 0 beside rated_flops; valid: the kernel's TFLOP/s");
   if (work.expert_flops + work.attention_flops + work.wide_flops + work.rated_flops > work.flops)

@@ -412,6 +412,7 @@ LayerCost block_cost(const LayerShape& x, const BlockConstants& k, std::int64_t 
   // Each TP collective is a kernel the CPU issues and the GPU launches like any other: an all-reduce per
   // pair, or an all-gather and a reduce-scatter under sequence parallelism.
   c.kernels += c.tp_collectives * (o.sequence_parallel ? 2 : 1);
+  c.host_ns = c.tp_collectives * o.tp_collective_host_ns;
   set_block_activations(x, attn, traffic, c);
   return c;
 }

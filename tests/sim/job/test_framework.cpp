@@ -3,6 +3,7 @@
 #include <string>
 
 #include "core/json_reader.hpp"
+#include "job/framework_rates.hpp"
 #include "pipesim/sim/core/error.hpp"
 #include "pipesim/sim/job/framework.hpp"
 #include "pipesim/sim/job/job.hpp"
@@ -128,6 +129,37 @@ TEST(Framework, ASmallEagerModelIsBoundByTheCpuIssuingItsKernels) {
   EXPECT_EQ(step_s(j), compute_metrics(gpu_only, Engine{}.run(gpu_only)).step_time_s);
 }
 
+TEST(Framework, EachTensorParallelCollectiveCostsTheCpuItsCallIntoTorchDistributed) {
+  // nanotron's TP linears call c10d for every collective: 131 us of CPU per all-gather and 122 us per
+  // reduce-scatter (its file's figures), of which the pair's two launches already cost 2 x 24 us of dispatch:
+  // 131 + 122 - 48 = 205 us more per pair under sequence parallelism; without it one all-reduce, 89 - 24.
+  const Framework nanotron = load_framework("nanotron");
+  EXPECT_EQ(nanotron.host_collective_us.value.all_gather, 131);
+  EXPECT_EQ(framework_tp_collective_host_ns(nanotron, true, 24000), 205000);
+  EXPECT_EQ(framework_tp_collective_host_ns(nanotron, false, 24000), 65000);
+  EXPECT_EQ(framework_tp_collective_host_ns(load_framework("megatron-core"), true, 0), 0);  // states none
+  // A tp 2 block's forward on one H100 at one short sequence: two collective pairs, each op lasts its
+  // kernels' dispatch plus 2 x 205 us (forward) or twice that (backward), longer than its GPU work.
+  JobOptions j =
+      testing::job(std::string(PIPESIM_TEST_DATA_DIR) + "/hf/gpt2.json", "h100-sxm-8x", 1, 2, 1, 4);
+  j.framework = "nanotron";
+  j.seq = 1024;
+  j.microbatch_size = 1;
+  j.sequence_parallel = true;
+  const Plan plan = testing::plan_of("1f1b", j);
+  const Timeline t = Engine{}.run(plan);
+  int checked = 0;
+  for (std::size_t i = 0; i < plan.ops.size(); ++i) {
+    const ComputeWork* c = compute_of(plan.ops[i].payload);
+    if (c == nullptr || c->host_ns == 0) continue;
+    const Duration pairs = plan.ops[i].kind == OpKind::kForward ? 1 : 2;
+    EXPECT_EQ(c->host_ns % (pairs * 2 * 205000), 0) << i;  // whole layers' pairs
+    EXPECT_EQ(t.end[i] - t.start[i], Duration{c->kernels} * 24000 + c->host_ns) << i;
+    ++checked;
+  }
+  EXPECT_GT(checked, 0);
+}
+
 TEST(Framework, RunsOnlyThePipelineSchedulesItImplements) {
   const Framework mds = load_framework("megatron-deepspeed");
   EXPECT_EQ(mds.schedules.value, (std::vector<std::string>{"1f1b", "zb-h1"}));
@@ -213,6 +245,11 @@ TEST(Framework, BadFilesNameFileAndPath) {
   EXPECT_NE(err(with("/settings/host_dispatch_us", nlohmann::json{{"value", 5000}, {"source", "x"}}))
                 .find("/settings/host_dispatch_us/value"),
             std::string::npos);
+  EXPECT_EQ(
+      err(with("/settings/host_collective_us",
+               nlohmann::json{{"value", {{"all_reduce", 89}, {"all_gather", -1}, {"reduce_scatter", 1}}},
+                              {"source", "x"}})),
+      "f.json: /settings/host_collective_us/value/all_gather: value -1 out of range; valid: 0 .. 1000");
   EXPECT_NE(err(with("/settings/flash", true)).find("/settings/flash"), std::string::npos);  // unknown key
   EXPECT_EQ(
       err(with("/settings/data_parallel", nlohmann::json{{"value", {"ddp", "zero-4"}}, {"source", "x"}})),

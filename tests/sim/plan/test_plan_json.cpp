@@ -32,6 +32,21 @@ TEST(PlanJson, RoundTripIsLossless) {
   }
 }
 
+TEST(PlanJson, TheCpuTimeOfAnOpsCollectivesTravelsWithIt) {
+  // An eager framework's TP collectives cost the CPU more than a kernel's dispatch (ComputeWork::host_ns):
+  // the saved plan keeps it, and the loaded plan's CPU-bound op lasts as long.
+  JobOptions j = testing::job("llama2-7b", "h100-sxm-8x", 2, 2, 1, 4);
+  j.seq = 256;
+  j.microbatch_size = 1;
+  j.framework = "nanotron";
+  const Plan p = testing::plan_of("1f1b", j);
+  const std::string text = plan_to_json(p);
+  EXPECT_NE(text.find("\"host_ns\""), std::string::npos);
+  const Plan back = plan_from_json(text, "p.json");
+  EXPECT_EQ(plan_to_json(back), text);
+  EXPECT_EQ(Engine{}.run(p).end, Engine{}.run(back).end);
+}
+
 TEST(PlanJson, TwinCountsTravelWithThePlan) {
   // Offloaded optimizer on one node of 8 H100s (pp 2, tp 2, dp 2): each simulated GPU stands for 4 GPUs of
   // its stage on the node and 2 under its PCIe switch.

@@ -98,7 +98,8 @@ inline ComputeWork backward_work(TaskKind kind, const RangeCost& part, double ge
                                    : part.wide_bwd_in,
                      weight_only ? 0 : part.bwd_score_mem,
                      rated.flops,
-                     rated.tflops()};
+                     rated.tflops(),
+                     part.host_ns * launch_share_of(kind)};
 }
 
 /// A profiled pass's measured time, or -1 to time it from its work.
@@ -201,9 +202,10 @@ class Builder {
     const std::int32_t domain = in_.hw.tp_domain_gpus();
     return (t + (in_.tp > domain ? domain : 1)) % in_.tp;
   }
-  /// A member's bytes of a TP ring collective that leaves the node (or NVLink domain): NCCL runs it as several
-  /// rings, one leaving through each member's NIC, so with a domain's `domain` members each NIC carries
-  /// 1/domain of a member's ring bytes (the rest moves over NVLink beside it), as for DP rings (dp_ring_nics_).
+  /// A member's bytes of a TP ring collective that leaves the node (or NVLink domain): NCCL runs it as
+  /// several rings, one leaving through each member's NIC, so with a domain's `domain` members each NIC
+  /// carries 1/domain of a member's ring bytes (the rest moves over NVLink beside it), as for DP rings
+  /// (dp_ring_nics_).
   std::int64_t tp_ring_bytes(std::int64_t bytes) const {
     const std::int32_t domain = in_.hw.tp_domain_gpus();
     return in_.tp > domain ? bytes / domain : bytes;
@@ -320,7 +322,8 @@ class Builder {
                        r.wide_fwd,
                        r.fwd_score_mem,
                        r.rated_fwd.flops,
-                       r.rated_fwd.tflops()};
+                       r.rated_fwd.tflops(),
+                       r.host_ns};
   }
   ComputeWork recompute_work(const RangeCost& r) const {
     return ComputeWork{r.recompute,
@@ -336,7 +339,8 @@ class Builder {
                        r.wide_recompute,
                        r.recompute_score_mem,
                        r.rated_recompute.flops,
-                       r.rated_recompute.tflops()};
+                       r.rated_recompute.tflops(),
+                       r.host_ns};
   }
   static Duration forward_fixed(const RangeCost& r) { return r.profiled ? r.fwd_ns : Duration{-1}; }
   static Duration recompute_fixed(const RangeCost& r) { return r.profiled ? r.recompute_ns : Duration{-1}; }
@@ -448,7 +452,7 @@ class Builder {
            {w.gemm_gflop, w.expert_flops, w.attention_flops, w.wide_flops, w.rated_flops, w.rated_tflops})
         h = (h ^ bits(x)) * 0x9e3779b97f4a7c15ULL;
       for (std::int64_t x : {w.mem_bytes, w.score_bytes, w.attention_bytes, w.expert_weight_bytes,
-                             std::int64_t{w.kernels}, static_cast<std::int64_t>(w.gemms.size())})
+                             std::int64_t{w.kernels}, static_cast<std::int64_t>(w.gemms.size()), w.host_ns})
         h = (h ^ static_cast<std::uint64_t>(x)) * 0x9e3779b97f4a7c15ULL;
       return static_cast<std::size_t>(h ^ (h >> 29));
     }

@@ -20,6 +20,14 @@ inline constexpr const char* kDefaultFramework = "megatron-core";
 /// A CPU that takes a millisecond to issue one kernel is beyond any framework's; larger is a typo.
 inline constexpr double kMaxHostDispatchUs = 1000;
 
+/// CPU time to issue one collective of each kind through the framework's communication library (Python,
+/// the process group's bookkeeping, the launch), in microseconds; 0: an ordinary kernel's dispatch.
+struct HostCollectiveUs {
+  double all_reduce = 0;
+  double all_gather = 0;
+  double reduce_scatter = 0;
+};
+
 template <class T>
 struct FrameworkSetting {
   T value{};
@@ -44,6 +52,10 @@ struct Framework {
   /// least its kernels times this, so small eager models are bound by the CPU. Optional in a file; 0 (not
   /// modelled): only the GPU's own gap between kernels counts.
   FrameworkSetting<double> host_dispatch_us;
+  /// CPU time to issue each tensor-parallel collective (an all-reduce, or under sequence parallelism an
+  /// all-gather and a reduce-scatter): eager frameworks call torch.distributed, whose per-call cost is
+  /// several kernels' dispatch. Optional in a file; absent: a collective costs the CPU one kernel's dispatch.
+  FrameworkSetting<HostCollectiveUs> host_collective_us;
   /// The pipeline schedules the framework implements (order-based ones; optional in a file, empty: any).
   /// `plan` and `buy` search only these, and `simulate` runs no other; the CPU-offload schedules are systems
   /// of their own that run on any framework's kernels.

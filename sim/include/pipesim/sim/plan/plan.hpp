@@ -110,6 +110,9 @@ struct ComputeWork {
   /// `rated_tflops` (their FLOPs over their summed time at each kernel's rate).
   double rated_flops = 0;
   double rated_tflops = 0;
+  /// CPU time issuing the op takes beyond its kernels' dispatch (PlanMeta::host_dispatch_ns each): the calls
+  /// into the framework's communication library for its TP collectives.
+  Duration host_ns = 0;
 
   bool operator==(const ComputeWork&) const = default;
 };

@@ -67,6 +67,9 @@ struct LayerCost {
   double gemm_gflop = 0;         ///< a typical GEMM of the layer, per TP rank
   std::vector<GemmShape> gemms;  ///< the forward's dense GEMMs per TP rank (not the experts')
   std::int32_t kernels = 0;      ///< kernel launches of the forward
+  /// CPU time the forward's issuing takes beyond its kernels' dispatch: its TP collectives' calls into the
+  /// framework's communication library (CostOptions::tp_collective_host_ns).
+  Duration host_ns = 0;
   // Measured times of a profiled workload (>= 0 replace the FLOP-based times).
   Duration fwd_ns = -1, bwd_input_ns = -1, bwd_weight_ns = -1, recompute_ns = -1;
   std::int64_t params = 0;            ///< whole layer
@@ -188,6 +191,9 @@ struct CostOptions {
   /// The framework's own element-wise kernels and saved tensors, where its file states them (null: the
   /// built-in Megatron-Core composition: fused bf16 kernels).
   std::shared_ptr<const KernelComposition> composition{};
+  /// CPU time to issue one forward TP collective pair beyond the kernel dispatch its launches already cost
+  /// (Framework::host_collective_us; 0: none).
+  Duration tp_collective_host_ns = 0;
 };
 
 /// Bytes a memory-bound kernel moves per element: 2 B activations (bf16/fp16), read once and written once.
