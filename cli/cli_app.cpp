@@ -27,6 +27,7 @@
 #include "pipesim/sim/core/units.hpp"
 #include "pipesim/sim/fill/fill.hpp"
 #include "pipesim/sim/hardware/hardware.hpp"
+#include "pipesim/sim/hardware/stragglers.hpp"
 #include "pipesim/sim/job/job.hpp"
 #include "pipesim/sim/schedules/plan_builder.hpp"
 #include "pipesim/sim/schedules/schedule.hpp"
@@ -165,6 +166,9 @@ int list_frameworks(const std::string& format) {
                            f.attention_mask.value);
     if (f.vocab_padding.value > 1)
       table += fmt::format("{:<20} vocabulary padded to a multiple of {} x tp\n", "", f.vocab_padding.value);
+    if (f.dp_grad_bytes.value != 2)
+      table += fmt::format("{:<20} data parallelism reduces {} B gradients a parameter\n", "",
+                           f.dp_grad_bytes.value);
     if (!f.data_parallel.value.empty() || !f.recompute.value.empty() || !f.host_offload.value)
       table += fmt::format(
           "{:<20} data parallel {}, recompute {}, host offload {}\n", "",
@@ -202,6 +206,7 @@ int list_frameworks(const std::string& format) {
                     {"recompute", f.recompute.value},
                     {"host_offload", f.host_offload.value},
                     {"vocab_padding", f.vocab_padding.value},
+                    {"dp_grad_bytes", f.dp_grad_bytes.value},
                     {"kernels", composition_json(f.kernels)},
                     {"sources",
                      {{"attention", f.attention.source},
@@ -222,7 +227,8 @@ int list_frameworks(const std::string& format) {
                       {"data_parallel", f.data_parallel.source},
                       {"recompute", f.recompute.source},
                       {"host_offload", f.host_offload.source},
-                      {"vocab_padding", f.vocab_padding.source}}}});
+                      {"vocab_padding", f.vocab_padding.source},
+                      {"dp_grad_bytes", f.dp_grad_bytes.source}}}});
   }
   print_listing(rows, format, table);
   return 0;
@@ -348,6 +354,11 @@ void add_kernel_options(CLI::App* sim, pipesim::sim::JobOptions& j) {
          "least "
          "its kernels times this; 0: not modelled (default: the framework's)")
       ->check(CLI::Range(0.0, pipesim::sim::kMaxHostDispatchUs));
+  sim->add_option_function<double>(
+         "--gpu-speed-cv", [&j](double cv) { j.gpu_speed_cv = cv; },
+         "stragglers: coefficient of variation of the GPUs' speed; every GPU keeps the pace of the expected "
+         "slowest of the job's GPUs; 0: off (default: the hardware profile's gpu.speed_cv, absent: off)")
+      ->check(CLI::Range(0.0, pipesim::sim::kMaxSpeedCv));
   add_framework_word(sim, "--tp-overlap", j.tp_overlap,
                      "the backward's TP collectives: backward (beside its GEMMs, Megatron-LM's asynchronous "
                      "TP communication since 2022) or none (each waits on the compute stream, Megatron-LM "

@@ -149,6 +149,7 @@ class [[gnu::visibility("hidden")]] RunState {
   // Contention of overlapped collectives with compute (hw.gpu.collective_compute_slowdown); only kept
   // when the profile names a slowdown.
   double slowdown_ = 0;
+  double straggler_ = 1;  ///< the expected slowest GPU's time over the profile's (straggler_slowdown)
   std::vector<std::vector<Stretched>> computing_;  // per device: stretchable compute in flight
 
  private:

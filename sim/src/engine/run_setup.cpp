@@ -1,6 +1,7 @@
 // Reading a plan into the state of one engine run: the op records, the streams' chains, the dependents,
 // the transfers' shapes and the collective groups.
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <utility>
 #include <variant>
@@ -11,6 +12,7 @@
 #include "engine/group_numbering.hpp"
 #include "engine/run.hpp"
 #include "pipesim/sim/core/error.hpp"
+#include "pipesim/sim/hardware/stragglers.hpp"
 #include "plan/endpoints.hpp"
 #include "plan/plan_validator.hpp"
 
@@ -53,6 +55,7 @@ void RunState::read_plan() {
   PlanReading r(plan_);
   const std::size_t n = plan_.ops.size();
   slowdown_ = plan_.hw.gpu.collective_compute_slowdown;
+  straggler_ = straggler_slowdown(plan_.meta.gpu_speed_cv, plan_.num_gpus());
   if (slowdown_ > 0) {
     computing_.assign(plan_.devices.size(), {});
   }
@@ -184,11 +187,15 @@ Duration RunState::compute_duration(const Op& op, DeviceId device) const {
         share < 1 ? c->score_bytes +
                         static_cast<std::int64_t>(static_cast<double>(c->mem_bytes - c->score_bytes) / share)
                   : c->mem_bytes;
-    const Duration gpu =
+    const Duration rated =
         hw.op_ns(c->flops, c->gemm_gflop, c->kernels, plan_.meta.dtype, mem, c->expert_flops,
                  c->expert_gemm_gflop, c->expert_weight_bytes, c->attention_flops, c->attention_bytes,
                  c->wide_flops, c->score_bytes, c->rated_flops, c->rated_tflops);
-    // The GPU runs no faster than the CPU issues its kernels.
+    // Every GPU keeps the pace of the job's slowest (stragglers), and runs no faster than the CPU issues its
+    // kernels.
+    const Duration gpu = straggler_ == 1
+                             ? rated
+                             : static_cast<Duration>(std::llround(static_cast<double>(rated) * straggler_));
     return std::max(gpu, c->kernels * plan_.meta.host_dispatch_ns + c->host_ns);
   }
   if (const auto* m = std::get_if<MemoryWork>(&op.payload)) {

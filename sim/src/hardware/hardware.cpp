@@ -1,4 +1,5 @@
 #include "pipesim/sim/hardware/hardware.hpp"
+#include "pipesim/sim/hardware/stragglers.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -246,6 +247,7 @@ void read_gpu(JsonObject& r, GpuSpec& gpu) {
   gpu.launch_overhead = duration_from_us(g.number("launch_overhead_us", 0, 1e4));
   gpu.gemm_efficiency = read_curve(g, "gemm_efficiency", "gemm_gflop", "efficiency", 1.0, true);
   gpu.board_W = g.number_or("board_W", 0, 0, 1e4);
+  gpu.speed_cv = g.number_or("speed_cv", 0, 0, kMaxSpeedCv);
   gpu.runtime_reserved_bytes = g.has("runtime_reserved_bytes")
                                    ? g.integer("runtime_reserved_bytes", 0, gpu.hbm_bytes - 1)
                                    : (g.accept("runtime_reserved_bytes"), std::int64_t{0});
@@ -257,10 +259,10 @@ void read_gpu(JsonObject& r, GpuSpec& gpu) {
   } else {
     g.accept("unaligned_gemm_tflops");
   }
-  gpu.sources =
-      read_sources(g, {"model", "peak_tflops", "hbm_bytes", "hbm_GBps", "hbm_efficiency",
-                       "unfused_attention_efficiency", "collective_compute_slowdown", "launch_overhead_us",
-                       "gemm_efficiency", "board_W", "unaligned_gemm_tflops", "runtime_reserved_bytes"});
+  gpu.sources = read_sources(
+      g, {"model", "peak_tflops", "hbm_bytes", "hbm_GBps", "hbm_efficiency", "unfused_attention_efficiency",
+          "collective_compute_slowdown", "launch_overhead_us", "gemm_efficiency", "board_W",
+          "unaligned_gemm_tflops", "runtime_reserved_bytes", "speed_cv"});
   g.finish();
 }
 
@@ -438,6 +440,7 @@ std::string hardware_profile_to_json(const HardwareProfile& hw) {
   if (hw.gpu.collective_compute_slowdown > 0)
     g["collective_compute_slowdown"] = hw.gpu.collective_compute_slowdown;
   if (hw.gpu.board_W > 0) g["board_W"] = hw.gpu.board_W;
+  if (hw.gpu.speed_cv > 0) g["speed_cv"] = hw.gpu.speed_cv;
   if (hw.gpu.runtime_reserved_bytes > 0) g["runtime_reserved_bytes"] = hw.gpu.runtime_reserved_bytes;
   if (hw.gpu.unaligned_gemm.forward_tflops > 0)
     g["unaligned_gemm_tflops"] = {{"forward", hw.gpu.unaligned_gemm.forward_tflops},

@@ -223,6 +223,7 @@ Framework parse_framework(const std::string& text, const std::string& file) {
   else
     s.accept("host_offload");
   f.vocab_padding = integer_setting(s, "vocab_padding", 1, 1, 1 << 16);
+  f.dp_grad_bytes = integer_setting(s, "dp_grad_bytes", 2, 1, 8);
   s.finish();
   f.kernels = parse_framework_kernels(r);
   r.finish();

@@ -11,6 +11,7 @@
 #include "job/framework_rates.hpp"
 #include "job/framework_split.hpp"
 #include "pipesim/sim/core/error.hpp"
+#include "pipesim/sim/hardware/stragglers.hpp"
 #include "pipesim/sim/job/option_parsing.hpp"
 #include "pipesim/sim/workload/model.hpp"
 
@@ -425,6 +426,10 @@ void resolve_execution(const JobOptions& j, const ScheduleDescriptor& schedule, 
     bad(Option{"host_dispatch_us"},
         fmt::format("{}; valid: 0 .. {}", *j.host_dispatch_us, kMaxHostDispatchUs));
   in.host_dispatch_ns = duration_from_us(*j.host_dispatch_us);
+  in.dp_grad_bytes_per_param = j.loaded_framework->dp_grad_bytes.value;
+  in.gpu_speed_cv = j.gpu_speed_cv.value_or(in.hw.gpu.speed_cv);
+  if (!(in.gpu_speed_cv >= 0 && in.gpu_speed_cv <= kMaxSpeedCv))
+    bad(Option{"gpu_speed_cv"}, fmt::format("{}; valid: 0 (off) .. {}", in.gpu_speed_cv, kMaxSpeedCv));
   if (*j.tp_overlap != "backward" && *j.tp_overlap != "none")
     bad(Option{"tp_overlap"}, fmt::format("unknown mode '{}'; valid: backward, none", *j.tp_overlap));
   in.overlap_tp_backward = *j.tp_overlap == "backward";

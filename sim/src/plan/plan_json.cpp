@@ -1,4 +1,5 @@
 #include "pipesim/sim/plan/plan_json.hpp"
+#include "pipesim/sim/hardware/stragglers.hpp"
 
 #include <fmt/format.h>
 
@@ -71,6 +72,7 @@ json meta_json(const PlanMeta& m) {
   if (!m.framework.empty()) j["framework"] = m.framework;
   if (m.host_dispatch_ns > 0) j["host_dispatch_ns"] = m.host_dispatch_ns;
   if (m.elementwise_efficiency < 1) j["elementwise_efficiency"] = m.elementwise_efficiency;
+  if (m.gpu_speed_cv > 0) j["gpu_speed_cv"] = m.gpu_speed_cv;
   if (m.node_twins > 1) j["node_twins"] = m.node_twins;
   if (m.switch_twins > 1) j["switch_twins"] = m.switch_twins;
   return j;
@@ -106,6 +108,7 @@ PlanMeta meta_from(JsonObject o) {
   m.dtype = o.string("dtype");
   m.host_dispatch_ns = o.integer_or("host_dispatch_ns", 0, 0, 1000000);  // at most 1 ms per kernel
   m.elementwise_efficiency = o.number_or("elementwise_efficiency", 1, kMinElementwiseEfficiency, 1);
+  m.gpu_speed_cv = o.number_or("gpu_speed_cv", 0, 0, kMaxSpeedCv);
   const json& part = o.raw("partition");
   if (!part.is_array()) o.fail("partition", "expected an array of block counts");
   for (std::size_t i = 0; i < part.size(); ++i)

@@ -44,6 +44,9 @@ struct GpuSpec {
   /// workspace, NCCL's first communicator), measured; the tensors fit in hbm_bytes less this. 0: not
   /// measured.
   std::int64_t runtime_reserved_bytes = 0;
+  /// Coefficient of variation of one GPU's speed across GPUs of this model (manufacturing and power
+  /// management): a job waits for its slowest GPU (stragglers.hpp). 0: every GPU runs at the profile's rates.
+  double speed_cv = 0;
   /// Published rates of fused attention kernels by name (see attention_kernels.hpp); each carries its source.
   std::map<std::string, AttentionKernelRates> attention_kernels;
   /// GEMMs with a dimension that is not a multiple of 8 elements (16 bytes of bf16: an odd vocabulary such as

@@ -85,6 +85,9 @@ struct Framework {
   /// 128): the output layer computes the padded logits. Optional in a file; absent: 1, the model's vocabulary
   /// as given (an odd one leaves the output GEMMs unaligned).
   FrameworkSetting<std::int64_t> vocab_padding{1, {}};
+  /// Bytes per parameter of the gradients data parallelism reduces: 2 (16-bit gradients) or 4 (the fp32
+  /// accumulation buffers, as nanotron's DDP hook all-reduces them). Optional in a file; absent: 2.
+  FrameworkSetting<std::int64_t> dp_grad_bytes{2, {}};
   /// The framework's own element-wise kernels, saved tensors, residual width and optimizer traffic, where
   /// its file states them ("kernels"); null: the built-in Megatron-Core composition.
   std::shared_ptr<const KernelComposition> kernels;

@@ -248,6 +248,9 @@ struct PlanMeta {
   /// Share of the GPU's streaming rate (hbm_GBps x hbm_efficiency) the framework's element-wise kernels
   /// reach: a compute op's memory-bound bytes (its unfused scores excepted) take 1 / this longer.
   double elementwise_efficiency = 1;
+  /// Coefficient of variation of the GPUs' speed (HardwareProfile gpu.speed_cv or --gpu-speed-cv): every
+  /// GPU's compute runs at the expected slowest of the job's GPUs' pace (stragglers.hpp). 0: off.
+  double gpu_speed_cv = 0;
   std::vector<std::int32_t> partition;  ///< transformer blocks per stage (per virtual stage when v > 1)
   std::string note;
 };

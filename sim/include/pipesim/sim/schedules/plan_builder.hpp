@@ -69,6 +69,7 @@ struct ScheduleInput {
   bool blocking_p2p = false;
   Duration host_dispatch_ns = 0;      ///< CPU time to issue one kernel (0: not modelled)
   double elementwise_efficiency = 1;  ///< see PlanMeta::elementwise_efficiency
+  double gpu_speed_cv = 0;            ///< see PlanMeta::gpu_speed_cv
   /// TP ranks split the sequence between their collectives (sequence parallelism): the backward also
   /// all-gathers again the inputs its weight gradients need.
   bool sequence_parallel = false;
