@@ -354,6 +354,11 @@ void add_kernel_options(CLI::App* sim, pipesim::sim::JobOptions& j) {
          "least "
          "its kernels times this; 0: not modelled (default: the framework's)")
       ->check(CLI::Range(0.0, pipesim::sim::kMaxHostDispatchUs));
+  sim->add_option("--collective-latency", j.collective_latency,
+                  "how collectives pay latency: nccl (NCCL's tuning model for the algorithm and protocol it "
+                  "picks by size: ring, tree, PAT; LL, LL128, Simple), steps (the profile's latency once per "
+                  "ring step), none (bandwidth only)")
+      ->check(CLI::IsMember({"nccl", "steps", "none"}));
   sim->add_option_function<double>(
          "--gpu-speed-cv", [&j](double cv) { j.gpu_speed_cv = cv; },
          "stragglers: coefficient of variation of the GPUs' speed; every GPU keeps the pace of the expected "

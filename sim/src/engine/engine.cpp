@@ -233,7 +233,7 @@ void Run::start_other(OpId id) {
   if (h.mode == Mode::kFlow) {
     const TransferShape& t = shapes_[h.end_version];
     const Path& p = t.path;
-    h.duration = p.latency * t.latency_steps;
+    h.duration = t.latency_ns >= 0 ? t.latency_ns : p.latency * t.latency_steps;
     if (!p.links.empty() && t.bytes > 0) {
       FlowId f = net_.add(p.links, static_cast<double>(t.bytes), p.max_bytes_per_ns, now_, t.priority);
       if (static_cast<std::size_t>(f) >= flow_op_.size()) {

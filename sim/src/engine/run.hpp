@@ -74,6 +74,7 @@ class [[gnu::visibility("hidden")]] RunState {
     std::int64_t bytes = 0;
     std::int32_t latency_steps = 1;
     std::int32_t priority = 0;
+    Duration latency_ns = -1;  ///< TransferWork::latency_ns
   };
 
   const Plan& plan_;
@@ -208,10 +209,12 @@ class [[gnu::visibility("hidden")]] RunState {
     bool ring = false;
     std::int32_t latency_steps = 1, priority = 0;
     std::int64_t bytes = 0, message_bytes = 0;
+    Duration latency_ns = -1;
     std::uint32_t shape = 0;  // in shapes_
     bool matches(const TransferWork& t, bool r) const {
       return src == t.src && dst == t.dst && ring == r && bytes == t.bytes &&
-             message_bytes == t.message_bytes && latency_steps == t.latency_steps && priority == t.priority;
+             message_bytes == t.message_bytes && latency_steps == t.latency_steps && priority == t.priority &&
+             latency_ns == t.latency_ns;
     }
   };
   /// The newest of a stream's two shapes is tried first; a miss replaces the older one.

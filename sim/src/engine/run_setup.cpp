@@ -221,10 +221,11 @@ std::uint32_t RunState::shape_of(ShapeMemos& memo, const TransferWork& t, bool r
     shape.bytes = t.bytes;
     shape.latency_steps = t.latency_steps;
     shape.priority = t.priority;
+    shape.latency_ns = t.latency_ns;
     shapes_.push_back(shape);
     m.src = t.src, m.dst = t.dst, m.ring = ring;
     m.latency_steps = t.latency_steps, m.priority = t.priority;
-    m.bytes = t.bytes, m.message_bytes = t.message_bytes;
+    m.bytes = t.bytes, m.message_bytes = t.message_bytes, m.latency_ns = t.latency_ns;
     m.shape = static_cast<std::uint32_t>(shapes_.size() - 1);
   }
   return m.shape;

@@ -11,6 +11,7 @@
 #include "job/framework_rates.hpp"
 #include "job/framework_split.hpp"
 #include "pipesim/sim/core/error.hpp"
+#include "pipesim/sim/hardware/nccl_tuning.hpp"
 #include "pipesim/sim/hardware/stragglers.hpp"
 #include "pipesim/sim/job/option_parsing.hpp"
 #include "pipesim/sim/workload/model.hpp"
@@ -428,6 +429,11 @@ void resolve_execution(const JobOptions& j, const ScheduleDescriptor& schedule, 
   in.host_dispatch_ns = duration_from_us(*j.host_dispatch_us);
   in.dp_grad_bytes_per_param = j.loaded_framework->dp_grad_bytes.value;
   in.gpu_speed_cv = j.gpu_speed_cv.value_or(in.hw.gpu.speed_cv);
+  try {
+    in.collective_latency = parse_collective_latency(j.collective_latency);
+  } catch (const InputError& e) {
+    bad(Option{"collective_latency"}, e.message());
+  }
   if (!(in.gpu_speed_cv >= 0 && in.gpu_speed_cv <= kMaxSpeedCv))
     bad(Option{"gpu_speed_cv"}, fmt::format("{}; valid: 0 (off) .. {}", in.gpu_speed_cv, kMaxSpeedCv));
   if (*j.tp_overlap != "backward" && *j.tp_overlap != "none")

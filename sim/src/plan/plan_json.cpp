@@ -177,6 +177,7 @@ std::string plan_to_json(const Plan& plan) {
                        {"group", x->group}, {"group_size", x->group_size}};
       if (x->priority != 0) j["transfer"]["priority"] = x->priority;
       if (x->message_bytes != 0) j["transfer"]["message_bytes"] = x->message_bytes;
+      if (x->latency_ns >= 0) j["transfer"]["latency_ns"] = x->latency_ns;
     } else if (const auto* w = std::get_if<CpuWork>(&op.payload))
       j["cpu"] = {{"params", w->params}, {"threads", w->threads}};
     else if (const auto* m = std::get_if<MemoryWork>(&op.payload))
@@ -296,6 +297,7 @@ TransferWork read_transfer(JsonObject c) {
   w.group_size = static_cast<std::int32_t>(c.integer("group_size", 1, kI32));
   w.priority = static_cast<std::int32_t>(c.integer_or("priority", 0, 0, 1));
   w.message_bytes = c.integer_or("message_bytes", 0, 0, kMaxBytes);
+  w.latency_ns = static_cast<std::int32_t>(c.integer_or("latency_ns", -1, -1, kMaxTransferLatencyNs));
   c.finish();
   return w;
 }

@@ -19,6 +19,7 @@
 
 #include "hardware/topology.hpp"
 #include "pipesim/sim/core/error.hpp"
+#include "pipesim/sim/hardware/nccl_tuning.hpp"
 #include "pipesim/sim/schedules/plan_builder.hpp"
 #include "pipesim/sim/schedules/schedule.hpp"
 #include "plan/endpoints.hpp"
@@ -210,6 +211,12 @@ class Builder {
     const std::int32_t domain = in_.hw.tp_domain_gpus();
     return in_.tp > domain ? bytes / domain : bytes;
   }
+  /// Times `w` as NCCL runs `count` collectives of `kind`, each of `message_bytes`, over `ranks` GPUs on
+  /// `nodes` nodes: their latency by NCCL's model, and the bytes on the wire scaled by the chosen protocol's
+  /// and algorithm's overhead (PlanInputs::collective_latency: steps keeps `w`'s per-step latency, none
+  /// leaves it none).
+  void time_as_nccl(TransferWork& w, CollectiveKind kind, std::int32_t ranks, std::int32_t nodes,
+                    std::int64_t message_bytes, std::int32_t count) const;
   /// The model chunk a rank's local chunk holds, and the rank (stage) of a model chunk (ChunkPlacement).
   std::int32_t model_chunk(std::int32_t local, std::int32_t stage) const {
     // V and two copies alike: the second chunk of rank r is 2pp-1-r (up the ranks).
@@ -434,6 +441,8 @@ class Builder {
   std::int32_t cp_ring_offset_ = 1;  // and inside a context-parallel group
   /// NICs a member's share of a node-leaving DP ring is spread over (see size_plan); 1 inside a domain.
   std::int32_t dp_ring_nics_ = 1, replicas_ring_nics_ = 1;
+  /// Nodes (NVLink domains) the whole-group DP ring and HSDP's ring between shard groups span.
+  std::int32_t dp_ring_nodes_ = 1, replicas_ring_nodes_ = 1, cp_ring_nodes_ = 1, ep_ring_nodes_ = 1;
   std::vector<std::vector<RangeCost>> chunk_costs_;  // [cost table][chunk]
   /// Gradient buckets' costs by (cost table, first layer, end layer): the same for every replica and
   /// microbatch, so computed once (and their GEMM lists shared by every op).

@@ -418,6 +418,21 @@ OpId Builder::emit_dp_collective(GpuRank& g, OpKind kind, GpuStream on, const Op
   }
   w.latency_steps = kind == OpKind::kAllToAll ? count : factor * (n - 1) * count;
   w.message_bytes = buffer_bytes / count;
+  // Ring attention passes its blocks by send and receive, one path latency a step, not as an NCCL collective.
+  const bool ring_attention = group == DpGroup::kContext && in_.cp_attention == CpAttention::kRing;
+  if (kind != OpKind::kAllToAll && !ring_attention) {
+    // Nodes the ring spans, as laid out (an HSDP shard group stays inside its node).
+    const std::int32_t nodes = group == DpGroup::kReplicas                            ? replicas_ring_nodes_
+                               : group == DpGroup::kContext                           ? cp_ring_nodes_
+                               : group == DpGroup::kExperts                           ? ep_ring_nodes_
+                               : group == DpGroup::kShard && shard == grad_replicas() ? dp_ring_nodes_
+                                                                                      : 1;
+    time_as_nccl(w,
+                 kind == OpKind::kAllReduce   ? CollectiveKind::kAllReduce
+                 : kind == OpKind::kAllGather ? CollectiveKind::kAllGather
+                                              : CollectiveKind::kReduceScatter,
+                 n, nodes, w.message_bytes, count);
+  }
   if (explicit_) {
     // The members of one group emit their collectives in the same order: (stage, tp rank, group, sequence)
     // names the collective they share.

@@ -156,12 +156,14 @@ void Builder::size_plan() {
   for (std::int32_t k = 1; k < in_.cp; ++k) {
     if (leaves_domain(k)) {
       cp_ring_offset_ = k;
+      cp_ring_nodes_ = (in_.cp + k - 1) / k;
       break;
     }
   }
   for (std::int32_t k = 1; k < in_.ep; ++k) {
     if (leaves_domain(k)) {
       ep_ring_offset_ = k;
+      ep_ring_nodes_ = (in_.ep + k - 1) / k;
       break;
     }
   }
@@ -174,8 +176,15 @@ void Builder::size_plan() {
     for (std::int32_t r = 0; r < grad_replicas(); r += stride, ++n) k += leaves_domain(r) ? 0 : 1;
     return k < n ? std::max(1, k) : 1;  // a ring that stays inside the domain keeps NVLink's pricing
   };
+  auto domains = [&](std::int32_t stride) {  // how many domains the ring spans
+    std::int32_t k = 0, n = 0;
+    for (std::int32_t r = 0; r < grad_replicas(); r += stride, ++n) k += leaves_domain(r) ? 0 : 1;
+    return k < n ? std::max(1, n / std::max(1, k)) : 1;
+  };
   dp_ring_nics_ = members_in_domain(1);
   replicas_ring_nics_ = members_in_domain(std::max(1, in_.sharding.shard_group));
+  dp_ring_nodes_ = domains(1);
+  replicas_ring_nodes_ = domains(std::max(1, in_.sharding.shard_group));
   for (std::int32_t s = 0; s < in_.pp; ++s)
     orders_.push_back(sched_.order({in_.pp, in_.microbatches, in_.virtual_stages}, s));
 }
@@ -195,6 +204,30 @@ DeviceId Builder::device_of_rank(std::int32_t rank) {
   return d;
 }
 
+void Builder::time_as_nccl(TransferWork& w, CollectiveKind kind, std::int32_t ranks, std::int32_t nodes,
+                           std::int64_t message_bytes, std::int32_t count) const {
+  if (in_.collective_latency == CollectiveLatency::kSteps || ranks < 2 || count <= 0) return;
+  if (in_.collective_latency == CollectiveLatency::kNone) {
+    w.latency_ns = 0;
+    return;
+  }
+  const auto& hw = in_.hw;
+  const bool nvlink = hw.node.nvlink.GBps_per_direction > 0;
+  // Inside a node whose profile measured NCCL's all-reduce bus bandwidth by size, the ring runs at that rate,
+  // which holds NCCL's latency and protocol at each size already.
+  if (nodes == 1 && nvlink && !hw.node.nvlink.allreduce_busbw_by_size.empty()) {
+    w.latency_ns = 0;
+    return;
+  }
+  const double bus_GBps = nodes > 1 ? hw.network.nic_GBps
+                          : nvlink  ? hw.node.nvlink.GBps_per_direction
+                                    : hw.node.pcie.lane_GBps;
+  const NcclCollective c = nccl_collective(kind, ranks, nodes, nvlink, message_bytes, bus_GBps);
+  w.bytes = static_cast<std::int64_t>(std::llround(static_cast<double>(w.bytes) * c.wire_factor));
+  w.latency_ns = static_cast<std::int32_t>(
+      std::min<double>(kMaxTransferLatencyNs, std::round(c.latency_us * 1e3) * static_cast<double>(count)));
+}
+
 OpId Builder::emit_tp_collective(StreamId stream, const GpuRank& g, const RangeCost& cc, OpTags tags,
                                  std::int32_t phase, std::int32_t halves) {
   TransferWork w;
@@ -205,6 +238,20 @@ OpId Builder::emit_tp_collective(StreamId stream, const GpuRank& g, const RangeC
   // One collective's buffer: the bus bytes are 2(t-1)/t of it per collective.
   if (cc.tp_collectives > 0)
     w.message_bytes = cc.tp_bus * in_.tp / (2 * (in_.tp - 1) * std::int64_t{cc.tp_collectives});
+  // Each collective is an all-reduce, or under sequence parallelism an all-gather and a reduce-scatter; an
+  // op of one half (`halves` 1) carries half of them.
+  const std::int32_t domain = in_.hw.tp_domain_gpus(), nodes = in_.tp > domain ? in_.tp / domain : 1;
+  if (in_.sequence_parallel) {
+    TransferWork rs = w;
+    time_as_nccl(w, CollectiveKind::kAllGather, in_.tp, nodes, w.message_bytes, cc.tp_collectives);
+    time_as_nccl(rs, CollectiveKind::kReduceScatter, in_.tp, nodes, rs.message_bytes, cc.tp_collectives);
+    if (w.latency_ns >= 0)
+      w.latency_ns = static_cast<std::int32_t>(std::min<std::int64_t>(
+          kMaxTransferLatencyNs, (std::int64_t{w.latency_ns} + rs.latency_ns) * halves / 2));
+  } else {
+    time_as_nccl(w, CollectiveKind::kAllReduce, in_.tp, nodes, w.message_bytes, cc.tp_collectives);
+    if (w.latency_ns >= 0) w.latency_ns = static_cast<std::int32_t>(std::int64_t{w.latency_ns} * halves / 2);
+  }
   set_tp_group(w, g.d, g.stage, tags, phase);
   return add_op(stream, OpKind::kAllReduce, tags, w, -1);
 }
@@ -250,6 +297,9 @@ void Builder::emit_boundary_regather(GpuRank& g, const Task& task, std::int32_t 
   w.bytes = tp_ring_bytes((in_.tp - 1) * piece);
   w.latency_steps = in_.tp - 1;
   w.message_bytes = in_.tp * piece;
+  const std::int32_t domain = in_.hw.tp_domain_gpus();
+  time_as_nccl(w, CollectiveKind::kAllGather, in_.tp, in_.tp > domain ? in_.tp / domain : 1, w.message_bytes,
+               1);
   set_tp_group(w, g.d, g.stage, tags, fwd ? 3 : 4);
   OpId gather = add_op(g.stream(kComputeStream), OpKind::kAllGather, tags, w, -1);
   // The pipeline receive lands before the gather: unless a bubble marker already waits for it, the gather

@@ -141,9 +141,17 @@ struct TransferWork {
   std::int32_t latency_steps = 1;  ///< path latency is paid this many times (ring steps)
   std::int32_t group = -1;         ///< ops of one collective share a group id; -1: point to point
   std::int32_t group_size = 1;     ///< members of the group present in this plan
-  std::int32_t priority = 0;  ///< 1: background (weight prefetch) sharing only what foreground flows leave
+  // Two fields in one word, so that an op stays 96 bytes.
+  std::int32_t priority : 2 =
+      0;  ///< 1: background (weight prefetch) sharing only what foreground flows leave
+  /// Collectives timed as NCCL runs them (nccl_tuning.hpp): their latency in ns (up to
+  /// kMaxTransferLatencyNs), replacing the path's latency paid once per step; -1: latency_steps x the path's
+  /// latency.
+  std::int32_t latency_ns : 30 = -1;
   std::int64_t message_bytes = 0;  ///< collectives: one collective's buffer, for size-dependent bandwidth
 };
+/// The longest latency a transfer carries (TransferWork::latency_ns's 30 bits): half a second.
+inline constexpr std::int32_t kMaxTransferLatencyNs = (1 << 29) - 1;
 
 /// Host CPU work: holds `threads` cores for params / adam_rate(threads).
 struct CpuWork {

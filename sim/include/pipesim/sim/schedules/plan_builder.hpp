@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "pipesim/sim/hardware/hardware.hpp"
+#include "pipesim/sim/hardware/nccl_tuning.hpp"
 #include "pipesim/sim/plan/plan.hpp"
 #include "pipesim/sim/schedules/schedule.hpp"
 #include "pipesim/sim/workload/cost_model.hpp"
@@ -73,6 +74,9 @@ struct ScheduleInput {
   /// TP ranks split the sequence between their collectives (sequence parallelism): the backward also
   /// all-gathers again the inputs its weight gradients need.
   bool sequence_parallel = false;
+  /// How a collective's latency is priced: as NCCL's tuning model gives it for the algorithm and protocol
+  /// NCCL picks (nccl_tuning.hpp), as the path's latency once per ring step (a Simple ring), or not at all.
+  CollectiveLatency collective_latency = CollectiveLatency::kNccl;
   /// The backward's TP collectives overlap its GEMMs (Megatron-LM's asynchronous tensor-parallel
   /// communication, on by default since 2022); false: each waits on the compute stream (Megatron-LM 2021).
   bool overlap_tp_backward = true;

@@ -1,0 +1,44 @@
+// Collectives as NCCL runs them: for each collective NCCL picks an algorithm (ring, or a tree for an
+// all-reduce) and a protocol (LL, LL128, Simple) by its own cost model, a fixed latency plus the bytes over
+// the bandwidth that protocol reaches, and pipesim times the collective the same way: NCCL's latency for the
+// chosen pair, and the bytes the protocol puts on the wire (LL's 4-byte flags beside every 4 bytes of data,
+// LL128's 8 in every 128) through pipesim's network. Figures: NCCL src/graph/tuning.cc
+// (ncclTunerConstantsDefaults and ncclTopoTuneModel, NVIDIA/nccl @ 5067397c, 2026-06-11).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace pipesim::sim {
+
+enum class CollectiveKind : std::uint8_t { kAllReduce, kAllGather, kReduceScatter };
+/// How a job prices collectives' latency (--collective-latency): NCCL's model (nccl), the path's latency once
+/// per ring step (steps), or none (bandwidth only).
+enum class CollectiveLatency : std::uint8_t { kNccl, kSteps, kNone };
+/// Parses nccl | steps | none; throws InputError naming the valid words.
+CollectiveLatency parse_collective_latency(const std::string& word);
+enum class NcclAlgorithm : std::uint8_t { kRing, kTree, kPat };
+enum class NcclProtocol : std::uint8_t { kLL, kLL128, kSimple };
+
+struct NcclCollective {
+  NcclAlgorithm algorithm = NcclAlgorithm::kRing;
+  NcclProtocol protocol = NcclProtocol::kSimple;
+  double latency_us = 0;  ///< NCCL's fixed cost of one such collective
+  /// Bytes the collective puts on each link per byte a Simple ring would: the protocol's flags, and a tree
+  /// all-reduce sending the whole buffer up and down where a ring sends 2(n-1)/n of it.
+  double wire_factor = 1;
+};
+
+/// How NCCL runs one collective of `message_bytes` over `ranks` GPUs spread evenly over `nodes` nodes whose
+/// GPUs talk over NVLink (`nvlink`) or PCIe, a ring reaching `bus_GBps` of bus bandwidth per GPU: the pair
+/// of algorithm and protocol with the least latency + bus bytes x wire factor / bandwidth. Rings for every
+/// collective; trees for all-reduces; PAT (Simple only) for all-gathers and reduce-scatters with one GPU a
+/// node, where NCCL enables it (ncclPatEnable).
+NcclCollective nccl_collective(CollectiveKind kind, std::int32_t ranks, std::int32_t nodes, bool nvlink,
+                               std::int64_t message_bytes, double bus_GBps);
+
+/// NCCL's latency of one collective by algorithm and protocol (tuning.cc's latency model), in us.
+double nccl_latency_us(CollectiveKind kind, NcclAlgorithm algorithm, NcclProtocol protocol,
+                       std::int32_t ranks, std::int32_t nodes, bool nvlink);
+
+}  // namespace pipesim::sim

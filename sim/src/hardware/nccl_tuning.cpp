@@ -1,0 +1,103 @@
+#include "pipesim/sim/hardware/nccl_tuning.hpp"
+
+#include <algorithm>
+#include <limits>
+
+#include "pipesim/sim/core/error.hpp"
+
+namespace pipesim::sim {
+
+namespace {
+
+// NCCL src/graph/tuning.cc ncclTunerConstantsDefaults, in us, [algorithm][protocol] with the algorithms
+// {tree, ring} and the protocols {LL, LL128, Simple}.
+constexpr double kBaseLatency[2][3] = {{6.8, 14.0, 8.4}, {6.6, 14.0, 8.4}};
+constexpr double kNvlinkLatency[2][3] = {{0.6, 1.25, 4.0}, {0.6, 1.9, 3.4}};
+constexpr double kPciLatency[2][3] = {{1.0, 1.9, 4.0}, {1.0, 2.5, 5.7}};
+constexpr double kNetLatency[2][3] = {{5.0, 8.5, 14.0}, {2.7, 4.0, 14.0}};
+// getNetOverhead: the CPU proxy's cost of posting each network step (x86 Intel; AMD hosts 2), tripled for
+// Simple.
+constexpr double kNetOverheadUs = 1.0;
+// PAT (all-gather and reduce-scatter with one GPU a node): 8 us of base latency, the network's tree latency
+// over 3.5 a level of the nodes' binary tree, a linear 2.8 us a rank, 0.75 of the ring's bandwidth.
+constexpr double kPatBaseLatency = 8.0, kPatPerRankUs = 2.8, kPatEfficiency = 0.75;
+
+int row(NcclAlgorithm a) {
+  return a == NcclAlgorithm::kTree ? 0 : 1;
+}
+int column(NcclProtocol p) {
+  return static_cast<int>(p);
+}
+
+int log2_floor(std::int32_t n) {
+  int k = 0;
+  while (n > 1) n >>= 1, ++k;
+  return k;
+}
+
+/// Share of the link bandwidth a protocol's payload gets (ncclTopoTuneModel's refinements): LL sends a
+/// 4-byte flag with every 4 bytes; LL128 8 bytes in every 128 (0.92 as NCCL counts it); a tree all-reduce
+/// loses 8 % more, LL on a tree reaches 1/3.8 of it, LL128 on a tree 120/128 across nodes and 7/9 inside one.
+double protocol_efficiency(NcclAlgorithm a, NcclProtocol p, std::int32_t nodes) {
+  if (a == NcclAlgorithm::kPat) return kPatEfficiency;
+  if (a == NcclAlgorithm::kRing) return p == NcclProtocol::kLL ? 0.5 : p == NcclProtocol::kLL128 ? 0.92 : 1.0;
+  const double tree = 0.92;
+  if (p == NcclProtocol::kLL) return tree / 3.8;
+  if (p == NcclProtocol::kLL128) return tree * (nodes == 1 ? 7.0 / 9.0 : 120.0 / 128.0);
+  return tree;
+}
+
+}  // namespace
+
+CollectiveLatency parse_collective_latency(const std::string& word) {
+  if (word == "nccl") return CollectiveLatency::kNccl;
+  if (word == "steps") return CollectiveLatency::kSteps;
+  if (word == "none") return CollectiveLatency::kNone;
+  throw InputError("", "", "unknown collective latency '" + word + "'; valid: nccl, steps, none");
+}
+
+double nccl_latency_us(CollectiveKind kind, NcclAlgorithm algorithm, NcclProtocol protocol,
+                       std::int32_t ranks, std::int32_t nodes, bool nvlink) {
+  const int a = row(algorithm), p = column(protocol);
+  nodes = std::clamp(nodes, 1, std::max(1, ranks));
+  if (algorithm == NcclAlgorithm::kPat)
+    return kPatBaseLatency + log2_floor(nodes) * (kNetLatency[0][p] / 3.5) + ranks * kPatPerRankUs;
+  const double intra = (nvlink ? kNvlinkLatency : kPciLatency)[a][p];
+  // With one GPU per node the network latency is fully exposed: NCCL takes the tree's figure.
+  const double inter = ranks == nodes ? kNetLatency[0][p] : kNetLatency[a][p];
+  double latency = kBaseLatency[a][p];
+  if (algorithm == NcclAlgorithm::kTree)
+    return latency + 2 * ((ranks / nodes - 1) * intra + log2_floor(nodes) * inter);
+  const bool all_reduce = kind == CollectiveKind::kAllReduce;
+  const std::int32_t steps = all_reduce ? 2 * (ranks - 1) : ranks - 1;
+  const std::int32_t inter_steps = nodes == 1 ? 0 : all_reduce ? 2 * (nodes - 1) : nodes - 1;
+  const double overhead = nodes > 1 ? kNetOverheadUs * (protocol == NcclProtocol::kSimple ? 3 : 1) : 0;
+  latency += (steps - inter_steps) * std::max(intra, overhead) + inter_steps * inter;
+  return latency;
+}
+
+NcclCollective nccl_collective(CollectiveKind kind, std::int32_t ranks, std::int32_t nodes, bool nvlink,
+                               std::int64_t message_bytes, double bus_GBps) {
+  NcclCollective best;
+  if (ranks < 2) return best;
+  const bool all_reduce = kind == CollectiveKind::kAllReduce;
+  const double ring_bus = (all_reduce ? 2.0 : 1.0) * (ranks - 1) / ranks * static_cast<double>(message_bytes);
+  const double bytes_per_us = std::max(1e-9, bus_GBps) * 1e3;
+  double best_us = std::numeric_limits<double>::infinity();
+  for (NcclAlgorithm a : {NcclAlgorithm::kRing, NcclAlgorithm::kTree, NcclAlgorithm::kPat}) {
+    if (a == NcclAlgorithm::kTree && !all_reduce) continue;  // NCCL's trees run all-reduces only
+    if (a == NcclAlgorithm::kPat && (all_reduce || ranks != nodes)) continue;
+    for (NcclProtocol p : {NcclProtocol::kLL, NcclProtocol::kLL128, NcclProtocol::kSimple}) {
+      if (a == NcclAlgorithm::kPat && p != NcclProtocol::kSimple) continue;
+      // A tree moves the whole buffer up and down (2 x bytes per GPU) where a ring moves 2(n-1)/n of it.
+      const double shape = a == NcclAlgorithm::kTree ? static_cast<double>(ranks) / (ranks - 1) : 1.0;
+      const double wire = shape / protocol_efficiency(a, p, nodes);
+      const double latency = nccl_latency_us(kind, a, p, ranks, nodes, nvlink);
+      const double us = latency + ring_bus * wire / bytes_per_us;
+      if (us < best_us) best_us = us, best = {a, p, latency, wire};
+    }
+  }
+  return best;
+}
+
+}  // namespace pipesim::sim

@@ -1,0 +1,95 @@
+// Collectives as NCCL runs them: the algorithm and protocol NCCL's cost model picks, and its latency, counted
+// by hand from NCCL's tuner constants (src/graph/tuning.cc): base latencies tree {6.8, 14, 8.4} and ring
+// {6.6, 14, 8.4} us for {LL, LL128, Simple}; per step on NVLink tree {0.6, 1.25, 4.0}, ring {0.6, 1.9, 3.4};
+// over the network tree {5.0, 8.5, 14}, ring {2.7, 4.0, 14}.
+#include <gtest/gtest.h>
+
+#include "pipesim/sim/core/error.hpp"
+#include "pipesim/sim/hardware/nccl_tuning.hpp"
+#include "pipesim/sim/job/job.hpp"
+#include "test_helpers.hpp"
+
+namespace pipesim::sim {
+namespace {
+
+TEST(NcclTuning, ASmallAllReduceInsideANodeTakesTheLowLatencyProtocol) {
+  // 8 KiB over 8 NVLink GPUs: LL's ring, 6.6 + 14 steps x 0.6 = 15 us, its flags doubling the bytes.
+  const NcclCollective c = nccl_collective(CollectiveKind::kAllReduce, 8, 1, true, 8192, 450);
+  EXPECT_EQ(c.algorithm, NcclAlgorithm::kRing);
+  EXPECT_EQ(c.protocol, NcclProtocol::kLL);
+  EXPECT_DOUBLE_EQ(c.latency_us, 6.6 + 14 * 0.6);
+  EXPECT_DOUBLE_EQ(c.wire_factor, 2.0);
+}
+
+TEST(NcclTuning, ALargeAllReduceInsideANodeIsASimpleRing) {
+  // 1 GiB: the bytes dominate, Simple's full bandwidth wins; 8.4 + 14 x 3.4 = 56 us.
+  const NcclCollective c = nccl_collective(CollectiveKind::kAllReduce, 8, 1, true, 1 << 30, 450);
+  EXPECT_EQ(c.algorithm, NcclAlgorithm::kRing);
+  EXPECT_EQ(c.protocol, NcclProtocol::kSimple);
+  EXPECT_NEAR(c.latency_us, 8.4 + 14 * 3.4, 1e-9);
+  EXPECT_EQ(c.wire_factor, 1.0);
+}
+
+TEST(NcclTuning, AcrossSixteenNodesATreeBeatsTheRing) {
+  // 64 MiB over 16 nodes of 8 GPUs at 50 GB/s a GPU. Ring Simple: 8.4 + 224 steps inside the nodes x 3.4 +
+  // 30 across x 14 = 1,190 us, plus 2 x 127/128 x 64 MiB / 50 GB/s = 2,662 us. Tree Simple: 8.4 + 2 x (7
+  // x 4.0
+  // + log2(16) x 14) = 176.4 us, plus the whole buffer up and down at 0.92 of the rate, 2,916 us: 3,093 us
+  // against the ring's 3,852 (LL128's tree: 99.5 + 3,111).
+  const std::int64_t bytes = 64 << 20;
+  EXPECT_NEAR(
+      nccl_latency_us(CollectiveKind::kAllReduce, NcclAlgorithm::kRing, NcclProtocol::kSimple, 128, 16, true),
+      8.4 + 224 * 3.4 + 30 * 14.0, 1e-9);
+  const NcclCollective c = nccl_collective(CollectiveKind::kAllReduce, 128, 16, true, bytes, 50);
+  EXPECT_EQ(c.algorithm, NcclAlgorithm::kTree);
+  EXPECT_EQ(c.protocol, NcclProtocol::kSimple);
+  EXPECT_NEAR(c.latency_us, 8.4 + 2 * (7 * 4.0 + 4 * 14.0), 1e-9);
+  EXPECT_NEAR(c.wire_factor, 128.0 / 127.0 / 0.92, 1e-12);
+}
+
+TEST(NcclTuning, OneGpuANodeGathersByPat) {
+  // An all-gather of 1 MiB over 64 nodes, one GPU each: PAT pays 8 + log2(64) x 14 / 3.5 + 64 x 2.8 =
+  // 211.2 us where the ring pays 8.4 + 63 x 14 = 890.4 (with one GPU a node NCCL takes the tree's network
+  // latency) and LL's ring 6.6 + 63 x 5.0 = 321.6 with twice the bytes.
+  const NcclCollective c = nccl_collective(CollectiveKind::kAllGather, 64, 64, true, 1 << 20, 50);
+  EXPECT_EQ(c.algorithm, NcclAlgorithm::kPat);
+  EXPECT_NEAR(c.latency_us, 8 + 6 * 14.0 / 3.5 + 64 * 2.8, 1e-9);
+  EXPECT_NEAR(
+      nccl_latency_us(CollectiveKind::kAllGather, NcclAlgorithm::kRing, NcclProtocol::kSimple, 64, 64, true),
+      8.4 + 63 * 14.0, 1e-9);
+  // With eight GPUs a node PAT is off: a ring, its 7 x 8 = 56 steps inside the nodes at NVLink's 3.4 us and
+  // 63 across at 14 (ring latency: several GPUs a node).
+  const NcclCollective eight = nccl_collective(CollectiveKind::kAllGather, 512, 64, true, 1 << 30, 50);
+  EXPECT_EQ(eight.algorithm, NcclAlgorithm::kRing);
+  EXPECT_NEAR(eight.latency_us, 8.4 + (511 - 63) * 3.4 + 63 * 14.0, 1e-9);
+}
+
+TEST(NcclTuning, PcieGpusPayPciesStepLatency) {
+  // No NVLink: 8 GPUs over PCIe, 1 GiB all-reduce as a Simple ring: 8.4 + 14 x 5.7 us.
+  EXPECT_NEAR(nccl_collective(CollectiveKind::kAllReduce, 8, 1, false, 1 << 30, 25).latency_us,
+              8.4 + 14 * 5.7, 1e-9);
+}
+
+TEST(NcclTuning, TheJobChoosesHowCollectivesPayLatency) {
+  EXPECT_EQ(parse_collective_latency("steps"), CollectiveLatency::kSteps);
+  EXPECT_EQ(testing::error_of([] { parse_collective_latency("fast"); }),
+            "unknown collective latency 'fast'; valid: nccl, steps, none");
+  // Llama-3-8B's TP collectives over two HGX B200 nodes (tp 16): NCCL's latency (70 us an all-gather), the
+  // profile's per-step latency (15 steps at 5 us: 75 us), or none.
+  JobOptions j = testing::job("llama3-8b", "b200-sxm-8x", 1, 16, 1, 2);
+  j.seq = 2048;
+  auto step = [&](const char* mode) {
+    j.collective_latency = mode;
+    return testing::step_ns(testing::simulate("1f1b", make_schedule_input(j, find_schedule("1f1b"))));
+  };
+  const Duration nccl = step("nccl"), steps = step("steps"), none = step("none");
+  EXPECT_LT(nccl, steps);
+  EXPECT_GT(nccl, none);
+  j.collective_latency = "fast";
+  EXPECT_NE(
+      testing::error_of([&] { make_schedule_input(j, find_schedule("1f1b")); }).find("collective_latency"),
+      std::string::npos);
+}
+
+}  // namespace
+}  // namespace pipesim::sim
