@@ -1,5 +1,6 @@
 #include "pipesim/sim/plan/plan.hpp"
 
+#include <algorithm>
 #include <limits>
 #include <stdexcept>
 
@@ -136,5 +137,18 @@ const char* to_string(StreamKind k) {
 const char* to_string(DeviceKind k) {
   return k == DeviceKind::kGpu ? "gpu" : k == DeviceKind::kHost ? "host" : "nvme";
 }
+
+// The fields are bit-fields two to a word (an op stays 96 bytes); the values are checked here, so the
+// narrowing the compiler warns about cannot lose anything.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wconversion"
+void set_priority(TransferWork& w, std::int32_t priority) {
+  w.priority = priority != 0 ? 1 : 0;
+}
+
+void set_latency_ns(TransferWork& w, std::int64_t ns) {
+  w.latency_ns = static_cast<std::int32_t>(ns < 0 ? -1 : std::min<std::int64_t>(ns, kMaxTransferLatencyNs));
+}
+#pragma GCC diagnostic pop
 
 }  // namespace pipesim::sim

@@ -295,9 +295,9 @@ TransferWork read_transfer(JsonObject c) {
   w.latency_steps = static_cast<std::int32_t>(c.integer("latency_steps", 0, 1 << 20));
   w.group = static_cast<std::int32_t>(c.integer("group", -1, kI32));
   w.group_size = static_cast<std::int32_t>(c.integer("group_size", 1, kI32));
-  w.priority = static_cast<std::int32_t>(c.integer_or("priority", 0, 0, 1));
+  set_priority(w, static_cast<std::int32_t>(c.integer_or("priority", 0, 0, 1)));
   w.message_bytes = c.integer_or("message_bytes", 0, 0, kMaxBytes);
-  w.latency_ns = static_cast<std::int32_t>(c.integer_or("latency_ns", -1, -1, kMaxTransferLatencyNs));
+  set_latency_ns(w, c.integer_or("latency_ns", -1, -1, kMaxTransferLatencyNs));
   c.finish();
   return w;
 }

@@ -208,7 +208,7 @@ void Builder::time_as_nccl(TransferWork& w, CollectiveKind kind, std::int32_t ra
                            std::int64_t message_bytes, std::int32_t count) const {
   if (in_.collective_latency == CollectiveLatency::kSteps || ranks < 2 || count <= 0) return;
   if (in_.collective_latency == CollectiveLatency::kNone) {
-    w.latency_ns = 0;
+    set_latency_ns(w, 0);
     return;
   }
   const auto& hw = in_.hw;
@@ -216,7 +216,7 @@ void Builder::time_as_nccl(TransferWork& w, CollectiveKind kind, std::int32_t ra
   // Inside a node whose profile measured NCCL's all-reduce bus bandwidth by size, the ring runs at that rate,
   // which holds NCCL's latency and protocol at each size already.
   if (nodes == 1 && nvlink && !hw.node.nvlink.allreduce_busbw_by_size.empty()) {
-    w.latency_ns = 0;
+    set_latency_ns(w, 0);
     return;
   }
   const double bus_GBps = nodes > 1 ? hw.network.nic_GBps
@@ -224,8 +224,7 @@ void Builder::time_as_nccl(TransferWork& w, CollectiveKind kind, std::int32_t ra
                                     : hw.node.pcie.lane_GBps;
   const NcclCollective c = nccl_collective(kind, ranks, nodes, nvlink, message_bytes, bus_GBps);
   w.bytes = static_cast<std::int64_t>(std::llround(static_cast<double>(w.bytes) * c.wire_factor));
-  w.latency_ns = static_cast<std::int32_t>(
-      std::min<double>(kMaxTransferLatencyNs, std::round(c.latency_us * 1e3) * static_cast<double>(count)));
+  set_latency_ns(w, std::llround(c.latency_us * 1e3) * count);
 }
 
 OpId Builder::emit_tp_collective(StreamId stream, const GpuRank& g, const RangeCost& cc, OpTags tags,
@@ -245,12 +244,10 @@ OpId Builder::emit_tp_collective(StreamId stream, const GpuRank& g, const RangeC
     TransferWork rs = w;
     time_as_nccl(w, CollectiveKind::kAllGather, in_.tp, nodes, w.message_bytes, cc.tp_collectives);
     time_as_nccl(rs, CollectiveKind::kReduceScatter, in_.tp, nodes, rs.message_bytes, cc.tp_collectives);
-    if (w.latency_ns >= 0)
-      w.latency_ns = static_cast<std::int32_t>(std::min<std::int64_t>(
-          kMaxTransferLatencyNs, (std::int64_t{w.latency_ns} + rs.latency_ns) * halves / 2));
+    if (w.latency_ns >= 0) set_latency_ns(w, (std::int64_t{w.latency_ns} + rs.latency_ns) * halves / 2);
   } else {
     time_as_nccl(w, CollectiveKind::kAllReduce, in_.tp, nodes, w.message_bytes, cc.tp_collectives);
-    if (w.latency_ns >= 0) w.latency_ns = static_cast<std::int32_t>(std::int64_t{w.latency_ns} * halves / 2);
+    if (w.latency_ns >= 0) set_latency_ns(w, std::int64_t{w.latency_ns} * halves / 2);
   }
   set_tp_group(w, g.d, g.stage, tags, phase);
   return add_op(stream, OpKind::kAllReduce, tags, w, -1);

@@ -136,7 +136,7 @@ OpId OffloadPlan::transfer(StreamId s, OpKind kind, const OpTags& tags, DeviceId
   w.src = src;
   w.dst = dst;
   w.bytes = bytes;
-  w.priority = priority;
+  set_priority(w, priority);
   op.payload = w;
   op.fixed_duration = bytes == 0 ? 0 : (kind == OpKind::kP2P ? in_.p2p_fixed_ns : -1);
   return push(plan_, std::move(op), std::move(deps), {alloc, free});

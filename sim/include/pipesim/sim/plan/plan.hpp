@@ -152,6 +152,11 @@ struct TransferWork {
 };
 /// The longest latency a transfer carries (TransferWork::latency_ns's 30 bits): half a second.
 inline constexpr std::int32_t kMaxTransferLatencyNs = (1 << 29) - 1;
+/// Sets a transfer's priority (0 or 1) into its bit-field.
+void set_priority(TransferWork& w, std::int32_t priority);
+/// Sets a transfer's own latency into its bit-field: -1 (none: the path's per step), else clamped to 0 ..
+/// kMaxTransferLatencyNs.
+void set_latency_ns(TransferWork& w, std::int64_t ns);
 
 /// Host CPU work: holds `threads` cores for params / adam_rate(threads).
 struct CpuWork {
