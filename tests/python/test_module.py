@@ -55,6 +55,19 @@ class SameAsTheCommandLine(unittest.TestCase):
                          without_wall_time(cli_json("simulate", *JOB_ARGS, "--framework", "megatron-lm-2022",
                                                     "--attention", "flash")))
 
+    def test_scale_mechanisms(self):
+        # NCCL's collective latency and stragglers, switched from Python as from the command line.
+        kw = dict(JOB, pp=1, tp=8, hw="h100-sxm-8x", nodes=2, dp=2)
+        args = ["--model", "llama3-8b", "--hw", "h100-sxm-8x", "--pp", "1", "--schedule", "1f1b",
+                "--global-batch", "8", "--tp", "8", "--nodes", "2", "--dp", "2"]
+        for extra, flags in ((dict(collective_latency="none"), ["--collective-latency", "none"]),
+                             (dict(gpu_speed_cv=0.02), ["--gpu-speed-cv", "0.02"])):
+            self.assertEqual(without_wall_time(pipesim.simulate(**kw, **extra)),
+                             without_wall_time(cli_json("simulate", *args, *flags)))
+        base = pipesim.simulate(**kw)["step_time_s"]
+        self.assertLess(pipesim.simulate(**kw, collective_latency="none")["step_time_s"], base)
+        self.assertGreater(pipesim.simulate(**kw, gpu_speed_cv=0.02)["step_time_s"], base)
+
     def test_lists_and_false_flags(self):
         # A list is joined with commas; False on a flag with a --no- form gives that form.
         kw = dict(JOB, pp=2, partition=[16, 16], sequence_parallel=False, tp=2)
