@@ -443,6 +443,15 @@ class Builder {
   std::int32_t dp_ring_nics_ = 1, replicas_ring_nics_ = 1;
   /// Nodes (NVLink domains) the whole-group DP ring and HSDP's ring between shard groups span.
   std::int32_t dp_ring_nodes_ = 1, replicas_ring_nodes_ = 1, cp_ring_nodes_ = 1, ep_ring_nodes_ = 1;
+  /// time_as_nccl's latest choices: the ops of a plan repeat a few collective shapes millions of times.
+  struct NcclMemo {
+    CollectiveKind kind = CollectiveKind::kAllReduce;
+    std::int32_t ranks = 0, nodes = 0;
+    std::int64_t bytes = -1;
+    NcclCollective choice;
+  };
+  mutable std::array<NcclMemo, 4> nccl_memo_{};
+  mutable std::size_t nccl_memo_next_ = 0;
   std::vector<std::vector<RangeCost>> chunk_costs_;  // [cost table][chunk]
   /// Gradient buckets' costs by (cost table, first layer, end layer): the same for every replica and
   /// microbatch, so computed once (and their GEMM lists shared by every op).
