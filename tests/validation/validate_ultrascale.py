@@ -5,7 +5,9 @@ microbatch size and ZeRO-0/1 tried) with the shipped h100-sxm-8x profile and `--
 (from tok/s), rank 0's peak memory, and whether the runs that crashed or ran out of memory (MFU nan) are
 predicted not to fit.
 
-Usage: validate_ultrascale.py PIPESIM [--check] [--framework NAME]
+Usage: validate_ultrascale.py PIPESIM [--check] [--framework NAME] [--all-nodes]
+With --all-nodes it also prints the step time's median error of the runs that ran on each node count (1 to 64
+nodes; checked by no bound: pipesim does not yet explain what the multi-node runs lose).
 Source: the Ultra-Scale Playbook's benchmark results (huggingface/nanotron, scripts/scaling_benchmarks.py for the
 model shapes: 1B 16 layers, hidden 2048, 32 heads, ffn 8192; 3B 28 layers, hidden 3072, 32 heads, ffn 8192; MHA,
 SwiGLU, vocabulary 131,072, tied embeddings); nanotron runs one 1F1B flush of GradAcc microbatches per step.
@@ -69,6 +71,24 @@ def predict(pipesim, tmp, framework, r):
     return json.loads(out.stdout)
 
 
+def print_node_counts(pipesim, framework):
+    with open(os.path.join(HERE, "ultrascale_playbook_1B_3B.csv")) as f:
+        # A pipeline deeper than the model's blocks (3B at pp 32) is refused: those runs are left out.
+        rows = [r for r in csv.DictReader(f) if not failed_run(r) and int(r["PP"]) <= SHAPES[r["model"]][0]]
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in SHAPES:
+            model_file(tmp, name)
+        with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+            results = list(pool.map(lambda r: predict(pipesim, tmp, framework, r), rows))
+    errors = {}
+    for r, p in zip(rows, results):
+        measured = 256 * SEQ / float(r["tok/s"].replace(",", ""))
+        errors.setdefault(int(r["Nodes"]), []).append(100 * (p["step_time_s"] - measured) / measured)
+    print("| nodes | runs | step median error |\n| ---: | ---: | ---: |")
+    for nodes in sorted(errors):
+        print(f"| {nodes} | {len(errors[nodes])} | {statistics.median(errors[nodes]):+.1f}% |")
+
+
 def main():
     if len(sys.argv) < 2:
         raise SystemExit(__doc__)
@@ -101,6 +121,8 @@ def main():
           f"{statistics.mean(abs(e) for e in steps):.1f}%; rank-0 peak memory median error {memory_median:+.1f}%")
     print(f"{failed} runs that crashed or ran out of memory (and whose configuration never ran): {failed_fit} "
           "predicted to fit")
+    if "--all-nodes" in args:
+        print_node_counts(pipesim, framework)
     if "--check" in args and (abs(step_median) > STEP_MEDIAN_BOUND_PCT or abs(memory_median) > MEMORY_MEDIAN_BOUND_PCT
                               or failed_fit > FAILED_PREDICTED_TO_FIT_MAX):
         print(f"FAIL: bounds are step median within {STEP_MEDIAN_BOUND_PCT}%, memory median within "
