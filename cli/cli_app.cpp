@@ -155,9 +155,9 @@ int list_frameworks(const std::string& format) {
         f.host_dispatch_us.value > 0 ? fmt::format(", {} us of CPU per kernel", f.host_dispatch_us.value)
                                      : "");
     if (const auto& c = f.host_collective_us.value; c.all_reduce + c.all_gather + c.reduce_scatter > 0)
-      table +=
-          fmt::format("{:<20} us of CPU per TP collective: all-reduce {}, all-gather {}, reduce-scatter {}\n",
-                      "", c.all_reduce, c.all_gather, c.reduce_scatter);
+      table += fmt::format(
+          "{:<20} CPU per TP collective call: all-reduce {} us, all-gather {} us, reduce-scatter {} us\n", "",
+          c.all_reduce, c.all_gather, c.reduce_scatter);
     if (!f.schedules.value.empty())
       table += fmt::format("{:<20} pipeline schedules {}, split {}\n", "", fmt::join(f.schedules.value, ", "),
                            f.pipeline_split.value);
