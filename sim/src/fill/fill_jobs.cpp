@@ -29,7 +29,7 @@ FillShape model_unit(const ModelSpec& m, std::int64_t batch, std::int64_t seq, b
                          block.expert_fwd_flops, block.expert_gemm_gflop, block.expert_weight_bytes);
   double flops = block.fwd_flops;
   if (training) {
-    ns += hw.op_ns(block.bwd_input_flops + block.bwd_weight_flops, block.gemm_gflop, 2 * block.kernels, dtype,
+    ns += hw.op_ns(block.bwd_input_flops + block.bwd_weight_flops, block.gemm_gflop, 2 * block.kernels + block.input_grad_extra_kernels, dtype,
                    block.bwd_mem_bytes, block.expert_bwd_input_flops + block.expert_bwd_weight_flops,
                    block.expert_gemm_gflop, 2 * block.expert_weight_bytes);
     flops += block.bwd_input_flops + block.bwd_weight_flops;

@@ -26,6 +26,16 @@ Duration framework_tp_collective_host_ns(const Framework& framework, bool sequen
   return std::max<Duration>(0, duration_from_us(pair_us) - launches);
 }
 
+void set_framework_costs(const Framework& framework, const ScheduleInput& in, std::int64_t head_dim,
+                         CostOptions& co) {
+  co.composition = framework.kernels;
+  co.attention_rate = framework_attention_rate(framework, in.hw, head_dim, in.seq);
+  co.tp_collective_host_ns =
+      framework_tp_collective_host_ns(framework, co.sequence_parallel, in.host_dispatch_ns);
+  co.tp_shard_first_gemms =
+      framework.tp_async_gemms.value == "shard-first" && in.overlap_tp_backward && co.sequence_parallel;
+}
+
 std::int64_t framework_vocab(const Framework& framework, std::int64_t vocab, std::int32_t tp) {
   const std::int64_t multiple = framework.vocab_padding.value * tp;
   return (vocab + multiple - 1) / multiple * multiple;

@@ -7,6 +7,8 @@
 #include "pipesim/sim/core/time.hpp"
 #include "pipesim/sim/hardware/hardware.hpp"
 #include "pipesim/sim/job/framework.hpp"
+#include "pipesim/sim/schedules/plan_builder.hpp"
+#include "pipesim/sim/workload/cost_model.hpp"
 
 namespace pipesim::sim {
 
@@ -21,6 +23,13 @@ KernelRate framework_attention_rate(const Framework& framework, const HardwarePr
 /// framework states no such cost.
 Duration framework_tp_collective_host_ns(const Framework& framework, bool sequence_parallel,
                                          Duration dispatch_ns);
+
+/// The cost model's options the framework decides for a job (`in`: its GPU, sequence, dispatch cost and TP
+/// overlap) over a model of `head_dim`: its kernels, its attention kernel's rate, the CPU cost of its TP
+/// collectives, and whether its asynchronous TP linears compute the local rows first (under sequence
+/// parallelism: `co.sequence_parallel` set before).
+void set_framework_costs(const Framework& framework, const ScheduleInput& in, std::int64_t head_dim,
+                         CostOptions& co);
 
 /// The vocabulary the framework's output layer computes and its embedding holds: `vocab` padded to its
 /// multiple times tp.

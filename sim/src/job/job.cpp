@@ -550,11 +550,8 @@ void use_model(const JobOptions& j, const ScheduleDescriptor& schedule, const Ba
       co.fp8 = in.dtype == "fp8";
       co.doc_tokens = j.doc_mask_tokens;
       co.cp = j.cp;
-      co.composition = j.loaded_framework ? j.loaded_framework->kernels : nullptr;
-      co.attention_rate = framework_attention_rate(*j.loaded_framework, in.hw, m.head_dim, in.seq);
       co.unaligned_gemm_rate = in.hw.gpu.unaligned_gemm;
-      co.tp_collective_host_ns =
-          framework_tp_collective_host_ns(*j.loaded_framework, co.sequence_parallel, in.host_dispatch_ns);
+      set_framework_costs(*j.loaded_framework, in, m.head_dim, co);
       in.costs.push_back(model_layer_costs(m, co));
     }
     in.cost_of_microbatch.push_back(it->second);

@@ -78,6 +78,7 @@ RangeCost range_cost(const std::vector<LayerCost>& layers, std::int32_t begin, s
     r.recompute_score_mem += l.recompute_score_mem_bytes;
     weighted += l.fwd_flops * l.gemm_gflop;
     r.kernels += l.kernels;
+    r.input_grad_extra_kernels += l.input_grad_extra_kernels;
     r.host_ns += l.host_ns;
     if (l.fwd_ns >= 0) {
       r.profiled = true;

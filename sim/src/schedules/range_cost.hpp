@@ -67,6 +67,7 @@ struct RangeCost {
   /// share for checkpoint recompute.
   RatedWork rated_fwd, rated_bwd_in, rated_bwd_w, rated_recompute, rated_checkpoint_recompute;
   std::int32_t kernels = 0;
+  std::int32_t input_grad_extra_kernels = 0;  ///< LayerCost::input_grad_extra_kernels
   Duration host_ns = 0;   ///< the forward's CPU time beyond its kernels' dispatch (LayerCost::host_ns)
   bool profiled = false;  ///< measured times below replace the FLOP-based ones
   Duration fwd_ns = 0, bwd_in_ns = 0, bwd_w_ns = 0, bwd_ns = 0, recompute_ns = 0, checkpoint_recompute_ns = 0;

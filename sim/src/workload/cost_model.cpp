@@ -346,6 +346,19 @@ struct BlockConstants {
   int gemms;                 // weight GEMMs per block
 };
 
+/// A dense block's two column linears (q/k/v, the MLP's up) split their forward GEMM and its two row linears
+/// (the output and down projections) their input-gradient GEMM around the gathered rows: the local rows,
+/// then those before and after them, one GEMM more on a group's end ranks and two more on the others (the
+/// step waits for those). All passes' GEMMs average smaller by as much.
+void split_shard_first(const LayerShape& x, const BlockConstants& k, LayerCost& c) {
+  const std::int32_t more = x.t == 2 ? 1 : 2;  // GEMMs one split adds
+  constexpr std::int32_t kColumnLinears = 2, kRowLinears = 2, kPasses = 3;
+  c.kernels += kColumnLinears * more;
+  c.input_grad_extra_kernels = kRowLinears * more;
+  const double launches = kPasses * k.gemms + (kColumnLinears + kRowLinears) * more;
+  c.gemm_gflop *= kPasses * k.gemms / launches;
+}
+
 LayerCost block_cost(const LayerShape& x, const BlockConstants& k, std::int64_t i) {
   const ModelSpec& m = x.m;
   const CostOptions& o = x.o;
@@ -413,6 +426,7 @@ LayerCost block_cost(const LayerShape& x, const BlockConstants& k, std::int64_t 
   // pair, or an all-gather and a reduce-scatter under sequence parallelism.
   c.kernels += c.tp_collectives * (o.sequence_parallel ? 2 : 1);
   c.host_ns = c.tp_collectives * o.tp_collective_host_ns;
+  if (o.tp_shard_first_gemms && x.t > 1 && !m.is_moe()) split_shard_first(x, k, c);
   set_block_activations(x, attn, traffic, c);
   return c;
 }

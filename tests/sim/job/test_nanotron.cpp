@@ -118,6 +118,54 @@ TEST(Nanotron, BlockBytesLaunchesAndSavedTensorsByHand) {
   EXPECT_EQ(block.stored_activation_bytes, 8 * T * h + 4 * T * q + 8 * T * kv + 8 * T * f);
 }
 
+TEST(Nanotron, TheAsynchronousLinearsSplitTheirGemmsAroundTheAllGather) {
+  // _ColumnLinearAsyncCommunication.forward: the local rows' GEMM, then the rows before and after them; the
+  // row linears' input gradient the same in the backward. On a middle rank (tp >= 3) each split adds two
+  // GEMMs, on the end ranks of a tp 2 group one. A block has two column and two row linears.
+  const ModelSpec one_b = ultrascale(16, 2048);
+  for (std::int32_t tp : {1, 2, 4, 8}) {
+    CostOptions o{1, 4096, tp, Recompute::kNone};
+    o.attention = AttentionKernel::kFlash;
+    o.composition = load_framework("nanotron").kernels;
+    const LayerCost whole = model_layer_costs(one_b, o)[1];
+    o.tp_shard_first_gemms = true;
+    const LayerCost split = model_layer_costs(one_b, o)[1];
+    const std::int32_t more = tp == 1 ? 0 : tp == 2 ? 1 : 2;
+    EXPECT_EQ(split.kernels, whole.kernels + 2 * more) << tp;
+    EXPECT_EQ(split.input_grad_extra_kernels, 2 * more) << tp;
+    // The typical GEMM's size: the 21 GEMMs of the three passes (q, k, v, o, gate, up and down as the cost
+    // model counts a block's) become 21 + 4 x more of the same FLOPs.
+    EXPECT_DOUBLE_EQ(split.gemm_gflop, whole.gemm_gflop * 21 / (21 + 4 * more)) << tp;
+    EXPECT_EQ(split.fwd_flops, whole.fwd_flops) << tp;
+  }
+  // In a job: only nanotron's asynchronous mode (--tp-overlap backward) under sequence parallelism splits
+  // them; a whole backward launches the forward's kernels twice and the row linears' four more GEMMs.
+  JobOptions j = testing::job("", "h100-sxm-8x", 1, 4, 1, 2);
+  j.loaded_model = std::make_shared<const ModelSpec>(ultrascale(2, 2048));
+  j.seq = 4096;
+  j.framework = "nanotron";
+  j.sequence_parallel = true;
+  j.tp_overlap = "backward";
+  const auto launches = [](const Plan& plan) {
+    std::int32_t forward = 0, backward = 0;
+    for (const Op& op : plan.ops) {
+      const ComputeWork* c = compute_of(op.payload);
+      if (c == nullptr || op.tags.microbatch != 0 ||
+          plan.streams[static_cast<std::size_t>(op.stream)].device != 0)
+        continue;
+      if (op.kind == OpKind::kForward) forward += c->kernels;
+      if (op.kind == OpKind::kBackward) backward += c->kernels;
+    }
+    return std::pair{forward, backward};
+  };
+  const auto [fwd, bwd] = launches(testing::plan_of("1f1b", j));
+  j.tp_overlap = "none";
+  const auto [fwd_whole, bwd_whole] = launches(testing::plan_of("1f1b", j));
+  EXPECT_EQ(fwd, fwd_whole + 2 * 2 * 2);  // two blocks
+  EXPECT_EQ(bwd, 2 * fwd + 2 * 2 * 2);
+  EXPECT_EQ(bwd_whole, 2 * fwd_whole);
+}
+
 TEST(Nanotron, TheLossInFp32ByHand) {
   const std::int64_t T = 4096, h = 2048, V = 131072;
   const LayerCost head = nanotron_costs(ultrascale(16, 2048), T).back();

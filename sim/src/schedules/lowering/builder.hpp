@@ -69,6 +69,13 @@ inline std::int32_t launch_share_of(TaskKind kind) {
   return kind == TaskKind::kBackward ? 2 : 1;
 }
 
+/// Launches of a backward-kind pass over `part`: the forward's `launch_share` times (0: the task's own
+/// share), and the input gradient's own beyond them where the pass computes it.
+inline std::int32_t backward_launches(TaskKind kind, const RangeCost& part, std::int32_t launch_share = 0) {
+  const std::int32_t extra = kind == TaskKind::kBackwardWeight ? 0 : part.input_grad_extra_kernels;
+  return part.kernels * (launch_share > 0 ? launch_share : launch_share_of(kind)) + extra;
+}
+
 inline ComputeWork backward_work(TaskKind kind, const RangeCost& part, double gemm, std::int32_t kernels,
                                  bool rows_with_input = false) {
   const bool whole = kind == TaskKind::kBackward, weight_only = kind == TaskKind::kBackwardWeight;

@@ -200,7 +200,7 @@ void Builder::emit_task(GpuRank& g, const Task& task, std::int32_t iter, std::in
 std::pair<OpId, OpId> Builder::emit_backward(const GpuRank& g, const Task& task, const RangeCost& cc,
                                              const OpTags& tags, std::int32_t launch_share,
                                              bool rows_with_input) {
-  const std::int32_t kernels = cc.kernels * (launch_share > 0 ? launch_share : launch_share_of(task.kind));
+  const std::int32_t kernels = backward_launches(task.kind, cc, launch_share);
   OpId b = add_op(
       g.stream(kComputeStream), backward_kind(task.kind), tags, cc, backward_pass(task.kind, rows_with_input),
       kernels, cc.gemm, [&] { return backward_work(task.kind, cc, cc.gemm, kernels, rows_with_input); },
@@ -219,8 +219,8 @@ std::pair<OpId, OpId> Builder::emit_gradient_buckets(GpuRank& g, const Task& tas
   for (const Bucket& bucket : gradient_buckets(cc)) {
     const RangeCost& part = bucket_cost(table, bucket.lo, bucket.hi);
     const OpTags bt{tags.stage, tags.virtual_stage, tags.microbatch, bucket.lo, bucket.hi, tags.iteration};
-    const std::int32_t kernels = cc.kernels * (launch_share > 0 ? launch_share : launch_share_of(task.kind)) *
-                                 (bucket.hi - bucket.lo) / std::max(1, cc.end - cc.begin);
+    const std::int32_t kernels = backward_launches(task.kind, cc, launch_share) * (bucket.hi - bucket.lo) /
+                                 std::max(1, cc.end - cc.begin);
     OpId b = add_op(
         g.stream(kComputeStream), backward_kind(task.kind), bt, part,
         backward_pass(task.kind, rows_with_input), kernels, cc.gemm,
@@ -350,7 +350,7 @@ void Builder::emit_layerwise_task(GpuRank& g, const Task& task, std::int32_t ite
       plan_.add_alloc(first, lc.extra);
       if (gathered != kNone) plan_.ops[static_cast<std::size_t>(first)].deps.push_back(gathered);
     }
-    const std::int32_t kernels = lc.kernels * launch_share_of(task.kind);
+    const std::int32_t kernels = backward_launches(task.kind, lc);
     OpId b = add_op(
         compute, backward_kind(task.kind), tags, lc, backward_pass(task.kind, false), kernels, lc.gemm,
         [&] { return backward_work(task.kind, lc, lc.gemm, kernels); }, backward_fixed(task.kind, lc));

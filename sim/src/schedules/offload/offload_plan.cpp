@@ -108,7 +108,7 @@ OpId OffloadPlan::backward(std::int32_t g, const OpTags& tags, const RangeCost& 
                            std::int64_t alloc, std::int64_t free) {
   return compute(
       g, OpKind::kBackward, tags,
-      ComputeWork{r.bwd, r.gemm, 2 * r.kernels, r.bwd_mem + r.grad_accum_mem, r.expert_bwd, r.expert_gemm,
+      ComputeWork{r.bwd, r.gemm, 2 * r.kernels + r.input_grad_extra_kernels, r.bwd_mem + r.grad_accum_mem, r.expert_bwd, r.expert_gemm,
                   2 * r.expert_weight_bytes, 0, 0, r.bwd_gemms, r.wide_bwd_in + r.wide_bwd_w, r.bwd_score_mem,
                   (r.rated_bwd_in + r.rated_bwd_w).flops, (r.rated_bwd_in + r.rated_bwd_w).tflops()},
       r.profiled ? r.bwd_ns : -1, std::move(deps), alloc, free);

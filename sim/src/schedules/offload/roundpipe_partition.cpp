@@ -27,7 +27,7 @@ LayerTimes layer_times(const std::vector<LayerCost>& layers, const HardwareProfi
                                           l.expert_fwd_flops, l.expert_gemm_gflop, l.expert_weight_bytes);
     const std::int64_t b =
         profiled ? l.bwd_input_ns + l.bwd_weight_ns
-                 : hw.op_ns(l.bwd_input_flops + l.bwd_weight_flops, l.gemm_gflop, 2 * l.kernels, dtype,
+                 : hw.op_ns(l.bwd_input_flops + l.bwd_weight_flops, l.gemm_gflop, 2 * l.kernels + l.input_grad_extra_kernels, dtype,
                             l.bwd_mem_bytes, l.expert_bwd_input_flops + l.expert_bwd_weight_flops,
                             l.expert_gemm_gflop, 2 * l.expert_weight_bytes);
     const std::int64_t rc = l.role == LayerRole::kBlock ? f : 0;  // backward stages recompute blocks

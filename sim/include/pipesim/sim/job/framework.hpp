@@ -48,6 +48,12 @@ struct Framework {
   FrameworkSetting<std::string> grad_sync;          ///< overlap | after-backward
   FrameworkSetting<std::string> tp_overlap;         ///< backward | none
   FrameworkSetting<bool> blocking_p2p;              ///< pipeline sends hold the sender's compute
+  /// How its asynchronous TP linears (tp_overlap backward, under sequence parallelism) run their GEMMs:
+  /// `whole` (Megatron: one GEMM over the gathered rows, the collective beside the other GEMMs) or
+  /// `shard-first` (nanotron: the local rows' GEMM while the all-gather runs, then the gathered rows before
+  /// and after them, so each column linear's forward and each row linear's input gradient is three GEMMs on
+  /// a middle rank, two on the ends). Optional in a file; absent: whole.
+  FrameworkSetting<std::string> tp_async_gemms{"whole", {}};
   /// CPU time to issue one kernel (Python modules, dispatch, autograd, the launch): a compute op lasts at
   /// least its kernels times this, so small eager models are bound by the CPU. Optional in a file; 0 (not
   /// modelled): only the GPU's own gap between kernels counts.

@@ -67,6 +67,9 @@ struct LayerCost {
   double gemm_gflop = 0;         ///< a typical GEMM of the layer, per TP rank
   std::vector<GemmShape> gemms;  ///< the forward's dense GEMMs per TP rank (not the experts')
   std::int32_t kernels = 0;      ///< kernel launches of the forward
+  /// Launches the input-gradient pass adds beyond the forward's (CostOptions::tp_shard_first_gemms): the
+  /// backward otherwise launches the forward's kernels once per gradient it computes.
+  std::int32_t input_grad_extra_kernels = 0;
   /// CPU time the forward's issuing takes beyond its kernels' dispatch: its TP collectives' calls into the
   /// framework's communication library (CostOptions::tp_collective_host_ns).
   Duration host_ns = 0;
@@ -194,6 +197,11 @@ struct CostOptions {
   /// CPU time to issue one forward TP collective pair beyond the kernel dispatch its launches already cost
   /// (Framework::host_collective_us; 0: none).
   Duration tp_collective_host_ns = 0;
+  /// The TP linears compute the local rows first while the all-gather runs, then the gathered rows before
+  /// and after them (Framework::tp_async_gemms shard-first, with asynchronous TP under sequence
+  /// parallelism): each column linear's forward GEMM and each row linear's input-gradient GEMM is split
+  /// three ways (two on the group's end ranks).
+  bool tp_shard_first_gemms = false;
 };
 
 /// Bytes a memory-bound kernel moves per element: 2 B activations (bf16/fp16), read once and written once.
