@@ -364,6 +364,11 @@ void add_kernel_options(CLI::App* sim, pipesim::sim::JobOptions& j) {
          "stragglers: coefficient of variation of the GPUs' speed; every GPU keeps the pace of the expected "
          "slowest of the job's GPUs; 0: off (default: the hardware profile's gpu.speed_cv, absent: off)")
       ->check(CLI::Range(0.0, pipesim::sim::kMaxSpeedCv));
+  sim->add_option_function<double>(
+         "--spine-oversubscription", [&j](double r) { j.spine_oversubscription = r; },
+         "the network's leaves, oversubscribed R : 1 towards the spine: traffic between leaves shares their "
+         "uplinks (default: the hardware profile's network.oversubscription; needs its leaf_nodes)")
+      ->check(CLI::Range(1.0, 1024.0));
   add_framework_word(sim, "--tp-overlap", j.tp_overlap,
                      "the backward's TP collectives: backward (beside its GEMMs, Megatron-LM's asynchronous "
                      "TP communication since 2022) or none (each waits on the compute stream, Megatron-LM "

@@ -386,7 +386,14 @@ void read_network(JsonObject& r, NetworkSpec& network) {
   JsonObject w = r.object("network");
   network.nic_GBps = w.number("nic_GBps", 1e-3, 1e5);
   network.latency = duration_from_us(w.number("latency_us", 0, 1e6));
-  network.sources = read_sources(w, {"nic_GBps", "latency_us"});
+  network.leaf_nodes = static_cast<std::int32_t>(w.integer_or("leaf_nodes", 0, 0, 1 << 20));
+  network.oversubscription = w.number_or("oversubscription", 1, 1, 1024);
+  network.switch_latency = duration_from_us(w.number_or("switch_latency_us", 0, 0, 1e4));
+  if (network.leaf_nodes == 0 && (w.has("oversubscription") || w.has("switch_latency_us")))
+    w.fail("leaf_nodes",
+           "missing; a spine tier (oversubscription, switch_latency_us) needs the nodes of a leaf");
+  network.sources =
+      read_sources(w, {"nic_GBps", "latency_us", "leaf_nodes", "oversubscription", "switch_latency_us"});
   w.finish();
 }
 
@@ -487,6 +494,11 @@ std::string hardware_profile_to_json(const HardwareProfile& hw) {
   }
   write_sources(h, hw.host.sources);
   json w = {{"nic_GBps", hw.network.nic_GBps}, {"latency_us", to_us(hw.network.latency)}};
+  // The optional figures as the file gave them (each given one has its source).
+  const auto& given = hw.network.sources;
+  if (given.count("leaf_nodes")) w["leaf_nodes"] = hw.network.leaf_nodes;
+  if (given.count("oversubscription")) w["oversubscription"] = hw.network.oversubscription;
+  if (given.count("switch_latency_us")) w["switch_latency_us"] = to_us(hw.network.switch_latency);
   write_sources(w, hw.network.sources);
   json root = {{"format", "pipesim-hw"},
                {"version", 1},

@@ -54,6 +54,30 @@ Topology::Topology(const HardwareProfile& hw, std::int32_t nodes, std::int32_t n
     links_.push_back({(nvme.bytes > 0 ? nvme.read_GBps : 1.0) / node_div, true});
     links_.push_back({(nvme.bytes > 0 ? nvme.write_GBps : 1.0) / node_div, true});
   }
+  // A leaf's uplinks for one rail carry what its nodes' NICs on that rail send, over the oversubscription.
+  // They are shared by the nodes of the leaf: a symmetric plan whose traffic crosses them is simulated
+  // explicitly (lower_layout).
+  const NetworkSpec& net = hw.network;
+  leaf_links_begin_ = static_cast<std::int32_t>(links_.size());
+  spine_links_ = net.leaf_nodes > 0 && net.oversubscription > 1 && nodes > net.leaf_nodes;
+  if (spine_links_) {
+    const std::int32_t leaves = (nodes + net.leaf_nodes - 1) / net.leaf_nodes;
+    const double uplink = net.leaf_nodes * net.nic_GBps / net.oversubscription;
+    for (std::int32_t l = 0; l < leaves * gpus_ * 2; ++l) links_.push_back({uplink, true});
+  }
+}
+
+LinkId Topology::leaf_link(std::int32_t leaf, std::int32_t rail, std::int32_t which) const {
+  return leaf_links_begin_ + (leaf * gpus_ + rail) * 2 + which;
+}
+
+void Topology::add_spine(std::int32_t a, std::int32_t ga, std::int32_t b, std::int32_t gb, Path& p) const {
+  const NetworkSpec& net = hw_->network;
+  if (!net.crosses_spine(a, b)) return;
+  p.latency += 2 * net.switch_latency;  // up to a spine switch and down to the other leaf
+  if (!spine_links_) return;
+  p.links.push_back(leaf_link(a / net.leaf_nodes, ga, kSwUp));
+  p.links.push_back(leaf_link(b / net.leaf_nodes, gb, kSwDown));
 }
 
 LinkId Topology::gpu_link(std::int32_t node, std::int32_t gpu, std::int32_t which) const {
@@ -74,6 +98,14 @@ LinkId Topology::nvme_link(std::int32_t node, std::int32_t which) const {
 
 LinkUsage Topology::describe(LinkId id) const {
   LinkUsage u;
+  if (id >= leaf_links_begin_) {
+    const std::int32_t rest = id - leaf_links_begin_;
+    u.node = rest / 2 / gpus_;
+    u.index = rest / 2 % gpus_;
+    u.kind = rest % 2 == kSwUp ? LinkKind::kLeafUp : LinkKind::kLeafDown;
+    u.capacity_bytes_per_ns = links_[static_cast<std::size_t>(id)].bytes_per_ns;
+    return u;
+  }
   u.node = id / per_node_;
   const std::int32_t rest = id % per_node_;
   u.capacity_bytes_per_ns = links_[static_cast<std::size_t>(id)].bytes_per_ns;
@@ -99,6 +131,10 @@ std::string LinkUsage::name() const {
     case LinkKind::kNvmeRead:
     case LinkKind::kNvmeWrite:
       return fmt::format(FMT_COMPILE("node{}.nvme.{}"), node, kind == LinkKind::kNvmeRead ? "read" : "write");
+    case LinkKind::kLeafUp:
+    case LinkKind::kLeafDown:
+      return fmt::format(FMT_COMPILE("leaf{}.rail{}.spine.{}"), node, index,
+                         kind == LinkKind::kLeafUp ? "up" : "down");
     case LinkKind::kSwitchUp:
     case LinkKind::kSwitchDown:
       return fmt::format(FMT_COMPILE("node{}.switch{}.uplink.{}"), node, index,
@@ -144,6 +180,7 @@ Path Topology::path(Endpoint src, Endpoint dst, std::int64_t bytes) const {
   if (src.node != dst.node && !hw_->nvlink_domain_shared(src.node, dst.node)) {
     p.links = {gpu_link(src.node, src.gpu, kNicTx), gpu_link(dst.node, dst.gpu, kNicRx)};
     p.latency = hw_->network.latency;
+    add_spine(src.node, src.gpu, dst.node, dst.gpu, p);
   } else if (src.node != dst.node || nvlinked(src.gpu, dst.gpu)) {  // one node, or one NVLink domain
     p.links = {gpu_link(src.node, src.gpu, kNvlTx), gpu_link(dst.node, dst.gpu, kNvlRx)};
     p.latency = hw_->node.nvlink.latency;
@@ -178,6 +215,11 @@ Path Topology::ring_path(Endpoint self, Endpoint next, std::int64_t bytes, std::
   if (self.gpu < 0 || next.gpu < 0) return p;
   if (self.node != next.node && !hw_->nvlink_domain_shared(self.node, next.node)) {
     p.links = {gpu_link(self.node, self.gpu, kNicTx), gpu_link(self.node, self.gpu, kNicRx)};
+    // path() above added the spine's latency already; its links as the member's own send crosses them.
+    if (spine_links_ && hw_->network.crosses_spine(self.node, next.node)) {
+      p.links.push_back(leaf_link(self.node / hw_->network.leaf_nodes, self.gpu, kSwUp));
+      p.links.push_back(leaf_link(next.node / hw_->network.leaf_nodes, next.gpu, kSwDown));
+    }
   } else if (self.node != next.node || nvlinked(self.gpu, next.gpu)) {  // one node, or one NVLink domain
     p.links = {gpu_link(self.node, self.gpu, kNvlTx), gpu_link(self.node, self.gpu, kNvlRx)};
     // The measured NCCL bus bandwidth, when the profile has one, caps a ring member below the raw port rate.

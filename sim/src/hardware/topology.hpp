@@ -1,7 +1,9 @@
 // Cluster topology: the directed links of N nodes of one hardware profile, and the path a transfer takes.
 // Each GPU has a PCIe lane to its switch (up/down), an NVLink port (tx/rx) when the node has NVLink, and a
 // NIC (tx/rx); each PCIe switch has an uplink to the root complex (up/down) shared by the GPUs under it, and
-// the root complex (up/down) carries all host<->GPU and cross-switch traffic of the node.
+// the root complex (up/down) carries all host<->GPU and cross-switch traffic of the node. Where the network's
+// leaves are oversubscribed, each leaf has an uplink to the spine per rail (up/down) that traffic between
+// leaves crosses; a non-blocking spine tier cannot bind, so only its switches' latency is added.
 #pragma once
 
 #include <array>
@@ -66,6 +68,11 @@ class Topology {
   LinkId switch_link(std::int32_t node, std::int32_t sw, std::int32_t which) const;
   LinkId root_link(std::int32_t node, std::int32_t which) const;
   LinkId nvme_link(std::int32_t node, std::int32_t which) const;
+  /// Leaf `leaf`'s uplink to the spine for rail `rail`, one way.
+  LinkId leaf_link(std::int32_t leaf, std::int32_t rail, std::int32_t which) const;
+  /// A network hop from (node a, GPU ga) to (node b, GPU gb) between leaves: the spine's switches' latency,
+  /// and where the leaves are oversubscribed the sender leaf's uplink and the receiver leaf's downlink.
+  void add_spine(std::int32_t a, std::int32_t ga, std::int32_t b, std::int32_t gb, Path& p) const;
 
   /// The NVLink bus bandwidth by message size, for the last size asked (the members of one collective ask
   /// for the same one, one after the other).
@@ -77,6 +84,8 @@ class Topology {
   std::int32_t nodes_;
   std::int32_t gpus_;
   std::int32_t per_node_;
+  std::int32_t leaf_links_begin_ = 0;  ///< the first leaf uplink's id (after every node's links)
+  bool spine_links_ = false;           ///< leaves oversubscribed: their uplinks are links of their own
   std::vector<std::int32_t> switch_of_gpu_;
   std::vector<Link> links_;
 };

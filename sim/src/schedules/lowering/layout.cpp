@@ -153,6 +153,15 @@ void Builder::size_plan() {
       break;
     }
   }
+  // Slower still is a hop up an oversubscribed spine: where the group spans leaves, a member under another
+  // leaf (the plan then crosses the leaves' shared uplinks, and is simulated explicitly).
+  const NetworkSpec& net = in_.hw.network;
+  for (std::int32_t k = 1; net.oversubscription > 1 && k < grad_replicas(); ++k) {
+    if (net.crosses_spine(0, node_of_rank(global_rank(k, 0, 0)))) {
+      dp_ring_offset_ = k;
+      break;
+    }
+  }
   for (std::int32_t k = 1; k < in_.cp; ++k) {
     if (leaves_domain(k)) {
       cp_ring_offset_ = k;

@@ -9,10 +9,11 @@ namespace {
 
 using lowering::Builder;
 
-/// Which shared links (a PCIe switch uplink, the root complex, the NVMe volume) a symmetric plan's traffic
-/// crosses: between GPUs (collectives, pipeline sends), or between a GPU and its node's host or NVMe.
+/// Which shared links (a PCIe switch uplink, the root complex, the NVMe volume, a leaf's uplink to an
+/// oversubscribed spine) a symmetric plan's traffic crosses: between GPUs (collectives, pipeline sends; over
+/// the spine or not), or between a GPU and its node's host or NVMe.
 struct SharedLinkUse {
-  bool gpu_traffic = false, host_traffic = false;
+  bool gpu_traffic = false, host_traffic = false, spine_traffic = false;
 };
 
 SharedLinkUse shared_link_use(const Plan& plan) {
@@ -27,7 +28,11 @@ SharedLinkUse shared_link_use(const Plan& plan) {
                                                      w->bytes, w->message_bytes)
                                     : topo.path(endpoint_of(a), endpoint_of(b), w->bytes);
     bool shared = false;
-    for (LinkId l : p.links) shared = shared || topo.links()[static_cast<std::size_t>(l)].shared;
+    for (LinkId l : p.links) {
+      shared = shared || topo.links()[static_cast<std::size_t>(l)].shared;
+      const LinkKind kind = topo.describe(l).kind;
+      use.spine_traffic = use.spine_traffic || kind == LinkKind::kLeafUp || kind == LinkKind::kLeafDown;
+    }
     if (!shared) continue;
     (a.kind == DeviceKind::kGpu && b.kind == DeviceKind::kGpu ? use.gpu_traffic : use.host_traffic) = true;
   }
@@ -145,7 +150,11 @@ Plan lower_layout(const ScheduleDescriptor& schedule, const ScheduleInput& input
   if (use.gpu_traffic) {
     // Identical replicas would contend on shared PCIe uplinks: simulating one would hide that contention.
     plan = Builder(schedule, input).build(true);
-    plan.meta.note = "replicas share PCIe switch uplinks; simulated explicitly instead of symmetric";
+    plan.meta.note =
+        use.spine_traffic
+            ? "replicas share the leaves' uplinks to an oversubscribed spine; simulated explicitly "
+              "instead of symmetric"
+            : "replicas share PCIe switch uplinks; simulated explicitly instead of symmetric";
   } else if (unalike_ring_hops(plan)) {
     plan = Builder(schedule, input).build(true);
     plan.meta.note =

@@ -114,9 +114,20 @@ struct HostSpec {
   std::map<std::string, std::string> sources;
 };
 
+/// The cluster's network: one NIC per GPU (its rail), the rails of `leaf_nodes` nodes under one leaf switch
+/// each (a rail-optimised scalable unit) and the leaves joined by a spine tier. Traffic between nodes under
+/// different leaves crosses two more switches and the leaves' uplinks, which carry 1/oversubscription of what
+/// the leaf's NICs can send.
 struct NetworkSpec {
-  double nic_GBps = 0;   ///< per GPU, per direction
-  Duration latency = 0;  ///< `latency_us` in the file
+  double nic_GBps = 0;          ///< per GPU, per direction
+  Duration latency = 0;         ///< `latency_us` in the file: one hop through a leaf switch
+  std::int32_t leaf_nodes = 0;  ///< nodes under one leaf; 0: every node under one switch
+  double oversubscription = 1;  ///< a leaf's NIC-side capacity over its spine-side capacity (>= 1)
+  Duration switch_latency = 0;  ///< `switch_latency_us`: each further switch a packet crosses
+  /// Whether nodes `a` and `b` sit under different leaves.
+  bool crosses_spine(std::int32_t a, std::int32_t b) const {
+    return leaf_nodes > 0 && a / leaf_nodes != b / leaf_nodes;
+  }
   std::map<std::string, std::string> sources;
 };
 

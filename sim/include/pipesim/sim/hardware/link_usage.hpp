@@ -22,6 +22,8 @@ enum class LinkKind : std::uint8_t {
   kRootDown,
   kNvmeRead,
   kNvmeWrite,
+  kLeafUp,  ///< a leaf switch's uplinks to the spine for one rail (`node`: the leaf, `index`: the rail)
+  kLeafDown,
 };
 
 /// A link that carried traffic. It is named on demand from where it sits: a run at thousands of GPUs uses
@@ -33,7 +35,8 @@ struct LinkUsage {
   double carried_bytes = 0;
   double capacity_bytes_per_ns = 0;
 
-  /// "node3.gpu5.nvlink.tx", "node0.switch1.uplink.up", "node0.pcie_root.down", "node2.nvme.read", ...
+  /// "node3.gpu5.nvlink.tx", "node0.switch1.uplink.up", "node0.pcie_root.down", "node2.nvme.read",
+  /// "leaf1.rail4.spine.up", ...
   std::string name() const;
   /// A GPU's PCIe lane or a PCIe switch's uplink: the links metrics report the utilization of.
   bool pcie_lane_or_uplink() const {

@@ -70,6 +70,8 @@ struct JobOptions {
   std::optional<double> host_dispatch_us;  ///< CPU time to issue one kernel (see Framework::host_dispatch_us)
   /// Coefficient of variation of the GPUs' speed (stragglers); unset: the profile's gpu.speed_cv; 0: off.
   std::optional<double> gpu_speed_cv;
+  /// The network's leaves' NIC-side over spine-side capacity (>= 1); unset: the profile's.
+  std::optional<double> spine_oversubscription;
   std::string collective_latency = "nccl";  ///< nccl | steps | none (CollectiveLatency)
   double max_memory_gib = 0;    ///< memory a plan may take to build and simulate (0: half of this machine's)
   bool bubble_markers = false;  ///< bracket each wait for another stage with `bubble` ops in the plan
