@@ -677,6 +677,37 @@ void add_explain(CLI::App& app, Commands& c) {
   c.check = check;
 }
 
+void add_import_trace(CLI::App& app, Commands& c) {
+  auto& o = c.import_trace;
+  auto* imp = app.add_subcommand(
+      "import-trace",
+      "turn a PyTorch profiler trace of one training step into a profiled workload (--workload)");
+  imp->add_option("trace", o.trace, "torch.profiler chrome trace (Kineto JSON, plain or .gz), one step")
+      ->required();
+  imp->add_option("--out", o.out, "the pipesim-workload JSON to write")->required();
+  imp->add_option("--name", o.name, "the workload's name (default: the trace's file name)");
+  imp->add_option("--blocks", o.blocks,
+                  "write the traced blocks' mean this many times: a trace of a few blocks stands for the "
+                  "whole model (default: the blocks as traced)")
+      ->check(CLI::Range(1, 65536));
+  imp->add_option("--seq", o.seq, "the traced sequence length, recorded in the workload")
+      ->check(CLI::Range(1, 1 << 30));
+  imp->add_option("--microbatch-size", o.microbatch_size,
+                  "the traced microbatch size, recorded in the workload")
+      ->check(CLI::Range(1, 1 << 30));
+  imp->add_flag("--tied-embeddings", o.tied_embeddings,
+                "the output layer's matrix is the embedding's (HF tie_word_embeddings): count it once");
+  imp->add_option("--bytes-per-param", o.bytes_per_param,
+                  "GPU bytes a parameter holds with its gradient and optimizer state (16: fp32 weights and "
+                  "gradients with Adam, or bf16 weights with fp32 master and moments)")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  imp->add_option("--format", o.format, "table or json")
+      ->check(CLI::IsMember({"table", "json"}))
+      ->capture_default_str();
+  c.import_trace_cmd = imp;
+}
+
 void add_replay(CLI::App& app, Commands& c) {
   auto& ro = c.replay;
   auto* rep = app.add_subcommand(
@@ -731,6 +762,7 @@ void add_commands(CLI::App& app, Commands& c) {
   add_buy(app, c);
   add_explain(app, c);
   add_replay(app, c);
+  add_import_trace(app, c);
   for (const auto& [name, help] :
        {std::pair{"schedules", "list the registered schedules and their parameters"},
         std::pair{"hw", "list the shipped hardware profiles"},
@@ -783,6 +815,7 @@ int dispatch(CLI::App& app, Commands& c, bool no_arguments) {
   if (c.check->parsed()) return pipesim::cli::run_check(c.check_result, c.check_plan);
   if (c.explain->parsed()) return pipesim::cli::run_explain(c.explain_file, c.explain_format, c.explain_top);
   if (c.rep->parsed()) return pipesim::cli::run_replay(c.replay);
+  if (c.import_trace_cmd->parsed()) return pipesim::cli::run_import_trace(c.import_trace);
   if (c.cmp->parsed())
     return pipesim::cli::run_compare(c.compare_predicted, c.compare_measured, c.compare_format,
                                      c.compare_top);

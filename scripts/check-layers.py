@@ -23,6 +23,7 @@ LAYERS = [
     "calibrate",
     "planner",
     "replay",
+    "trace_import",
     "cli",
     "python",
 ]

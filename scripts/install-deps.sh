@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages pipesim needs, only those missing. Run as root or with sudo available.
 set -euo pipefail
-packages=(cmake g++ make libboost-graph-dev nlohmann-json3-dev libfmt-dev libcli11-dev libgtest-dev libgmock-dev
+packages=(cmake g++ make libboost-graph-dev nlohmann-json3-dev libfmt-dev libcli11-dev libgtest-dev libgmock-dev zlib1g-dev
           libbenchmark-dev python3 python3-nbformat python3-nbconvert python3-ipykernel python3-matplotlib jupyter-nbconvert
           libopenmpi-dev openmpi-bin clang libclang-rt-14-dev pybind11-dev python3-dev python3-numpy python3-pandas
           python3-distributed)

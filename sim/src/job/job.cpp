@@ -445,7 +445,9 @@ void use_workload(const JobOptions& j, const ScheduleDescriptor& schedule, const
   if (j.tp > 1)
     bad(Option{"tp"},
         "a profiled workload holds measured per-GPU times; profile it at the TP degree you run");
+  bound_by_dispatch(in.host_dispatch_ns, w.layers);
   in.costs.push_back(std::move(w.layers));
+  in.measured_optimizer_ns = w.optimizer_ns;
   in.cost_of_microbatch.assign(static_cast<std::size_t>(in.microbatches), 0);
   if (j.first_stage_layers >= 0 || j.last_stage_layers >= 0)
     bad(j.first_stage_layers >= 0 ? Option{"first_stage_layers"} : Option{"last_stage_layers"},

@@ -509,6 +509,7 @@ namespace {
 // A measured layer of a terabyte, thirty thousand layers: sums over a whole model stay far inside int64.
 constexpr std::int64_t kMaxLayerBytes = std::int64_t{1} << 40;
 constexpr std::int64_t kMaxWorkloadLayers = kMaxModelLayers;
+constexpr std::int64_t kMaxLayerKernels = 1 << 20;  ///< launches of one layer's pass: more is a typo
 }  // namespace
 
 Workload parse_workload(const std::string& text, const std::string& file, Recompute recompute) {
@@ -521,6 +522,8 @@ Workload parse_workload(const std::string& text, const std::string& file, Recomp
   w.name = r.string_or("name", std::filesystem::path(file).stem().string());
   w.microbatch_size = r.integer_or("microbatch_size", 0, 0, 1 << 30);
   w.seq = r.integer_or("seq", 0, 0, 1 << 30);
+  if (r.has("source")) r.string("source");  // where the times were measured (a trace, a benchmark)
+  if (r.has("optimizer_ms")) w.optimizer_ns = duration_from_ms(r.number("optimizer_ms", 0, 1e7));
   const json& layers = r.raw("layers");
   if (!layers.is_array() || layers.empty()) r.fail("layers", "expected a non-empty array of layer entries");
   for (std::size_t i = 0; i < layers.size(); ++i) {
@@ -559,6 +562,11 @@ Workload parse_workload(const std::string& text, const std::string& file, Recomp
     c.params = c.param_bytes / 16;  // mixed-precision Adam holds 16 B per parameter
     c.trainable_params = c.params;
     c.output_bytes = e.integer_or("output_bytes", 0, 0, kMaxLayerBytes);
+    // Launches, where the profile counted them: the CPU issuing them may take longer than the GPU's time.
+    c.kernels = static_cast<std::int32_t>(e.integer_or("fwd_kernels", 0, 0, kMaxLayerKernels));
+    if (e.has("bwd_kernels"))
+      c.input_grad_extra_kernels =
+          static_cast<std::int32_t>(e.integer("bwd_kernels", 0, kMaxLayerKernels)) - 2 * c.kernels;
     double gflop = e.number_or("fwd_gflop", 0, 0, 1e12);
     c.fwd_flops = gflop * 1e9;
     c.bwd_input_flops = c.fwd_flops;
@@ -576,6 +584,24 @@ Workload parse_workload(const std::string& text, const std::string& file, Recomp
   }
   r.finish();
   return w;
+}
+
+void bound_by_dispatch(Duration dispatch_ns, std::vector<LayerCost>& layers) {
+  for (LayerCost& l : layers) {
+    if (l.fwd_ns < 0 || l.kernels == 0) continue;
+    const Duration issue = l.kernels * dispatch_ns;
+    if (l.recompute_ns == l.fwd_ns) l.recompute_ns = std::max(l.recompute_ns, issue);
+    l.fwd_ns = std::max(l.fwd_ns, issue);
+    // The backward's launches: the forward's twice and the input gradient's own; a longer issue stretches
+    // both parts of the measured backward alike.
+    const Duration bwd = l.bwd_input_ns + l.bwd_weight_ns;
+    const Duration bwd_issue = std::max(0, 2 * l.kernels + l.input_grad_extra_kernels) * dispatch_ns;
+    if (bwd_issue > bwd && bwd > 0) {
+      l.bwd_input_ns = static_cast<Duration>(std::llround(
+          static_cast<double>(l.bwd_input_ns) * static_cast<double>(bwd_issue) / static_cast<double>(bwd)));
+      l.bwd_weight_ns = bwd_issue - l.bwd_input_ns;
+    }
+  }
 }
 
 Workload load_workload(const std::string& path, Recompute recompute) {

@@ -73,7 +73,7 @@ inline std::int32_t launch_share_of(TaskKind kind) {
 /// share), and the input gradient's own beyond them where the pass computes it.
 inline std::int32_t backward_launches(TaskKind kind, const RangeCost& part, std::int32_t launch_share = 0) {
   const std::int32_t extra = kind == TaskKind::kBackwardWeight ? 0 : part.input_grad_extra_kernels;
-  return part.kernels * (launch_share > 0 ? launch_share : launch_share_of(kind)) + extra;
+  return std::max(0, part.kernels * (launch_share > 0 ? launch_share : launch_share_of(kind)) + extra);
 }
 
 inline ComputeWork backward_work(TaskKind kind, const RangeCost& part, double gemm, std::int32_t kernels,
@@ -431,6 +431,9 @@ class Builder {
   /// The optimizer step after the iteration's last gradients; returns the op after which this GPU's weights
   /// are updated (the step itself, the copy back from an offloaded optimizer, or the gathers of ZeRO-1/2).
   OpId emit_optimizer(GpuRank& g, std::int32_t iter);
+  /// A profiled workload's measured optimizer step for this GPU's layers, or -1
+  /// (Input::measured_optimizer_ns).
+  Duration measured_optimizer_ns(const GpuRank& g) const;
   OpId emit_transfer(StreamId stream, OpKind kind, const OpTags& tags, DeviceId src, DeviceId dst,
                      std::int64_t bytes, std::vector<OpId> deps);
   /// A read from (or write to) the node's NVMe volume into (from) host memory, on the GPU's NVMe queue.

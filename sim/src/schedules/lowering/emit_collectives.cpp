@@ -121,6 +121,26 @@ OpId Builder::emit_nvme(const GpuRank& g, bool read, const OpTags& tags, std::in
                        read ? nvme : host, read ? host : nvme, bytes, std::move(deps));
 }
 
+Duration Builder::measured_optimizer_ns(const GpuRank& g) const {
+  if (in_.measured_optimizer_ns < 0) return -1;
+  // The GPU's share of the parameters, where the workload states them; otherwise its layers' share of the
+  // measured backward stands for it (a weight gradient's work is the parameters' times the tokens'). A
+  // sharded optimizer updates 1/shard_ranks of it.
+  Duration all = 0, mine = 0;
+  std::int64_t params = 0;
+  for (const LayerCost& l : in_.costs.front()) {
+    all += l.bwd_input_ns + l.bwd_weight_ns;
+    params += l.trainable_params;
+  }
+  for (std::int32_t v = 0; v < in_.virtual_stages; ++v)
+    mine += chunk_costs_[0][static_cast<std::size_t>(model_chunk(v, g.stage))].bwd_ns;
+  const double share = params > 0 ? static_cast<double>(g.trainable) / static_cast<double>(params)
+                       : all > 0  ? static_cast<double>(mine) / static_cast<double>(all)
+                                  : 1.0 / in_.pp;
+  const std::int32_t shards = in_.sharding.stage == ZeroStage::k0 ? 1 : shard_ranks();
+  return std::llround(static_cast<double>(in_.measured_optimizer_ns) * share / shards);
+}
+
 OpId Builder::emit_optimizer(GpuRank& g, std::int32_t iter) {
   const OpTags opt_tags{g.stage, -1, -1, -1, -1, iter};
   // ZeRO-1 and up: each rank updates its shard of the parameters only.
@@ -131,7 +151,7 @@ OpId Builder::emit_optimizer(GpuRank& g, std::int32_t iter) {
   const DeviceId host = host_of_if(g.self, offloads());
   if (!in_.sharding.offload_optimizer) {
     OpId opt = add_op(g.stream(kComputeStream), OpKind::kOptimizer, opt_tags,
-                      MemoryWork{updated * in_.optimizer_bytes_per_param}, -1);
+                      MemoryWork{updated * in_.optimizer_bytes_per_param}, measured_optimizer_ns(g));
     plan_.ops[static_cast<std::size_t>(opt)].deps = g.dp_ops;
     if (gather_after) return emit_param_allgather(g, iter, opt);
     if (!params_away) return opt;

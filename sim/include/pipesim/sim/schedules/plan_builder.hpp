@@ -99,6 +99,9 @@ struct ScheduleInput {
   /// HBM traffic of one GPU optimizer step per parameter (the job sets optimizer_step_bytes_per_param of its
   /// dtype; the default is Adam's own 28 bytes).
   std::int64_t optimizer_bytes_per_param = 28;
+  /// A profiled workload's measured optimizer step of the whole model (Workload::optimizer_ns), or -1: the
+  /// step priced from the parameters. Each GPU takes the share of it its layers' measured backward holds.
+  Duration measured_optimizer_ns = -1;
 };
 
 /// Balanced split of `blocks` into `chunks` (the first blocks % chunks chunks get one more).

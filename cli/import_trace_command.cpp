@@ -1,0 +1,75 @@
+#include "import_trace_command.hpp"
+
+#include <filesystem>
+#include <iostream>
+
+#include <fmt/format.h>
+
+#include "pipesim/sim/core/json_text.hpp"
+#include "pipesim/sim/core/output_file.hpp"
+#include "pipesim/trace_import/kineto_trace.hpp"
+#include "pipesim/trace_import/step_profile.hpp"
+#include "pipesim/trace_import/workload_file.hpp"
+
+namespace pipesim::cli {
+
+namespace {
+
+/// "qwen3.kineto.json.gz" -> "qwen3".
+std::string stem_of(const std::string& path) {
+  std::string name = std::filesystem::path(path).filename().string();
+  for (const char* suffix : {".gz", ".json", ".kineto", ".trace", ".pt"})
+    if (name.size() > std::string(suffix).size() && name.ends_with(suffix))
+      name.resize(name.size() - std::string(suffix).size());
+  return name;
+}
+
+void print_table(const trace_import::StepProfile& step, const std::string& out) {
+  using trace_import::KernelClass;
+  std::cout << fmt::format("{} blocks of {}; {} launches, {:.3f} ms of GPU time\n", step.layers.size() - 2,
+                           step.block_module, step.launches, step.gpu_us / 1e3);
+  std::cout << fmt::format("{:<12} {:>12} {:>9} {:>12} {:>9}\n", "layer", "forward ms", "launches",
+                           "backward ms", "launches");
+  for (std::size_t i = 0; i < step.layers.size(); ++i) {
+    const auto& l = step.layers[i];
+    const std::string name = l.role == "block" ? fmt::format("block {}", i - 1) : l.role;
+    std::cout << fmt::format("{:<12} {:>12.3f} {:>9} {:>12.3f} {:>9}\n", name, l.forward.gpu_us / 1e3,
+                             l.forward.launches, l.backward.gpu_us / 1e3, l.backward.launches);
+  }
+  std::cout << fmt::format("{:<12} {:>12.3f} {:>9}\n", "optimizer", step.optimizer.gpu_us / 1e3,
+                           step.optimizer.launches);
+  if (step.unattributed.launches > 0)
+    std::cout << fmt::format("{:<12} {:>12.3f} {:>9} (counted with the head's backward)\n", "unattributed",
+                             step.unattributed.gpu_us / 1e3, step.unattributed.launches);
+  std::cout << "kernel time by class:";
+  for (int c = 0; c < trace_import::kKernelClasses; ++c) {
+    const double t = step.classes[static_cast<std::size_t>(c)];
+    if (t > 0)
+      std::cout << fmt::format(" {} {:.3f} ms ({:.1f} %);", to_string(static_cast<KernelClass>(c)), t / 1e3,
+                               100 * t / step.gpu_us);
+  }
+  std::cout << fmt::format("\nwrote {}\n", out);
+}
+
+}  // namespace
+
+int run_import_trace(const ImportTraceOptions& o) {
+  const trace_import::KinetoTrace trace = trace_import::read_kineto_trace(o.trace);
+  const trace_import::StepProfile step = trace_import::profile_step(trace);
+  trace_import::WorkloadOptions w;
+  w.name = o.name.empty() ? stem_of(o.trace) : o.name;
+  w.source = fmt::format("pipesim import-trace {}", std::filesystem::path(o.trace).filename().string());
+  w.blocks = o.blocks;
+  w.seq = o.seq;
+  w.microbatch_size = o.microbatch_size;
+  w.tied_embeddings = o.tied_embeddings;
+  w.bytes_per_param = o.bytes_per_param;
+  sim::write_output_file(o.out, sim::json_text(trace_import::workload_json(step, w), 2) + "\n");
+  if (o.format == "json")
+    std::cout << sim::json_text(trace_import::step_report(step), 2) << "\n";
+  else
+    print_table(step, o.out);
+  return 0;
+}
+
+}  // namespace pipesim::cli

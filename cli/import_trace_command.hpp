@@ -1,0 +1,23 @@
+// `pipesim import-trace TRACE --out FILE`: a PyTorch profiler trace of one training step into a profiled
+// workload (--workload), each kernel given to its layer and pass, with a report of where the GPU's time went.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace pipesim::cli {
+
+struct ImportTraceOptions {
+  std::string trace;        ///< Kineto chrome-trace JSON, plain or gzip
+  std::string out;          ///< the pipesim-workload to write
+  std::string name;         ///< the workload's name (default: the trace's file name)
+  std::int32_t blocks = 0;  ///< write the traced blocks' mean this many times (0: as traced)
+  std::int64_t seq = 0, microbatch_size = 0;
+  bool tied_embeddings = false;
+  std::int64_t bytes_per_param = 16;
+  std::string format = "table";
+};
+
+int run_import_trace(const ImportTraceOptions& options);
+
+}  // namespace pipesim::cli

@@ -1,0 +1,79 @@
+// A PyTorch profiler trace (Kineto's chrome-trace JSON, plain or gzip) reduced, as it streams in, to what an
+// import needs: the nn.Module and optimizer spans of the CPU threads, the autograd ops that link a backward
+// to its forward (their sequence numbers), the CUDA launches and the GPU activity they caused (kernels,
+// copies, fills), joined by correlation id. Everything else (arguments, shapes, Python frames) is skipped
+// while parsing, so memory grows with those events only, not with the file.
+#pragma once
+
+#include <cstdint>
+#include <istream>
+#include <string>
+#include <vector>
+
+namespace pipesim::trace_import {
+
+/// Microseconds as Kineto writes them (floating point, from an arbitrary origin).
+using TraceTime = double;
+
+/// A span on a CPU thread: an nn.Module's forward ("nn.Module: Qwen3DecoderLayer_3") or the optimizer's
+/// step and zero_grad.
+struct CpuSpan {
+  std::string name;
+  std::int64_t tid = 0;
+  TraceTime ts = 0, dur = 0;
+};
+
+/// An autograd-recorded op: on the forward thread the op that created a backward node, on the autograd
+/// thread the evaluation of that node (same sequence number).
+struct AutogradOp {
+  std::int64_t sequence = 0;
+  std::int64_t tid = 0;
+  TraceTime ts = 0, dur = 0;
+  bool backward = false;  ///< an `autograd::engine::evaluate_function` span
+};
+
+/// An op that reads a weight (aten::linear, aten::embedding, aten::addmm as GPT-2's Conv1D calls it), with
+/// the weight's (and bias's) elements from the shapes the profiler recorded (record_shapes=True).
+struct WeightUse {
+  enum class Op : std::uint8_t { kLinear, kEmbedding, kAddmm };
+  Op op = Op::kLinear;
+  std::int64_t tid = 0;
+  TraceTime ts = 0, dur = 0;
+  std::int64_t params = 0;
+};
+
+/// A CUDA runtime or driver call that put work on the GPU.
+struct Launch {
+  std::int64_t correlation = 0;
+  std::int64_t tid = 0;
+  TraceTime ts = 0;
+};
+
+/// What ran on the GPU: a kernel, a copy or a fill.
+struct GpuActivity {
+  enum class Kind : std::uint8_t { kKernel, kMemcpy, kMemset };
+  Kind kind = Kind::kKernel;
+  std::int64_t correlation = 0;
+  TraceTime ts = 0, dur = 0;
+  std::int32_t name = 0;  ///< index into KinetoTrace::names
+};
+
+struct KinetoTrace {
+  std::string file;
+  std::vector<CpuSpan> modules;    ///< nn.Module spans, in file order
+  std::vector<CpuSpan> optimizer;  ///< Optimizer.step / Optimizer.zero_grad spans (CPU side)
+  std::vector<AutogradOp> autograd;
+  std::vector<WeightUse> weights;
+  std::vector<Launch> launches;
+  std::vector<GpuActivity> gpu;
+  std::vector<std::string> names;  ///< distinct GPU activity names
+};
+
+/// Parses a trace from `in`; `file` names it in errors. Throws InputError (file, JSON path, what is wrong)
+/// for malformed JSON, a trace without `traceEvents`, events of the wrong shape, or one with no GPU activity.
+KinetoTrace parse_kineto_trace(std::istream& in, const std::string& file);
+
+/// Reads a trace file, gzip-compressed or not.
+KinetoTrace read_kineto_trace(const std::string& path);
+
+}  // namespace pipesim::trace_import

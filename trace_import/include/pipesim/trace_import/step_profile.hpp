@@ -1,0 +1,48 @@
+// One training step of a traced model, attributed: every GPU kernel, copy and fill to the layer whose code
+// launched it (the embedding, each repeated block, the head with its loss, or the optimizer) and to its pass
+// (forward or backward), with how many launches each pass took and the kernel time of each class. The
+// forward's launches fall inside nn.Module spans of the thread that ran the model; the backward's inside the
+// autograd engine's evaluation of a node, which names the forward op that made it (the sequence number).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "pipesim/trace_import/kernel_class.hpp"
+#include "pipesim/trace_import/kineto_trace.hpp"
+
+namespace pipesim::trace_import {
+
+struct PassProfile {
+  double gpu_us = 0;          ///< summed time of the pass's kernels, copies and fills
+  std::int32_t launches = 0;  ///< of them
+  ClassTimes classes{};       ///< gpu_us by kernel class
+};
+
+struct LayerProfile {
+  std::string role;  ///< embedding | block | head
+  PassProfile forward, backward;
+  /// Elements of the weights its forward read (linear, embedding and addmm inputs; norms' are not counted).
+  /// The head's leaves out a matrix shaped like the embedding's (`StepProfile::head_matrix`).
+  std::int64_t params = 0;
+};
+
+struct StepProfile {
+  std::string block_module;          ///< the repeated module taken as a block (e.g. Qwen3DecoderLayer)
+  std::vector<LayerProfile> layers;  ///< [embedding, block 0 .. block n-1, head]
+  /// Elements of the head's matrix shaped like the embedding's: the embedding's own where the two are tied
+  /// (a trace does not say whether they are: WorkloadOptions::tied_embeddings).
+  std::int64_t head_matrix = 0;
+  PassProfile optimizer;     ///< Optimizer.step and zero_grad
+  PassProfile unattributed;  ///< launched outside every span above
+  ClassTimes classes{};      ///< every activity's time by class
+  double gpu_us = 0;         ///< every activity's time
+  std::int32_t launches = 0;
+};
+
+/// Attributes the trace's GPU activity. Throws InputError naming the trace when it has no nn.Module spans
+/// (profile with with_stack=True or with_modules=True) or no repeated block module.
+StepProfile profile_step(const KinetoTrace& trace);
+
+}  // namespace pipesim::trace_import

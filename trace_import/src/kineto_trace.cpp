@@ -1,0 +1,239 @@
+#include "pipesim/trace_import/kineto_trace.hpp"
+
+#include <string_view>
+#include <unordered_map>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "gzip_stream.hpp"
+#include "pipesim/sim/core/error.hpp"
+
+namespace pipesim::trace_import {
+
+namespace {
+
+using sim::InputError;
+
+/// The fields of one event an import reads; the rest of it is skipped as it streams past.
+struct EventFields {
+  std::string ph, cat, name;
+  std::int64_t tid = 0;
+  TraceTime ts = 0, dur = 0;
+  bool has_ts = false, has_dur = false;
+  std::int64_t correlation = -1, sequence = -1;
+  std::vector<std::vector<std::int64_t>> input_dims;  ///< args."Input Dims", one list per input
+};
+
+std::int64_t elements(const std::vector<std::int64_t>& dims) {
+  std::int64_t n = dims.empty() ? 0 : 1;
+  for (std::int64_t d : dims) n = d > 0 && n <= (std::int64_t{1} << 50) / d ? n * d : 0;
+  return n;
+}
+
+/// Streams `traceEvents` one event at a time (nlohmann's SAX interface): depth 1 is the root object, 2 the
+/// events array, 3 an event, 4 its `args`.
+class TraceHandler : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  TraceHandler(KinetoTrace& out, std::string file) : out_(out), file_(std::move(file)) {}
+  bool saw_events() const { return saw_events_; }
+
+  bool null() override { return value_kind("null"); }
+  bool boolean(bool) override { return value_kind("a boolean"); }
+  bool number_integer(number_integer_t v) override { return number(static_cast<double>(v), v); }
+  bool number_unsigned(number_unsigned_t v) override {
+    return number(static_cast<double>(v),
+                  v > static_cast<number_unsigned_t>(INT64_MAX) ? -1 : static_cast<std::int64_t>(v));
+  }
+  bool number_float(number_float_t v, const string_t&) override {
+    return number(v, static_cast<std::int64_t>(v));
+  }
+  bool string(string_t& v) override {
+    if (in_event() && depth_ == 3) {
+      if (key_ == "ph")
+        ev_.ph = v;
+      else if (key_ == "cat")
+        ev_.cat = v;
+      else if (key_ == "name")
+        ev_.name = v;
+      else if (key_ == "tid")
+        ev_.tid = static_cast<std::int64_t>(std::hash<std::string>{}(v) >> 1);
+      else if (key_ == "ts" || key_ == "dur")
+        fail(key_, "expected a number of microseconds, got a string");
+    }
+    return true;
+  }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override {
+    ++depth_;
+    if (depth_ == 3 && in_events_) ev_ = EventFields{};
+    if (depth_ == 3 && !in_events_ && events_key_at_root_) fail("", "expected an array of event objects");
+    return true;
+  }
+  bool key(string_t& k) override {
+    if (depth_ == 1) {
+      events_key_at_root_ = k == "traceEvents";
+    } else if (in_event()) {
+      if (depth_ == 3)
+        key_ = k;
+      else if (depth_ == 4 && key_ == "args")
+        arg_ = k;
+    }
+    return true;
+  }
+  bool end_object() override {
+    if (depth_ == 3 && in_events_) finish_event();
+    --depth_;
+    return true;
+  }
+  bool start_array(std::size_t) override {
+    ++depth_;
+    if (in_event() && key_ == "args" && arg_ == "Input Dims" && depth_ == 6) ev_.input_dims.emplace_back();
+    if (depth_ == 2) {
+      if (!events_key_at_root_) return true;
+      if (saw_events_) fail("", "a second traceEvents array");
+      in_events_ = saw_events_ = true;
+      index_ = 0;
+    }
+    return true;
+  }
+  bool end_array() override {
+    if (depth_ == 2) in_events_ = false;
+    --depth_;
+    return true;
+  }
+  bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& e) override {
+    // nlohmann's message names the byte and what it expected; the prefix it adds says nothing more.
+    std::string what = e.what();
+    if (const auto colon = what.rfind("syntax error"); colon != std::string::npos) what = what.substr(colon);
+    throw InputError(file_, "", fmt::format("malformed JSON at byte {}: {}", position, what));
+  }
+
+ private:
+  bool in_event() const { return in_events_ && depth_ >= 3; }
+
+  [[noreturn]] void fail(const std::string& key, const std::string& message) const {
+    throw InputError(file_, fmt::format("/traceEvents/{}{}{}", index_, key.empty() ? "" : "/", key), message);
+  }
+
+  bool value_kind(const char* what) {
+    if (in_event() && depth_ == 3 && (key_ == "ts" || key_ == "dur"))
+      fail(key_, fmt::format("expected a number of microseconds, got {}", what));
+    if (depth_ == 2 && in_events_) fail("", fmt::format("expected an event object, got {}", what));
+    return true;
+  }
+
+  bool number(double v, std::int64_t integer) {
+    if (depth_ == 2 && in_events_) fail("", "expected an event object, got a number");
+    if (!in_event()) return true;
+    if (depth_ == 3) {
+      if (key_ == "ts") {
+        ev_.ts = v;
+        ev_.has_ts = true;
+      } else if (key_ == "dur") {
+        if (!(v >= 0) || v > 1e12) fail("dur", fmt::format("{}; valid: 0 .. 1e12 microseconds", v));
+        ev_.dur = v;
+        ev_.has_dur = true;
+      } else if (key_ == "tid") {
+        ev_.tid = integer;
+      }
+    } else if (depth_ == 4 && key_ == "args") {
+      if (arg_ == "correlation")
+        ev_.correlation = integer;
+      else if (arg_ == "Sequence number")
+        ev_.sequence = integer;
+    } else if (depth_ == 6 && key_ == "args" && arg_ == "Input Dims" && !ev_.input_dims.empty()) {
+      ev_.input_dims.back().push_back(integer);
+    }
+    return true;
+  }
+
+  void finish_event() {
+    const std::size_t here = index_++;
+    if (ev_.ph != "X") return;  // flows, instants and metadata carry nothing an import times
+    const std::string_view cat = ev_.cat;
+    const bool gpu = cat == "kernel" || cat == "gpu_memcpy" || cat == "gpu_memset";
+    const bool launch = cat == "cuda_runtime" || cat == "cuda_driver";
+    const bool spans = cat == "python_function" || cat == "user_annotation" || cat == "cpu_op";
+    if (!gpu && !launch && !spans) return;
+    index_ = here;
+    if (!ev_.has_ts) fail("ts", "missing; a complete event (ph X) needs its start");
+    if (!ev_.has_dur) fail("dur", "missing; a complete event (ph X) needs its duration");
+    index_ = here + 1;
+    if (gpu) {
+      if (ev_.correlation < 0) return;  // not launched from a traced call (a profiler's own activity)
+      GpuActivity a;
+      a.kind = cat == "kernel"       ? GpuActivity::Kind::kKernel
+               : cat == "gpu_memcpy" ? GpuActivity::Kind::kMemcpy
+                                     : GpuActivity::Kind::kMemset;
+      a.correlation = ev_.correlation;
+      a.ts = ev_.ts;
+      a.dur = ev_.dur;
+      auto [it, fresh] = name_index_.emplace(ev_.name, static_cast<std::int32_t>(out_.names.size()));
+      if (fresh) out_.names.push_back(ev_.name);
+      a.name = it->second;
+      out_.gpu.push_back(a);
+    } else if (launch) {
+      if (ev_.correlation >= 0) out_.launches.push_back({ev_.correlation, ev_.tid, ev_.ts});
+    } else if (cat == "python_function") {
+      if (ev_.name.rfind("nn.Module: ", 0) == 0)
+        out_.modules.push_back({ev_.name.substr(11), ev_.tid, ev_.ts, ev_.dur});
+    } else if (cat == "user_annotation") {
+      if (ev_.name.rfind("Optimizer.", 0) == 0)
+        out_.optimizer.push_back({ev_.name, ev_.tid, ev_.ts, ev_.dur});
+    } else if (const auto use = weight_use(); use.params > 0) {
+      out_.weights.push_back(use);
+      if (ev_.sequence >= 0) out_.autograd.push_back({ev_.sequence, ev_.tid, ev_.ts, ev_.dur, false});
+    } else if (ev_.sequence >= 0) {  // a cpu_op autograd recorded
+      const bool backward = ev_.name.rfind("autograd::engine::evaluate_function", 0) == 0;
+      out_.autograd.push_back({ev_.sequence, ev_.tid, ev_.ts, ev_.dur, backward});
+    }
+  }
+
+  /// The weight a cpu_op reads, from its recorded input shapes: linear (input, weight, bias), embedding
+  /// (weight, indices), addmm (bias, input, weight).
+  WeightUse weight_use() const {
+    WeightUse w;
+    const auto& d = ev_.input_dims;
+    auto at = [&](std::size_t i) { return i < d.size() ? elements(d[i]) : 0; };
+    if (ev_.name == "aten::linear")
+      w = {WeightUse::Op::kLinear, ev_.tid, ev_.ts, ev_.dur, at(1) + at(2)};
+    else if (ev_.name == "aten::embedding")
+      w = {WeightUse::Op::kEmbedding, ev_.tid, ev_.ts, ev_.dur, at(0)};
+    else if (ev_.name == "aten::addmm")
+      w = {WeightUse::Op::kAddmm, ev_.tid, ev_.ts, ev_.dur, at(2) + at(0)};
+    return w;
+  }
+
+  KinetoTrace& out_;
+  std::string file_;
+  int depth_ = 0;
+  bool events_key_at_root_ = false, in_events_ = false, saw_events_ = false;
+  std::size_t index_ = 0;
+  std::string key_, arg_;
+  EventFields ev_;
+  std::unordered_map<std::string, std::int32_t> name_index_;
+};
+
+}  // namespace
+
+KinetoTrace parse_kineto_trace(std::istream& in, const std::string& file) {
+  KinetoTrace trace;
+  trace.file = file;
+  TraceHandler handler(trace, file);
+  nlohmann::json::sax_parse(in, &handler);
+  if (!handler.saw_events())
+    throw InputError(file, "/traceEvents", "missing; a PyTorch profiler trace lists its events there");
+  if (trace.gpu.empty())
+    throw InputError(file, "/traceEvents",
+                     "no GPU kernels, copies or fills with a correlation id; profile with "
+                     "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]");
+  return trace;
+}
+
+KinetoTrace read_kineto_trace(const std::string& path) {
+  GzipInput in(path);
+  return parse_kineto_trace(in.stream(), path);
+}
+
+}  // namespace pipesim::trace_import

@@ -1,0 +1,166 @@
+#include "pipesim/trace_import/step_profile.hpp"
+
+#include <algorithm>
+#include <map>
+#include <string_view>
+#include <unordered_map>
+
+#include "pipesim/sim/core/error.hpp"
+
+namespace pipesim::trace_import {
+
+namespace {
+
+/// "Qwen3DecoderLayer_12" -> "Qwen3DecoderLayer"; empty when the name has no instance number.
+std::string module_class(const std::string& name) {
+  const auto underscore = name.rfind('_');
+  if (underscore == std::string::npos || underscore + 1 == name.size()) return {};
+  const bool digits = std::all_of(name.begin() + static_cast<std::ptrdiff_t>(underscore) + 1, name.end(),
+                                  [](char c) { return c >= '0' && c <= '9'; });
+  return digits ? name.substr(0, underscore) : std::string{};
+}
+
+bool ends_with(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+/// Spans sorted by start, looked up by the time of a call made inside one (spans of one kind do not
+/// overlap: blocks run one after another, as do the autograd engine's evaluations on one thread).
+class SpanIndex {
+ public:
+  void add(std::int64_t tid, double ts, double dur, std::int64_t value) {
+    spans_[tid].push_back({ts, ts + dur, value});
+  }
+  void sort() {
+    for (auto& [tid, v] : spans_)
+      std::sort(v.begin(), v.end(), [](const Span& a, const Span& b) { return a.begin < b.begin; });
+  }
+  /// The value of the span of thread `tid` that holds `ts`, or -1.
+  std::int64_t find(std::int64_t tid, double ts) const {
+    const auto it = spans_.find(tid);
+    if (it == spans_.end()) return -1;
+    const auto& v = it->second;
+    auto after =
+        std::upper_bound(v.begin(), v.end(), ts, [](double t, const Span& s) { return t < s.begin; });
+    if (after == v.begin()) return -1;
+    --after;
+    return ts <= after->end ? after->value : -1;
+  }
+
+ private:
+  struct Span {
+    double begin, end;
+    std::int64_t value;
+  };
+  std::unordered_map<std::int64_t, std::vector<Span>> spans_;
+};
+
+void add(PassProfile& p, const GpuActivity& a, KernelClass c) {
+  p.gpu_us += a.dur;
+  ++p.launches;
+  p.classes[static_cast<std::size_t>(c)] += a.dur;
+}
+
+}  // namespace
+
+StepProfile profile_step(const KinetoTrace& trace) {
+  using sim::InputError;
+  if (trace.modules.empty())
+    throw InputError(trace.file, "/traceEvents",
+                     "no nn.Module spans; profile with with_stack=True (or with_modules=True) so that each "
+                     "kernel can be given to its layer");
+  // The block: the most repeated module class named like one (…Layer, …Block), the first in file order on
+  // a tie.
+  std::map<std::string, int> counts;
+  std::vector<std::string> order;
+  for (const CpuSpan& m : trace.modules) {
+    const std::string c = module_class(m.name);
+    if (c.empty() || !(ends_with(c, "Layer") || ends_with(c, "Block"))) continue;
+    if (counts[c]++ == 0) order.push_back(c);
+  }
+  StepProfile out;
+  for (const std::string& c : order)
+    if (out.block_module.empty() || counts[c] > counts[out.block_module]) out.block_module = c;
+  if (out.block_module.empty())
+    throw InputError(trace.file, "/traceEvents",
+                     "no repeated block module (an nn.Module class named …Layer or …Block, e.g. "
+                     "LlamaDecoderLayer or GPT2Block)");
+  // The model's thread is the one that ran its blocks; blocks in the order they ran.
+  std::vector<const CpuSpan*> blocks;
+  for (const CpuSpan& m : trace.modules)
+    if (module_class(m.name) == out.block_module) blocks.push_back(&m);
+  std::sort(blocks.begin(), blocks.end(), [](const CpuSpan* a, const CpuSpan* b) { return a->ts < b->ts; });
+  const std::int64_t model_tid = blocks.front()->tid;
+  const double first_block = blocks.front()->ts;
+  SpanIndex block_at, optimizer_at, backward_at;
+  for (std::size_t i = 0; i < blocks.size(); ++i)
+    block_at.add(blocks[i]->tid, blocks[i]->ts, blocks[i]->dur, static_cast<std::int64_t>(i));
+  for (const CpuSpan& o : trace.optimizer) optimizer_at.add(o.tid, o.ts, o.dur, 0);
+  for (const AutogradOp& a : trace.autograd)
+    if (a.backward) backward_at.add(a.tid, a.ts, a.dur, a.sequence);
+  block_at.sort();
+  optimizer_at.sort();
+  backward_at.sort();
+  const auto n = static_cast<std::int64_t>(blocks.size());
+  // Layer index: 0 the embedding, 1..n the blocks, n+1 the head (with the loss).
+  auto forward_layer = [&](std::int64_t tid, double ts) -> std::int64_t {
+    const std::int64_t b = block_at.find(tid, ts);
+    if (b >= 0) return b + 1;
+    return ts < first_block ? 0 : n + 1;
+  };
+  std::unordered_map<std::int64_t, std::int64_t> layer_of_sequence;
+  for (const AutogradOp& a : trace.autograd)
+    if (!a.backward && a.tid == model_tid) layer_of_sequence.emplace(a.sequence, forward_layer(a.tid, a.ts));
+
+  out.layers.resize(static_cast<std::size_t>(n + 2));
+  out.layers.front().role = "embedding";
+  out.layers.back().role = "head";
+  for (std::int64_t i = 1; i <= n; ++i) out.layers[static_cast<std::size_t>(i)].role = "block";
+  // Weights: each linear, embedding and addmm the model's thread ran, once: an op recorded inside another
+  // (autocast's re-dispatch of a linear, the addmm of a linear with a bias) reads the same weight.
+  std::vector<const WeightUse*> uses;
+  for (const WeightUse& w : trace.weights)
+    if (w.tid == model_tid) uses.push_back(&w);
+  std::stable_sort(uses.begin(), uses.end(),
+                   [](const WeightUse* a, const WeightUse* b) { return a->ts < b->ts; });
+  double outer_end = -1e300;
+  std::int64_t embedding_matrix = 0;
+  for (const WeightUse* w : uses) {
+    if (w->ts < outer_end) continue;
+    outer_end = w->ts + w->dur;
+    const std::int64_t layer = forward_layer(w->tid, w->ts);
+    if (w->op == WeightUse::Op::kEmbedding && embedding_matrix == 0) embedding_matrix = w->params;
+    if (layer == n + 1 && w->params == embedding_matrix && out.head_matrix == 0) {
+      out.head_matrix = w->params;
+      continue;
+    }
+    out.layers[static_cast<std::size_t>(layer)].params += w->params;
+  }
+  std::unordered_map<std::int64_t, const Launch*> launch_of;
+  for (const Launch& l : trace.launches) launch_of.emplace(l.correlation, &l);
+  for (const GpuActivity& a : trace.gpu) {
+    const KernelClass c =
+        classify_kernel(trace.names[static_cast<std::size_t>(a.name)], a.kind != GpuActivity::Kind::kKernel);
+    out.gpu_us += a.dur;
+    ++out.launches;
+    out.classes[static_cast<std::size_t>(c)] += a.dur;
+    const auto it = launch_of.find(a.correlation);
+    PassProfile* pass = &out.unattributed;
+    if (it != launch_of.end()) {
+      const Launch& l = *it->second;
+      if (l.tid == model_tid) {
+        pass = optimizer_at.find(l.tid, l.ts) >= 0
+                   ? &out.optimizer
+                   : &out.layers[static_cast<std::size_t>(forward_layer(l.tid, l.ts))].forward;
+      } else if (const std::int64_t seq = backward_at.find(l.tid, l.ts); seq >= 0) {
+        const auto layer = layer_of_sequence.find(seq);
+        if (layer != layer_of_sequence.end())
+          pass = &out.layers[static_cast<std::size_t>(layer->second)].backward;
+      }
+    }
+    add(*pass, a, c);
+  }
+  return out;
+}
+
+}  // namespace pipesim::trace_import

@@ -1,0 +1,105 @@
+#include "pipesim/trace_import/workload_file.hpp"
+
+#include <cmath>
+
+namespace pipesim::trace_import {
+
+namespace {
+
+/// Milliseconds to the nanosecond the trace resolves (written as the shortest decimal).
+double ms(double us) {
+  return std::round(us * 1e3) / 1e6;
+}
+
+nlohmann::ordered_json layer_entry(const std::string& role, const PassProfile& fwd, const PassProfile& bwd,
+                                   std::int64_t param_bytes, std::int32_t repeat) {
+  nlohmann::ordered_json e{{"role", role},
+                           {"fwd_ms", ms(fwd.gpu_us)},
+                           {"bwd_ms", ms(bwd.gpu_us)},
+                           {"fwd_kernels", fwd.launches},
+                           {"bwd_kernels", bwd.launches}};
+  if (param_bytes > 0) e["param_bytes"] = param_bytes;
+  if (repeat > 1) e["repeat"] = repeat;
+  return e;
+}
+
+nlohmann::ordered_json classes_json(const ClassTimes& t) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  for (int c = 0; c < kKernelClasses; ++c)
+    j[to_string(static_cast<KernelClass>(c))] = ms(t[static_cast<std::size_t>(c)]);
+  return j;
+}
+
+nlohmann::ordered_json pass_json(const PassProfile& p) {
+  return {{"gpu_ms", ms(p.gpu_us)}, {"launches", p.launches}, {"classes_ms", classes_json(p.classes)}};
+}
+
+}  // namespace
+
+nlohmann::ordered_json workload_json(const StepProfile& step, const WorkloadOptions& options) {
+  nlohmann::ordered_json w{{"format", "pipesim-workload"}, {"version", 1}, {"name", options.name}};
+  if (!options.source.empty()) w["source"] = options.source;
+  if (options.seq > 0) w["seq"] = options.seq;
+  if (options.microbatch_size > 0) w["microbatch_size"] = options.microbatch_size;
+  const auto traced = static_cast<std::int32_t>(step.layers.size()) - 2;
+  const std::int32_t blocks = options.blocks > 0 ? options.blocks : traced;
+  const LayerProfile& embedding = step.layers.front();
+  const LayerProfile& head = step.layers.back();
+  const std::int64_t head_params = head.params + (options.tied_embeddings ? 0 : step.head_matrix);
+  std::int64_t block_params = 0;
+  for (std::int32_t i = 1; i <= traced; ++i) block_params += step.layers[static_cast<std::size_t>(i)].params;
+  // The optimizer's step scales with the parameters it updates: a deeper model of the traced blocks takes
+  // their share that much more often.
+  const double traced_params = static_cast<double>(embedding.params + block_params + head_params);
+  const double written_params = static_cast<double>(embedding.params + head_params) +
+                                static_cast<double>(block_params) * blocks / traced;
+  w["optimizer_ms"] = ms(step.optimizer.gpu_us * (traced_params > 0 ? written_params / traced_params : 1.0));
+  const std::int64_t bytes = options.bytes_per_param;
+  nlohmann::ordered_json layers = nlohmann::ordered_json::array();
+  layers.push_back(
+      layer_entry("embedding", embedding.forward, embedding.backward, embedding.params * bytes, 1));
+  if (options.blocks > 0) {
+    // The traced blocks' mean, launches rounded to the nearest whole one.
+    PassProfile fwd, bwd;
+    for (std::int32_t i = 1; i <= traced; ++i) {
+      fwd.gpu_us += step.layers[static_cast<std::size_t>(i)].forward.gpu_us / traced;
+      bwd.gpu_us += step.layers[static_cast<std::size_t>(i)].backward.gpu_us / traced;
+      fwd.launches += step.layers[static_cast<std::size_t>(i)].forward.launches;
+      bwd.launches += step.layers[static_cast<std::size_t>(i)].backward.launches;
+    }
+    fwd.launches = (fwd.launches + traced / 2) / traced;
+    bwd.launches = (bwd.launches + traced / 2) / traced;
+    layers.push_back(layer_entry("block", fwd, bwd, block_params / traced * bytes, options.blocks));
+  } else {
+    for (std::int32_t i = 1; i <= traced; ++i) {
+      const LayerProfile& l = step.layers[static_cast<std::size_t>(i)];
+      layers.push_back(layer_entry("block", l.forward, l.backward, l.params * bytes, 1));
+    }
+  }
+  PassProfile head_bwd = head.backward;
+  head_bwd.gpu_us += step.unattributed.gpu_us;
+  head_bwd.launches += step.unattributed.launches;
+  layers.push_back(layer_entry("head", head.forward, head_bwd, head_params * bytes, 1));
+  w["layers"] = layers;
+  return w;
+}
+
+nlohmann::ordered_json step_report(const StepProfile& step) {
+  nlohmann::ordered_json layers = nlohmann::ordered_json::array();
+  for (const LayerProfile& l : step.layers)
+    layers.push_back({{"role", l.role},
+                      {"params", l.params},
+                      {"forward", pass_json(l.forward)},
+                      {"backward", pass_json(l.backward)}});
+  return {{"block_module", step.block_module},
+          {"head_matrix_params", step.head_matrix},
+          {"blocks", static_cast<std::int64_t>(step.layers.size()) - 2},
+          {"gpu_ms", ms(step.gpu_us)},
+          {"launches", step.launches},
+          {"classes_ms", classes_json(step.classes)},
+          {"optimizer", pass_json(step.optimizer)},
+          {"unattributed", pass_json(step.unattributed)},
+          {"layers", layers}};
+}
+
+}  // namespace pipesim::trace_import
