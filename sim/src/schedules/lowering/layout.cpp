@@ -154,9 +154,10 @@ void Builder::size_plan() {
     }
   }
   // Slower still is a hop up an oversubscribed spine: where the group spans leaves, a member under another
-  // leaf (the plan then crosses the leaves' shared uplinks, and is simulated explicitly).
+  // leaf stands for it in a symmetric plan, whose traffic then crosses the leaves' shared uplinks, so that
+  // it is simulated explicitly, every member beside its own neighbour.
   const NetworkSpec& net = in_.hw.network;
-  for (std::int32_t k = 1; net.oversubscription > 1 && k < grad_replicas(); ++k) {
+  for (std::int32_t k = 1; !explicit_ && net.oversubscription > 1 && k < grad_replicas(); ++k) {
     if (net.crosses_spine(0, node_of_rank(global_rank(k, 0, 0)))) {
       dp_ring_offset_ = k;
       break;

@@ -1,0 +1,277 @@
+// Importing PyTorch profiler traces: kernels classed by name, a small hand-written trace attributed to its
+// layers and passes by hand, the workload it becomes, and one clear error for each kind of malformed input.
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <zlib.h>
+#include <nlohmann/json.hpp>
+
+#include "pipesim/sim/core/error.hpp"
+#include "pipesim/sim/workload/cost_model.hpp"
+#include "pipesim/trace_import/kernel_class.hpp"
+#include "pipesim/trace_import/kineto_trace.hpp"
+#include "pipesim/trace_import/step_profile.hpp"
+#include "pipesim/trace_import/workload_file.hpp"
+
+namespace pipesim::trace_import {
+namespace {
+
+using nlohmann::json;
+
+TEST(KernelClass, NamesOfTheLibrariesPyTorchRuns) {
+  EXPECT_EQ(classify_kernel("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT"), KernelClass::kGemm);
+  EXPECT_EQ(
+      classify_kernel("void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x4_tn>"),
+      KernelClass::kGemm);
+  EXPECT_EQ(classify_kernel("cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7"),
+            KernelClass::kAttention);
+  EXPECT_EQ(classify_kernel("void flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128>>"),
+            KernelClass::kAttention);
+  EXPECT_EQ(classify_kernel(
+                "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<FusedAdamMathFunctor>"),
+            KernelClass::kOptimizer);
+  EXPECT_EQ(
+      classify_kernel("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>"),
+      KernelClass::kElementwise);
+  EXPECT_EQ(classify_kernel("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float>>"),
+            KernelClass::kReduction);
+  EXPECT_EQ(classify_kernel("void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float>"),
+            KernelClass::kReduction);
+  EXPECT_EQ(classify_kernel("void at::native::(anonymous namespace)::CatArrayBatchedCopy<float>"),
+            KernelClass::kCopy);
+  EXPECT_EQ(classify_kernel("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)"),
+            KernelClass::kCommunication);
+  EXPECT_EQ(classify_kernel("Memset (Device)", true), KernelClass::kCopy);
+  EXPECT_EQ(classify_kernel("my_custom_kernel"), KernelClass::kOther);
+}
+
+/// One step of a model with an embedding, two blocks and a head, on thread 1 (forward, optimizer) and
+/// thread 2 (autograd). Times in us.
+json tiny_trace() {
+  json ev = json::array();
+  auto x = [&](const char* cat, const std::string& name, int tid, double ts, double dur,
+               json args = json::object()) {
+    ev.push_back({{"ph", "X"},
+                  {"cat", cat},
+                  {"name", name},
+                  {"pid", 1},
+                  {"tid", tid},
+                  {"ts", ts},
+                  {"dur", dur},
+                  {"args", args}});
+  };
+  int corr = 0;
+  // A launch at `ts` on `tid` and its kernel on the GPU `dur` long.
+  auto launch = [&](int tid, double ts, const std::string& kernel, double dur) {
+    ++corr;
+    x("cuda_runtime", "cudaLaunchKernel", tid, ts, 1, {{"correlation", corr}});
+    ev.push_back({{"ph", "X"},
+                  {"cat", "kernel"},
+                  {"name", kernel},
+                  {"pid", 0},
+                  {"tid", 7},
+                  {"ts", 1000 + ts},
+                  {"dur", dur},
+                  {"args", {{"correlation", corr}}}});
+  };
+  x("python_function", "nn.Module: TinyForCausalLM_0", 1, 0, 100);
+  x("python_function", "nn.Module: Embedding_0", 1, 1, 4);
+  x("cpu_op", "aten::embedding", 1, 2, 2, {{"Sequence number", 10}, {"Input Dims", {{1000, 16}, {1, 8}}}});
+  launch(1, 3, "void at::native::indexSelectLargeIndex<float>", 5);
+  for (int b = 0; b < 2; ++b) {
+    const double t = 10 + 30 * b;
+    x("python_function", "nn.Module: TinyBlock_" + std::to_string(b), 1, t, 25);
+    x("cpu_op", "aten::linear", 1, t + 1, 6,
+      {{"Sequence number", 20 + b}, {"Input Dims", {{1, 8, 16}, {64, 16}, {64}}}});
+    x("cpu_op", "aten::linear", 1, t + 2, 3,
+      {{"Input Dims", {{1, 8, 16}, {64, 16}, {64}}}});  // autocast's re-dispatch
+    launch(1, t + 3, "nvjet_sm90_tst_128x128", 20);
+    launch(1, t + 8, "void at::native::vectorized_elementwise_kernel<4>", 2);
+  }
+  x("cpu_op", "aten::linear", 1, 80, 5,
+    {{"Sequence number", 30}, {"Input Dims", {{1, 8, 16}, {1000, 16}, {}}}});
+  launch(1, 81, "nvjet_sm90_tst_256x128", 40);
+  launch(1, 83, "void at::native::(anonymous namespace)::cunn_SoftMaxForward<4>", 10);
+  // Backward on thread 2, head first.
+  x("cpu_op", "autograd::engine::evaluate_function: MmBackward0", 2, 200, 10, {{"Sequence number", 30}});
+  launch(2, 201, "nvjet_sm90_tst_256x128", 80);
+  for (int b = 1; b >= 0; --b) {
+    const double t = 220 + 20 * (1 - b);
+    x("cpu_op", "autograd::engine::evaluate_function: AddmmBackward0", 2, t, 10,
+      {{"Sequence number", 20 + b}});
+    launch(2, t + 1, "nvjet_sm90_tst_128x128", 40);
+    launch(2, t + 2, "nvjet_sm90_tst_128x128", 30);
+  }
+  x("cpu_op", "autograd::engine::evaluate_function: EmbeddingBackward0", 2, 270, 10,
+    {{"Sequence number", 10}});
+  launch(2, 271, "void at::native::embedding_backward_feature_kernel<float>", 7);
+  launch(2, 290, "void at::native::vectorized_elementwise_kernel<4>", 3);  // outside every evaluation
+  x("user_annotation", "Optimizer.step#AdamW.step", 1, 300, 20);
+  launch(1, 301, "void at::native::multi_tensor_apply_kernel<FusedAdamMathFunctor>", 50);
+  return {{"schemaVersion", 1}, {"traceEvents", ev}};
+}
+
+KinetoTrace parse(const std::string& text) {
+  std::istringstream in(text);
+  return parse_kineto_trace(in, "t.json");
+}
+
+TEST(TraceImport, ATinyStepByHand) {
+  const StepProfile s = profile_step(parse(tiny_trace().dump()));
+  EXPECT_EQ(s.block_module, "TinyBlock");
+  ASSERT_EQ(s.layers.size(), 4u);
+  // Embedding: its lookup forward, its backward's kernel.
+  EXPECT_DOUBLE_EQ(s.layers[0].forward.gpu_us, 5);
+  EXPECT_DOUBLE_EQ(s.layers[0].backward.gpu_us, 7);
+  EXPECT_EQ(s.layers[0].params, 16000);
+  // Each block: a GEMM and an element-wise kernel forward (2 launches), two GEMMs backward.
+  for (int b = 1; b <= 2; ++b) {
+    EXPECT_DOUBLE_EQ(s.layers[static_cast<std::size_t>(b)].forward.gpu_us, 22) << b;
+    EXPECT_EQ(s.layers[static_cast<std::size_t>(b)].forward.launches, 2) << b;
+    EXPECT_DOUBLE_EQ(s.layers[static_cast<std::size_t>(b)].backward.gpu_us, 70) << b;
+    EXPECT_EQ(s.layers[static_cast<std::size_t>(b)].backward.launches, 2) << b;
+    EXPECT_EQ(s.layers[static_cast<std::size_t>(b)].params, 64 * 16 + 64) << b;  // once, with its bias
+  }
+  // Head: the output GEMM and the softmax; its matrix is shaped like the embedding's.
+  EXPECT_DOUBLE_EQ(s.layers[3].forward.gpu_us, 50);
+  EXPECT_DOUBLE_EQ(s.layers[3].backward.gpu_us, 80);
+  EXPECT_EQ(s.layers[3].params, 0);
+  EXPECT_EQ(s.head_matrix, 16000);
+  EXPECT_DOUBLE_EQ(s.optimizer.gpu_us, 50);
+  EXPECT_DOUBLE_EQ(s.unattributed.gpu_us, 3);
+  // Every kernel once: 5 + 2 x (22 + 70) + 50 + 80 + 7 + 3 + 50.
+  EXPECT_DOUBLE_EQ(s.gpu_us, 379);
+  EXPECT_EQ(s.launches, 15);
+  EXPECT_DOUBLE_EQ(s.classes[static_cast<std::size_t>(KernelClass::kGemm)], 2 * (20 + 70) + 40 + 80);
+  EXPECT_DOUBLE_EQ(s.classes[static_cast<std::size_t>(KernelClass::kOptimizer)], 50);
+
+  // The workload: per layer times and launches, parameters at 16 B, the unattributed kernel with the head.
+  WorkloadOptions o;
+  o.name = "tiny";
+  o.tied_embeddings = true;
+  const json w = workload_json(s, o);
+  const sim::Workload parsed = sim::parse_workload(w.dump(), "tiny.json", sim::Recompute::kNone);
+  ASSERT_EQ(parsed.layers.size(), 4u);
+  EXPECT_EQ(parsed.layers[1].fwd_ns, 22000);
+  EXPECT_EQ(parsed.layers[1].kernels, 2);
+  EXPECT_EQ(parsed.layers[1].input_grad_extra_kernels, 2 - 2 * 2);
+  EXPECT_EQ(parsed.layers[3].bwd_input_ns + parsed.layers[3].bwd_weight_ns, 83000);
+  EXPECT_EQ(parsed.layers[1].param_bytes, 16 * (64 * 16 + 64));
+  EXPECT_EQ(parsed.optimizer_ns, 50000);
+  // Five blocks from the two: their mean five times, the optimizer scaled by the parameters it updates.
+  o.blocks = 5;
+  const sim::Workload deeper =
+      sim::parse_workload(workload_json(s, o).dump(), "deeper.json", sim::Recompute::kNone);
+  ASSERT_EQ(deeper.layers.size(), 7u);
+  EXPECT_EQ(deeper.layers[5].bwd_input_ns + deeper.layers[5].bwd_weight_ns, 70000);
+  const double traced = 16000 + 2 * 1088, written = 16000 + 5 * 1088;
+  EXPECT_EQ(deeper.optimizer_ns, std::llround(50000 * written / traced));
+}
+
+TEST(TraceImport, AProfiledLayerLastsAtLeastItsLaunchesDispatch) {
+  const StepProfile s = profile_step(parse(tiny_trace().dump()));
+  WorkloadOptions o;
+  o.name = "tiny";
+  sim::Workload w = sim::parse_workload(workload_json(s, o).dump(), "tiny.json", sim::Recompute::kNone);
+  // At 24 us a launch, a block's forward (2 launches, 22 us of GPU) takes 48 us; its backward (2 launches,
+  // 70 us) keeps its GPU time; the head's forward (2 launches, 50 us) too.
+  sim::bound_by_dispatch(24000, w.layers);
+  EXPECT_EQ(w.layers[1].fwd_ns, 48000);
+  EXPECT_EQ(w.layers[1].bwd_input_ns + w.layers[1].bwd_weight_ns, 70000);
+  EXPECT_EQ(w.layers[3].fwd_ns, 50000);
+}
+
+std::string error_of(const std::string& text) {
+  try {
+    profile_step(parse(text));
+  } catch (const sim::InputError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(TraceImport, MalformedTracesGetOneLineEach) {
+  json good = tiny_trace();
+  auto with = [&](auto edit) {
+    json t = good;
+    edit(t);
+    return t.dump();
+  };
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"", "malformed JSON"},
+      {"{", "malformed JSON"},
+      {"[1, 2]", "/traceEvents: missing"},
+      {"{\"traceEvents\": 3}", "/traceEvents: missing"},
+      {"{\"traceEvents\": {\"a\": 1}}", "/traceEvents: missing"},
+      {"{\"traceEvents\": [1]}", "/traceEvents/0: expected an event object"},
+      {"{\"traceEvents\": [null]}", "/traceEvents/0: expected an event object"},
+      {"{\"traceEvents\": [\"x\"]}", "no GPU kernels"},
+      {"{\"traceEvents\": []}", "no GPU kernels"},
+      {"{\"traceEvents\": [], \"traceEvents\": []}", "a second traceEvents array"},
+      {good.dump().substr(0, good.dump().size() / 2), "malformed JSON"},
+      {with([](json& t) { t["traceEvents"][4]["ts"] = "soon"; }), "/traceEvents/4/ts: expected a number"},
+      {with([](json& t) { t["traceEvents"][4]["dur"] = -1; }), "/traceEvents/4/dur: -1; valid"},
+      {with([](json& t) { t["traceEvents"][4]["dur"] = nullptr; }), "/traceEvents/4/dur: expected a number"},
+      {with([](json& t) { t["traceEvents"][4].erase("ts"); }), "/traceEvents/4/ts: missing"},
+      {with([](json& t) { t["traceEvents"][4].erase("dur"); }), "/traceEvents/4/dur: missing"},
+      {with([](json& t) { t["traceEvents"][4]["ts"] = true; }), "/traceEvents/4/ts: expected a number"},
+      {with([](json& t) {
+         for (auto& e : t["traceEvents"])
+           if (e["cat"] == "python_function") e["cat"] = "cpu_op";
+       }),
+       "no nn.Module spans"},
+      {with([](json& t) {
+         for (auto& e : t["traceEvents"])
+           if (e["cat"] == "python_function" &&
+               e["name"].get<std::string>().find("TinyBlock") != std::string::npos)
+             e["name"] = "nn.Module: Tiny_0";
+       }),
+       "no repeated block module"},
+      {with([](json& t) {
+         for (auto& e : t["traceEvents"])
+           if (e["cat"] == "kernel") e["args"].erase("correlation");
+       }),
+       "no GPU kernels"},
+  };
+  for (const auto& [text, expected] : cases) {
+    const std::string err = error_of(text);
+    EXPECT_NE(err.find(expected), std::string::npos) << text.substr(0, 80) << " -> " << err;
+    EXPECT_EQ(err.find('\n'), std::string::npos) << err;
+    EXPECT_EQ(err.rfind("t.json", 0), 0u) << err;
+  }
+}
+
+TEST(TraceImport, ReadsGzipAndPlainFilesAndNamesUnreadableOnes) {
+  const std::string text = tiny_trace().dump();
+  const std::string plain = ::testing::TempDir() + "tiny.json",
+                    packed = ::testing::TempDir() + "tiny.json.gz";
+  std::ofstream(plain) << text;
+  gzFile gz = gzopen(packed.c_str(), "wb");
+  gzwrite(gz, text.data(), static_cast<unsigned>(text.size()));
+  gzclose(gz);
+  EXPECT_EQ(read_kineto_trace(plain).gpu.size(), read_kineto_trace(packed).gpu.size());
+  EXPECT_EQ(read_kineto_trace(packed).gpu.size(), 15u);
+  try {
+    read_kineto_trace(::testing::TempDir() + "none.json.gz");
+    ADD_FAILURE() << "no error";
+  } catch (const sim::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot open"), std::string::npos) << e.what();
+  }
+  // A gzip stream cut short.
+  std::ifstream in(packed, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string cut = ::testing::TempDir() + "cut.json.gz";
+  std::ofstream(cut, std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+  try {
+    read_kineto_trace(cut);
+    ADD_FAILURE() << "no error";
+  } catch (const sim::InputError& e) {
+    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace pipesim::trace_import
