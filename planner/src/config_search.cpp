@@ -18,6 +18,7 @@
 #include "pipesim/sim/report/invariants.hpp"
 #include "pipesim/sim/schedules/plan_builder.hpp"
 #include "pipesim/sim/workload/model.hpp"
+#include "pipesim/sim/workload/profiled_workload.hpp"
 
 namespace pipesim::planner {
 

@@ -11,6 +11,7 @@
 
 #include "pipesim/sim/core/error.hpp"
 #include "pipesim/sim/workload/cost_model.hpp"
+#include "pipesim/sim/workload/profiled_workload.hpp"
 #include "pipesim/trace_import/kernel_class.hpp"
 #include "pipesim/trace_import/kineto_trace.hpp"
 #include "pipesim/trace_import/step_profile.hpp"

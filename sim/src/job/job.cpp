@@ -16,6 +16,7 @@
 #include "pipesim/sim/hardware/stragglers.hpp"
 #include "pipesim/sim/job/option_parsing.hpp"
 #include "pipesim/sim/workload/model.hpp"
+#include "pipesim/sim/workload/profiled_workload.hpp"
 
 namespace pipesim::sim {
 

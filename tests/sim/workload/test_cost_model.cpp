@@ -5,6 +5,7 @@
 #include "pipesim/sim/job/option_parsing.hpp"
 #include "pipesim/sim/workload/cost_model.hpp"
 #include "pipesim/sim/workload/model.hpp"
+#include "pipesim/sim/workload/profiled_workload.hpp"
 
 namespace pipesim::sim {
 namespace {
