@@ -24,6 +24,7 @@ import numpy as np
 from . import _pipesim
 
 __all__ = ["InvariantError", "check", "simulate", "timeline", "plan", "buy", "partition", "bubbles", "explain", "replay", "compare", "calibrate",
+           "import_trace",
            "load_plan", "load_timeline",
            "hw_profiles", "models", "frameworks", "schedules", "fill_jobs", "run", "sweep", "Timeline"]
 
@@ -137,6 +138,14 @@ def compare(predicted, measured, **kwargs):
     """``pipesim compare PREDICTED MEASURED``: two timelines of one plan side by side (step-time error,
     per-kind and per-op errors, what to recalibrate first)."""
     return _run_positional_json("compare", [predicted, measured], kwargs)
+
+
+def import_trace(trace_file, **kwargs):
+    """``pipesim import-trace TRACE --out FILE``: a PyTorch profiler trace of one training step (Kineto JSON,
+    plain or gzip) into a profiled workload written to ``out`` (``simulate(workload=out, ...)``, ``plan`` and
+    ``buy`` read it); returns the import's report: each layer's forward and backward GPU time, launches,
+    parameters and FLOPs, the optimizer, and the kernel time by class."""
+    return _run_positional_json("import-trace", [trace_file], kwargs)
 
 
 def check(result_file, plan=None):

@@ -23,6 +23,7 @@ struct EventFields {
   bool has_ts = false, has_dur = false;
   std::int64_t correlation = -1, sequence = -1;
   std::vector<std::vector<std::int64_t>> input_dims;  ///< args."Input Dims", one list per input
+  std::vector<std::string> concrete;                  ///< args."Concrete Inputs" (scalars as text)
 };
 
 std::int64_t elements(const std::vector<std::int64_t>& dims) {
@@ -49,6 +50,8 @@ class TraceHandler : public nlohmann::json_sax<nlohmann::json> {
     return number(v, static_cast<std::int64_t>(v));
   }
   bool string(string_t& v) override {
+    if (in_event() && depth_ == 5 && key_ == "args" && arg_ == "Concrete Inputs" && ev_.concrete.size() < 16)
+      ev_.concrete.push_back(v);
     if (in_event() && depth_ == 3) {
       if (key_ == "ph")
         ev_.ph = v;
@@ -181,7 +184,7 @@ class TraceHandler : public nlohmann::json_sax<nlohmann::json> {
     } else if (cat == "user_annotation") {
       if (ev_.name.rfind("Optimizer.", 0) == 0)
         out_.optimizer.push_back({ev_.name, ev_.tid, ev_.ts, ev_.dur});
-    } else if (const auto use = weight_use(); use.params > 0) {
+    } else if (const auto use = weight_use(); use.params > 0 || use.flops > 0) {
       out_.weights.push_back(use);
       if (ev_.sequence >= 0) out_.autograd.push_back({ev_.sequence, ev_.tid, ev_.ts, ev_.dur, false});
     } else if (ev_.sequence >= 0) {  // a cpu_op autograd recorded
@@ -193,15 +196,31 @@ class TraceHandler : public nlohmann::json_sax<nlohmann::json> {
   /// The weight a cpu_op reads, from its recorded input shapes: linear (input, weight, bias), embedding
   /// (weight, indices), addmm (bias, input, weight).
   WeightUse weight_use() const {
-    WeightUse w;
+    WeightUse w{WeightUse::Op::kLinear, ev_.tid, ev_.ts, ev_.dur, 0, 0};
     const auto& d = ev_.input_dims;
     auto at = [&](std::size_t i) { return i < d.size() ? elements(d[i]) : 0; };
-    if (ev_.name == "aten::linear")
-      w = {WeightUse::Op::kLinear, ev_.tid, ev_.ts, ev_.dur, at(1) + at(2)};
-    else if (ev_.name == "aten::embedding")
-      w = {WeightUse::Op::kEmbedding, ev_.tid, ev_.ts, ev_.dur, at(0)};
-    else if (ev_.name == "aten::addmm")
-      w = {WeightUse::Op::kAddmm, ev_.tid, ev_.ts, ev_.dur, at(2) + at(0)};
+    // Rows of a GEMM's input: its elements over its last dimension.
+    auto rows = [&](std::size_t i) {
+      return i < d.size() && !d[i].empty() && d[i].back() > 0 ? static_cast<double>(at(i) / d[i].back())
+                                                              : 0.0;
+    };
+    if (ev_.name == "aten::linear") {
+      w.params = at(1) + at(2);
+      w.flops = 2 * rows(0) * static_cast<double>(at(1));
+    } else if (ev_.name == "aten::embedding") {
+      w.op = WeightUse::Op::kEmbedding;
+      w.params = at(0);
+    } else if (ev_.name == "aten::addmm") {
+      w.op = WeightUse::Op::kAddmm;
+      w.params = at(2) + at(0);
+      w.flops = 2 * rows(1) * static_cast<double>(at(2));
+    } else if (ev_.name == "aten::scaled_dot_product_attention" && d.size() >= 2 && d[0].size() == 4 &&
+               d[1].size() == 4) {
+      // q [b, h, s, dim], k [b, h_kv, s_kv, dim]; is_causal is the sixth argument.
+      w.op = WeightUse::Op::kAttention;
+      const bool causal = ev_.concrete.size() > 5 && ev_.concrete[5] == "True";
+      w.flops = 4.0 * static_cast<double>(at(0)) * static_cast<double>(d[1][2]) * (causal ? 0.5 : 1.0);
+    }
     return w;
   }
 

@@ -129,6 +129,7 @@ StepProfile profile_step(const KinetoTrace& trace) {
     if (w->ts < outer_end) continue;
     outer_end = w->ts + w->dur;
     const std::int64_t layer = forward_layer(w->tid, w->ts);
+    out.layers[static_cast<std::size_t>(layer)].forward_flops += w->flops;
     if (w->op == WeightUse::Op::kEmbedding && embedding_matrix == 0) embedding_matrix = w->params;
     if (layer == n + 1 && w->params == embedding_matrix && out.head_matrix == 0) {
       out.head_matrix = w->params;

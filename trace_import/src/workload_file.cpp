@@ -12,13 +12,14 @@ double ms(double us) {
 }
 
 nlohmann::ordered_json layer_entry(const std::string& role, const PassProfile& fwd, const PassProfile& bwd,
-                                   std::int64_t param_bytes, std::int32_t repeat) {
+                                   std::int64_t param_bytes, double flops, std::int32_t repeat) {
   nlohmann::ordered_json e{{"role", role},
                            {"fwd_ms", ms(fwd.gpu_us)},
                            {"bwd_ms", ms(bwd.gpu_us)},
                            {"fwd_kernels", fwd.launches},
                            {"bwd_kernels", bwd.launches}};
   if (param_bytes > 0) e["param_bytes"] = param_bytes;
+  if (flops > 0) e["fwd_gflop"] = std::round(flops / 1e3) / 1e6;
   if (repeat > 1) e["repeat"] = repeat;
   return e;
 }
@@ -56,12 +57,14 @@ nlohmann::ordered_json workload_json(const StepProfile& step, const WorkloadOpti
   w["optimizer_ms"] = ms(step.optimizer.gpu_us * (traced_params > 0 ? written_params / traced_params : 1.0));
   const std::int64_t bytes = options.bytes_per_param;
   nlohmann::ordered_json layers = nlohmann::ordered_json::array();
-  layers.push_back(
-      layer_entry("embedding", embedding.forward, embedding.backward, embedding.params * bytes, 1));
+  layers.push_back(layer_entry("embedding", embedding.forward, embedding.backward, embedding.params * bytes,
+                               embedding.forward_flops, 1));
   if (options.blocks > 0) {
     // The traced blocks' mean, launches rounded to the nearest whole one.
     PassProfile fwd, bwd;
+    double flops = 0;
     for (std::int32_t i = 1; i <= traced; ++i) {
+      flops += step.layers[static_cast<std::size_t>(i)].forward_flops / traced;
       fwd.gpu_us += step.layers[static_cast<std::size_t>(i)].forward.gpu_us / traced;
       bwd.gpu_us += step.layers[static_cast<std::size_t>(i)].backward.gpu_us / traced;
       fwd.launches += step.layers[static_cast<std::size_t>(i)].forward.launches;
@@ -69,17 +72,17 @@ nlohmann::ordered_json workload_json(const StepProfile& step, const WorkloadOpti
     }
     fwd.launches = (fwd.launches + traced / 2) / traced;
     bwd.launches = (bwd.launches + traced / 2) / traced;
-    layers.push_back(layer_entry("block", fwd, bwd, block_params / traced * bytes, options.blocks));
+    layers.push_back(layer_entry("block", fwd, bwd, block_params / traced * bytes, flops, options.blocks));
   } else {
     for (std::int32_t i = 1; i <= traced; ++i) {
       const LayerProfile& l = step.layers[static_cast<std::size_t>(i)];
-      layers.push_back(layer_entry("block", l.forward, l.backward, l.params * bytes, 1));
+      layers.push_back(layer_entry("block", l.forward, l.backward, l.params * bytes, l.forward_flops, 1));
     }
   }
   PassProfile head_bwd = head.backward;
   head_bwd.gpu_us += step.unattributed.gpu_us;
   head_bwd.launches += step.unattributed.launches;
-  layers.push_back(layer_entry("head", head.forward, head_bwd, head_params * bytes, 1));
+  layers.push_back(layer_entry("head", head.forward, head_bwd, head_params * bytes, head.forward_flops, 1));
   w["layers"] = layers;
   return w;
 }
@@ -89,6 +92,7 @@ nlohmann::ordered_json step_report(const StepProfile& step) {
   for (const LayerProfile& l : step.layers)
     layers.push_back({{"role", l.role},
                       {"params", l.params},
+                      {"forward_gflop", l.forward_flops / 1e9},
                       {"forward", pass_json(l.forward)},
                       {"backward", pass_json(l.backward)}});
   return {{"block_module", step.block_module},

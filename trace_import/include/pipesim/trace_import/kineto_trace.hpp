@@ -32,14 +32,17 @@ struct AutogradOp {
   bool backward = false;  ///< an `autograd::engine::evaluate_function` span
 };
 
-/// An op that reads a weight (aten::linear, aten::embedding, aten::addmm as GPT-2's Conv1D calls it), with
-/// the weight's (and bias's) elements from the shapes the profiler recorded (record_shapes=True).
+/// An op whose work the shapes the profiler recorded (record_shapes=True) tell: one that reads a weight
+/// (aten::linear, aten::embedding, aten::addmm as GPT-2's Conv1D calls it), with the weight's (and bias's)
+/// elements and its GEMM's FLOPs, or scaled dot-product attention with its FLOPs (half the scores when
+/// causal).
 struct WeightUse {
-  enum class Op : std::uint8_t { kLinear, kEmbedding, kAddmm };
+  enum class Op : std::uint8_t { kLinear, kEmbedding, kAddmm, kAttention };
   Op op = Op::kLinear;
   std::int64_t tid = 0;
   TraceTime ts = 0, dur = 0;
   std::int64_t params = 0;
+  double flops = 0;
 };
 
 /// A CUDA runtime or driver call that put work on the GPU.

@@ -26,6 +26,7 @@ struct LayerProfile {
   /// Elements of the weights its forward read (linear, embedding and addmm inputs; norms' are not counted).
   /// The head's leaves out a matrix shaped like the embedding's (`StepProfile::head_matrix`).
   std::int64_t params = 0;
+  double forward_flops = 0;  ///< of its GEMMs and attention, from the recorded shapes
 };
 
 struct StepProfile {
