@@ -3,7 +3,8 @@
 # past its size limit (scripts/check-sizes.py) and that every timed GPU buffer holds random operands
 # (scripts/check-timed-buffers.py), builds everything with
 # AddressSanitizer + UndefinedBehaviorSanitizer and warnings as errors, and runs every test through ctest (unit, CLI, notebook and validation tests); then the Release
-# CLI under a low memory limit (AddressSanitizer cannot start under one), the whole CPU calibration's time,
+# CLI under a low memory limit (AddressSanitizer cannot start under one) and importing a 1 GB trace under one,
+# the whole CPU calibration's time,
 # and a short run of every libFuzzer
 # target over its seed corpus.
 set -euo pipefail
@@ -22,6 +23,7 @@ cmake --build build -j2 --target pipesim
 python3 tests/cli/test_memory_limit.py build/cli/pipesim 256
 python3 tests/cli/test_memory_limit.py build/cli/pipesim 64
 python3 tests/cli/test_calibration_time.py build/cli/pipesim
+python3 tests/cli/test_trace_memory.py build/cli/pipesim 1
 
 ./scripts/fuzz.sh --build-only
 ctest --test-dir build-fuzz --output-on-failure

@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""`pipesim import-trace` on a generated 1 GB trace under a 256 MiB address-space limit: the reader streams it
+(nlohmann's SAX parser over zlib) and keeps only the events an import times, so memory does not grow with the
+file. The trace is the 4-layer Qwen3 trace of tests/validation/traces/ with a gigabyte of Python-frame events
+(with their arguments) woven in, gzip-compressed on the fly; the import must give the same workload as from the
+original trace.
+
+Usage: test_trace_memory.py PIPESIM [GIB]
+The binary must be built without AddressSanitizer (which cannot start under an address-space limit).
+"""
+import gzip
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TRACE = os.path.join(HERE, "..", "validation", "traces", "qwen3-1.7b-4layers.kineto.json.gz")
+LIMIT = 256 << 20
+
+
+def write_big_trace(path, target_bytes):
+    events = json.load(gzip.open(TRACE))["traceEvents"]
+    filler = {"ph": "X", "cat": "python_function", "name": "torch/nn/modules/module.py(1750): _call_impl",
+              "pid": 1, "tid": 1, "ts": 0.0, "dur": 0.5,
+              "args": {"Python parent id": 7, "Python id": 8, "Input Dims": [[2048, 2048]] * 40,
+                       "Concrete Inputs": ["", "1.0"] * 40}}
+    blob = json.dumps(filler)
+    per_event = max(1, target_bytes // len(blob) // len(events))
+    written = 0
+    with gzip.open(path, "wt", compresslevel=1) as f:
+        f.write('{"schemaVersion": 1, "traceEvents": [')
+        chunk = ",".join([blob] * per_event)
+        for i, e in enumerate(events):
+            f.write(json.dumps(e))
+            f.write(",")
+            f.write(chunk)
+            written += len(chunk)
+            f.write("," if i + 1 < len(events) else "")
+        f.write("]}")
+    return written
+
+
+def run(pipesim, args):
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (LIMIT, LIMIT))
+    return subprocess.run([pipesim] + args, capture_output=True, text=True, preexec_fn=limit, timeout=1200)
+
+
+def main():
+    if len(sys.argv) < 2:
+        raise SystemExit(__doc__)
+    pipesim = sys.argv[1]
+    gib = float(sys.argv[2]) if len(sys.argv) > 2 else 1.0
+    with tempfile.TemporaryDirectory() as tmp:
+        big = os.path.join(tmp, "big.json.gz")
+        written = write_big_trace(big, int(gib * (1 << 30)))
+        small_out, big_out = os.path.join(tmp, "small.json"), os.path.join(tmp, "big.json")
+        small = run(pipesim, ["import-trace", TRACE, "--out", small_out])
+        large = run(pipesim, ["import-trace", big, "--out", big_out])
+        print(f"generated {written / 2**30:.2f} GiB of filler events ({os.path.getsize(big) / 2**20:.0f} MiB "
+              f"compressed); import under {LIMIT >> 20} MiB: exit {large.returncode}")
+        if small.returncode != 0 or large.returncode != 0:
+            print(small.stderr, large.stderr)
+            sys.exit(1)
+        a, b = json.load(open(small_out)), json.load(open(big_out))
+        a.pop("source"), b.pop("source"), a.pop("name"), b.pop("name")
+        if a != b:
+            print("FAIL: the workload differs from the original trace's")
+            sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
