@@ -496,6 +496,10 @@ void add_simulate(CLI::App& app, Commands& c) {
   sim->add_option("--trace-dir", so.trace_dir, "write one Chrome trace per schedule into this folder");
   sim->add_option("--timeline", so.timeline_file, "write the pipesim-timeline JSON");
   sim->add_option("--plan-out", so.plan_out, "write the generated plan JSON");
+  sim->add_option(
+      "--chakra-out", so.chakra_dir,
+      "write the plan as Chakra execution traces for ASTRA-sim, one per GPU (DIR/<schedule>.<rank>.et; "
+      "replicas simulated explicitly, so that every rank has its trace)");
   sim->add_option("--format", so.format, "table or json")
       ->check(CLI::IsMember({"table", "json"}))
       ->capture_default_str();
@@ -777,7 +781,7 @@ void add_commands(CLI::App& app, Commands& c) {
 
 int dispatch(CLI::App& app, Commands& c, bool no_arguments) {
   if (c.sim->parsed()) {
-    c.simulate.job.explicit_replicas = c.replicas == "explicit";
+    c.simulate.job.explicit_replicas = c.replicas == "explicit" || !c.simulate.chakra_dir.empty();
     pipesim::sim::check_schedule_options(c.simulate.job);
     // With no arguments at all, simulate runs the embedded default job and keeps its traces under out/.
     if (no_arguments) c.simulate.trace_dir = "out";

@@ -18,6 +18,7 @@
 #include "pipesim/sim/fill/fill.hpp"
 #include "pipesim/sim/plan/plan_check.hpp"
 #include "pipesim/sim/plan/plan_json.hpp"
+#include "pipesim/sim/report/chakra_trace.hpp"
 #include "pipesim/sim/report/invariants.hpp"
 #include "pipesim/sim/report/metrics.hpp"
 #include "pipesim/sim/report/trace.hpp"
@@ -215,6 +216,15 @@ int run_simulate(const SimulateOptions& o) {
       sim::OutputFile out(per_schedule(o.timeline_file, name, several));
       sim::write_timeline(out.stream(), r.plan, r.timeline, r.metrics);
       out.commit();
+    }
+    if (!o.chakra_dir.empty()) {
+      const sim::ChakraExport e = sim::write_chakra_traces(r.plan, r.timeline, o.chakra_dir, name);
+      std::cerr << fmt::format("wrote {} Chakra traces ({} nodes) to {}/{}.<rank>.et{}\n", e.files, e.nodes,
+                               o.chakra_dir, name,
+                               e.dropped_deps > 0 ? fmt::format("; {} dependencies across GPUs other than "
+                                                                "pipeline sends left out",
+                                                                e.dropped_deps)
+                                                  : "");
     }
     if (!o.plan_out.empty()) {
       sim::write_output_file(per_schedule(o.plan_out, name, several), sim::plan_to_json(r.plan));

@@ -15,6 +15,7 @@ struct SimulateOptions {
   std::string trace_dir;  ///< one trace per schedule: DIR/<schedule>.trace.json
   std::string timeline_file;
   std::string plan_out;
+  std::string chakra_dir;  ///< Chakra execution traces, one per GPU: DIR/<schedule>.<rank>.et
   std::string format = "table";
   /// Fill jobs in the bubbles (PipeFill): shipped names or files, the queue policy, the main job's allowed
   /// slowdown and the fixed cost of a context switch.
