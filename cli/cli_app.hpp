@@ -35,7 +35,7 @@ struct Commands {
   ImportTraceOptions import_trace;
   std::string list_format = "table";  // schedules, hw, models, fill-jobs
   bool calibrate_replay_host = false;
-  std::string calibrate_from_replay, calibrate_plan;
+  std::string calibrate_from_replay, calibrate_plan, calibrate_from_trace, calibrate_dtype = "bf16";
   CLI::Option* calibrate_base = nullptr;
   CLI::App *sim = nullptr, *cal = nullptr, *part = nullptr, *pl = nullptr, *explain = nullptr, *bub = nullptr,
            *rep = nullptr, *cmp = nullptr, *buy_cmd = nullptr, *check = nullptr, *import_trace_cmd = nullptr;

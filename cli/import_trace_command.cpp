@@ -5,10 +5,14 @@
 
 #include <fmt/format.h>
 
+#include "pipesim/calibrate/calibrate.hpp"
+#include "pipesim/sim/core/error.hpp"
 #include "pipesim/sim/core/json_text.hpp"
 #include "pipesim/sim/core/output_file.hpp"
+#include "pipesim/sim/hardware/hardware.hpp"
 #include "pipesim/trace_import/kineto_trace.hpp"
 #include "pipesim/trace_import/step_profile.hpp"
+#include "pipesim/trace_import/trace_fit.hpp"
 #include "pipesim/trace_import/workload_file.hpp"
 
 namespace pipesim::cli {
@@ -69,6 +73,25 @@ int run_import_trace(const ImportTraceOptions& o) {
     std::cout << sim::json_text(trace_import::step_report(step), 2) << "\n";
   else
     print_table(step, o.out);
+  return 0;
+}
+
+int run_calibrate_from_trace(const std::string& trace_file, const std::string& base, const std::string& out,
+                             const std::string& name, const std::string& dtype) {
+  const trace_import::KinetoTrace trace = trace_import::read_kineto_trace(trace_file);
+  std::string base_name = base;
+  if (base_name.empty()) base_name = calibrate::base_for_gpu(trace.device);
+  if (base_name.empty()) base_name = calibrate::kFallbackBase;
+  const sim::HardwareProfile base_hw = sim::load_hardware_profile(base_name);
+  if (!base_hw.gpu.peak_tflops.count(dtype))
+    throw sim::InputError(sim::Option{"dtype"}, "", fmt::format("{} has no {} peak", base_hw.name, dtype));
+  const trace_import::TraceFit fit = trace_import::fit_profile(
+      trace, base_hw, dtype, name.empty() ? std::filesystem::path(out).stem().string() : name);
+  sim::write_output_file(out, sim::hardware_profile_to_json(fit.profile));
+  std::cout << fmt::format("{}: {} on {} (base {})\n", trace_file,
+                           trace.device.empty() ? "a GPU" : trace.device, dtype, base_hw.name);
+  for (const std::string& n : fit.notes) std::cout << "  " << n << "\n";
+  std::cout << fmt::format("wrote {}\n", out);
   return 0;
 }
 

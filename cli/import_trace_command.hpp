@@ -20,4 +20,9 @@ struct ImportTraceOptions {
 
 int run_import_trace(const ImportTraceOptions& options);
 
+/// `pipesim calibrate --from-trace TRACE --out FILE`: `base` (empty: the shipped profile of the trace's GPU)
+/// with its GEMM-efficiency curve refit from the trace's GEMMs at `dtype`'s peak.
+int run_calibrate_from_trace(const std::string& trace, const std::string& base, const std::string& out,
+                             const std::string& name, const std::string& dtype);
+
 }  // namespace pipesim::cli

@@ -10,11 +10,13 @@
 #include <nlohmann/json.hpp>
 
 #include "pipesim/sim/core/error.hpp"
+#include "pipesim/sim/hardware/hardware.hpp"
 #include "pipesim/sim/workload/cost_model.hpp"
 #include "pipesim/sim/workload/profiled_workload.hpp"
 #include "pipesim/trace_import/kernel_class.hpp"
 #include "pipesim/trace_import/kineto_trace.hpp"
 #include "pipesim/trace_import/step_profile.hpp"
+#include "pipesim/trace_import/trace_fit.hpp"
 #include "pipesim/trace_import/workload_file.hpp"
 
 namespace pipesim::trace_import {
@@ -183,6 +185,32 @@ TEST(TraceImport, AProfiledLayerLastsAtLeastItsLaunchesDispatch) {
   EXPECT_EQ(w.layers[1].fwd_ns, 48000);
   EXPECT_EQ(w.layers[1].bwd_input_ns + w.layers[1].bwd_weight_ns, 70000);
   EXPECT_EQ(w.layers[3].fwd_ns, 50000);
+}
+
+TEST(TraceImport, GemmEfficiencyFromTheTracesGemms) {
+  // The blocks' linears: 2 x 8 rows x 64 x 16 = 16,384 FLOPs in 20 us; the head's 2 x 8 x 1,000 x 16 =
+  // 256,000 in 40 us. Autocast's inner linear is the outer one's.
+  const KinetoTrace trace = parse(tiny_trace().dump());
+  const std::vector<GemmTiming> g = gemm_timings(trace);
+  ASSERT_EQ(g.size(), 3u);
+  EXPECT_DOUBLE_EQ(g[0].flops, 16384);
+  EXPECT_DOUBLE_EQ(g[0].gpu_us, 20);
+  EXPECT_DOUBLE_EQ(g[2].flops, 256000);
+  EXPECT_DOUBLE_EQ(g[2].gpu_us, 40);
+  // Against a peak of 1 TFLOP/s: 16,384 / 20 us = 0.82 GFLOP/s, 8.2e-4 of it; 256,000 / 40 us, 6.4e-3.
+  sim::HardwareProfile base = sim::load_hardware_profile("h100-sxm-8x");
+  base.gpu.peak_tflops["bf16"] = 1;
+  const TraceFit fit = fit_profile(trace, base, "bf16", "fitted");
+  EXPECT_EQ(fit.gemms, 3);
+  const auto& curve = fit.profile.gpu.gemm_efficiency;
+  ASSERT_GE(curve.size(), 3u);
+  EXPECT_DOUBLE_EQ(curve[0].x, 1.6e-5);
+  EXPECT_NEAR(curve[0].y, 16384 / 20e-6 / 1e12, 1e-12);
+  EXPECT_DOUBLE_EQ(curve[1].x, 2.6e-4);
+  EXPECT_NEAR(curve[1].y, 256000 / 40e-6 / 1e12, 1e-12);
+  // The base curve beyond the sizes seen is kept.
+  EXPECT_EQ(curve.back().x, base.gpu.gemm_efficiency.back().x);
+  EXPECT_NE(fit.profile.gpu.sources.at("gemm_efficiency").find("--from-trace"), std::string::npos);
 }
 
 std::string error_of(const std::string& text) {

@@ -86,6 +86,15 @@ def main():
         print(f"| qwen3-1.7b from the 4-layer trace (--blocks 28) | | | {step:.2f} | {measured:.2f} | {error:+.1f}% |")
         if abs(error) > DEEPER_BOUND_PCT:
             failures.append(f"28 layers from 4: {error:+.1f}% (bound {DEEPER_BOUND_PCT}%)")
+        # The GPU's GEMM efficiency as the 28-layer trace's GEMMs reached it.
+        fitted = os.path.join(tmp, "fitted.json")
+        run(pipesim, ["calibrate", "--from-trace", os.path.join(TRACES, "qwen3-1.7b.kineto.json.gz"), "--out", fitted])
+        with open(fitted) as f:
+            curve = json.load(f)["gpu"]["gemm_efficiency"]
+        print("GEMM efficiency from the qwen3-1.7b trace (calibrate --from-trace): " +
+              ", ".join(f"{p['gemm_gflop']:g} GFLOP {100 * p['efficiency']:.1f} %" for p in curve))
+        if not all(0 < p["efficiency"] <= 1 for p in curve):
+            failures.append("calibrate --from-trace: an efficiency outside (0, 1]")
     if check and failures:
         print("FAIL: " + "; ".join(failures))
         sys.exit(1)

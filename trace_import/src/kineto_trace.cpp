@@ -50,6 +50,7 @@ class TraceHandler : public nlohmann::json_sax<nlohmann::json> {
     return number(v, static_cast<std::int64_t>(v));
   }
   bool string(string_t& v) override {
+    if (in_devices_ && depth_ == 3 && key_ == "name" && out_.device.empty()) out_.device = v;
     if (in_event() && depth_ == 5 && key_ == "args" && arg_ == "Concrete Inputs" && ev_.concrete.size() < 16)
       ev_.concrete.push_back(v);
     if (in_event() && depth_ == 3) {
@@ -76,6 +77,9 @@ class TraceHandler : public nlohmann::json_sax<nlohmann::json> {
   bool key(string_t& k) override {
     if (depth_ == 1) {
       events_key_at_root_ = k == "traceEvents";
+      devices_key_at_root_ = k == "deviceProperties";
+    } else if (in_devices_ && depth_ == 3) {
+      key_ = k;
     } else if (in_event()) {
       if (depth_ == 3)
         key_ = k;
@@ -93,6 +97,7 @@ class TraceHandler : public nlohmann::json_sax<nlohmann::json> {
     ++depth_;
     if (in_event() && key_ == "args" && arg_ == "Input Dims" && depth_ == 6) ev_.input_dims.emplace_back();
     if (depth_ == 2) {
+      in_devices_ = devices_key_at_root_;
       if (!events_key_at_root_) return true;
       if (saw_events_) fail("", "a second traceEvents array");
       in_events_ = saw_events_ = true;
@@ -101,7 +106,7 @@ class TraceHandler : public nlohmann::json_sax<nlohmann::json> {
     return true;
   }
   bool end_array() override {
-    if (depth_ == 2) in_events_ = false;
+    if (depth_ == 2) in_events_ = in_devices_ = false;
     --depth_;
     return true;
   }
@@ -196,8 +201,11 @@ class TraceHandler : public nlohmann::json_sax<nlohmann::json> {
   /// The weight a cpu_op reads, from its recorded input shapes: linear (input, weight, bias), embedding
   /// (weight, indices), addmm (bias, input, weight).
   WeightUse weight_use() const {
-    WeightUse w{WeightUse::Op::kLinear, ev_.tid, ev_.ts, ev_.dur, 0, 0};
+    WeightUse w{WeightUse::Op::kLinear, ev_.tid, ev_.ts, ev_.dur, 0, 0, true};
     const auto& d = ev_.input_dims;
+    for (const auto& dims : d)
+      for (std::size_t k = dims.size() >= 2 ? dims.size() - 2 : 0; k < dims.size(); ++k)
+        w.aligned = w.aligned && dims[k] % 8 == 0;
     auto at = [&](std::size_t i) { return i < d.size() ? elements(d[i]) : 0; };
     // Rows of a GEMM's input: its elements over its last dimension.
     auto rows = [&](std::size_t i) {
@@ -214,6 +222,12 @@ class TraceHandler : public nlohmann::json_sax<nlohmann::json> {
       w.op = WeightUse::Op::kAddmm;
       w.params = at(2) + at(0);
       w.flops = 2 * rows(1) * static_cast<double>(at(2));
+    } else if (ev_.name == "aten::mm" && d.size() >= 2 && d[0].size() == 2 && d[1].size() == 2) {
+      w.op = WeightUse::Op::kMatmul;
+      w.flops = 2.0 * static_cast<double>(at(0)) * static_cast<double>(d[1][1]);
+    } else if (ev_.name == "aten::bmm" && d.size() >= 2 && d[0].size() == 3 && d[1].size() == 3) {
+      w.op = WeightUse::Op::kMatmul;
+      w.flops = 2.0 * static_cast<double>(at(0)) * static_cast<double>(d[1][2]);
     } else if (ev_.name == "aten::scaled_dot_product_attention" && d.size() >= 2 && d[0].size() == 4 &&
                d[1].size() == 4) {
       // q [b, h, s, dim], k [b, h_kv, s_kv, dim]; is_causal is the sixth argument.
@@ -228,6 +242,7 @@ class TraceHandler : public nlohmann::json_sax<nlohmann::json> {
   std::string file_;
   int depth_ = 0;
   bool events_key_at_root_ = false, in_events_ = false, saw_events_ = false;
+  bool devices_key_at_root_ = false, in_devices_ = false;
   std::size_t index_ = 0;
   std::string key_, arg_;
   EventFields ev_;

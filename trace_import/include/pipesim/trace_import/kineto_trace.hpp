@@ -34,15 +34,17 @@ struct AutogradOp {
 
 /// An op whose work the shapes the profiler recorded (record_shapes=True) tell: one that reads a weight
 /// (aten::linear, aten::embedding, aten::addmm as GPT-2's Conv1D calls it), with the weight's (and bias's)
-/// elements and its GEMM's FLOPs, or scaled dot-product attention with its FLOPs (half the scores when
-/// causal).
+/// elements and its GEMM's FLOPs, a plain matrix product (aten::mm, aten::bmm: the backward's) with its
+/// FLOPs, or scaled dot-product attention with its FLOPs (half the scores when causal).
 struct WeightUse {
-  enum class Op : std::uint8_t { kLinear, kEmbedding, kAddmm, kAttention };
+  enum class Op : std::uint8_t { kLinear, kEmbedding, kAddmm, kAttention, kMatmul };
   Op op = Op::kLinear;
   std::int64_t tid = 0;
   TraceTime ts = 0, dur = 0;
   std::int64_t params = 0;
   double flops = 0;
+  /// Every dimension of its operands a multiple of 8 (16 bytes of bf16): cuBLAS's aligned kernels run it.
+  bool aligned = true;
 };
 
 /// A CUDA runtime or driver call that put work on the GPU.
@@ -63,6 +65,7 @@ struct GpuActivity {
 
 struct KinetoTrace {
   std::string file;
+  std::string device;              ///< the first GPU's name (deviceProperties), when the trace gives it
   std::vector<CpuSpan> modules;    ///< nn.Module spans, in file order
   std::vector<CpuSpan> optimizer;  ///< Optimizer.step / Optimizer.zero_grad spans (CPU side)
   std::vector<AutogradOp> autograd;
