@@ -142,9 +142,9 @@ def compare(predicted, measured, **kwargs):
 
 def import_trace(trace_file, **kwargs):
     """``pipesim import-trace TRACE --out FILE``: a PyTorch profiler trace of one training step (Kineto JSON,
-    plain or gzip) into a profiled workload written to ``out`` (``simulate(workload=out, ...)``, ``plan`` and
-    ``buy`` read it); returns the import's report: each layer's forward and backward GPU time, launches,
-    parameters and FLOPs, the optimizer, and the kernel time by class."""
+    plain or gzip) into a profiled workload written to ``out`` (``simulate(workload=out, ...)``, ``plan``,
+    ``partition`` and ``bubbles`` read it); returns the import's report: each layer's forward and backward GPU
+    time, launches, parameters and FLOPs, the optimizer, and the kernel time by class."""
     return _run_positional_json("import-trace", [trace_file], kwargs)
 
 
