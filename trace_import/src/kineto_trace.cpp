@@ -89,7 +89,10 @@ class TraceHandler : public nlohmann::json_sax<nlohmann::json> {
     return true;
   }
   bool end_object() override {
-    if (depth_ == 3 && in_events_) finish_event();
+    if (depth_ == 3 && in_events_) {
+      finish_event();
+      ++index_;  // errors name the event being read: its index in traceEvents
+    }
     --depth_;
     return true;
   }
@@ -157,17 +160,14 @@ class TraceHandler : public nlohmann::json_sax<nlohmann::json> {
   }
 
   void finish_event() {
-    const std::size_t here = index_++;
     if (ev_.ph != "X") return;  // flows, instants and metadata carry nothing an import times
     const std::string_view cat = ev_.cat;
     const bool gpu = cat == "kernel" || cat == "gpu_memcpy" || cat == "gpu_memset";
     const bool launch = cat == "cuda_runtime" || cat == "cuda_driver";
     const bool spans = cat == "python_function" || cat == "user_annotation" || cat == "cpu_op";
     if (!gpu && !launch && !spans) return;
-    index_ = here;
     if (!ev_.has_ts) fail("ts", "missing; a complete event (ph X) needs its start");
     if (!ev_.has_dur) fail("dur", "missing; a complete event (ph X) needs its duration");
-    index_ = here + 1;
     if (gpu) {
       if (ev_.correlation < 0) return;  // not launched from a traced call (a profiler's own activity)
       GpuActivity a;
