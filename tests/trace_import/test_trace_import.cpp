@@ -247,6 +247,7 @@ TEST(TraceImport, MalformedTracesGetOneLineEach) {
       {with([](json& t) { t["traceEvents"][4].erase("ts"); }), "/traceEvents/4/ts: missing"},
       {with([](json& t) { t["traceEvents"][4].erase("dur"); }), "/traceEvents/4/dur: missing"},
       {with([](json& t) { t["traceEvents"][4]["ts"] = true; }), "/traceEvents/4/ts: expected a number"},
+      {with([](json& t) { t["traceEvents"][4]["ts"] = 1e300; }), "/traceEvents/4/ts: 1e+300; valid"},
       {with([](json& t) {
          for (auto& e : t["traceEvents"])
            if (e["cat"] == "python_function") e["cat"] = "cpu_op";

@@ -1,5 +1,6 @@
 #include "pipesim/trace_import/kineto_trace.hpp"
 
+#include <cmath>
 #include <string_view>
 #include <unordered_map>
 
@@ -26,9 +27,12 @@ struct EventFields {
   std::vector<std::string> concrete;                  ///< args."Concrete Inputs" (scalars as text)
 };
 
+/// A tensor's elements from its recorded dimensions; 0 for a shape of no real tensor (a dimension below 1, or
+/// beyond 2^40 elements, a thousand times the largest weight trained).
 std::int64_t elements(const std::vector<std::int64_t>& dims) {
+  constexpr std::int64_t kMaxElements = std::int64_t{1} << 40;
   std::int64_t n = dims.empty() ? 0 : 1;
-  for (std::int64_t d : dims) n = d > 0 && n <= (std::int64_t{1} << 50) / d ? n * d : 0;
+  for (std::int64_t d : dims) n = d > 0 && n <= kMaxElements / d ? n * d : 0;
   return n;
 }
 
@@ -47,7 +51,9 @@ class TraceHandler : public nlohmann::json_sax<nlohmann::json> {
                   v > static_cast<number_unsigned_t>(INT64_MAX) ? -1 : static_cast<std::int64_t>(v));
   }
   bool number_float(number_float_t v, const string_t&) override {
-    return number(v, static_cast<std::int64_t>(v));
+    // An id or a dimension written as a fraction or beyond int64 is no valid one (-1).
+    const bool whole = std::isfinite(v) && std::fabs(v) < 9e18 && v == std::trunc(v);
+    return number(v, whole ? static_cast<std::int64_t>(v) : -1);
   }
   bool string(string_t& v) override {
     if (in_devices_ && depth_ == 3 && key_ == "name" && out_.device.empty()) out_.device = v;
@@ -139,6 +145,7 @@ class TraceHandler : public nlohmann::json_sax<nlohmann::json> {
     if (!in_event()) return true;
     if (depth_ == 3) {
       if (key_ == "ts") {
+        if (!(std::fabs(v) <= 1e16)) fail("ts", fmt::format("{}; valid: -1e16 .. 1e16 microseconds", v));
         ev_.ts = v;
         ev_.has_ts = true;
       } else if (key_ == "dur") {
