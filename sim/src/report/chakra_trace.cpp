@@ -118,40 +118,82 @@ bool is_gpu(const Plan& plan, DeviceId d) {
   return plan.devices[static_cast<std::size_t>(d)].kind == DeviceKind::kGpu;
 }
 
+/// Which rank's trace holds each op, and each collective group's members as ranks.
+struct Ranks {
+  std::vector<std::int32_t> of_device;  // -1 for a host or NVMe device
+  std::int32_t count = 0;
+  std::vector<std::int32_t> owner;  // per op
+  std::map<std::int32_t, std::vector<std::int32_t>> members;
+
+  std::int32_t of(DeviceId d) const { return of_device[static_cast<std::size_t>(d)]; }
+};
+
+/// Ranks are the plan's GPUs in device order. A host or NVMe stream's ops go with the first GPU of their
+/// transfer, the rank that issues them.
+Ranks assign_ranks(const Plan& plan) {
+  Ranks ranks;
+  ranks.of_device.assign(plan.devices.size(), -1);
+  for (std::size_t d = 0; d < plan.devices.size(); ++d)
+    if (plan.devices[d].kind == DeviceKind::kGpu) ranks.of_device[d] = ranks.count++;
+  for (const Op& op : plan.ops)
+    if (const auto* t = std::get_if<TransferWork>(&op.payload); t && is_collective(op.kind) && t->group >= 0)
+      ranks.members[t->group].push_back(ranks.of(t->src));
+  ranks.owner.resize(plan.ops.size());
+  for (std::size_t i = 0; i < plan.ops.size(); ++i) {
+    std::int32_t r = ranks.of(plan.streams[static_cast<std::size_t>(plan.ops[i].stream)].device);
+    if (r < 0) {
+      const auto* t = std::get_if<TransferWork>(&plan.ops[i].payload);
+      const DeviceId gpu = t && is_gpu(plan, t->src) ? t->src : t && is_gpu(plan, t->dst) ? t->dst : -1;
+      r = gpu >= 0 ? ranks.of(gpu) : 0;
+    }
+    ranks.owner[i] = r;
+  }
+  return ranks;
+}
+
+/// The pipeline send whose receive is on rank r (sent from another rank).
+bool is_p2p_into(const Plan& plan, const Ranks& ranks, std::size_t i, std::int32_t r) {
+  const Op& op = plan.ops[i];
+  const auto* t = std::get_if<TransferWork>(&op.payload);
+  return t && op.kind == OpKind::kP2P && is_gpu(plan, t->dst) && ranks.of(t->dst) == r && ranks.owner[i] != r;
+}
+
+/// The node type and attributes of an op on its own rank: a GPU-to-GPU send, a collective or compute.
+void describe_work(NodeFields& n, const Plan& plan, const Ranks& ranks, std::size_t i) {
+  const Op& op = plan.ops[i];
+  const auto* t = std::get_if<TransferWork>(&op.payload);
+  n.attrs.push_back(bool_attr("is_cpu_op", std::holds_alternative<CpuWork>(op.payload)));
+  if (t && op.kind == OpKind::kP2P && is_gpu(plan, t->src) && is_gpu(plan, t->dst)) {
+    n.type = kSendNode;
+    n.attrs.push_back(int_attr("comm_dst", ranks.of(t->dst)));
+    n.attrs.push_back(int_attr("comm_size", t->bytes));
+    n.attrs.push_back(int_attr("comm_tag", static_cast<std::int64_t>(i)));
+  } else if (t && is_collective(op.kind)) {
+    n.type = kCollNode;
+    const std::int64_t type = op.kind == OpKind::kAllGather       ? kAllGather
+                              : op.kind == OpKind::kReduceScatter ? kReduceScatter
+                              : op.kind == OpKind::kAllToAll      ? kAllToAll
+                                                                  : kAllReduce;
+    n.attrs.push_back(int_attr("comm_type", type));
+    n.attrs.push_back(int_attr("comm_size", collective_buffer(op.kind, *t)));
+    if (t->group >= 0)
+      n.attrs.push_back(
+          string_attr("pg_name", fmt::format("{}", fmt::join(ranks.members.at(t->group), ","))));
+  } else {
+    n.type = kCompNode;
+  }
+}
+
 }  // namespace
 
 ChakraExport write_chakra_traces(const Plan& plan, const Timeline& timeline, const std::string& dir,
                                  const std::string& prefix) {
-  // Ranks: the plan's GPUs in device order.
-  std::vector<std::int32_t> rank_of(plan.devices.size(), -1);
-  std::int32_t ranks = 0;
-  for (std::size_t d = 0; d < plan.devices.size(); ++d)
-    if (plan.devices[d].kind == DeviceKind::kGpu) rank_of[d] = ranks++;
-  // Each collective group's members (as ranks), named once for its pg_name.
-  std::map<std::int32_t, std::vector<std::int32_t>> members;
-  for (const Op& op : plan.ops)
-    if (const auto* t = std::get_if<TransferWork>(&op.payload); t && is_collective(op.kind) && t->group >= 0)
-      members[t->group].push_back(rank_of[static_cast<std::size_t>(t->src)]);
-  // The rank whose trace holds an op (its stream's GPU; a host or NVMe stream's ops go with the first GPU of
-  // their node's, as the rank that issues them).
-  std::vector<std::int32_t> owner(plan.ops.size(), -1);
-  std::vector<std::vector<std::size_t>> ops_of(static_cast<std::size_t>(ranks));
-  for (std::size_t i = 0; i < plan.ops.size(); ++i) {
-    const DeviceId d = plan.streams[static_cast<std::size_t>(plan.ops[i].stream)].device;
-    std::int32_t r = rank_of[static_cast<std::size_t>(d)];
-    if (r < 0) {
-      const auto* t = std::get_if<TransferWork>(&plan.ops[i].payload);
-      const DeviceId gpu = t && is_gpu(plan, t->src) ? t->src : t && is_gpu(plan, t->dst) ? t->dst : -1;
-      r = gpu >= 0 ? rank_of[static_cast<std::size_t>(gpu)] : 0;
-    }
-    owner[i] = r;
-    ops_of[static_cast<std::size_t>(r)].push_back(i);
-  }
+  const Ranks ranks = assign_ranks(plan);
   // Node ids: an op's is its index in the plan; a receive of transfer i on its receiver is i + ops.
   const auto ops = static_cast<std::uint64_t>(plan.ops.size());
   ChakraExport result;
   std::filesystem::create_directories(dir);
-  for (std::int32_t r = 0; r < ranks; ++r) {
+  for (std::int32_t r = 0; r < ranks.count; ++r) {
     std::string text;
     Message meta;
     meta.bytes(1, "0.0.4");
@@ -160,11 +202,8 @@ ChakraExport write_chakra_traces(const Plan& plan, const Timeline& timeline, con
     // Receives of pipeline sends to this GPU come first in id order with their transfer.
     for (std::size_t i = 0; i < plan.ops.size(); ++i) {
       const Op& op = plan.ops[i];
-      const auto* t = std::get_if<TransferWork>(&op.payload);
-      const bool p2p_in = t && op.kind == OpKind::kP2P && is_gpu(plan, t->dst) &&
-                          rank_of[static_cast<std::size_t>(t->dst)] == r && owner[i] != r;
-      const bool mine = owner[i] == r;
-      if (!mine && !p2p_in) continue;
+      const bool p2p_in = is_p2p_into(plan, ranks, i, r);
+      if (ranks.owner[i] != r && !p2p_in) continue;
       NodeFields n;
       n.id = p2p_in ? i + ops : i;
       n.start_us = micros(timeline.start[i]);
@@ -172,37 +211,18 @@ ChakraExport write_chakra_traces(const Plan& plan, const Timeline& timeline, con
       n.name = fmt::format("{} mb{} layers {}-{}", to_string(op.kind), op.tags.microbatch,
                            op.tags.layer_begin, op.tags.layer_end);
       if (p2p_in) {
+        const auto& t = std::get<TransferWork>(op.payload);
         n.type = kRecvNode;
         n.attrs.push_back(bool_attr("is_cpu_op", false));
-        n.attrs.push_back(int_attr("comm_src", owner[i]));
-        n.attrs.push_back(int_attr("comm_size", t->bytes));
+        n.attrs.push_back(int_attr("comm_src", ranks.owner[i]));
+        n.attrs.push_back(int_attr("comm_size", t.bytes));
         n.attrs.push_back(int_attr("comm_tag", static_cast<std::int64_t>(i)));
         n.name = "recv " + n.name;
         text += node_message(n);
         ++result.nodes;
         continue;
       }
-      if (t && op.kind == OpKind::kP2P && is_gpu(plan, t->src) && is_gpu(plan, t->dst)) {
-        n.type = kSendNode;
-        n.attrs.push_back(bool_attr("is_cpu_op", false));
-        n.attrs.push_back(int_attr("comm_dst", rank_of[static_cast<std::size_t>(t->dst)]));
-        n.attrs.push_back(int_attr("comm_size", t->bytes));
-        n.attrs.push_back(int_attr("comm_tag", static_cast<std::int64_t>(i)));
-      } else if (t && is_collective(op.kind)) {
-        n.type = kCollNode;
-        const std::int64_t type = op.kind == OpKind::kAllGather       ? kAllGather
-                                  : op.kind == OpKind::kReduceScatter ? kReduceScatter
-                                  : op.kind == OpKind::kAllToAll      ? kAllToAll
-                                                                      : kAllReduce;
-        n.attrs.push_back(bool_attr("is_cpu_op", false));
-        n.attrs.push_back(int_attr("comm_type", type));
-        n.attrs.push_back(int_attr("comm_size", collective_buffer(op.kind, *t)));
-        if (t->group >= 0)
-          n.attrs.push_back(string_attr("pg_name", fmt::format("{}", fmt::join(members[t->group], ","))));
-      } else {
-        n.type = kCompNode;
-        n.attrs.push_back(bool_attr("is_cpu_op", std::holds_alternative<CpuWork>(op.payload)));
-      }
+      describe_work(n, plan, ranks, i);
       // The stream's order, then the ops it waits for: on this GPU as they are, a pipeline send from another
       // GPU as its receive here.
       if (const auto prev = last_on_stream.find(op.stream); prev != last_on_stream.end())
@@ -210,11 +230,9 @@ ChakraExport write_chakra_traces(const Plan& plan, const Timeline& timeline, con
       last_on_stream[op.stream] = i;
       for (OpId d : op.deps) {
         const auto dep = static_cast<std::size_t>(d);
-        const auto* dt = std::get_if<TransferWork>(&plan.ops[dep].payload);
-        if (owner[dep] == r)
+        if (ranks.owner[dep] == r)
           n.data.push_back(dep);
-        else if (dt && plan.ops[dep].kind == OpKind::kP2P && is_gpu(plan, dt->dst) &&
-                 rank_of[static_cast<std::size_t>(dt->dst)] == r)
+        else if (is_p2p_into(plan, ranks, dep, r))
           n.data.push_back(dep + ops);
         else
           ++result.dropped_deps;
