@@ -718,6 +718,38 @@ void add_import_trace(CLI::App& app, Commands& c) {
   c.import_trace_cmd = imp;
 }
 
+void add_collectives(CLI::App& app, Commands& c) {
+  auto& o = c.collectives;
+  auto* col = app.add_subcommand(
+      "collectives",
+      "a collective alone at each message size on a hardware profile, as nccl-tests reports it (to hold a "
+      "profile to the machine's own nccl-tests)");
+  col->add_option("--hw", o.hw, "hardware profile: a shipped name or a pipesim-hw file")
+      ->capture_default_str();
+  col->add_option("--op", o.op, "the collective")
+      ->check(CLI::IsMember({"all-reduce", "all-gather", "reduce-scatter"}))
+      ->capture_default_str();
+  col->add_option("--gpus-per-node", o.gpus_per_node, "GPUs of each node in the group (default: all of them)")
+      ->check(CLI::Range(1, 4096));
+  col->add_option("--nodes", o.nodes, "nodes the group spans")
+      ->check(CLI::Range(1, 65536))
+      ->capture_default_str();
+  col->add_option("--min-bytes", o.min_bytes,
+                  "the smallest message (an all-gather's gathered buffer), e.g. 1M")
+      ->transform(CLI::AsSizeValue(false))
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40));
+  col->add_option("--max-bytes", o.max_bytes, "the largest message, e.g. 1G")
+      ->transform(CLI::AsSizeValue(false))
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40));
+  col->add_option("--step-factor", o.step_factor, "each size is this many times the one before")
+      ->check(CLI::Range(2, 1024))
+      ->capture_default_str();
+  col->add_option("--format", o.format, "table or json")
+      ->check(CLI::IsMember({"table", "json"}))
+      ->capture_default_str();
+  c.collectives_cmd = col;
+}
+
 void add_replay(CLI::App& app, Commands& c) {
   auto& ro = c.replay;
   auto* rep = app.add_subcommand(
@@ -773,6 +805,7 @@ void add_commands(CLI::App& app, Commands& c) {
   add_explain(app, c);
   add_replay(app, c);
   add_import_trace(app, c);
+  add_collectives(app, c);
   for (const auto& [name, help] :
        {std::pair{"schedules", "list the registered schedules and their parameters"},
         std::pair{"hw", "list the shipped hardware profiles"},
@@ -830,6 +863,7 @@ int dispatch(CLI::App& app, Commands& c, bool no_arguments) {
   if (c.explain->parsed()) return pipesim::cli::run_explain(c.explain_file, c.explain_format, c.explain_top);
   if (c.rep->parsed()) return pipesim::cli::run_replay(c.replay);
   if (c.import_trace_cmd->parsed()) return pipesim::cli::run_import_trace(c.import_trace);
+  if (c.collectives_cmd->parsed()) return pipesim::cli::run_collectives(c.collectives);
   if (c.cmp->parsed())
     return pipesim::cli::run_compare(c.compare_predicted, c.compare_measured, c.compare_format,
                                      c.compare_top);

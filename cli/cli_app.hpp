@@ -7,6 +7,7 @@
 
 #include "bubbles_command.hpp"
 #include "buy_command.hpp"
+#include "collectives_command.hpp"
 #include "import_trace_command.hpp"
 #include "partition_command.hpp"
 #include "pipesim/calibrate/calibrate.hpp"
@@ -33,12 +34,14 @@ struct Commands {
   int compare_top = 10;
   std::string check_result, check_plan;
   ImportTraceOptions import_trace;
+  CollectivesOptions collectives;
   std::string list_format = "table";  // schedules, hw, models, fill-jobs
   bool calibrate_replay_host = false;
   std::string calibrate_from_replay, calibrate_plan, calibrate_from_trace, calibrate_dtype = "bf16";
   CLI::Option* calibrate_base = nullptr;
   CLI::App *sim = nullptr, *cal = nullptr, *part = nullptr, *pl = nullptr, *explain = nullptr, *bub = nullptr,
-           *rep = nullptr, *cmp = nullptr, *buy_cmd = nullptr, *check = nullptr, *import_trace_cmd = nullptr;
+           *rep = nullptr, *cmp = nullptr, *buy_cmd = nullptr, *check = nullptr, *import_trace_cmd = nullptr,
+           *collectives_cmd = nullptr;
 };
 
 /// Registers every subcommand and its options on `app`, writing into `c`.

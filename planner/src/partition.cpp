@@ -182,12 +182,14 @@ PartitionProblem make_partition_problem(const sim::ScheduleInput& in, const sim:
   const auto& hw = in.hw;
   // Pipeline hops stay inside a node while the pipeline does; p2p goes over NVLink, else PCIe, else the NIC.
   const bool in_node = std::int64_t{in.pp} * in.tp <= hw.tp_domain_gpus();  // a node, or its NVLink domain
-  const double link_GBps = in_node
-                               ? (hw.node.nvlink.GBps_per_direction > 0 ? hw.node.nvlink.GBps_per_direction
-                                                                        : hw.node.pcie.lane_GBps)
-                               : hw.network.nic_GBps;
-  const double tp_GBps =
-      hw.node.nvlink.GBps_per_direction > 0 ? hw.node.nvlink.GBps_per_direction : hw.node.pcie.lane_GBps;
+  // Over PCIe without peer-to-peer, GPU traffic is staged through host memory (every GPU's TP ring at once).
+  auto pcie_GBps = [&](int senders) {
+    return hw.node.pcie.peer_to_peer ? hw.node.pcie.lane_GBps : hw.staged_GBps(senders);
+  };
+  const bool nvlink = hw.node.nvlink.GBps_per_direction > 0;
+  const double link_GBps =
+      in_node ? (nvlink ? hw.node.nvlink.GBps_per_direction : pcie_GBps(1)) : hw.network.nic_GBps;
+  const double tp_GBps = nvlink ? hw.node.nvlink.GBps_per_direction : pcie_GBps(hw.node.gpus);
   for (const sim::LayerCost& l : layers) {
     std::int64_t ns;
     if (l.fwd_ns >= 0) {

@@ -24,7 +24,7 @@ import numpy as np
 from . import _pipesim
 
 __all__ = ["InvariantError", "check", "simulate", "timeline", "plan", "buy", "partition", "bubbles", "explain", "replay", "compare", "calibrate",
-           "import_trace",
+           "import_trace", "collectives",
            "load_plan", "load_timeline",
            "hw_profiles", "models", "frameworks", "schedules", "fill_jobs", "run", "sweep", "Timeline"]
 
@@ -114,6 +114,13 @@ def partition(**kwargs):
 def bubbles(**kwargs):
     """``pipesim bubbles``: every GPU's idle intervals in a simulated step."""
     return _run_json("bubbles", kwargs)
+
+
+def collectives(**kwargs):
+    """``pipesim collectives``: one collective alone at each message size on a hardware profile, as nccl-tests
+    reports it (``hw="rtx4090-8x", min_bytes="1M", max_bytes="128M"``): a dict with ``sizes``, each with
+    ``bytes``, ``time_us``, ``algbw_GBps``, ``busbw_GBps`` and the ``algorithm``."""
+    return _run_json("collectives", kwargs)
 
 
 def _run_positional_json(command, positionals, kwargs):

@@ -65,7 +65,9 @@ sim::HardwareProfile host_backend_profile(const std::string& name) {
   pcie.h2d_GBps_by_size.clear();
   pcie.d2h_GBps_by_size.clear();
   pcie.peer_to_peer = true;
+  pcie.staged_busbw_GBps = 0;
   pcie.sources.erase("peer_to_peer");
+  pcie.sources.erase("staged_busbw_GBps");
   pcie.sources.erase("root_complex_GBps");
   pcie.sources.erase("h2d_GBps_by_size");
   pcie.sources.erase("d2h_GBps_by_size");

@@ -727,6 +727,15 @@ class BadInput(unittest.TestCase):
         for f in fragments:
             self.assertIn(f, lines[0])
 
+    def test_collectives_bad_input(self):
+        self.expect_error(["collectives", "--hw", "rtx4090-8x", "--gpus-per-node", "9"], "--gpus-per-node",
+                          "valid: 1 to the 8 of a rtx4090-8x node")
+        self.expect_error(["collectives", "--min-bytes", "2G", "--max-bytes", "1M"], "--min-bytes",
+                          "valid: at most it")
+        self.expect_error(["collectives", "--gpus-per-node", "1"], "--nodes", "valid: 2 GPUs or more")
+        self.expect_error(["collectives", "--op", "broadcast"], "--op")
+        self.expect_error(["collectives", "--max-bytes", "lots"], "--max-bytes")
+
     def test_unknown_words_are_named_with_the_nearest_valid_one(self):
         self.expect_error(["simulat"], "unknown command 'simulat'", "did you mean 'simulate'?", "valid: simulate,")
         self.expect_error(["import-nothing"], "unknown command 'import-nothing'", "valid:")

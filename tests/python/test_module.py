@@ -68,6 +68,16 @@ class SameAsTheCommandLine(unittest.TestCase):
         self.assertLess(pipesim.simulate(**kw, collective_latency="none")["step_time_s"], base)
         self.assertGreater(pipesim.simulate(**kw, gpu_speed_cv=0.02)["step_time_s"], base)
 
+    def test_collectives(self):
+        # One collective alone, as nccl-tests reports it: the same table as the command line's, bus bandwidth
+        # rising with the message size.
+        result = pipesim.collectives(hw="rtx4090-8x", min_bytes="1M", max_bytes="64M", step_factor=4)
+        self.assertEqual(result, cli_json("collectives", "--hw", "rtx4090-8x", "--min-bytes", "1M",
+                                          "--max-bytes", "64M", "--step-factor", "4"))
+        sizes = result["sizes"]
+        self.assertEqual([s["bytes"] for s in sizes], [1 << 20, 4 << 20, 16 << 20, 64 << 20])
+        self.assertTrue(all(a["busbw_GBps"] < b["busbw_GBps"] for a, b in zip(sizes, sizes[1:])))
+
     def test_lists_and_false_flags(self):
         # A list is joined with commas; False on a flag with a --no- form gives that form.
         kw = dict(JOB, pp=2, partition=[16, 16], sequence_parallel=False, tp=2)

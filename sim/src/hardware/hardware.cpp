@@ -45,6 +45,12 @@ int HardwareProfile::nvlink_group(int gpu_index) const {
   return -1;
 }
 
+double HardwareProfile::staged_GBps(int senders) const {
+  const double host_memory = host.dram_GBps / (2.0 * std::max(1, senders));
+  const double measured = node.pcie.staged_busbw_GBps;
+  return measured > 0 ? std::min(measured, host_memory) : host_memory;
+}
+
 bool HardwareProfile::nvlink_domain_shared(int node_a, int node_b) const {
   if (node_a == node_b) return true;
   return node.nvlink.GBps_per_direction > 0 && node.nvlink.domain_nodes > 1 &&
@@ -306,12 +312,15 @@ void read_pcie(JsonObject& n, int gpus, PcieSpec& pcie) {
   pcie.latency = duration_from_us(p.number("latency_us", 0, 1e5));
   pcie.root_complex_GBps = p.number_or("root_complex_GBps", 0, 0, 1e6);
   pcie.peer_to_peer = p.boolean_or("peer_to_peer", true);
+  pcie.staged_busbw_GBps = p.number_or("staged_busbw_GBps", 0, 0, 1e5);
+  if (pcie.peer_to_peer && pcie.staged_busbw_GBps > 0)
+    p.fail("staged_busbw_GBps", "is for GPUs without peer-to-peer; valid: with \"peer_to_peer\": false");
   read_pcie_switches(p, gpus, pcie);
   pcie.h2d_GBps_by_size = read_curve(p, "h2d_GBps_by_size", "bytes", "GBps", 1e5, false);
   pcie.d2h_GBps_by_size = read_curve(p, "d2h_GBps_by_size", "bytes", "GBps", 1e5, false);
-  pcie.sources =
-      read_sources(p, {"link", "gen", "lane_GBps", "uplink_GBps", "root_complex_GBps", "latency_us",
-                       "switches", "peer_to_peer", "h2d_GBps_by_size", "d2h_GBps_by_size"});
+  pcie.sources = read_sources(
+      p, {"link", "gen", "lane_GBps", "uplink_GBps", "root_complex_GBps", "latency_us", "switches",
+          "peer_to_peer", "staged_busbw_GBps", "h2d_GBps_by_size", "d2h_GBps_by_size"});
   p.finish();
 }
 
@@ -465,6 +474,7 @@ std::string hardware_profile_to_json(const HardwareProfile& hw) {
     p["link"] = hw.node.pcie.link;
   if (hw.node.pcie.root_complex_GBps > 0) p["root_complex_GBps"] = hw.node.pcie.root_complex_GBps;
   if (!hw.node.pcie.peer_to_peer) p["peer_to_peer"] = false;
+  if (hw.node.pcie.staged_busbw_GBps > 0) p["staged_busbw_GBps"] = hw.node.pcie.staged_busbw_GBps;
   if (!hw.node.pcie.h2d_GBps_by_size.empty())
     p["h2d_GBps_by_size"] = curve_json(hw.node.pcie.h2d_GBps_by_size, "bytes", "GBps");
   if (!hw.node.pcie.d2h_GBps_by_size.empty())

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "pipesim/sim/core/error.hpp"
+#include "pipesim/sim/hardware/hardware.hpp"
 
 namespace pipesim::sim {
 
@@ -89,6 +90,8 @@ NcclCollective nccl_collective(CollectiveKind kind, std::int32_t ranks, std::int
     if (a == NcclAlgorithm::kPat && (all_reduce || ranks != nodes)) continue;
     for (NcclProtocol p : {NcclProtocol::kLL, NcclProtocol::kLL128, NcclProtocol::kSimple}) {
       if (a == NcclAlgorithm::kPat && p != NcclProtocol::kSimple) continue;
+      // LL128 needs NVLink inside the node (ncclTopoTuneModel: typeIntra <= PATH_NVB).
+      if (p == NcclProtocol::kLL128 && !nvlink) continue;
       // A tree moves the whole buffer up and down (2 x bytes per GPU) where a ring moves 2(n-1)/n of it.
       const double shape = a == NcclAlgorithm::kTree ? static_cast<double>(ranks) / (ranks - 1) : 1.0;
       const double wire = shape / protocol_efficiency(a, p, nodes);
@@ -98,6 +101,17 @@ NcclCollective nccl_collective(CollectiveKind kind, std::int32_t ranks, std::int
     }
   }
   return best;
+}
+
+NcclCollective nccl_timing(const HardwareProfile& hw, CollectiveKind kind, std::int32_t ranks,
+                           std::int32_t nodes, std::int64_t message_bytes) {
+  const bool nvlink = hw.node.nvlink.GBps_per_direction > 0;
+  if (nodes == 1 && nvlink && !hw.node.nvlink.allreduce_busbw_by_size.empty()) return {};
+  const double bus_GBps = nodes > 1                   ? hw.network.nic_GBps
+                          : nvlink                    ? hw.node.nvlink.GBps_per_direction
+                          : hw.node.pcie.peer_to_peer ? hw.node.pcie.lane_GBps
+                                                      : hw.staged_GBps(hw.node.gpus);
+  return nccl_collective(kind, ranks, nodes, nvlink, message_bytes, bus_GBps);
 }
 
 }  // namespace pipesim::sim

@@ -198,6 +198,7 @@ Path Topology::path(Endpoint src, Endpoint dst, std::int64_t bytes) const {
     }
     p.links.push_back(gpu_link(dst.node, dst.gpu, kLaneDown));
     p.latency = pcie.latency;
+    if (!pcie.peer_to_peer) p.max_bytes_per_ns = hw_->staged_GBps(1);
   }
   return p;
 }
@@ -237,6 +238,8 @@ Path Topology::ring_path(Endpoint self, Endpoint next, std::int64_t bytes, std::
     if (staged) {
       p.links.push_back(root_link(self.node, kSwUp));
       p.links.push_back(root_link(self.node, kSwDown));
+      // Every GPU of the node stages its ring traffic through host memory at once.
+      p.max_bytes_per_ns = hw_->staged_GBps(hw_->node.gpus);
     }
     p.links.push_back(gpu_link(self.node, self.gpu, kLaneDown));
   }

@@ -139,9 +139,17 @@ TEST(FlowNetwork, FinishTimeRoundsUp) {
   EXPECT_EQ(net.finish_time(f), 7 + 4);  // 10 / 3 = 3.33 ns -> 4
 }
 
-TEST(FlowNetwork, SharedPcieUplinkOnRtx4090Server) {
-  // rtx4090-8x: GPUs {0,1} share one switch uplink (25 GB/s), GPU 2 sits under another switch.
+/// rtx4090-8x's GPUs two to a PCIe switch, as 8-GPU servers with switches hold them.
+HardwareProfile four_switches() {
   HardwareProfile hw = load_hardware_profile("rtx4090-8x");
+  hw.node.pcie.switches = {{0, 1}, {2, 3}, {4, 5}, {6, 7}};
+  return hw;
+}
+
+TEST(FlowNetwork, SharedPcieUplinkOnRtx4090Server) {
+  // RTX 4090s under four PCIe switches: GPUs {0,1} share one switch uplink (25 GB/s), GPU 2 sits under
+  // another switch.
+  const HardwareProfile hw = four_switches();
   Topology topo(hw, 1);
   std::vector<double> cap;
   for (const auto& l : topo.links()) cap.push_back(l.bytes_per_ns);
@@ -169,7 +177,7 @@ TEST(FlowNetwork, SharedPcieUplinkOnRtx4090Server) {
 
 TEST(FlowNetwork, RootComplexCapsAllGpusCopyingAtOnce) {
   // A measured root complex of 60 GB/s: four GPUs under four switches, each alone at 25 GB/s, share it.
-  HardwareProfile hw = load_hardware_profile("rtx4090-8x");
+  HardwareProfile hw = four_switches();
   hw.node.pcie.root_complex_GBps = 60;
   Topology topo(hw, 1);
   std::vector<double> cap;
@@ -179,7 +187,7 @@ TEST(FlowNetwork, RootComplexCapsAllGpusCopyingAtOnce) {
   for (int g : {0, 2, 4, 6}) f.push_back(net.add(topo.path({0, -1}, {0, g}, 1 << 30).links, 1e9, 0, 0));
   for (FlowId x : f) EXPECT_DOUBLE_EQ(net.rate(x), 15.0);
   // Unset, it never binds: the uplinks do.
-  const HardwareProfile plain = load_hardware_profile("rtx4090-8x");
+  const HardwareProfile plain = four_switches();
   Topology open(plain, 1);
   EXPECT_DOUBLE_EQ(
       open.links()[static_cast<std::size_t>(open.path({0, -1}, {0, 0}, 1).links[0])].bytes_per_ns, 100.0);

@@ -44,8 +44,9 @@ TEST(Hardware, StrictSchema) {
   nosource.replace(nosource.find("\"nic_GBps\": \"one"), 12, "\"nic_Gbps\": ");
   EXPECT_NE(err(nosource).find("/network/sources"), std::string::npos) << err(nosource);
   std::string twice = good;
-  twice.replace(twice.find("[\n          2,"), 14, "[\n          1,");
-  EXPECT_NE(err(twice).find("GPU 1 is already under switch 0"), std::string::npos) << err(twice);
+  // Each GPU on its own root port: the second "switch" names GPU 0 again.
+  twice.replace(twice.find("[\n          1\n"), 13, "[\n          0\n");
+  EXPECT_NE(err(twice).find("GPU 0 is already under switch 0"), std::string::npos) << err(twice);
 }
 
 TEST(Hardware, WhatTheRuntimeHoldsIsMeasuredAndLeavesRoomForTensors) {

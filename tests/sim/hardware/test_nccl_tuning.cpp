@@ -70,6 +70,21 @@ TEST(NcclTuning, PcieGpusPayPciesStepLatency) {
               8.4 + 14 * 5.7, 1e-9);
 }
 
+TEST(NcclTuning, Ll128NeedsNvlinkInsideTheNode) {
+  // NCCL enables LL128 only where the node's GPUs talk over NVLink (ncclTopoTuneModel, typeIntra <= NVB):
+  // between LL's small messages and Simple's large ones, 8 GPUs over NVLink take LL128 at some size, over
+  // PCIe never.
+  int nvlink_ll128 = 0;
+  for (std::int64_t bytes = 1 << 10; bytes <= std::int64_t{1} << 30; bytes *= 2) {
+    nvlink_ll128 +=
+        nccl_collective(CollectiveKind::kAllReduce, 8, 1, true, bytes, 450).protocol == NcclProtocol::kLL128;
+    EXPECT_NE(nccl_collective(CollectiveKind::kAllReduce, 8, 1, false, bytes, 25).protocol,
+              NcclProtocol::kLL128)
+        << bytes;
+  }
+  EXPECT_GT(nvlink_ll128, 0);
+}
+
 TEST(NcclTuning, TheJobChoosesHowCollectivesPayLatency) {
   EXPECT_EQ(parse_collective_latency("steps"), CollectiveLatency::kSteps);
   EXPECT_EQ(testing::error_of([] { parse_collective_latency("fast"); }),

@@ -221,24 +221,12 @@ void Builder::time_as_nccl(TransferWork& w, CollectiveKind kind, std::int32_t ra
     set_latency_ns(w, 0);
     return;
   }
-  const auto& hw = in_.hw;
-  const bool nvlink = hw.node.nvlink.GBps_per_direction > 0;
-  // Inside a node whose profile measured NCCL's all-reduce bus bandwidth by size, the ring runs at that rate,
-  // which holds NCCL's latency and protocol at each size already.
-  if (nodes == 1 && nvlink && !hw.node.nvlink.allreduce_busbw_by_size.empty()) {
-    set_latency_ns(w, 0);
-    return;
-  }
-  const double bus_GBps = nodes > 1 ? hw.network.nic_GBps
-                          : nvlink  ? hw.node.nvlink.GBps_per_direction
-                                    : hw.node.pcie.lane_GBps;
   const NcclMemo* hit = nullptr;
   for (const NcclMemo& m : nccl_memo_)
     if (m.bytes == message_bytes && m.kind == kind && m.ranks == ranks && m.nodes == nodes) hit = &m;
   if (hit == nullptr) {
     NcclMemo& m = nccl_memo_[nccl_memo_next_++ % nccl_memo_.size()];
-    m = {kind, ranks, nodes, message_bytes,
-         nccl_collective(kind, ranks, nodes, nvlink, message_bytes, bus_GBps)};
+    m = {kind, ranks, nodes, message_bytes, nccl_timing(in_.hw, kind, ranks, nodes, message_bytes)};
     hit = &m;
   }
   const NcclCollective c = hit->choice;

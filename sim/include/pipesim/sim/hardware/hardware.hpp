@@ -69,6 +69,9 @@ struct PcieSpec {
   /// False where the driver disables peer-to-peer copies (GeForce): GPU-to-GPU traffic that NVLink does not
   /// carry is staged through host memory, crossing the root complex both ways.
   bool peer_to_peer = true;
+  /// Without peer-to-peer: NCCL's measured all-reduce bus bandwidth through host memory at large messages
+  /// (nccl-tests), which caps each GPU's staged traffic; 0: host memory alone bounds it (staged_GBps).
+  double staged_busbw_GBps = 0;
   /// Achieved pinned copy bandwidth against transfer size (x = bytes, y = GB/s), when calibrated.
   std::vector<CurvePoint> h2d_GBps_by_size;
   std::vector<CurvePoint> d2h_GBps_by_size;
@@ -157,6 +160,13 @@ struct HardwareProfile {
   /// Cluster slot (node x GPUs per node + index) of job rank `rank` when ranks fill each NVLink domain's
   /// used GPUs in order (ranks are numbered TP-fastest, so TP groups never straddle domains).
   std::int64_t gpu_slot(std::int64_t rank, int tp) const;
+
+  /// Without peer-to-peer, the rate of one GPU's traffic to another GPU of its node, which NCCL stages in a
+  /// bounce buffer in host memory on the receiver's side (src/transport/shm.cc, SHM_LOCALITY receive side):
+  /// every byte is written to host memory and read back, so `senders` GPUs staging at once share its
+  /// bandwidth at two crossings a byte; the measured bus bandwidth through host memory, where the profile has
+  /// one, caps it further. GB/s.
+  double staged_GBps(int senders) const;
 
   double peak_flops(const std::string& dtype) const;  ///< FLOP/s
   /// GPU memory for a job's tensors: hbm_bytes less what the runtime holds (runtime_reserved_bytes).

@@ -11,6 +11,8 @@
 
 namespace pipesim::sim {
 
+struct HardwareProfile;
+
 enum class CollectiveKind : std::uint8_t { kAllReduce, kAllGather, kReduceScatter };
 /// How a job prices collectives' latency (--collective-latency): NCCL's model (nccl), the path's latency once
 /// per ring step (steps), or none (bandwidth only).
@@ -36,6 +38,13 @@ struct NcclCollective {
 /// node, where NCCL enables it (ncclPatEnable).
 NcclCollective nccl_collective(CollectiveKind kind, std::int32_t ranks, std::int32_t nodes, bool nvlink,
                                std::int64_t message_bytes, double bus_GBps);
+
+/// How pipesim times one collective on `hw`: nccl_collective over the ring's bus bandwidth (a NIC's across
+/// nodes, an NVLink port's inside one, else a PCIe lane's, or host memory's where GPUs stage through it).
+/// Inside a node whose profile measured NCCL's all-reduce bus bandwidth by size, the ring runs at that rate,
+/// which holds NCCL's latency and protocol at each size already: no latency of its own, wire factor 1.
+NcclCollective nccl_timing(const HardwareProfile& hw, CollectiveKind kind, std::int32_t ranks,
+                           std::int32_t nodes, std::int64_t message_bytes);
 
 /// NCCL's latency of one collective by algorithm and protocol (tuning.cc's latency model), in us.
 double nccl_latency_us(CollectiveKind kind, NcclAlgorithm algorithm, NcclProtocol protocol,

@@ -1,0 +1,71 @@
+#include "collectives_command.hpp"
+
+#include <iostream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "pipesim/sim/core/error.hpp"
+#include "pipesim/sim/job/collective_probe.hpp"
+
+namespace pipesim::cli {
+
+namespace {
+
+const char* algorithm_name(sim::NcclAlgorithm a) {
+  return a == sim::NcclAlgorithm::kTree ? "tree" : a == sim::NcclAlgorithm::kPat ? "pat" : "ring";
+}
+
+const char* protocol_name(sim::NcclProtocol p) {
+  return p == sim::NcclProtocol::kLL ? "LL" : p == sim::NcclProtocol::kLL128 ? "LL128" : "Simple";
+}
+
+}  // namespace
+
+int run_collectives(const CollectivesOptions& o) {
+  const sim::HardwareProfile hw = sim::load_hardware_profile(o.hw);
+  const std::int32_t per_node = o.gpus_per_node > 0 ? o.gpus_per_node : hw.node.gpus;
+  if (o.min_bytes > o.max_bytes)
+    throw sim::InputError(
+        sim::Option{"min-bytes"}, "",
+        fmt::format("{} is above --max-bytes {}; valid: at most it", o.min_bytes, o.max_bytes));
+  const sim::CollectiveKind kind = o.op == "all-gather"       ? sim::CollectiveKind::kAllGather
+                                   : o.op == "reduce-scatter" ? sim::CollectiveKind::kReduceScatter
+                                                              : sim::CollectiveKind::kAllReduce;
+  nlohmann::json rows = nlohmann::json::array();
+  std::string table = fmt::format(
+      "{} on {}: {} GPUs a node x {} node{} (predicted; bus bandwidth as nccl-tests reports it)\n"
+      "{:>14} {:>12} {:>10} {:>10}  {}\n",
+      o.op, hw.name, per_node, o.nodes, o.nodes == 1 ? "" : "s", "size (B)", "time (us)", "algbw GB/s",
+      "busbw GB/s", "algorithm");
+  for (std::int64_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= o.step_factor) {
+    const sim::CollectiveProbe p = sim::probe_collective(hw, kind, per_node, o.nodes, bytes);
+    const double us = static_cast<double>(p.time) / 1e3;
+    const bool measured_curve = p.nccl.latency_us == 0 && p.nccl.wire_factor == 1;
+    const std::string algorithm = measured_curve ? "measured bus bandwidth"
+                                                 : fmt::format("{} {}", algorithm_name(p.nccl.algorithm),
+                                                               protocol_name(p.nccl.protocol));
+    table += fmt::format("{:>14} {:>12.1f} {:>10.2f} {:>10.2f}  {}\n", bytes, us, p.algbw_GBps, p.busbw_GBps,
+                         algorithm);
+    rows.push_back({{"bytes", bytes},
+                    {"time_us", us},
+                    {"algbw_GBps", p.algbw_GBps},
+                    {"busbw_GBps", p.busbw_GBps},
+                    {"algorithm", algorithm},
+                    {"nccl_latency_us", p.nccl.latency_us}});
+    if (bytes > o.max_bytes / o.step_factor) break;
+  }
+  if (o.format == "json")
+    std::cout << nlohmann::json{{"hw", hw.name},
+                                {"op", o.op},
+                                {"gpus_per_node", per_node},
+                                {"nodes", o.nodes},
+                                {"sizes", rows}}
+                     .dump(2)
+              << "\n";
+  else
+    std::cout << table;
+  return 0;
+}
+
+}  // namespace pipesim::cli

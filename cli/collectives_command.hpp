@@ -1,0 +1,23 @@
+// `pipesim collectives --hw PROFILE`: a collective alone at each message size, as nccl-tests reports it
+// (time, algorithm bandwidth, bus bandwidth) and as every simulated plan times it, so that a hardware profile
+// can be held to the nccl-tests results of the machine it describes.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace pipesim::cli {
+
+struct CollectivesOptions {
+  std::string hw = "h100-sxm-8x";
+  std::string op = "all-reduce";   ///< all-reduce | all-gather | reduce-scatter
+  std::int32_t gpus_per_node = 0;  ///< 0: the node's GPUs
+  std::int32_t nodes = 1;
+  std::int64_t min_bytes = 1 << 20, max_bytes = std::int64_t{1} << 30;
+  std::int32_t step_factor = 2;
+  std::string format = "table";
+};
+
+int run_collectives(const CollectivesOptions& options);
+
+}  // namespace pipesim::cli

@@ -1,0 +1,133 @@
+// A collective alone, timed as plans time theirs (`pipesim collectives`), against hand-computed times: NCCL's
+// latency for the algorithm and protocol it picks plus the ring's bytes over the binding link, inside a node
+// over host memory, across nodes on one and on several rails, as a tree at a small message, and across an
+// oversubscribed spine.
+#include <algorithm>
+#include <cmath>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "core/json_reader.hpp"
+#include "pipesim/sim/core/error.hpp"
+#include "pipesim/sim/job/collective_probe.hpp"
+#include "test_helpers.hpp"
+
+namespace pipesim::sim {
+namespace {
+
+constexpr std::int64_t kMiB = 1 << 20;
+
+nlohmann::json profile_json(const std::string& name) {
+  return nlohmann::json::parse(
+      detail::read_text_file(std::string(PIPESIM_SOURCE_DIR) + "/hw_profiles/" + name + ".json"));
+}
+
+/// ns of `bytes` at `GBps` (1 GB/s = 1 byte/ns).
+double wire_ns(double bytes, double GBps) {
+  return bytes / GBps;
+}
+
+TEST(CollectiveProbe, StagedThroughHostMemoryEachGpuGetsTheMeasuredBusBandwidth) {
+  // Eight RTX 4090s without peer-to-peer: a 128 MiB all-reduce is a Simple ring (LL128 needs NVLink), NCCL's
+  // 8.4 us + 14 steps x 5.7 us over PCIe, each GPU's 2 x 7/8 of the buffer at the measured 15.04 GB/s.
+  const HardwareProfile hw = load_hardware_profile("rtx4090-8x");
+  const CollectiveProbe p = probe_collective(hw, CollectiveKind::kAllReduce, 8, 1, 128 * kMiB);
+  EXPECT_EQ(p.nccl.algorithm, NcclAlgorithm::kRing);
+  EXPECT_EQ(p.nccl.protocol, NcclProtocol::kSimple);
+  const double expected = (8.4 + 14 * 5.7) * 1e3 + wire_ns(2.0 * 7 / 8 * 128 * kMiB, 15.04);
+  EXPECT_NEAR(static_cast<double>(p.time), expected, 2.0);
+  EXPECT_NEAR(p.busbw_GBps, 2.0 * 7 / 8 * 128 * kMiB / expected, 1e-3);
+}
+
+TEST(CollectiveProbe, WithoutAMeasurementHostMemoryBoundsTheStagedRing) {
+  // The same node without its measured figure: every byte is written to and read from host memory, eight
+  // GPUs at once: 300 GB/s / 16 = 18.75 GB/s each. Four GPUs of the node share it as eight would (every GPU
+  // of the node stages at once in a training job).
+  nlohmann::json j = profile_json("rtx4090-8x");
+  j["node"]["pcie"].erase("staged_busbw_GBps");
+  j["node"]["pcie"]["sources"].erase("staged_busbw_GBps");
+  const HardwareProfile hw = parse_hardware_profile(j.dump(), "no-measurement.json");
+  EXPECT_DOUBLE_EQ(hw.staged_GBps(8), 18.75);
+  const CollectiveProbe p = probe_collective(hw, CollectiveKind::kAllReduce, 8, 1, 128 * kMiB);
+  EXPECT_NEAR(static_cast<double>(p.time), (8.4 + 14 * 5.7) * 1e3 + wire_ns(2.0 * 7 / 8 * 128 * kMiB, 18.75),
+              2.0);
+  // A point-to-point copy between two GPUs crosses host memory twice, alone: 150 GB/s, above its PCIe lane.
+  EXPECT_DOUBLE_EQ(hw.staged_GBps(1), 150.0);
+  // A measured figure is refused where GPUs do have peer-to-peer.
+  j["node"]["pcie"]["peer_to_peer"] = true;
+  j["node"]["pcie"]["staged_busbw_GBps"] = 15;
+  j["node"]["pcie"]["sources"]["staged_busbw_GBps"] = "test";
+  EXPECT_NE(testing::error_of([&] {
+              parse_hardware_profile(j.dump(), "p2p.json");
+            }).find("/node/pcie/staged_busbw_GBps"),
+            std::string::npos);
+}
+
+TEST(CollectiveProbe, AcrossNodesEachRailCarriesItsShareOfTheRing) {
+  // Four HGX H100 nodes, 512 MiB all-reduce: a Simple ring, one leaving through each of the 8 NICs, each
+  // carrying 2 x 31/32 / 8 of the buffer at 50 GB/s. NCCL's latency: 8.4 us, 56 steps inside the nodes at
+  // NVLink's 3.4 us and 6 across at 14 us.
+  const HardwareProfile hw = load_hardware_profile("h100-sxm-8x");
+  const CollectiveProbe p = probe_collective(hw, CollectiveKind::kAllReduce, 8, 4, 512 * kMiB);
+  EXPECT_EQ(p.nccl.algorithm, NcclAlgorithm::kRing);
+  EXPECT_EQ(p.nccl.protocol, NcclProtocol::kSimple);
+  EXPECT_NEAR(p.nccl.latency_us, 8.4 + 56 * 3.4 + 6 * 14.0, 1e-9);
+  EXPECT_NEAR(static_cast<double>(p.time),
+              p.nccl.latency_us * 1e3 + wire_ns(2.0 * 31 / 32 * 512 * kMiB / 8, 50.0), 2.0);
+  // One GPU a node: one rail, the whole 2 x 3/4 of the buffer through one NIC.
+  const CollectiveProbe one = probe_collective(hw, CollectiveKind::kAllReduce, 1, 4, 512 * kMiB);
+  EXPECT_NEAR(static_cast<double>(one.time),
+              one.nccl.latency_us * 1e3 + wire_ns(2.0 * 3 / 4 * 512 * kMiB, 50.0) * one.nccl.wire_factor,
+              2.0);
+}
+
+TEST(CollectiveProbe, ASmallAllReduceAcrossNodesIsATree) {
+  // 1 MiB over four H100 nodes: a tree with LL128, 14 us + 2 x (7 hops at 1.25 us + 2 levels at 8.5 us); it
+  // sends the whole buffer up and down (32/31 of a ring's bytes) at LL128's 120/128 of 92 %.
+  const HardwareProfile hw = load_hardware_profile("h100-sxm-8x");
+  const CollectiveProbe p = probe_collective(hw, CollectiveKind::kAllReduce, 8, 4, kMiB);
+  EXPECT_EQ(p.nccl.algorithm, NcclAlgorithm::kTree);
+  EXPECT_EQ(p.nccl.protocol, NcclProtocol::kLL128);
+  EXPECT_NEAR(p.nccl.latency_us, 14.0 + 2 * (7 * 1.25 + 2 * 8.5), 1e-9);
+  const double wire = 32.0 / 31 / (0.92 * 120 / 128);
+  EXPECT_NEAR(p.nccl.wire_factor, wire, 1e-12);
+  EXPECT_NEAR(static_cast<double>(p.time),
+              p.nccl.latency_us * 1e3 + wire_ns(std::llround(2.0 * 31 / 32 * kMiB / 8 * wire), 50.0), 2.0);
+}
+
+TEST(CollectiveProbe, AnOversubscribedSpineSlowsTheRingsThatCrossIt) {
+  // Each node its own leaf, 4 : 1 oversubscribed: a rail's uplink carries 50 / 4 = 12.5 GB/s, and the ring
+  // leaving every node crosses it.
+  nlohmann::json j = profile_json("h100-sxm-8x");
+  j["network"]["leaf_nodes"] = 1;
+  j["network"]["oversubscription"] = 4;
+  j["network"]["sources"]["leaf_nodes"] = "test";
+  j["network"]["sources"]["oversubscription"] = "test";
+  const HardwareProfile hw = parse_hardware_profile(j.dump(), "oversubscribed.json");
+  const CollectiveProbe p = probe_collective(hw, CollectiveKind::kAllReduce, 8, 4, 512 * kMiB);
+  EXPECT_NEAR(static_cast<double>(p.time),
+              p.nccl.latency_us * 1e3 + wire_ns(2.0 * 31 / 32 * 512 * kMiB / 8, 12.5), 2.0);
+}
+
+TEST(CollectiveProbe, InsideAnNvlinkNodeTheMeasuredCurveSetsTheRate) {
+  // An HGX H100 node's profile measured NCCL's all-reduce bus bandwidth by size: the ring runs at it, no
+  // latency added (the curve holds it), up to the NVLink port's 450 GB/s (the curve's 466 at 1 GiB is NVLink
+  // SHARP reducing in the switch, which the ring does not model).
+  const HardwareProfile hw = load_hardware_profile("h100-sxm-8x");
+  for (std::int64_t bytes : {kMiB, 64 * kMiB, 1024 * kMiB}) {
+    const CollectiveProbe p = probe_collective(hw, CollectiveKind::kAllReduce, 8, 1, bytes);
+    EXPECT_EQ(p.nccl.latency_us, 0);
+    const double bus =
+        std::min(hw.node.nvlink.GBps_per_direction,
+                 interpolate_log_x(hw.node.nvlink.allreduce_busbw_by_size, static_cast<double>(bytes)));
+    EXPECT_NEAR(p.busbw_GBps, bus, bus * 1e-4) << bytes;
+  }
+  EXPECT_NE(testing::error_of([&] {
+              probe_collective(hw, CollectiveKind::kAllGather, 9, 1, kMiB);
+            }).find("valid: 1 to the 8"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace pipesim::sim
