@@ -391,14 +391,22 @@ std::vector<std::string> name_words(const std::string& name) {
 
 std::string base_for_gpu(const std::string& device_name) {
   const std::vector<std::string> device = name_words(device_name);
+  // A profile that holds one cluster's measured network (h100-p5-8x) describes that cluster: the GPU's own
+  // profile is preferred as the base.
+  std::string cluster;
   for (const std::string& profile : sim::shipped_hardware_profiles()) {
-    for (const std::string& w : name_words(sim::load_hardware_profile(profile).gpu.model)) {
+    const sim::HardwareProfile hw = sim::load_hardware_profile(profile);
+    for (const std::string& w : name_words(hw.gpu.model)) {
       if (w.size() < 3 || w.find_first_of("0123456789") == std::string::npos) continue;
-      if (std::find(device.begin(), device.end(), w) != device.end()) return profile;
+      if (std::find(device.begin(), device.end(), w) != device.end()) {
+        const bool measured_network = !hw.network.busbw_by_nodes[0].empty();
+        if (!measured_network) return profile;
+        if (cluster.empty()) cluster = profile;
+      }
       break;  // only the identifying word counts
     }
   }
-  return "";
+  return cluster;
 }
 
 CalibrateReport run_calibration(const CalibrateOptions& o, std::ostream& progress) {

@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """Predicts the one-node runs of the HF Ultra-Scale Playbook's nanotron sweep (ultrascale_playbook_1B_3B.csv: its
 1B and 3B Llama-style models on 8 H100s, seq 4096, global batch 256 sequences, every DP x TP x PP split,
-microbatch size and ZeRO-0/1 tried) with the shipped h100-sxm-8x profile and `--framework nanotron`: step time
-(from tok/s), rank 0's peak memory, and whether the runs that crashed or ran out of memory (MFU nan) are
-predicted not to fit.
+microbatch size and ZeRO-0/1 tried) with the shipped h100-p5-8x profile (the cluster the sweep ran on: AWS p5
+nodes, EFA, its collectives' bus bandwidth measured by node count) and `--framework nanotron`: step time (from
+tok/s), rank 0's peak memory, and whether the runs that crashed or ran out of memory (MFU nan) are predicted not
+to fit.
 
 Usage: validate_ultrascale.py PIPESIM [--check] [--framework NAME] [--all-nodes]
 With --all-nodes it also prints the step time's median error of the runs that ran on each node count (1 to 64
-nodes; checked by no bound: pipesim does not yet explain what the multi-node runs lose).
+nodes); with --check too it exits 1 when a node count's median leaves its bound in NODE_MEDIAN_BOUND_PCT (the
+issue's goal is 15 % on every count; 2 nodes meet it, the others are held where they are).
 Source: the Ultra-Scale Playbook's benchmark results (huggingface/nanotron, scripts/scaling_benchmarks.py for the
 model shapes: 1B 16 layers, hidden 2048, 32 heads, ffn 8192; 3B 28 layers, hidden 3072, 32 heads, ffn 8192; MHA,
 SwiGLU, vocabulary 131,072, tied embeddings); nanotron runs one 1F1B flush of GradAcc microbatches per step.
@@ -30,9 +32,12 @@ from concurrent.futures import ThreadPoolExecutor
 STEP_MEDIAN_BOUND_PCT = 10.0
 MEMORY_MEDIAN_BOUND_PCT = 10.0
 FAILED_PREDICTED_TO_FIT_MAX = 6
+# Medians today: -14.9 % (2 nodes), -26.5 (4), -38.6 (8), -39.0 (16), -58.0 (32), -91.2 (64).
+NODE_MEDIAN_BOUND_PCT = {2: 15.0, 4: 27.5, 8: 39.5, 16: 40.0, 32: 59.0, 64: 92.0}
 HERE = os.path.dirname(os.path.abspath(__file__))
 SHAPES = {"1B": (16, 2048, 32, 8192), "3B": (28, 3072, 32, 8192)}
 SEQ = 4096
+HW = "h100-p5-8x"  # the cluster the sweep ran on: AWS p5 nodes, EFA, its collectives measured by node count
 
 
 def model_file(tmp, name):
@@ -61,7 +66,7 @@ def launch_flags(r):
 
 
 def predict(pipesim, tmp, framework, r):
-    cmd = [pipesim, "simulate", "--model", os.path.join(tmp, r["model"] + ".json"), "--hw", "h100-sxm-8x",
+    cmd = [pipesim, "simulate", "--model", os.path.join(tmp, r["model"] + ".json"), "--hw", HW,
            "--nodes", r["Nodes"], "--dp", r["DP"], "--tp", r["TP"], "--pp", r["PP"], "--microbatch-size", r["MBS"],
            "--global-batch", r["GBS"], "--seq", str(SEQ), "--schedule", "1f1b", "--framework", framework,
            "--format", "json"] + (["--zero", "1"] if r["ZeRO"] == "1" else []) + launch_flags(r)
@@ -85,8 +90,13 @@ def print_node_counts(pipesim, framework):
         measured = 256 * SEQ / float(r["tok/s"].replace(",", ""))
         errors.setdefault(int(r["Nodes"]), []).append(100 * (p["step_time_s"] - measured) / measured)
     print("| nodes | runs | step median error |\n| ---: | ---: | ---: |")
+    out_of_bounds = []
     for nodes in sorted(errors):
-        print(f"| {nodes} | {len(errors[nodes])} | {statistics.median(errors[nodes]):+.1f}% |")
+        median = statistics.median(errors[nodes])
+        print(f"| {nodes} | {len(errors[nodes])} | {median:+.1f}% |")
+        if abs(median) > NODE_MEDIAN_BOUND_PCT.get(nodes, 100.0):
+            out_of_bounds.append(f"{nodes} nodes {median:+.1f}% (bound {NODE_MEDIAN_BOUND_PCT[nodes]}%)")
+    return out_of_bounds
 
 
 def main():
@@ -121,8 +131,10 @@ def main():
           f"{statistics.mean(abs(e) for e in steps):.1f}%; rank-0 peak memory median error {memory_median:+.1f}%")
     print(f"{failed} runs that crashed or ran out of memory (and whose configuration never ran): {failed_fit} "
           "predicted to fit")
-    if "--all-nodes" in args:
-        print_node_counts(pipesim, framework)
+    out_of_bounds = print_node_counts(pipesim, framework) if "--all-nodes" in args else []
+    if "--check" in args and out_of_bounds:
+        print("FAIL: node counts beyond their bounds: " + ", ".join(out_of_bounds))
+        sys.exit(1)
     if "--check" in args and (abs(step_median) > STEP_MEDIAN_BOUND_PCT or abs(memory_median) > MEMORY_MEDIAN_BOUND_PCT
                               or failed_fit > FAILED_PREDICTED_TO_FIT_MAX):
         print(f"FAIL: bounds are step median within {STEP_MEDIAN_BOUND_PCT}%, memory median within "

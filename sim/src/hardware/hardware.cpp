@@ -401,8 +401,22 @@ void read_network(JsonObject& r, NetworkSpec& network) {
   if (network.leaf_nodes == 0 && (w.has("oversubscription") || w.has("switch_latency_us")))
     w.fail("leaf_nodes",
            "missing; a spine tier (oversubscription, switch_latency_us) needs the nodes of a leaf");
-  network.sources =
-      read_sources(w, {"nic_GBps", "latency_us", "leaf_nodes", "oversubscription", "switch_latency_us"});
+  if (w.has("collective_busbw_by_nodes")) {
+    JsonObject c = w.object("collective_busbw_by_nodes");
+    network.busbw_message_bytes = c.integer("message_bytes", 1, std::int64_t{1} << 40);
+    const char* kinds[] = {"all_reduce", "all_gather", "reduce_scatter"};  // CollectiveKind's order
+    for (std::size_t k = 0; k < 3; ++k)
+      network.busbw_by_nodes[k] = read_curve(c, kinds[k], "nodes", "GBps", 1e5, false);
+    c.finish();
+  }
+  if (w.has("step_latency_us")) {
+    JsonObject l = w.object("step_latency_us");
+    const char* protocols[] = {"LL", "LL128", "Simple"};  // NcclProtocol's order
+    for (std::size_t p = 0; p < 3; ++p) network.step_latency_us[p] = l.number(protocols[p], 1e-3, 1e5);
+    l.finish();
+  }
+  network.sources = read_sources(w, {"nic_GBps", "latency_us", "leaf_nodes", "oversubscription",
+                                     "switch_latency_us", "collective_busbw_by_nodes", "step_latency_us"});
   w.finish();
 }
 
@@ -509,6 +523,18 @@ std::string hardware_profile_to_json(const HardwareProfile& hw) {
   if (given.count("leaf_nodes")) w["leaf_nodes"] = hw.network.leaf_nodes;
   if (given.count("oversubscription")) w["oversubscription"] = hw.network.oversubscription;
   if (given.count("switch_latency_us")) w["switch_latency_us"] = to_us(hw.network.switch_latency);
+  if (given.count("step_latency_us"))
+    w["step_latency_us"] = {{"LL", hw.network.step_latency_us[0]},
+                            {"LL128", hw.network.step_latency_us[1]},
+                            {"Simple", hw.network.step_latency_us[2]}};
+  if (given.count("collective_busbw_by_nodes")) {
+    json c = {{"message_bytes", hw.network.busbw_message_bytes}};
+    const char* kinds[] = {"all_reduce", "all_gather", "reduce_scatter"};
+    for (std::size_t k = 0; k < 3; ++k)
+      if (!hw.network.busbw_by_nodes[k].empty())
+        c[kinds[k]] = curve_json(hw.network.busbw_by_nodes[k], "nodes", "GBps");
+    w["collective_busbw_by_nodes"] = c;
+  }
   write_sources(w, hw.network.sources);
   json root = {{"format", "pipesim-hw"},
                {"version", 1},

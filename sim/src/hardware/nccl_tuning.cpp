@@ -58,14 +58,17 @@ CollectiveLatency parse_collective_latency(const std::string& word) {
 }
 
 double nccl_latency_us(CollectiveKind kind, NcclAlgorithm algorithm, NcclProtocol protocol,
-                       std::int32_t ranks, std::int32_t nodes, bool nvlink) {
+                       std::int32_t ranks, std::int32_t nodes, bool nvlink,
+                       const std::array<double, 3>* net_step_us) {
   const int a = row(algorithm), p = column(protocol);
   nodes = std::clamp(nodes, 1, std::max(1, ranks));
   if (algorithm == NcclAlgorithm::kPat)
     return kPatBaseLatency + log2_floor(nodes) * (kNetLatency[0][p] / 3.5) + ranks * kPatPerRankUs;
   const double intra = (nvlink ? kNvlinkLatency : kPciLatency)[a][p];
   // With one GPU per node the network latency is fully exposed: NCCL takes the tree's figure.
-  const double inter = ranks == nodes ? kNetLatency[0][p] : kNetLatency[a][p];
+  const double inter = net_step_us      ? (*net_step_us)[static_cast<std::size_t>(p)]
+                       : ranks == nodes ? kNetLatency[0][p]
+                                        : kNetLatency[a][p];
   double latency = kBaseLatency[a][p];
   if (algorithm == NcclAlgorithm::kTree)
     return latency + 2 * ((ranks / nodes - 1) * intra + log2_floor(nodes) * inter);
@@ -78,7 +81,8 @@ double nccl_latency_us(CollectiveKind kind, NcclAlgorithm algorithm, NcclProtoco
 }
 
 NcclCollective nccl_collective(CollectiveKind kind, std::int32_t ranks, std::int32_t nodes, bool nvlink,
-                               std::int64_t message_bytes, double bus_GBps) {
+                               std::int64_t message_bytes, double bus_GBps,
+                               const std::array<double, 3>* net_step_us) {
   NcclCollective best;
   if (ranks < 2) return best;
   const bool all_reduce = kind == CollectiveKind::kAllReduce;
@@ -95,7 +99,7 @@ NcclCollective nccl_collective(CollectiveKind kind, std::int32_t ranks, std::int
       // A tree moves the whole buffer up and down (2 x bytes per GPU) where a ring moves 2(n-1)/n of it.
       const double shape = a == NcclAlgorithm::kTree ? static_cast<double>(ranks) / (ranks - 1) : 1.0;
       const double wire = shape / protocol_efficiency(a, p, nodes);
-      const double latency = nccl_latency_us(kind, a, p, ranks, nodes, nvlink);
+      const double latency = nccl_latency_us(kind, a, p, ranks, nodes, nvlink, net_step_us);
       const double us = latency + ring_bus * wire / bytes_per_us;
       if (us < best_us) best_us = us, best = {a, p, latency, wire};
     }
@@ -103,12 +107,34 @@ NcclCollective nccl_collective(CollectiveKind kind, std::int32_t ranks, std::int
   return best;
 }
 
+double network_nic_GBps(const HardwareProfile& hw, CollectiveKind kind, std::int32_t nodes) {
+  const NetworkSpec& net = hw.network;
+  const auto& curve = net.busbw_by_nodes[static_cast<std::size_t>(kind)];
+  if (curve.empty() || nodes < 2) return net.nic_GBps;
+  const std::int32_t rails = hw.node.gpus, ranks = nodes * rails;
+  const double bus_bytes = (kind == CollectiveKind::kAllReduce ? 2.0 : 1.0) * (ranks - 1) / ranks *
+                           static_cast<double>(net.busbw_message_bytes);
+  const double measured_us = bus_bytes / (interpolate_log_x(curve, nodes) * 1e3);
+  const NcclCollective c = nccl_collective(kind, ranks, nodes, hw.node.nvlink.GBps_per_direction > 0,
+                                           net.busbw_message_bytes, net.nic_GBps, net.step_latency());
+  const double wire_us = measured_us - c.latency_us;
+  if (wire_us <= 0) return net.nic_GBps;
+  return std::min(net.nic_GBps, bus_bytes * c.wire_factor / rails / (wire_us * 1e3));
+}
+
 NcclCollective nccl_timing(const HardwareProfile& hw, CollectiveKind kind, std::int32_t ranks,
                            std::int32_t nodes, std::int64_t message_bytes) {
   const bool nvlink = hw.node.nvlink.GBps_per_direction > 0;
-  if (nodes == 1 && nvlink && !hw.node.nvlink.allreduce_busbw_by_size.empty()) return {};
-  const double bus_GBps = nodes > 1                   ? hw.network.nic_GBps
-                          : nvlink                    ? hw.node.nvlink.GBps_per_direction
+  if (nodes > 1) {
+    // NCCL picks its algorithm by its model of the links; the NICs then run at the rate the network reaches
+    // at this node count, the collective's bytes taking as much longer on them.
+    NcclCollective c = nccl_collective(kind, ranks, nodes, nvlink, message_bytes, hw.network.nic_GBps,
+                                       hw.network.step_latency());
+    c.wire_factor *= hw.network.nic_GBps / network_nic_GBps(hw, kind, nodes);
+    return c;
+  }
+  if (nvlink && !hw.node.nvlink.allreduce_busbw_by_size.empty()) return {};
+  const double bus_GBps = nvlink                      ? hw.node.nvlink.GBps_per_direction
                           : hw.node.pcie.peer_to_peer ? hw.node.pcie.lane_GBps
                                                       : hw.staged_GBps(hw.node.gpus);
   return nccl_collective(kind, ranks, nodes, nvlink, message_bytes, bus_GBps);

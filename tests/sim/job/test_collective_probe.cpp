@@ -129,5 +129,40 @@ TEST(CollectiveProbe, InsideAnNvlinkNodeTheMeasuredCurveSetsTheRate) {
             std::string::npos);
 }
 
+TEST(CollectiveProbe, ANetworkMeasuredByNodeCountGivesItsBusBandwidthBack) {
+  // h100-p5-8x holds the bus bandwidth its cluster measured at 256 MB on 1 to 64 nodes, by kind: pipesim's
+  // NICs run at the rate that gives it back at that size (NCCL's latency, on EFA's 20 us a step and 23 with
+  // Simple, counted in), and more slowly than the 50 GB/s of their datasheet as nodes grow.
+  const HardwareProfile hw = load_hardware_profile("h100-p5-8x");
+  const auto& net = hw.network;
+  for (CollectiveKind kind :
+       {CollectiveKind::kAllReduce, CollectiveKind::kAllGather, CollectiveKind::kReduceScatter})
+    for (const CurvePoint& point : net.busbw_by_nodes[static_cast<std::size_t>(kind)]) {
+      const auto nodes = static_cast<std::int32_t>(point.x);
+      if (nodes < 2) continue;
+      const CollectiveProbe p = probe_collective(hw, kind, 8, nodes, net.busbw_message_bytes);
+      if (network_nic_GBps(hw, kind, nodes) < net.nic_GBps)
+        EXPECT_NEAR(p.busbw_GBps, point.y, point.y * 1e-3) << static_cast<int>(kind) << " on " << nodes;
+      else  // measured faster than the NICs' datasheet 50 GB/s allow: those hold
+        EXPECT_LT(p.busbw_GBps, point.y) << static_cast<int>(kind) << " on " << nodes;
+    }
+  // Four nodes' all-reduce: 160.1 GB/s of 2 x 31/32 x 256 MiB is 3248.6 us; a Simple ring's latency, 8.4 us,
+  // 56 steps on NVLink at 3.4 and 6 on EFA at 23, leaves the rest for each NIC's eighth of the bus bytes.
+  const double bus = 2.0 * 31 / 32 * 256 * kMiB, measured_us = bus / 160.1e3;
+  const double latency_us = 8.4 + 56 * 3.4 + 6 * 23.0;
+  EXPECT_NEAR(nccl_latency_us(CollectiveKind::kAllReduce, NcclAlgorithm::kRing, NcclProtocol::kSimple, 32, 4,
+                              true, net.step_latency()),
+              latency_us, 1e-9);
+  EXPECT_NEAR(network_nic_GBps(hw, CollectiveKind::kAllReduce, 4),
+              bus / 8 / ((measured_us - latency_us) * 1e3), 1e-9);
+  EXPECT_LT(network_nic_GBps(hw, CollectiveKind::kAllReduce, 64),
+            network_nic_GBps(hw, CollectiveKind::kAllReduce, 4));
+  // Two nodes' all-reduce measured faster than eight NICs at 50 GB/s give with that latency: the datasheet
+  // holds.
+  EXPECT_DOUBLE_EQ(network_nic_GBps(hw, CollectiveKind::kAllReduce, 2), net.nic_GBps);
+  // On one node the NVLink curve rules, as on any HGX node.
+  EXPECT_DOUBLE_EQ(network_nic_GBps(hw, CollectiveKind::kAllReduce, 1), net.nic_GBps);
+}
+
 }  // namespace
 }  // namespace pipesim::sim

@@ -3,6 +3,7 @@
 // The simulator derives link capacities, compute rates and optimizer rates from it.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -127,6 +128,17 @@ struct NetworkSpec {
   std::int32_t leaf_nodes = 0;  ///< nodes under one leaf; 0: every node under one switch
   double oversubscription = 1;  ///< a leaf's NIC-side capacity over its spine-side capacity (>= 1)
   Duration switch_latency = 0;  ///< `switch_latency_us`: each further switch a packet crosses
+  /// Measured bus bandwidth of collectives over every GPU of N nodes at one message size (x = nodes, y =
+  /// GB/s), by kind (all-reduce, all-gather, reduce-scatter as CollectiveKind); empty where not measured.
+  /// Collectives across nodes then reach the NIC rate that reproduces it (nccl_tuning.hpp: network_nic_GBps).
+  std::array<std::vector<CurvePoint>, 3> busbw_by_nodes;
+  std::int64_t busbw_message_bytes = 0;  ///< the message size of busbw_by_nodes
+  /// A collective's latency a network step by NCCL protocol (LL, LL128, Simple), where the network's NCCL
+  /// plugin models its own (AWS EFA); all 0: NCCL's InfiniBand figures.
+  std::array<double, 3> step_latency_us{};
+  const std::array<double, 3>* step_latency() const {
+    return step_latency_us[2] > 0 ? &step_latency_us : nullptr;
+  }
   /// Whether nodes `a` and `b` sit under different leaves.
   bool crosses_spine(std::int32_t a, std::int32_t b) const {
     return leaf_nodes > 0 && a / leaf_nodes != b / leaf_nodes;

@@ -6,6 +6,7 @@
 // (ncclTunerConstantsDefaults and ncclTopoTuneModel, NVIDIA/nccl @ 5067397c, 2026-06-11).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 
@@ -36,8 +37,11 @@ struct NcclCollective {
 /// of algorithm and protocol with the least latency + bus bytes x wire factor / bandwidth. Rings for every
 /// collective; trees for all-reduces; PAT (Simple only) for all-gathers and reduce-scatters with one GPU a
 /// node, where NCCL enables it (ncclPatEnable).
+/// `net_step_us`: the network's latency a step by protocol (LL, LL128, Simple) where the network's NCCL
+/// plugin models its own (AWS EFA), else null for NCCL's InfiniBand figures.
 NcclCollective nccl_collective(CollectiveKind kind, std::int32_t ranks, std::int32_t nodes, bool nvlink,
-                               std::int64_t message_bytes, double bus_GBps);
+                               std::int64_t message_bytes, double bus_GBps,
+                               const std::array<double, 3>* net_step_us = nullptr);
 
 /// How pipesim times one collective on `hw`: nccl_collective over the ring's bus bandwidth (a NIC's across
 /// nodes, an NVLink port's inside one, else a PCIe lane's, or host memory's where GPUs stage through it).
@@ -46,8 +50,15 @@ NcclCollective nccl_collective(CollectiveKind kind, std::int32_t ranks, std::int
 NcclCollective nccl_timing(const HardwareProfile& hw, CollectiveKind kind, std::int32_t ranks,
                            std::int32_t nodes, std::int64_t message_bytes);
 
+/// The rate a NIC reaches in `kind` collectives over `nodes` nodes on `hw`'s network: its `nic_GBps`, or,
+/// where the profile measured that kind's bus bandwidth by node count, the rate at which pipesim's time of
+/// the measured collective (every GPU of `nodes` nodes, NCCL's latency and each GPU's share through its NIC)
+/// is the measured time, never above `nic_GBps`.
+double network_nic_GBps(const HardwareProfile& hw, CollectiveKind kind, std::int32_t nodes);
+
 /// NCCL's latency of one collective by algorithm and protocol (tuning.cc's latency model), in us.
 double nccl_latency_us(CollectiveKind kind, NcclAlgorithm algorithm, NcclProtocol protocol,
-                       std::int32_t ranks, std::int32_t nodes, bool nvlink);
+                       std::int32_t ranks, std::int32_t nodes, bool nvlink,
+                       const std::array<double, 3>* net_step_us = nullptr);
 
 }  // namespace pipesim::sim
