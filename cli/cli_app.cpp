@@ -424,6 +424,13 @@ void add_job_options(CLI::App* sim, pipesim::sim::JobOptions& j) {
   sim->add_option("--dtype", j.dtype,
                   "math dtype: bf16|fp16|fp16_acc16|fp32|fp8 (default: bf16 where the GPU has it, else fp16; "
                   "fp8: the blocks' GEMMs in FP8 where the profile has an fp8 peak)");
+  sim->add_option(
+         "--fp8-recipe", j.fp8_recipe,
+         "with --dtype fp8, how Transformer Engine scales the GEMMs' operands: delayed (from the amax "
+         "history, casts fused into the norms), tensorwise (current scaling: each tensor's amax, "
+         "then its cast), mxfp8 (Blackwell's block scaling)")
+      ->check(CLI::IsMember({"delayed", "tensorwise", "mxfp8"}))
+      ->capture_default_str();
   sim->add_option("--p2p-time-ms", j.p2p_time_ms, "fixed time per pipeline hop instead of bytes/bandwidth")
       ->check(CLI::Range(0.0, 1e6));
   sim->add_flag(

@@ -727,6 +727,9 @@ class BadInput(unittest.TestCase):
         for f in fragments:
             self.assertIn(f, lines[0])
 
+    def test_fp8_recipe_bad_input(self):
+        self.expect_error(["simulate", "--dtype", "fp8", "--fp8-recipe", "blockwise"], "--fp8-recipe")
+
     def test_collectives_bad_input(self):
         self.expect_error(["collectives", "--hw", "rtx4090-8x", "--gpus-per-node", "9"], "--gpus-per-node",
                           "valid: 1 to the 8 of a rtx4090-8x node")

@@ -360,6 +360,9 @@ void resolve_execution(const JobOptions& j, const ScheduleDescriptor& schedule, 
         fmt::format("unknown dtype '{}'; valid: bf16, fp16, fp16_acc16 (fp16 GEMMs accumulating in "
                     "fp16), fp32, fp8 (the blocks' GEMMs in FP8, attention and the output head in 16 bits)",
                     in.dtype));
+  if (j.fp8_recipe != "delayed" && j.fp8_recipe != "tensorwise" && j.fp8_recipe != "mxfp8")
+    bad(Option{"fp8_recipe"},
+        fmt::format("unknown recipe '{}'; valid: delayed, tensorwise, mxfp8", j.fp8_recipe));
   in.recompute = parse_recompute(j.recompute);
   in.optimizer_bytes_per_param = optimizer_step_bytes_per_param(in.dtype);
   if (j.loaded_framework && j.loaded_framework->kernels &&
@@ -504,6 +507,9 @@ void use_model(const JobOptions& j, const ScheduleDescriptor& schedule, const Ba
       co.ep = in.ep;
       co.moe_imbalance = j.moe_imbalance;
       co.fp8 = in.dtype == "fp8";
+      co.fp8_recipe = j.fp8_recipe == "tensorwise" ? Fp8Recipe::kTensorwise
+                      : j.fp8_recipe == "mxfp8"    ? Fp8Recipe::kMxfp8
+                                                   : Fp8Recipe::kDelayed;
       co.doc_tokens = j.doc_mask_tokens;
       co.cp = j.cp;
       co.unaligned_gemm_rate = in.hw.gpu.unaligned_gemm;

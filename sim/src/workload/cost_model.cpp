@@ -9,6 +9,7 @@
 #include "core/json_reader.hpp"
 #include "pipesim/sim/core/error.hpp"
 #include "workload/block_traffic.hpp"
+#include "workload/fp8_casts.hpp"
 
 namespace pipesim::sim {
 
@@ -354,7 +355,7 @@ void split_shard_first(const LayerShape& x, const BlockConstants& k, LayerCost& 
   const std::int32_t more = x.t == 2 ? 1 : 2;  // GEMMs one split adds
   constexpr std::int32_t kColumnLinears = 2, kRowLinears = 2, kPasses = 3;
   c.kernels += kColumnLinears * more;
-  c.input_grad_extra_kernels = kRowLinears * more;
+  c.input_grad_extra_kernels += kRowLinears * more;
   const double launches = kPasses * k.gemms + (kColumnLinears + kRowLinears) * more;
   c.gemm_gflop *= kPasses * k.gemms / launches;
 }
@@ -414,8 +415,13 @@ LayerCost block_cost(const LayerShape& x, const BlockConstants& k, std::int64_t 
                                    : block_traffic(m, o);
   if (o.composition && !o.composition->block.forward.empty())
     c.kernels = composition_kernels(o.composition->block.forward, m);
-  c.fwd_mem_bytes = traffic.forward;
-  c.bwd_mem_bytes = traffic.backward;
+  // An FP8 recipe's casts of the GEMMs' operands: their bytes, and their launches (the backward's its own
+  // count, not twice the forward's).
+  const Fp8CastTraffic casts = fp8_cast_traffic(m, o);
+  c.fwd_mem_bytes = traffic.forward + casts.forward;
+  c.bwd_mem_bytes = traffic.backward + casts.backward;
+  c.kernels += casts.forward_kernels;
+  c.input_grad_extra_kernels += casts.backward_kernels - 2 * casts.forward_kernels;
   c.fwd_score_mem_bytes = traffic.scores_forward;
   c.bwd_score_mem_bytes = traffic.scores_backward;
   c.output_bytes = x.boundary;

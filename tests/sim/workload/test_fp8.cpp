@@ -6,6 +6,8 @@
 #include "pipesim/sim/hardware/hardware.hpp"
 #include "pipesim/sim/job/job.hpp"
 #include "pipesim/sim/plan/plan_json.hpp"
+#include "pipesim/sim/workload/cost_model.hpp"
+#include "pipesim/sim/workload/model.hpp"
 #include "test_helpers.hpp"
 
 namespace pipesim::sim {
@@ -24,6 +26,40 @@ TEST(Fp8, GemmsAtTheFp8PeakAndTheRestAtTheSixteenBitPeak) {
   EXPECT_EQ(hw.op_ns(2e12, 100, 0, "bf16", 0, 0, 0, 0, 0, 0, 0.5e12), 4044490);
   // Unfused attention's score GEMMs stay 16-bit too: 0.5e12 of score FLOPs against 1 byte of scores.
   EXPECT_EQ(hw.op_ns(2e12, 100, 0, "fp8", 0, 0, 0, 0, 0.5e12, 1), 1515918 + 1011123);
+}
+
+TEST(Fp8, EachRecipeCastsTheGemmOperandsAsTransformerEngineDoes) {
+  // Llama-3-8B, one sequence of 8192 tokens on one GPU: a cast reads 2 B and writes a rowwise and a
+  // columnwise byte an element; current scaling (tensorwise) reads the tensor once more for its amax first;
+  // delayed scaling casts the q/k/v and MLP-up inputs inside the norms, the others after them (4 B).
+  const ModelSpec m = load_model("llama3-8b");
+  const std::int64_t s = 8192, residual = s * 4096, heads = s * 4096, inner = s * 14336, qkv = s * 6144;
+  CostOptions bf16{1, s, 1, Recompute::kNone};
+  const LayerCost base = model_layer_costs(m, bf16)[1];
+  struct Expected {
+    Fp8Recipe recipe;
+    std::int64_t forward, backward;
+    std::int32_t forward_kernels, backward_kernels;
+  };
+  const std::int64_t gradients =
+      residual + 2 * inner + residual + qkv;  // MLP down, up (gate and up), o, q/k/v
+  for (const Expected& e :
+       {Expected{Fp8Recipe::kDelayed, 4 * (heads + inner), 4 * gradients, 2, 4},
+        Expected{Fp8Recipe::kTensorwise, 2 * 4 * residual + 6 * (heads + inner), 6 * gradients, 2 + 2 * 2,
+                 4 * 2},
+        Expected{Fp8Recipe::kMxfp8, 2 * 4 * residual + 4 * (heads + inner), 4 * gradients, 2 + 2, 4}}) {
+    CostOptions o = bf16;
+    o.fp8 = true;
+    o.fp8_recipe = e.recipe;
+    const LayerCost block = model_layer_costs(m, o)[1];
+    EXPECT_EQ(block.fwd_mem_bytes - base.fwd_mem_bytes, e.forward) << static_cast<int>(e.recipe);
+    EXPECT_EQ(block.bwd_mem_bytes - base.bwd_mem_bytes, e.backward) << static_cast<int>(e.recipe);
+    EXPECT_EQ(block.kernels - base.kernels, e.forward_kernels);
+    // The backward launches twice the forward's kernels and its own beyond them: the casts' own count.
+    EXPECT_EQ(
+        2 * (block.kernels - base.kernels) + block.input_grad_extra_kernels - base.input_grad_extra_kernels,
+        e.backward_kernels);
+  }
 }
 
 JobOptions llama8b(const std::string& dtype) {

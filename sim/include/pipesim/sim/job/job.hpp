@@ -46,9 +46,10 @@ struct JobOptions {
   /// chunk of their own (Llama 3's layout).
   std::int32_t first_stage_layers = -1, last_stage_layers = -1;
   std::string recompute = "none";
-  std::int64_t doc_mask_tokens = 0;  ///< document masking: average document length in tokens (0: none)
-  std::string dtype;                 ///< empty: bf16 where the GPU has it, else fp16
-  double p2p_time_ms = -1;           ///< >= 0: fixed time per pipeline hop
+  std::int64_t doc_mask_tokens = 0;    ///< document masking: average document length in tokens (0: none)
+  std::string dtype;                   ///< empty: bf16 where the GPU has it, else fp16
+  std::string fp8_recipe = "delayed";  ///< with dtype fp8: delayed | tensorwise | mxfp8 (Fp8Recipe)
+  double p2p_time_ms = -1;             ///< >= 0: fixed time per pipeline hop
   bool explicit_replicas = false;
   bool optimizer_offload = false;  ///< the same as offload = "optimizer"
   /// Sharded data parallelism: ZeRO stage 0-3 (-1: not given), or fsdp "full" (ZeRO-3) / "hybrid" (HSDP).

@@ -150,6 +150,11 @@ inline std::int64_t weight_grad_activation_bytes(const LayerCost& l) {
              : 0;
 }
 
+/// How Transformer Engine scales FP8 operands (Megatron-Core's --fp8-recipe): delayed (a per-tensor scale
+/// from the amax history, computed while casting), tensorwise (current per-tensor scaling: the amax of each
+/// tensor first, then the cast) or mxfp8 (Blackwell's 1x32 block scaling).
+enum class Fp8Recipe : std::uint8_t { kDelayed, kTensorwise, kMxfp8 };
+
 struct CostOptions {
   std::int64_t microbatch_size = 1;
   std::int64_t seq = 2048;
@@ -181,8 +186,9 @@ struct CostOptions {
   BiasKernels bias_kernels = BiasKernels::kFused;
   NormBackward norm_backward = NormBackward::kOnePass;
   /// An FP8 recipe (Transformer Engine style): the blocks' GEMMs in FP8, the attention core and the output
-  /// head in 16 bits (LayerCost::wide_*).
+  /// head in 16 bits (LayerCost::wide_*), their operands quantized as `fp8_recipe` does (fp8_casts.hpp).
   bool fp8 = false;
+  Fp8Recipe fp8_recipe = Fp8Recipe::kDelayed;
   /// Document masking: documents of this many tokens on average packed into each sequence, attention only
   /// within a document (0: the whole sequence). Kernels that skip masked blocks (flash attention) do that
   /// much less attention work; unfused attention computes every score anyway.
