@@ -202,6 +202,9 @@ Framework parse_framework(const std::string& text, const std::string& file) {
   f.blocking_p2p = flag_setting(s, "blocking_p2p");
   f.tp_async_gemms = optional_word_setting(
       s, "tp_async_gemms", "whole", [](const std::string& v) { check_word(v, "whole", "shard-first"); });
+  f.selective_recompute =
+      optional_word_setting(s, "selective_recompute", "attention",
+                            [](const std::string& v) { check_word(v, "attention", "every-other-linear"); });
   f.host_dispatch_us = number_setting(s, "host_dispatch_us", 0, kMaxHostDispatchUs);
   f.host_collective_us = host_collective_setting(s, "host_collective_us");
   f.schedules = schedules_setting(s, "schedules");

@@ -34,6 +34,7 @@ void set_framework_costs(const Framework& framework, const ScheduleInput& in, st
       framework_tp_collective_host_ns(framework, co.sequence_parallel, in.host_dispatch_ns);
   co.tp_shard_first_gemms =
       framework.tp_async_gemms.value == "shard-first" && in.overlap_tp_backward && co.sequence_parallel;
+  co.selective_every_other_linear = framework.selective_recompute.value == "every-other-linear";
 }
 
 std::int64_t framework_vocab(const Framework& framework, std::int64_t vocab, std::int32_t tp) {

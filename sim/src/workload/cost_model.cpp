@@ -10,6 +10,7 @@
 #include "pipesim/sim/core/error.hpp"
 #include "workload/block_traffic.hpp"
 #include "workload/fp8_casts.hpp"
+#include "workload/selective_ops.hpp"
 
 namespace pipesim::sim {
 
@@ -322,7 +323,20 @@ void set_block_activations(const LayerShape& x, double attn, const BlockTraffic&
     case Recompute::kNone:
       c.stored_activation_bytes = linear_part + score_part;
       break;
-    case Recompute::kSelective:  // attention core recomputed; flash attention stores no scores to drop
+    case Recompute::kSelective:
+      if (o.selective_every_other_linear) {
+        // torchtitan's per-op policy: the attention kernel's and every other linear's outputs kept, the rest
+        // of the forward re-run before the backward (its element-wise kernels, the other linears, MoE
+        // experts).
+        const OpSelectiveRecompute ops = every_other_linear(x.m, x.sizes, x.tokens);
+        c.stored_activation_bytes = x.boundary + static_cast<std::int64_t>(ops.saved_bytes);
+        c.recompute_flops = ops.recompute_flops;
+        c.expert_recompute_flops = c.expert_fwd_flops;
+        c.recompute_mem_bytes = c.fwd_mem_bytes;
+        c.recompute_extra_bytes = std::max<std::int64_t>(0, linear_part - c.stored_activation_bytes);
+        break;
+      }
+      // Megatron's: the attention core recomputed; flash attention stores no scores to drop.
       c.stored_activation_bytes = linear_part;
       c.recompute_flops = o.attention == AttentionKernel::kFlash ? 0 : attn;
       c.recompute_mem_bytes = traffic.attention;

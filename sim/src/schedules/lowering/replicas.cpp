@@ -148,13 +148,15 @@ Plan lower_layout(const ScheduleDescriptor& schedule, const ScheduleInput& input
   Plan plan = Builder(schedule, input).build(false);
   const SharedLinkUse use = shared_link_use(plan);
   if (use.gpu_traffic) {
-    // Identical replicas would contend on shared PCIe uplinks: simulating one would hide that contention.
+    // Identical replicas would contend on shared PCIe uplinks or the root complex: simulating one would hide
+    // that contention.
     plan = Builder(schedule, input).build(true);
     plan.meta.note =
         use.spine_traffic
             ? "replicas share the leaves' uplinks to an oversubscribed spine; simulated explicitly "
               "instead of symmetric"
-            : "replicas share PCIe switch uplinks; simulated explicitly instead of symmetric";
+            : "replicas share PCIe switch uplinks or the root complex; simulated explicitly instead of "
+              "symmetric";
   } else if (unalike_ring_hops(plan)) {
     plan = Builder(schedule, input).build(true);
     plan.meta.note =

@@ -54,6 +54,10 @@ struct Framework {
   /// and after them, so each column linear's forward and each row linear's input gradient is three GEMMs on
   /// a middle rank, two on the ends). Optional in a file; absent: whole.
   FrameworkSetting<std::string> tp_async_gemms{"whole", {}};
+  /// What `--recompute selective` recomputes: `attention` (Megatron: the attention core) or
+  /// `every-other-linear` (torchtitan's per-op policy: the attention kernel's and every other linear's
+  /// outputs kept, the rest of the block re-run). Optional in a file; absent: attention.
+  FrameworkSetting<std::string> selective_recompute{"attention", {}};
   /// CPU time to issue one kernel (Python modules, dispatch, autograd, the launch): a compute op lasts at
   /// least its kernels times this, so small eager models are bound by the CPU. Optional in a file; 0 (not
   /// modelled): only the GPU's own gap between kernels counts.

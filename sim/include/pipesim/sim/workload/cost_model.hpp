@@ -208,6 +208,9 @@ struct CostOptions {
   /// parallelism): each column linear's forward GEMM and each row linear's input-gradient GEMM is split
   /// three ways (two on the group's end ranks).
   bool tp_shard_first_gemms = false;
+  /// Selective recompute as torchtitan's per-op policy runs it (Framework::selective_recompute
+  /// every-other-linear, selective_ops.hpp), not Megatron's attention core.
+  bool selective_every_other_linear = false;
 };
 
 /// Bytes a memory-bound kernel moves per element: 2 B activations (bf16/fp16), read once and written once.
