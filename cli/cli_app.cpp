@@ -617,6 +617,10 @@ void add_search_options(CLI::App* cmd, planner::SearchOptions& s, std::string& s
   cmd->add_option("--lora-rank", s.base.lora_rank, "LoRA fine-tuning rank (0: full fine-tuning)")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{65536}));
   cmd->add_option("--dtype", s.base.dtype, "math dtype: bf16|fp16|fp16_acc16|fp32|fp8");
+  cmd->add_option("--fp8-recipe", s.base.fp8_recipe,
+                  "with --dtype fp8: delayed, tensorwise or mxfp8 (see simulate)")
+      ->check(CLI::IsMember({"delayed", "tensorwise", "mxfp8"}))
+      ->capture_default_str();
   add_kernel_options(cmd, s.base);
 }
 
