@@ -59,11 +59,7 @@ CollectiveProbe probe_collective(const HardwareProfile& hw, CollectiveKind kind,
     w.group = 0;
     w.group_size = n;
     w.message_bytes = message_bytes;
-    Op op;
-    op.stream = r;
-    op.kind = op_kind;
-    op.payload = w;
-    plan.ops.push_back(op);
+    plan.ops.emplace_back(r, op_kind, OpTags{}, Payload{w}, -1);
   }
   const Timeline t = Engine{}.run(plan);
   probe.time = *std::max_element(t.end.begin(), t.end.end());
