@@ -312,7 +312,7 @@ void read_pcie(JsonObject& n, int gpus, PcieSpec& pcie) {
   pcie.latency = duration_from_us(p.number("latency_us", 0, 1e5));
   pcie.root_complex_GBps = p.number_or("root_complex_GBps", 0, 0, 1e6);
   pcie.peer_to_peer = p.boolean_or("peer_to_peer", true);
-  pcie.staged_busbw_GBps = p.number_or("staged_busbw_GBps", 0, 0, 1e5);
+  pcie.staged_busbw_GBps = p.number_or("staged_busbw_GBps", 0, 1e-3, 1e5);
   if (pcie.peer_to_peer && pcie.staged_busbw_GBps > 0)
     p.fail("staged_busbw_GBps", "is for GPUs without peer-to-peer; valid: with \"peer_to_peer\": false");
   read_pcie_switches(p, gpus, pcie);
@@ -405,8 +405,13 @@ void read_network(JsonObject& r, NetworkSpec& network) {
     JsonObject c = w.object("collective_busbw_by_nodes");
     network.busbw_message_bytes = c.integer("message_bytes", 1, std::int64_t{1} << 40);
     const char* kinds[] = {"all_reduce", "all_gather", "reduce_scatter"};  // CollectiveKind's order
-    for (std::size_t k = 0; k < 3; ++k)
+    for (std::size_t k = 0; k < 3; ++k) {
       network.busbw_by_nodes[k] = read_curve(c, kinds[k], "nodes", "GBps", 1e5, false);
+      for (std::size_t i = 0; i < network.busbw_by_nodes[k].size(); ++i)
+        if (network.busbw_by_nodes[k][i].x < 1 || network.busbw_by_nodes[k][i].y < 1e-3)
+          throw InputError(c.file(), c.path_of(kinds[k]) + "/" + std::to_string(i),
+                           "a measurement needs 1 node or more and a bus bandwidth of 0.001 GB/s or more");
+    }
     c.finish();
   }
   if (w.has("step_latency_us")) {

@@ -162,6 +162,13 @@ TEST(CollectiveProbe, ANetworkMeasuredByNodeCountGivesItsBusBandwidthBack) {
   EXPECT_DOUBLE_EQ(network_nic_GBps(hw, CollectiveKind::kAllReduce, 2), net.nic_GBps);
   // On one node the NVLink curve rules, as on any HGX node.
   EXPECT_DOUBLE_EQ(network_nic_GBps(hw, CollectiveKind::kAllReduce, 1), net.nic_GBps);
+  // A measurement of no bandwidth is refused with its JSON path.
+  nlohmann::json j = profile_json("h100-p5-8x");
+  j["network"]["collective_busbw_by_nodes"]["all_reduce"][2]["GBps"] = 0;
+  EXPECT_NE(testing::error_of([&] {
+              parse_hardware_profile(j.dump(), "p5.json");
+            }).find("/network/collective_busbw_by_nodes/all_reduce/2: a measurement needs"),
+            std::string::npos);
 }
 
 }  // namespace
