@@ -706,6 +706,10 @@ void add_import_trace(CLI::App& app, Commands& c) {
   imp->add_option("trace", o.trace, "torch.profiler chrome trace (Kineto JSON, plain or .gz), one step")
       ->required();
   imp->add_option("--out", o.out, "the pipesim-workload JSON to write")->required();
+  imp->add_option(
+      "--et", o.et,
+      "the execution trace (ExecutionTraceObserver JSON, plain or .gz) of another step of the same "
+      "loop: each layer's activation memory");
   imp->add_option("--name", o.name, "the workload's name (default: the trace's file name)");
   imp->add_option("--blocks", o.blocks,
                   "write the traced blocks' mean this many times: a trace of a few blocks stands for the "

@@ -10,7 +10,9 @@
 #include "pipesim/sim/core/json_text.hpp"
 #include "pipesim/sim/core/output_file.hpp"
 #include "pipesim/sim/hardware/hardware.hpp"
+#include "pipesim/trace_import/execution_trace.hpp"
 #include "pipesim/trace_import/kineto_trace.hpp"
+#include "pipesim/trace_import/saved_activations.hpp"
 #include "pipesim/trace_import/step_profile.hpp"
 #include "pipesim/trace_import/trace_fit.hpp"
 #include "pipesim/trace_import/workload_file.hpp"
@@ -32,13 +34,15 @@ void print_table(const trace_import::StepProfile& step, const std::string& out) 
   using trace_import::KernelClass;
   std::cout << fmt::format("{} blocks of {}; {} launches, {:.3f} ms of GPU time\n", step.layers.size() - 2,
                            step.block_module, step.launches, step.gpu_us / 1e3);
-  std::cout << fmt::format("{:<12} {:>12} {:>9} {:>12} {:>9}\n", "layer", "forward ms", "launches",
-                           "backward ms", "launches");
+  std::cout << fmt::format("{:<12} {:>12} {:>9} {:>12} {:>9}{}\n", "layer", "forward ms", "launches",
+                           "backward ms", "launches", step.has_saved_bytes ? "     kept MiB" : "");
   for (std::size_t i = 0; i < step.layers.size(); ++i) {
     const auto& l = step.layers[i];
     const std::string name = l.role == "block" ? fmt::format("block {}", i - 1) : l.role;
-    std::cout << fmt::format("{:<12} {:>12.3f} {:>9} {:>12.3f} {:>9}\n", name, l.forward.gpu_us / 1e3,
-                             l.forward.launches, l.backward.gpu_us / 1e3, l.backward.launches);
+    const std::string kept =
+        step.has_saved_bytes ? fmt::format(" {:>12.1f}", static_cast<double>(l.saved_bytes) / (1 << 20)) : "";
+    std::cout << fmt::format("{:<12} {:>12.3f} {:>9} {:>12.3f} {:>9}{}\n", name, l.forward.gpu_us / 1e3,
+                             l.forward.launches, l.backward.gpu_us / 1e3, l.backward.launches, kept);
   }
   std::cout << fmt::format("{:<12} {:>12.3f} {:>9}\n", "optimizer", step.optimizer.gpu_us / 1e3,
                            step.optimizer.launches);
@@ -59,7 +63,8 @@ void print_table(const trace_import::StepProfile& step, const std::string& out) 
 
 int run_import_trace(const ImportTraceOptions& o) {
   const trace_import::KinetoTrace trace = trace_import::read_kineto_trace(o.trace);
-  const trace_import::StepProfile step = trace_import::profile_step(trace);
+  trace_import::StepProfile step = trace_import::profile_step(trace);
+  if (!o.et.empty()) trace_import::add_saved_activations(trace_import::read_execution_trace(o.et), step);
   trace_import::WorkloadOptions w;
   w.name = o.name.empty() ? stem_of(o.trace) : o.name;
   w.source = fmt::format("pipesim import-trace {}", std::filesystem::path(o.trace).filename().string());

@@ -9,6 +9,7 @@ namespace pipesim::cli {
 
 struct ImportTraceOptions {
   std::string trace;        ///< Kineto chrome-trace JSON, plain or gzip
+  std::string et;           ///< the matching execution trace (optional): activation memory
   std::string out;          ///< the pipesim-workload to write
   std::string name;         ///< the workload's name (default: the trace's file name)
   std::int32_t blocks = 0;  ///< write the traced blocks' mean this many times (0: as traced)

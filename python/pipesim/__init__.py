@@ -151,7 +151,8 @@ def import_trace(trace_file, **kwargs):
     """``pipesim import-trace TRACE --out FILE``: a PyTorch profiler trace of one training step (Kineto JSON,
     plain or gzip) into a profiled workload written to ``out`` (``simulate(workload=out, ...)``, ``plan``,
     ``partition`` and ``bubbles`` read it); returns the import's report: each layer's forward and backward GPU
-    time, launches, parameters and FLOPs, the optimizer, and the kernel time by class."""
+    time, launches, parameters and FLOPs, the optimizer, and the kernel time by class. ``et=PATH`` reads the
+    matching execution trace too: each layer's activation memory (``saved_bytes``)."""
     return _run_positional_json("import-trace", [trace_file], kwargs)
 
 

@@ -108,9 +108,10 @@ StepProfile profile_step(const KinetoTrace& trace) {
     if (b >= 0) return b + 1;
     return ts < first_block ? 0 : n + 1;
   };
-  std::unordered_map<std::int64_t, std::int64_t> layer_of_sequence;
+  auto& layer_of_sequence = out.layer_of_sequence;
   for (const AutogradOp& a : trace.autograd)
-    if (!a.backward && a.tid == model_tid) layer_of_sequence.emplace(a.sequence, forward_layer(a.tid, a.ts));
+    if (!a.backward && a.tid == model_tid)
+      layer_of_sequence.emplace(a.sequence, static_cast<std::int32_t>(forward_layer(a.tid, a.ts)));
 
   out.layers.resize(static_cast<std::size_t>(n + 2));
   out.layers.front().role = "embedding";

@@ -1,5 +1,6 @@
 #include "pipesim/trace_import/workload_file.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 namespace pipesim::trace_import {
@@ -11,14 +12,25 @@ double ms(double us) {
   return std::round(us * 1e3) / 1e6;
 }
 
+/// What a layer holds on the GPU, as the workload writes it.
+struct LayerMemory {
+  std::int64_t params = 0;   ///< bytes of its weights, gradients and optimizer state
+  std::int64_t grads = 0;    ///< of them, the gradients the step makes and frees
+  std::int64_t saved = 0;    ///< kept from its forward for its backward
+  std::int64_t working = 0;  ///< its backward's own working memory
+};
+
 nlohmann::ordered_json layer_entry(const std::string& role, const PassProfile& fwd, const PassProfile& bwd,
-                                   std::int64_t param_bytes, double flops, std::int32_t repeat) {
+                                   const LayerMemory& memory, double flops, std::int32_t repeat) {
   nlohmann::ordered_json e{{"role", role},
                            {"fwd_ms", ms(fwd.gpu_us)},
                            {"bwd_ms", ms(bwd.gpu_us)},
                            {"fwd_kernels", fwd.launches},
                            {"bwd_kernels", bwd.launches}};
-  if (param_bytes > 0) e["param_bytes"] = param_bytes;
+  if (memory.params > 0) e["param_bytes"] = memory.params;
+  if (memory.grads > 0) e["step_grad_bytes"] = memory.grads;
+  if (memory.saved > 0) e["activation_bytes"] = memory.saved;
+  if (memory.working > 0) e["backward_extra_bytes"] = memory.working;
   if (flops > 0) e["fwd_gflop"] = std::round(flops / 1e3) / 1e6;
   if (repeat > 1) e["repeat"] = repeat;
   return e;
@@ -56,45 +68,71 @@ nlohmann::ordered_json workload_json(const StepProfile& step, const WorkloadOpti
                                 static_cast<double>(block_params) * blocks / traced;
   w["optimizer_ms"] = ms(step.optimizer.gpu_us * (traced_params > 0 ? written_params / traced_params : 1.0));
   const std::int64_t bytes = options.bytes_per_param;
+  // Gradients the step makes and frees, per parameter as measured (fp32 gradients: 4), at most the bytes a
+  // parameter holds.
+  const std::int64_t grad_bytes =
+      traced_params > 0 ? std::min<std::int64_t>(
+                              bytes, std::llround(static_cast<double>(step.step_grad_bytes) / traced_params))
+                        : 0;
+  auto memory = [&](std::int64_t params, std::int64_t saved, std::int64_t working) {
+    return LayerMemory{params * bytes, params * grad_bytes, saved, working};
+  };
   nlohmann::ordered_json layers = nlohmann::ordered_json::array();
-  layers.push_back(layer_entry("embedding", embedding.forward, embedding.backward, embedding.params * bytes,
-                               embedding.forward_flops, 1));
+  layers.push_back(
+      layer_entry("embedding", embedding.forward, embedding.backward,
+                  memory(embedding.params, embedding.saved_bytes, embedding.backward_working_bytes),
+                  embedding.forward_flops, 1));
   if (options.blocks > 0) {
     // The traced blocks' mean, launches rounded to the nearest whole one.
     PassProfile fwd, bwd;
     double flops = 0;
+    std::int64_t saved = 0, working = 0;
     for (std::int32_t i = 1; i <= traced; ++i) {
-      flops += step.layers[static_cast<std::size_t>(i)].forward_flops / traced;
-      fwd.gpu_us += step.layers[static_cast<std::size_t>(i)].forward.gpu_us / traced;
-      bwd.gpu_us += step.layers[static_cast<std::size_t>(i)].backward.gpu_us / traced;
-      fwd.launches += step.layers[static_cast<std::size_t>(i)].forward.launches;
-      bwd.launches += step.layers[static_cast<std::size_t>(i)].backward.launches;
+      const LayerProfile& l = step.layers[static_cast<std::size_t>(i)];
+      saved += l.saved_bytes;
+      working = std::max(working, l.backward_working_bytes);
+      flops += l.forward_flops / traced;
+      fwd.gpu_us += l.forward.gpu_us / traced;
+      bwd.gpu_us += l.backward.gpu_us / traced;
+      fwd.launches += l.forward.launches;
+      bwd.launches += l.backward.launches;
     }
     fwd.launches = (fwd.launches + traced / 2) / traced;
     bwd.launches = (bwd.launches + traced / 2) / traced;
-    layers.push_back(layer_entry("block", fwd, bwd, block_params / traced * bytes, flops, options.blocks));
+    layers.push_back(layer_entry("block", fwd, bwd,
+                                 memory(block_params / traced, (saved + traced / 2) / traced, working), flops,
+                                 options.blocks));
   } else {
     for (std::int32_t i = 1; i <= traced; ++i) {
       const LayerProfile& l = step.layers[static_cast<std::size_t>(i)];
-      layers.push_back(layer_entry("block", l.forward, l.backward, l.params * bytes, l.forward_flops, 1));
+      layers.push_back(layer_entry("block", l.forward, l.backward,
+                                   memory(l.params, l.saved_bytes, l.backward_working_bytes), l.forward_flops,
+                                   1));
     }
   }
   PassProfile head_bwd = head.backward;
   head_bwd.gpu_us += step.unattributed.gpu_us;
   head_bwd.launches += step.unattributed.launches;
-  layers.push_back(layer_entry("head", head.forward, head_bwd, head_params * bytes, head.forward_flops, 1));
+  layers.push_back(layer_entry("head", head.forward, head_bwd,
+                               memory(head_params, head.saved_bytes, head.backward_working_bytes),
+                               head.forward_flops, 1));
   w["layers"] = layers;
   return w;
 }
 
 nlohmann::ordered_json step_report(const StepProfile& step) {
   nlohmann::ordered_json layers = nlohmann::ordered_json::array();
-  for (const LayerProfile& l : step.layers)
+  for (const LayerProfile& l : step.layers) {
     layers.push_back({{"role", l.role},
                       {"params", l.params},
                       {"forward_gflop", l.forward_flops / 1e9},
                       {"forward", pass_json(l.forward)},
                       {"backward", pass_json(l.backward)}});
+    if (step.has_saved_bytes) {
+      layers.back()["saved_bytes"] = l.saved_bytes;
+      layers.back()["backward_working_bytes"] = l.backward_working_bytes;
+    }
+  }
   return {{"block_module", step.block_module},
           {"head_matrix_params", step.head_matrix},
           {"blocks", static_cast<std::int64_t>(step.layers.size()) - 2},
@@ -103,6 +141,7 @@ nlohmann::ordered_json step_report(const StepProfile& step) {
           {"classes_ms", classes_json(step.classes)},
           {"optimizer", pass_json(step.optimizer)},
           {"unattributed", pass_json(step.unattributed)},
+          {"step_grad_bytes", step.step_grad_bytes},
           {"layers", layers}};
 }
 

@@ -85,6 +85,10 @@ Workload parse_workload(const std::string& text, const std::string& file, Recomp
           c.stored_activation_bytes - c.output_bytes;  // re-materialized in the backward
       c.stored_activation_bytes = c.output_bytes;      // only the block input is kept
     }
+    // Bytes its backward allocates beyond what it kept and frees by its end (a loss's logit gradients).
+    c.recompute_extra_bytes += e.integer_or("backward_extra_bytes", 0, 0, kMaxLayerBytes);
+    // Of param_bytes, the gradients its backward makes and the step frees (zero_grad(set_to_none=True)).
+    c.step_grad_bytes = e.integer_or("step_grad_bytes", 0, 0, c.param_bytes);
     std::int64_t repeat = e.integer_or("repeat", 1, 1, kMaxWorkloadLayers);
     e.finish();
     if (static_cast<std::int64_t>(w.layers.size()) + repeat > kMaxWorkloadLayers)

@@ -280,6 +280,8 @@ class Builder {
     std::int64_t dp_sequence = 0;    // data-parallel collectives emitted so far: their group key
     std::vector<OpId> weight_users;  // ZeRO-3: compute ops that used gathered weights, in order
     OpId weights_updated = kNone;    // the op that last updated this GPU's weights (its optimizer step)
+    std::int64_t step_grads = 0;     // bytes of gradients this step's backward made, freed by its optimizer
+    std::vector<std::int32_t> grads_step{};  // per chunk: 1 + the iteration whose gradients it made
     // Its TP ring neighbour's device, looked up at its first TP collective (devices are numbered as first
     // used), then kept: a stage's collectives all go there.
     mutable DeviceId tp_next = kNone;
@@ -363,6 +365,15 @@ class Builder {
   bool overlaps_tp() const { return in_.tp > 1 && in_.overlap_tp_backward && !shards_params(); }
   std::int32_t shard_ranks() const { return std::max(1, in_.sharding.shard_group); }
   bool offloads() const { return in_.sharding.offload_optimizer || in_.sharding.offload_params; }
+  /// The gradients of chunk `cc` that its first backward of a step makes and the optimizer step frees
+  /// (LayerCost::step_grad_bytes); kept whole by plain data parallelism only (sharded and offloaded state
+  /// follows the ZeRO formulas).
+  std::int64_t step_gradients(const RangeCost& cc) const {
+    return in_.sharding.stage == ZeroStage::k0 && !offloads() ? cc.step_grad_bytes : 0;
+  }
+  /// Allocates chunk `chunk`'s step gradients after its first backward of iteration `iter`.
+  void make_step_gradients(GpuRank& g, std::int32_t chunk, std::int32_t iter, const RangeCost& cc,
+                           const OpTags& tags);
   /// The data-parallel rings a collective can run over: the shard group (the whole DP group unless HSDP),
   /// HSDP's replicas of a shard on other nodes, or the expert-parallel group.
   /// (kContext: the context-parallel group, for the attention's key/value exchange.)

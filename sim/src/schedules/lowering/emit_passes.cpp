@@ -74,6 +74,8 @@ void Builder::emit_stage(std::int32_t stage, const std::vector<std::int64_t>& tr
       last_compute_op_ = last_on_stream_[compute];
       if (grad_replicas() > 1 && !in_.overlap_grad_sync) emit_grad_sync_after_backward(g, iter);
       previous_update[r] = g.weights_updated = emit_optimizer(g, iter);
+      plan_.add_free(previous_update[r], g.step_grads);
+      g.step_grads = 0;
     }
   }
 }
@@ -84,7 +86,7 @@ std::int64_t Builder::place_weights(const GpuRank& g) {
     const RangeCost& cc = chunk_costs_[0][static_cast<std::size_t>(model_chunk(v, g.stage))];
     trainable += cc.trainable;
     weights += layer_weight_params(cc);
-    resident += cc.param_bytes;
+    resident += cc.param_bytes - step_gradients(cc);
     buffers += cc.grad_buffer_bytes;
   }
   if (in_.sharding.stage != ZeroStage::k0 || offloads()) {
@@ -97,6 +99,21 @@ std::int64_t Builder::place_weights(const GpuRank& g) {
   }
   plan_.devices[static_cast<std::size_t>(g.self)].resident_bytes = resident;
   return trainable;
+}
+
+void Builder::make_step_gradients(GpuRank& g, std::int32_t chunk, std::int32_t iter, const RangeCost& cc,
+                                  const OpTags& tags) {
+  const std::int64_t grads = step_gradients(cc);
+  if (grads == 0) return;
+  if (g.grads_step.size() <= static_cast<std::size_t>(chunk))
+    g.grads_step.resize(static_cast<std::size_t>(chunk) + 1, 0);
+  auto& made = g.grads_step[static_cast<std::size_t>(chunk)];
+  if (made == iter + 1) return;
+  made = iter + 1;
+  // As the backward frees its activations it makes the gradients: counted once it is over (a marker after
+  // it), where they then stay beside the next microbatches' activations until the optimizer step.
+  plan_.add_alloc(add_marker(g.stream(kComputeStream), OpKind::kSync, tags), grads);
+  g.step_grads += grads;
 }
 
 void Builder::pair_inputs(const GpuRank& g, const Task& next, std::int32_t iter, std::int32_t round) {
@@ -182,6 +199,10 @@ void Builder::emit_task(GpuRank& g, const Task& task, std::int32_t iter, std::in
     if (tp_after != kNone) ops.first = tp_after;
   }
   auto [first_b, last] = ops;
+  make_step_gradients(g, chunk, iter, cc, tags);
+  // The working memory of a backward that recomputes nothing (a measured workload's: the loss's logit
+  // gradients), taken as it starts; the recompute op takes it otherwise.
+  if (first == kNone && !weight_only && cc.extra > 0) plan_.add_alloc(first_b, cc.extra);
   if (frees != 0 || plan_.ops[static_cast<std::size_t>(last)].extras >= 0)
     plan_.extras_of(last).free_bytes = frees;
   if (first == kNone) first = first_b;
@@ -354,6 +375,7 @@ void Builder::emit_layerwise_task(GpuRank& g, const Task& task, std::int32_t ite
     OpId b = add_op(
         compute, backward_kind(task.kind), tags, lc, backward_pass(task.kind, false), kernels, lc.gemm,
         [&] { return backward_work(task.kind, lc, lc.gemm, kernels); }, backward_fixed(task.kind, lc));
+    if (first == kNone && !weight_only && lc.extra > 0) plan_.add_alloc(b, lc.extra);
     plan_.add_free(b, whole         ? lc.stored + lc.extra
                       : weight_only ? lc.weight_grad_share
                                     : lc.stored - lc.weight_grad_share + lc.extra);

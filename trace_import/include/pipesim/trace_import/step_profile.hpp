@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "pipesim/trace_import/kernel_class.hpp"
@@ -27,6 +28,11 @@ struct LayerProfile {
   /// The head's leaves out a matrix shaped like the embedding's (`StepProfile::head_matrix`).
   std::int64_t params = 0;
   double forward_flops = 0;  ///< of its GEMMs and attention, from the recorded shapes
+  /// Bytes its forward keeps for the backward (from an execution trace: add_saved_activations); 0 unknown.
+  std::int64_t saved_bytes = 0;
+  /// The most bytes its backward has made and still needs at once (from an execution trace): the gradients
+  /// passed between its ops, the logits' at the loss. Freed by the backward's end.
+  std::int64_t backward_working_bytes = 0;
 };
 
 struct StepProfile {
@@ -40,6 +46,12 @@ struct StepProfile {
   ClassTimes classes{};      ///< every activity's time by class
   double gpu_us = 0;         ///< every activity's time
   std::int32_t launches = 0;
+  /// The layer (index into `layers`) of each autograd op of the model's forward, by sequence number.
+  std::unordered_map<std::int64_t, std::int32_t> layer_of_sequence;
+  bool has_saved_bytes = false;  ///< the layers' saved_bytes come from an execution trace
+  /// The gradients the backward made that the optimizer then read (execution trace): the step's own when
+  /// zero_grad(set_to_none=True) frees them, none when the backward adds into gradients kept between steps.
+  std::int64_t step_grad_bytes = 0;
 };
 
 /// Attributes the trace's GPU activity. Throws InputError naming the trace when it has no nn.Module spans

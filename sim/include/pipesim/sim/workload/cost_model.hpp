@@ -84,6 +84,9 @@ struct LayerCost {
   /// Of param_bytes, a framework's extra gradient buffer (KernelComposition::grad_buffer_bytes_per_param),
   /// kept whole whatever the data-parallel sharding.
   std::int64_t grad_buffer_bytes = 0;
+  /// Of param_bytes, the gradients a step makes in its backward and frees after its optimizer step
+  /// (PyTorch's zero_grad(set_to_none=True)): absent while the next forward's activations build up.
+  std::int64_t step_grad_bytes = 0;
   std::int64_t attention_score_bytes = 0;    ///< the 5 a s^2 b / t part (absent with flash attention)
   std::int64_t stored_activation_bytes = 0;  ///< per TP rank, kept from forward to backward
   std::int64_t recompute_extra_bytes = 0;    ///< re-materialized during the backward (freed with it)
