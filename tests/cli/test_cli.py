@@ -739,6 +739,24 @@ class BadInput(unittest.TestCase):
         self.expect_error(["collectives", "--op", "broadcast"], "--op")
         self.expect_error(["collectives", "--max-bytes", "lots"], "--max-bytes")
 
+    def test_import_trace_execution_trace_bad_input(self):
+        traces = os.path.join(SRC, "tests", "validation", "traces")
+        kineto = os.path.join(traces, "gpt2.kineto.json.gz")
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "w.json")
+            missing = os.path.join(d, "none.et.json")
+            self.expect_error(["import-trace", kineto, "--et", missing, "--out", out], missing, "cannot open")
+            bad = os.path.join(d, "bad.et.json")
+            with open(bad, "w") as f:
+                f.write('{"nodes": [{"id": 1, "inputs": {"values": [[5, 6, 0, -3, 2, "cuda:0"]]}}]}')
+            self.expect_error(["import-trace", kineto, "--et", bad, "--out", out], bad, "/nodes/0/inputs/values",
+                              "valid: both >= 0")
+            # Another model's execution trace: its forward is not the Kineto trace's.
+            other = os.path.join(traces, "qwen3-1.7b-4layers.et.json.gz")
+            self.expect_error(["import-trace", kineto, "--et", other, "--out", out], other,
+                              "trace the same model at the same shapes")
+            self.assertFalse(os.path.exists(out))
+
     def test_unknown_words_are_named_with_the_nearest_valid_one(self):
         self.expect_error(["simulat"], "unknown command 'simulat'", "did you mean 'simulate'?", "valid: simulate,")
         self.expect_error(["import-nothing"], "unknown command 'import-nothing'", "valid:")

@@ -78,6 +78,21 @@ class SameAsTheCommandLine(unittest.TestCase):
         self.assertEqual([s["bytes"] for s in sizes], [1 << 20, 4 << 20, 16 << 20, 64 << 20])
         self.assertTrue(all(a["busbw_GBps"] < b["busbw_GBps"] for a, b in zip(sizes, sizes[1:])))
 
+    def test_import_trace_with_its_execution_trace(self):
+        # The report and the workload are the command line's; the execution trace adds each layer's memory.
+        traces = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "validation", "traces")
+        kineto, et = (os.path.join(traces, "gpt2." + k + ".json.gz") for k in ("kineto", "et"))
+        with tempfile.TemporaryDirectory() as tmp:
+            a, b = os.path.join(tmp, "a.json"), os.path.join(tmp, "b.json")
+            report = pipesim.import_trace(kineto, et=et, out=a, tied_embeddings=True)
+            self.assertEqual(report, cli_json("import-trace", kineto, "--et", et, "--out", b, "--tied-embeddings"))
+            with open(a) as fa, open(b) as fb:
+                self.assertEqual(fa.read(), fb.read())
+        blocks = [layer for layer in report["layers"] if layer["role"] == "block"]
+        self.assertEqual(len(blocks), 12)
+        self.assertTrue(all(layer["saved_bytes"] > 0 for layer in blocks))
+        self.assertGreater(report["step_grad_bytes"], 0)
+
     def test_lists_and_false_flags(self):
         # A list is joined with commas; False on a flag with a --no- form gives that form.
         kw = dict(JOB, pp=2, partition=[16, 16], sequence_parallel=False, tp=2)

@@ -2,8 +2,9 @@
 """Imports the PyTorch profiler traces of traces/ (one training step each of HF transformers on one H100:
 Qwen3-1.7B with 4 and with 28 layers, GPT-2; eager PyTorch with SDPA, fp32 parameters under bf16 autocast, fused
 AdamW) with `pipesim import-trace`, simulates each imported workload on one GPU with `--framework hf-transformers`
-(its CPU's 24 us a launch) and prints the step against the one measured without the profiler (trace_meta.json).
-It also predicts the 28-layer model from the 4-layer trace alone (`--blocks 28`), and checks that the import's
+(its CPU's 24 us a launch) and prints the step against the one measured without the profiler (trace_meta.json),
+and the peak memory against the measured one (max_memory_allocated): each import reads the execution trace of
+another step of the same loop (`--et`), which tells what each layer keeps for its backward. It also predicts the 28-layer model from the 4-layer trace alone (`--blocks 28`), and checks that the import's
 kernel time by class adds up to the trace's own kernel, copy and fill time.
 
 Usage: validate_traces.py PIPESIM [--check]
@@ -14,7 +15,8 @@ GPU's times and launch counts, and the simulator prices the CPU's issuing at the
 With --check it exits 1 when a figure leaves the bounds below: Qwen3's steps within 5 % (today -2.4 % and
 -0.2 %), the 28-layer model from the 4-layer trace within 10 % (-0.5 %), GPT-2 within 15 % (today -12.9 %: the
 CPU's own work between its kernels, 0.4 ms before each cuDNN attention call and 3.5 ms before the fused AdamW
-under the profiler, is not a per-launch cost), and each trace's kernel time by class within 0.1 % of its sum.
+under the profiler, is not a per-launch cost), every peak memory within 3 % (today -0.2 % to -0.6 %), and each
+trace's kernel time by class within 0.1 % of its sum.
 """
 import gzip
 import json
@@ -28,6 +30,8 @@ TRACES = os.path.join(HERE, "traces")
 STEP_BOUND_PCT = {"qwen3-1.7b-4layers": 5.0, "qwen3-1.7b": 5.0, "gpt2": 15.0}
 DEEPER_BOUND_PCT = 10.0
 CLASS_SUM_BOUND_PCT = 0.1
+MEMORY_BOUND_PCT = 3.0
+GIB = 2**30
 TIED = {"qwen3-1.7b-4layers": True, "qwen3-1.7b": True, "gpt2": True}  # tie_word_embeddings in their configs
 
 
@@ -46,10 +50,19 @@ def run(pipesim, args):
 
 
 def simulate(pipesim, workload, microbatch_size):
-    out = run(pipesim, ["simulate", "--workload", workload, "--hw", "h100-sxm-8x", "--framework", "hf-transformers",
-                        "--pp", "1", "--microbatches", "1", "--microbatch-size", str(microbatch_size),
-                        "--schedule", "1f1b", "--format", "json"])
-    return json.loads(out)["step_time_s"]
+    """The step time and peak GPU memory of the workload on one GPU."""
+    out = json.loads(run(pipesim, ["simulate", "--workload", workload, "--hw", "h100-sxm-8x", "--framework",
+                                   "hf-transformers", "--pp", "1", "--microbatches", "1", "--microbatch-size",
+                                   str(microbatch_size), "--schedule", "1f1b", "--format", "json"]))
+    return out["step_time_s"], out["peak_gpu_mem_bytes"]
+
+
+def compare(label, predicted, measured, bound, failures, unit=1e-3):
+    """One row's error against its bound (ms or GiB)."""
+    error = 100 * (predicted - measured) / measured
+    if abs(error) > bound:
+        failures.append(f"{label}: {error:+.1f}% (bound {bound}%)")
+    return f"{predicted / unit:.2f} | {measured / unit:.2f} | {error:+.1f}%"
 
 
 def main():
@@ -59,33 +72,35 @@ def main():
     with open(os.path.join(TRACES, "trace_meta.json")) as f:
         cases = {c["tag"]: c for c in json.load(f)["cases"]}
     failures = []
-    print("| trace | kernel time ms | by class ms | predicted step ms | measured ms | error |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    print("| trace | kernel time ms | by class ms | predicted step ms | measured ms | error | predicted peak GiB | "
+          "measured GiB | error |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     with tempfile.TemporaryDirectory() as tmp:
         for tag, case in cases.items():
             trace = os.path.join(TRACES, f"{tag}.kineto.json.gz")
             workload = os.path.join(tmp, f"{tag}.workload.json")
-            args = ["import-trace", trace, "--out", workload, "--seq", str(case["seq"]),
-                    "--microbatch-size", str(case["micro_batch"]), "--format", "json"]
+            args = ["import-trace", trace, "--et", os.path.join(TRACES, f"{tag}.et.json.gz"), "--out", workload,
+                    "--seq", str(case["seq"]), "--microbatch-size", str(case["micro_batch"]), "--format", "json"]
             report = json.loads(run(pipesim, args + (["--tied-embeddings"] if TIED[tag] else [])))
             by_class = sum(report["classes_ms"].values())
             own = trace_gpu_us(trace) / 1e3
-            step, measured = simulate(pipesim, workload, case["micro_batch"]) * 1e3, case["step_s_median"] * 1e3
-            error = 100 * (step - measured) / measured
-            print(f"| {tag} | {own:.3f} | {by_class:.3f} | {step:.2f} | {measured:.2f} | {error:+.1f}% |")
-            if abs(error) > STEP_BOUND_PCT[tag]:
-                failures.append(f"{tag}: step {error:+.1f}% (bound {STEP_BOUND_PCT[tag]}%)")
+            step, peak = simulate(pipesim, workload, case["micro_batch"])
+            steps = compare(f"{tag} step", step, case["step_s_median"], STEP_BOUND_PCT[tag], failures)
+            peaks = compare(f"{tag} peak memory", peak, case["peak_alloc_bytes"], MEMORY_BOUND_PCT, failures, GIB)
+            print(f"| {tag} | {own:.3f} | {by_class:.3f} | {steps} | {peaks} |")
             if abs(by_class - own) > CLASS_SUM_BOUND_PCT / 100 * own:
                 failures.append(f"{tag}: kernel time by class {by_class:.3f} ms against the trace's {own:.3f} ms")
         # The whole model from a trace of four of its blocks.
         deeper = os.path.join(tmp, "qwen3-1.7b-from-4.workload.json")
-        run(pipesim, ["import-trace", os.path.join(TRACES, "qwen3-1.7b-4layers.kineto.json.gz"), "--out", deeper,
-                      "--blocks", "28", "--tied-embeddings"])
-        step, measured = simulate(pipesim, deeper, 1) * 1e3, cases["qwen3-1.7b"]["step_s_median"] * 1e3
-        error = 100 * (step - measured) / measured
-        print(f"| qwen3-1.7b from the 4-layer trace (--blocks 28) | | | {step:.2f} | {measured:.2f} | {error:+.1f}% |")
-        if abs(error) > DEEPER_BOUND_PCT:
-            failures.append(f"28 layers from 4: {error:+.1f}% (bound {DEEPER_BOUND_PCT}%)")
+        run(pipesim, ["import-trace", os.path.join(TRACES, "qwen3-1.7b-4layers.kineto.json.gz"), "--et",
+                      os.path.join(TRACES, "qwen3-1.7b-4layers.et.json.gz"), "--out", deeper, "--blocks", "28",
+                      "--tied-embeddings"])
+        step, peak = simulate(pipesim, deeper, 1)
+        whole = cases["qwen3-1.7b"]
+        steps = compare("28 layers from 4, step", step, whole["step_s_median"], DEEPER_BOUND_PCT, failures)
+        peaks = compare("28 layers from 4, peak memory", peak, whole["peak_alloc_bytes"], MEMORY_BOUND_PCT, failures,
+                        GIB)
+        print(f"| qwen3-1.7b from the 4-layer trace (--blocks 28) | | | {steps} | {peaks} |")
         # The GPU's GEMM efficiency as the 28-layer trace's GEMMs reached it.
         fitted = os.path.join(tmp, "fitted.json")
         run(pipesim, ["calibrate", "--from-trace", os.path.join(TRACES, "qwen3-1.7b.kineto.json.gz"), "--out", fitted])

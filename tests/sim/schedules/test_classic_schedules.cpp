@@ -168,6 +168,25 @@ TEST(ClassicSchedules, PeakActivationsPerRank) {
     }
 }
 
+TEST(ClassicSchedules, StepGradientsLiveFromTheFirstBackwardToTheOptimizerStep) {
+  // One block of 1,600 B of parameter state, of which 400 B are gradients zero_grad(set_to_none=True) frees;
+  // 1,000 B of activations a microbatch and 300 B its backward works in. With one microbatch the gradients
+  // come as the activations go: 1,200 + 1,000 + 300 at the backward's start. With two, the first backward's
+  // gradients stay beside the second microbatch's activations: 1,200 + 400 + 1,000 + 300. Gradients kept
+  // between steps are always there: 1,600 + 1,000 + 300.
+  for (int m : {1, 2})
+    for (std::int64_t grads : {400, 0}) {
+      ScheduleInput in = uniform_input(1, m, kF, kB / 2, kB / 2, 1, 1000);
+      in.costs[0][0].param_bytes = 1600;
+      in.costs[0][0].step_grad_bytes = grads;
+      in.costs[0][0].recompute_extra_bytes = 300;
+      const std::int64_t expected = grads == 0 ? 2900 : m == 1 ? 2500 : 2900;
+      const auto r = simulate("1f1b", in);
+      EXPECT_EQ(r.metrics.gpus[0].peak_mem_bytes, expected) << "m=" << m << " grads=" << grads;
+      EXPECT_EQ(r.plan.devices[0].resident_bytes, 1600 - grads);
+    }
+}
+
 TEST(ClassicSchedules, EveryPassRunsOnceInDependencyOrder) {
   for (const char* name : {"gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-v"}) {
     const ScheduleDescriptor& s = find_schedule(name);
