@@ -3,7 +3,8 @@
 (nlohmann's SAX parser over zlib) and keeps only the events an import times, so memory does not grow with the
 file. The trace is the 4-layer Qwen3 trace of tests/validation/traces/ with a gigabyte of Python-frame events
 (with their arguments) woven in, gzip-compressed on the fly; the import must give the same workload as from the
-original trace.
+original trace. Then the same with its execution trace (`--et`) grown to a gigabyte by what the reader skips (each
+op's recorded shapes and strides): the workload must again be the original's.
 
 Usage: test_trace_memory.py PIPESIM [GIB]
 The binary must be built without AddressSanitizer (which cannot start under an address-space limit).
@@ -18,6 +19,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TRACE = os.path.join(HERE, "..", "validation", "traces", "qwen3-1.7b-4layers.kineto.json.gz")
+ET = os.path.join(HERE, "..", "validation", "traces", "qwen3-1.7b-4layers.et.json.gz")
 LIMIT = 256 << 20
 
 
@@ -43,6 +45,30 @@ def write_big_trace(path, target_bytes):
     return written
 
 
+def write_big_execution_trace(path, target_bytes):
+    trace = json.load(gzip.open(ET))
+    nodes = trace.pop("nodes")
+    filler = json.dumps([[2048, 2048]] * 40)
+    per_node = max(1, target_bytes // len(filler) // len(nodes))
+    written = 0
+    with gzip.open(path, "wt", compresslevel=1) as f:
+        f.write(json.dumps(trace)[:-1] + ', "nodes": [')
+        for i, node in enumerate(nodes):
+            node["inputs"]["strides"] = "@"
+            text = json.dumps(node).replace('"@"', "[" + ",".join([filler] * per_node) + "]")
+            written += len(text)
+            f.write(text + ("," if i + 1 < len(nodes) else ""))
+        f.write("]}")
+    return written
+
+
+def same_workload(a_path, b_path):
+    a, b = json.load(open(a_path)), json.load(open(b_path))
+    for w in (a, b):
+        w.pop("source"), w.pop("name")
+    return a == b
+
+
 def run(pipesim, args):
     def limit():
         resource.setrlimit(resource.RLIMIT_AS, (LIMIT, LIMIT))
@@ -65,10 +91,21 @@ def main():
         if small.returncode != 0 or large.returncode != 0:
             print(small.stderr, large.stderr)
             sys.exit(1)
-        a, b = json.load(open(small_out)), json.load(open(big_out))
-        a.pop("source"), b.pop("source"), a.pop("name"), b.pop("name")
-        if a != b:
+        if not same_workload(small_out, big_out):
             print("FAIL: the workload differs from the original trace's")
+            sys.exit(1)
+        os.remove(big)
+        big_et = os.path.join(tmp, "big.et.json.gz")
+        written = write_big_execution_trace(big_et, int(gib * (1 << 30)))
+        small = run(pipesim, ["import-trace", TRACE, "--et", ET, "--out", small_out])
+        large = run(pipesim, ["import-trace", TRACE, "--et", big_et, "--out", big_out])
+        print(f"generated a {written / 2**30:.2f} GiB execution trace ({os.path.getsize(big_et) / 2**20:.0f} MiB "
+              f"compressed); import under {LIMIT >> 20} MiB: exit {large.returncode}")
+        if small.returncode != 0 or large.returncode != 0:
+            print(small.stderr, large.stderr)
+            sys.exit(1)
+        if not same_workload(small_out, big_out):
+            print("FAIL: the workload differs from the one of the original execution trace")
             sys.exit(1)
 
 
