@@ -69,6 +69,20 @@ def same_workload(a_path, b_path):
     return a == b
 
 
+def expect_same_workload(pipesim, tmp, small_args, large_args, generated):
+    """Imports the original and the grown trace (the latter under the memory limit): the same workload."""
+    small_out, big_out = os.path.join(tmp, "small.json"), os.path.join(tmp, "big.json")
+    small = run(pipesim, ["import-trace", *small_args, "--out", small_out])
+    large = run(pipesim, ["import-trace", *large_args, "--out", big_out])
+    print(f"{generated}; import under {LIMIT >> 20} MiB: exit {large.returncode}")
+    if small.returncode != 0 or large.returncode != 0:
+        print(small.stderr, large.stderr)
+        sys.exit(1)
+    if not same_workload(small_out, big_out):
+        print("FAIL: the workload differs from the original trace's")
+        sys.exit(1)
+
+
 def run(pipesim, args):
     def limit():
         resource.setrlimit(resource.RLIMIT_AS, (LIMIT, LIMIT))
@@ -83,30 +97,15 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         big = os.path.join(tmp, "big.json.gz")
         written = write_big_trace(big, int(gib * (1 << 30)))
-        small_out, big_out = os.path.join(tmp, "small.json"), os.path.join(tmp, "big.json")
-        small = run(pipesim, ["import-trace", TRACE, "--out", small_out])
-        large = run(pipesim, ["import-trace", big, "--out", big_out])
-        print(f"generated {written / 2**30:.2f} GiB of filler events ({os.path.getsize(big) / 2**20:.0f} MiB "
-              f"compressed); import under {LIMIT >> 20} MiB: exit {large.returncode}")
-        if small.returncode != 0 or large.returncode != 0:
-            print(small.stderr, large.stderr)
-            sys.exit(1)
-        if not same_workload(small_out, big_out):
-            print("FAIL: the workload differs from the original trace's")
-            sys.exit(1)
+        expect_same_workload(pipesim, tmp, [TRACE], [big],
+                             f"generated {written / 2**30:.2f} GiB of filler events "
+                             f"({os.path.getsize(big) / 2**20:.0f} MiB compressed)")
         os.remove(big)
         big_et = os.path.join(tmp, "big.et.json.gz")
         written = write_big_execution_trace(big_et, int(gib * (1 << 30)))
-        small = run(pipesim, ["import-trace", TRACE, "--et", ET, "--out", small_out])
-        large = run(pipesim, ["import-trace", TRACE, "--et", big_et, "--out", big_out])
-        print(f"generated a {written / 2**30:.2f} GiB execution trace ({os.path.getsize(big_et) / 2**20:.0f} MiB "
-              f"compressed); import under {LIMIT >> 20} MiB: exit {large.returncode}")
-        if small.returncode != 0 or large.returncode != 0:
-            print(small.stderr, large.stderr)
-            sys.exit(1)
-        if not same_workload(small_out, big_out):
-            print("FAIL: the workload differs from the one of the original execution trace")
-            sys.exit(1)
+        expect_same_workload(pipesim, tmp, [TRACE, "--et", ET], [TRACE, "--et", big_et],
+                             f"generated a {written / 2**30:.2f} GiB execution trace "
+                             f"({os.path.getsize(big_et) / 2**20:.0f} MiB compressed)")
 
 
 if __name__ == "__main__":

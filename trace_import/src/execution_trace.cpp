@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gzip_stream.hpp"
+#include "malformed_json.hpp"
 #include "pipesim/sim/core/error.hpp"
 
 namespace pipesim::trace_import {
@@ -126,9 +127,7 @@ class ExecutionTraceHandler : public nlohmann::json_sax<nlohmann::json> {
     return true;
   }
   bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& e) override {
-    std::string what = e.what();
-    if (const auto at = what.rfind("syntax error"); at != std::string::npos) what = what.substr(at);
-    throw InputError(file_, "", fmt::format("malformed JSON at byte {}: {}", position, what));
+    throw_malformed_json(file_, position, e);
   }
 
  private:

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gzip_stream.hpp"
+#include "malformed_json.hpp"
 #include "pipesim/sim/core/error.hpp"
 
 namespace pipesim::trace_import {
@@ -120,10 +121,7 @@ class TraceHandler : public nlohmann::json_sax<nlohmann::json> {
     return true;
   }
   bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& e) override {
-    // nlohmann's message names the byte and what it expected; the prefix it adds says nothing more.
-    std::string what = e.what();
-    if (const auto colon = what.rfind("syntax error"); colon != std::string::npos) what = what.substr(colon);
-    throw InputError(file_, "", fmt::format("malformed JSON at byte {}: {}", position, what));
+    throw_malformed_json(file_, position, e);
   }
 
  private:
