@@ -32,6 +32,8 @@ std::string stem_of(const std::string& path) {
 
 void print_table(const trace_import::StepProfile& step, const std::string& out) {
   using trace_import::KernelClass;
+  if (!step.step.empty())
+    std::cout << fmt::format("{} of the {} steps the trace marks\n", step.step, step.marked_steps);
   std::cout << fmt::format("{} blocks of {}; {} launches, {:.3f} ms of GPU time\n", step.layers.size() - 2,
                            step.block_module, step.launches, step.gpu_us / 1e3);
   std::cout << fmt::format("{:<12} {:>12} {:>9} {:>12} {:>9}{}\n", "layer", "forward ms", "launches",
@@ -63,7 +65,7 @@ void print_table(const trace_import::StepProfile& step, const std::string& out) 
 
 int run_import_trace(const ImportTraceOptions& o) {
   const trace_import::KinetoTrace trace = trace_import::read_kineto_trace(o.trace);
-  trace_import::StepProfile step = trace_import::profile_step(trace);
+  trace_import::StepProfile step = trace_import::profile_step(trace, o.step);
   if (!o.et.empty()) trace_import::add_saved_activations(trace_import::read_execution_trace(o.et), step);
   trace_import::WorkloadOptions w;
   w.name = o.name.empty() ? stem_of(o.trace) : o.name;

@@ -13,6 +13,7 @@ struct ImportTraceOptions {
   std::string out;          ///< the pipesim-workload to write
   std::string name;         ///< the workload's name (default: the trace's file name)
   std::int32_t blocks = 0;  ///< write the traced blocks' mean this many times (0: as traced)
+  std::int64_t step = -1;   ///< the ProfilerStep#N to import (-1: the last the trace marks)
   std::int64_t seq = 0, microbatch_size = 0;
   bool tied_embeddings = false;
   std::int64_t bytes_per_param = 16;

@@ -152,7 +152,8 @@ def import_trace(trace_file, **kwargs):
     plain or gzip) into a profiled workload written to ``out`` (``simulate(workload=out, ...)``, ``plan``,
     ``partition`` and ``bubbles`` read it); returns the import's report: each layer's forward and backward GPU
     time, launches, parameters and FLOPs, the optimizer, and the kernel time by class. ``et=PATH`` reads the
-    matching execution trace too: each layer's activation memory (``saved_bytes``)."""
+    matching execution trace too: each layer's activation memory (``saved_bytes``); ``step=N`` imports
+    ProfilerStep#N of a trace that marks several (default: the last)."""
     return _run_positional_json("import-trace", [trace_file], kwargs)
 
 

@@ -756,6 +756,9 @@ class BadInput(unittest.TestCase):
             self.expect_error(["import-trace", kineto, "--et", other, "--out", out], other,
                               "trace the same model at the same shapes")
             self.assertFalse(os.path.exists(out))
+            # A step the trace does not mark (this one marks none).
+            self.expect_error(["import-trace", kineto, "--step", "3", "--out", out], kineto, "marks no steps")
+            self.expect_error(["import-trace", kineto, "--step", "-1", "--out", out], "--step")
 
     def test_unknown_words_are_named_with_the_nearest_valid_one(self):
         self.expect_error(["simulat"], "unknown command 'simulat'", "did you mean 'simulate'?", "valid: simulate,")

@@ -106,6 +106,56 @@ TEST(TraceImport, ATinyStepByHand) {
   EXPECT_EQ(deeper.optimizer_ns, std::llround(50000 * written / traced));
 }
 
+TEST(TraceImport, ImportsOneOfTheStepsATraceMarks) {
+  // Two steps of the tiny loop, as torch.profiler's schedule records them: ProfilerStep#3, then #4 5 ms later
+  // with every kernel twice as long (its correlation ids 1,000 on).
+  const json one = tiny_trace();
+  json events = json::array();
+  for (int copy = 0; copy < 2; ++copy) {
+    const double shift = 5000.0 * copy;
+    events.push_back({{"ph", "X"},
+                      {"cat", "user_annotation"},
+                      {"name", "ProfilerStep#" + std::to_string(3 + copy)},
+                      {"pid", 1},
+                      {"tid", 1},
+                      {"ts", shift - 1},
+                      {"dur", 400}});
+    for (json e : one["traceEvents"]) {
+      e["ts"] = e["ts"].get<double>() + shift;
+      if (e["args"].contains("correlation"))
+        e["args"]["correlation"] = e["args"]["correlation"].get<int>() + 1000 * copy;
+      if (e["cat"] == "kernel") e["dur"] = e["dur"].get<double>() * (1 + copy);
+      events.push_back(e);
+    }
+  }
+  const std::string two = json{{"traceEvents", events}}.dump();
+  const StepProfile alone = profile_step(parse(one.dump()));
+  const StepProfile third = profile_step(parse(two), 3), last = profile_step(parse(two));
+  EXPECT_EQ(third.step, "ProfilerStep#3");
+  EXPECT_EQ(third.marked_steps, 2);
+  EXPECT_EQ(last.step, "ProfilerStep#4");
+  EXPECT_TRUE(alone.step.empty());
+  // Each step alone: the tiny step's two blocks and times, the second's doubled.
+  ASSERT_EQ(third.layers.size(), 4u);
+  ASSERT_EQ(last.layers.size(), 4u);
+  EXPECT_DOUBLE_EQ(third.gpu_us, alone.gpu_us);
+  EXPECT_DOUBLE_EQ(last.gpu_us, 2 * alone.gpu_us);
+  EXPECT_DOUBLE_EQ(last.layers[1].backward.gpu_us, 2 * alone.layers[1].backward.gpu_us);
+  EXPECT_EQ(last.layers[1].params, alone.layers[1].params);
+  EXPECT_EQ(last.launches, alone.launches);
+  auto error = [&](const std::string& text, std::int64_t step) -> std::string {
+    try {
+      profile_step(parse(text), step);
+    } catch (const sim::InputError& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  EXPECT_NE(error(two, 7).find("no ProfilerStep#7 (--step); valid: 3, 4"), std::string::npos)
+      << error(two, 7);
+  EXPECT_NE(error(one.dump(), 3).find("the trace marks no steps"), std::string::npos) << error(one.dump(), 3);
+}
+
 TEST(TraceImport, AProfiledLayerLastsAtLeastItsLaunchesDispatch) {
   const StepProfile s = profile_step(parse(tiny_trace().dump()));
   WorkloadOptions o;

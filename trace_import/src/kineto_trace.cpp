@@ -191,6 +191,8 @@ class TraceHandler : public nlohmann::json_sax<nlohmann::json> {
     } else if (cat == "python_function") {
       if (ev_.name.rfind("nn.Module: ", 0) == 0)
         out_.modules.push_back({ev_.name.substr(11), ev_.tid, ev_.ts, ev_.dur});
+    } else if (ev_.name.rfind("ProfilerStep#", 0) == 0) {  // a user_annotation (a cpu_op before PyTorch 2)
+      out_.steps.push_back({ev_.name, ev_.tid, ev_.ts, ev_.dur});
     } else if (cat == "user_annotation") {
       if (ev_.name.rfind("Optimizer.", 0) == 0)
         out_.optimizer.push_back({ev_.name, ev_.tid, ev_.ts, ev_.dur});

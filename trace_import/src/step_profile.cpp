@@ -5,6 +5,9 @@
 #include <string_view>
 #include <unordered_map>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include "pipesim/sim/core/error.hpp"
 
 namespace pipesim::trace_import {
@@ -63,7 +66,71 @@ void add(PassProfile& p, const GpuActivity& a, KernelClass c) {
 
 }  // namespace
 
-StepProfile profile_step(const KinetoTrace& trace) {
+namespace {
+
+/// The number of "ProfilerStep#12": 12 (-1 for another name).
+std::int64_t step_number(const std::string& name) {
+  const std::string digits = name.substr(std::string("ProfilerStep#").size());
+  if (digits.empty() || digits.size() > 12 ||
+      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return -1;
+  return std::stoll(digits);
+}
+
+/// The step to import: ProfilerStep#`step`, or the last marked for -1.
+const CpuSpan& chosen_step(const KinetoTrace& trace, std::int64_t step) {
+  const CpuSpan* last = nullptr;
+  std::vector<std::string> valid;
+  for (const CpuSpan& s : trace.steps) {
+    if (step >= 0 && step_number(s.name) == step) return s;
+    if (last == nullptr || s.ts > last->ts) last = &s;
+    valid.push_back(std::to_string(step_number(s.name)));
+  }
+  if (step < 0) return *last;
+  throw sim::InputError(trace.file, "/traceEvents",
+                        fmt::format("no ProfilerStep#{} (--step); valid: {}", step, fmt::join(valid, ", ")));
+}
+
+/// The events of one step: CPU spans and launches inside its span, the GPU work they launched (and work
+/// launched from no traced call that ran during it).
+KinetoTrace within(const KinetoTrace& trace, const CpuSpan& step) {
+  const double begin = step.ts, end = step.ts + step.dur;
+  auto inside = [&](double ts) { return ts >= begin && ts <= end; };
+  KinetoTrace out;
+  out.file = trace.file;
+  out.device = trace.device;
+  out.names = trace.names;
+  out.steps = {step};
+  for (const CpuSpan& m : trace.modules)
+    if (inside(m.ts)) out.modules.push_back(m);
+  for (const CpuSpan& o : trace.optimizer)
+    if (inside(o.ts)) out.optimizer.push_back(o);
+  for (const AutogradOp& a : trace.autograd)
+    if (inside(a.ts)) out.autograd.push_back(a);
+  for (const WeightUse& w : trace.weights)
+    if (inside(w.ts)) out.weights.push_back(w);
+  std::unordered_map<std::int64_t, bool> launched;  // correlation -> launched inside the step
+  for (const Launch& l : trace.launches) {
+    launched.emplace(l.correlation, inside(l.ts));
+    if (inside(l.ts)) out.launches.push_back(l);
+  }
+  for (const GpuActivity& a : trace.gpu) {
+    const auto it = launched.find(a.correlation);
+    if (it != launched.end() ? it->second : inside(a.ts)) out.gpu.push_back(a);
+  }
+  return out;
+}
+
+}  // namespace
+
+StepProfile profile_step(const KinetoTrace& whole, std::int64_t step) {
+  if (step >= 0 && whole.steps.empty())
+    throw sim::InputError(
+        whole.file, "/traceEvents",
+        "the trace marks no steps (ProfilerStep#N: torch.profiler with a schedule); leave out "
+        "--step to import all of it");
+  const KinetoTrace windowed = whole.steps.empty() ? KinetoTrace{} : within(whole, chosen_step(whole, step));
+  const KinetoTrace& trace = whole.steps.empty() ? whole : windowed;
   using sim::InputError;
   if (trace.modules.empty())
     throw InputError(trace.file, "/traceEvents",
@@ -79,6 +146,8 @@ StepProfile profile_step(const KinetoTrace& trace) {
     if (counts[c]++ == 0) order.push_back(c);
   }
   StepProfile out;
+  out.marked_steps = static_cast<std::int32_t>(whole.steps.size());
+  if (!trace.steps.empty()) out.step = trace.steps.front().name;
   for (const std::string& c : order)
     if (out.block_module.empty() || counts[c] > counts[out.block_module]) out.block_module = c;
   if (out.block_module.empty())

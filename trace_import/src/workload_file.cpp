@@ -133,7 +133,9 @@ nlohmann::ordered_json step_report(const StepProfile& step) {
       layers.back()["backward_working_bytes"] = l.backward_working_bytes;
     }
   }
-  return {{"block_module", step.block_module},
+  return {{"step", step.step.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(step.step)},
+          {"marked_steps", step.marked_steps},
+          {"block_module", step.block_module},
           {"head_matrix_params", step.head_matrix},
           {"blocks", static_cast<std::int64_t>(step.layers.size()) - 2},
           {"gpu_ms", ms(step.gpu_us)},

@@ -68,6 +68,7 @@ struct KinetoTrace {
   std::string device;              ///< the first GPU's name (deviceProperties), when the trace gives it
   std::vector<CpuSpan> modules;    ///< nn.Module spans, in file order
   std::vector<CpuSpan> optimizer;  ///< Optimizer.step / Optimizer.zero_grad spans (CPU side)
+  std::vector<CpuSpan> steps;      ///< ProfilerStep#N spans: the steps torch.profiler's schedule recorded
   std::vector<AutogradOp> autograd;
   std::vector<WeightUse> weights;
   std::vector<Launch> launches;

@@ -36,6 +36,8 @@ struct LayerProfile {
 };
 
 struct StepProfile {
+  std::string step;                  ///< the ProfilerStep#N imported; empty when the trace marks none
+  std::int32_t marked_steps = 0;     ///< ProfilerStep spans in the trace
   std::string block_module;          ///< the repeated module taken as a block (e.g. Qwen3DecoderLayer)
   std::vector<LayerProfile> layers;  ///< [embedding, block 0 .. block n-1, head]
   /// Elements of the head's matrix shaped like the embedding's: the embedding's own where the two are tied
@@ -54,8 +56,11 @@ struct StepProfile {
   std::int64_t step_grad_bytes = 0;
 };
 
-/// Attributes the trace's GPU activity. Throws InputError naming the trace when it has no nn.Module spans
-/// (profile with with_stack=True or with_modules=True) or no repeated block module.
-StepProfile profile_step(const KinetoTrace& trace);
+/// Attributes the GPU activity of one step: ProfilerStep#`step` where the trace marks its steps
+/// (torch.profiler with a schedule), the last one marked for `step` -1; the whole trace where it marks none.
+/// Only the CPU events inside that step's span count, and the GPU work they launched. Throws InputError
+/// naming the trace when it has no nn.Module spans (profile with with_stack=True or with_modules=True), no
+/// repeated block module, or no step `step`.
+StepProfile profile_step(const KinetoTrace& trace, std::int64_t step = -1);
 
 }  // namespace pipesim::trace_import
