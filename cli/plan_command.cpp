@@ -13,6 +13,7 @@
 #include "pipesim/sim/core/json_text.hpp"
 #include "pipesim/sim/core/output_file.hpp"
 #include "pipesim/sim/plan/plan_json.hpp"
+#include "pipesim/sim/workload/profiled_workload.hpp"
 
 namespace pipesim::cli {
 
@@ -83,10 +84,15 @@ int run_plan(const PlanOptions& o) {
     return 0;
   }
   const auto& m0 = best.metrics;
-  std::cout << fmt::format("{} on {} x {}: global batch {}, seq {}; objective {}; framework {}\n",
-                           best.job.model.empty() ? best.job.workload : best.job.model, s.gpus, s.base.hw,
-                           s.global_batch, s.base.seq > 0 ? s.base.seq : pipesim::sim::kDefaultSequenceLength,
-                           s.objective, pipesim::sim::framework_name(best.job));
+  // A profiled workload goes by its own name (the model option keeps its default beside it).
+  const std::string what =
+      best.job.workload.empty()
+          ? best.job.model
+          : pipesim::sim::load_workload(best.job.workload, pipesim::sim::Recompute::kNone).name;
+  std::cout << fmt::format("{} on {} x {}: global batch {}, seq {}; objective {}; framework {}\n", what,
+                           s.gpus, s.base.hw, s.global_batch,
+                           s.base.seq > 0 ? s.base.seq : pipesim::sim::kDefaultSequenceLength, s.objective,
+                           pipesim::sim::framework_name(best.job));
   std::cout << fmt::format(
       "searched {} configurations: {} cannot fit memory, {} invalid for their schedule, {} cut by "
       "the lower bound, {} simulated ({} of them out of memory)\n",

@@ -120,6 +120,12 @@ class Simulate(unittest.TestCase):
         self.assertAlmostEqual(r["step_time_s"], 0.033, places=12)
         self.assertAlmostEqual(r["bubble_fraction"], 3 / 11, places=12)
 
+    def test_plan_names_the_workload_it_places(self):
+        rc, out, err = run("plan", "--workload", os.path.join(FIXTURES, "uniform_workload.json"), "--gpus", "4",
+                           "--global-batch", "8")
+        self.assertEqual(rc, 0, err)
+        self.assertTrue(out.startswith("uniform-4-blocks on 4 x "), out.splitlines()[0])
+
     def test_hf_config_directly(self):
         rc, out, err = run("simulate", "--model", os.path.join(FIXTURES, "hf", "Qwen__Qwen3-8B.json"), "--pp", "4",
                            "--hw", "a100-80g-sxm-8x", "--schedule", "1f1b", "--microbatches", "8", "--format", "json")

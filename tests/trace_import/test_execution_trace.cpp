@@ -124,6 +124,12 @@ TEST(ExecutionTrace, ActivationMemoryOfTheTinyStepByHand) {
   EXPECT_EQ(step.layers[0].backward_working_bytes, 256);
   // Left for the optimizer: the weight gradients 64,000 + 4,096 + 4,096.
   EXPECT_EQ(step.step_grad_bytes, 72192);
+  // Passed on in the forward: the embedding's output to block 0, each block's to the next layer; the head's
+  // logits and log-softmax stay with it (the scratch, made between block 1's ops, is block 1's own).
+  EXPECT_EQ(step.layers[0].output_bytes, 256);
+  EXPECT_EQ(step.layers[1].output_bytes, 1024);
+  EXPECT_EQ(step.layers[2].output_bytes, 1024);
+  EXPECT_EQ(step.layers[3].output_bytes, 0);
 
   // The workload: kept and working bytes per layer; gradients at 4 B a parameter (72,192 B over 18,176
   // parameters, rounded), beside the 16 B each parameter holds in all.
@@ -138,6 +144,7 @@ TEST(ExecutionTrace, ActivationMemoryOfTheTinyStepByHand) {
   EXPECT_EQ(w.layers[0].step_grad_bytes, 4 * 16000);
   EXPECT_EQ(w.layers[1].step_grad_bytes, 4 * 1088);
   EXPECT_EQ(w.layers[1].param_bytes, 16 * 1088);
+  EXPECT_EQ(w.layers[1].output_bytes, 1024);
   // Two blocks written as five: their mean kept bytes, the larger working set.
   o.blocks = 5;
   const sim::Workload deeper =

@@ -94,6 +94,35 @@ std::int64_t sequence_offset(const ExecutionTrace& et, const StepProfile& step,
   return *et_first - first;
 }
 
+/// Each layer's output as the next layers read it in the forward (what a pipeline stage boundary after it
+/// sends): the storages its forward ops made that a later layer's forward ops read. A forward op belongs to
+/// the layer of its autograd sequence number, and an op without one to the layer of the op before it.
+void add_layer_outputs(const ExecutionTrace& et, const std::vector<OpPlace>& place, std::size_t forward_end,
+                       const std::unordered_map<std::int64_t, std::int64_t>& made, std::int64_t offset,
+                       StepProfile& step) {
+  std::unordered_map<std::int64_t, std::int32_t> maker;  // storage -> the layer whose forward made it
+  std::unordered_set<std::int64_t> sent;
+  std::int32_t layer = 0;
+  for (std::size_t i = 0; i < forward_end; ++i) {
+    const ExecutionOp& op = et.ops[i];
+    if (place[i].optimizer || place[i].backward) continue;
+    if (const auto l = step.layer_of_sequence.find(op.sequence - offset);
+        op.sequence >= 0 && l != step.layer_of_sequence.end())
+      layer = l->second;
+    for (std::uint32_t k = 0; k < op.inputs + op.outputs; ++k) {
+      const TensorRef& t = et.tensors[op.first_input + k];
+      if (k >= op.inputs) {
+        if (!reads(et, op, t.storage)) maker[t.storage] = layer;
+        continue;
+      }
+      const auto m = maker.find(t.storage);
+      if (m == maker.end() || m->second >= layer || !sent.insert(t.storage).second) continue;
+      if (const auto bytes = made.find(t.storage); bytes != made.end())
+        step.layers[static_cast<std::size_t>(m->second)].output_bytes += bytes->second;
+    }
+  }
+}
+
 struct BackwardMemory {
   /// The most bytes the backward has made and still needs while each layer's nodes run: the gradients passed
   /// between ops (the logits' at the loss), not those it leaves for the optimizer, nor what the forward
@@ -171,6 +200,7 @@ void add_saved_activations(const ExecutionTrace& et, StepProfile& step) {
   std::unordered_set<std::int64_t> forward_sequences;
   const auto made = forward_storages(et, place, forward_end, forward_sequences);
   const std::int64_t offset = sequence_offset(et, step, forward_sequences);
+  add_layer_outputs(et, place, forward_end, made, offset, step);
   const auto head = static_cast<std::int32_t>(step.layers.size()) - 1;
   // An op of the backward belongs to the layer whose forward op made the node it evaluates (the head when
   // none did: the loss's own gradient).

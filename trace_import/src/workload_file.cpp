@@ -18,6 +18,7 @@ struct LayerMemory {
   std::int64_t grads = 0;    ///< of them, the gradients the step makes and frees
   std::int64_t saved = 0;    ///< kept from its forward for its backward
   std::int64_t working = 0;  ///< its backward's own working memory
+  std::int64_t output = 0;   ///< what it passes on to the next layer
 };
 
 nlohmann::ordered_json layer_entry(const std::string& role, const PassProfile& fwd, const PassProfile& bwd,
@@ -31,6 +32,7 @@ nlohmann::ordered_json layer_entry(const std::string& role, const PassProfile& f
   if (memory.grads > 0) e["step_grad_bytes"] = memory.grads;
   if (memory.saved > 0) e["activation_bytes"] = memory.saved;
   if (memory.working > 0) e["backward_extra_bytes"] = memory.working;
+  if (memory.output > 0) e["output_bytes"] = memory.output;
   if (flops > 0) e["fwd_gflop"] = std::round(flops / 1e3) / 1e6;
   if (repeat > 1) e["repeat"] = repeat;
   return e;
@@ -74,23 +76,23 @@ nlohmann::ordered_json workload_json(const StepProfile& step, const WorkloadOpti
       traced_params > 0 ? std::min<std::int64_t>(
                               bytes, std::llround(static_cast<double>(step.step_grad_bytes) / traced_params))
                         : 0;
-  auto memory = [&](std::int64_t params, std::int64_t saved, std::int64_t working) {
-    return LayerMemory{params * bytes, params * grad_bytes, saved, working};
+  auto memory = [&](std::int64_t params, const LayerProfile& l) {
+    return LayerMemory{params * bytes, params * grad_bytes, l.saved_bytes, l.backward_working_bytes,
+                       l.output_bytes};
   };
   nlohmann::ordered_json layers = nlohmann::ordered_json::array();
-  layers.push_back(
-      layer_entry("embedding", embedding.forward, embedding.backward,
-                  memory(embedding.params, embedding.saved_bytes, embedding.backward_working_bytes),
-                  embedding.forward_flops, 1));
+  layers.push_back(layer_entry("embedding", embedding.forward, embedding.backward,
+                               memory(embedding.params, embedding), embedding.forward_flops, 1));
   if (options.blocks > 0) {
     // The traced blocks' mean, launches rounded to the nearest whole one.
     PassProfile fwd, bwd;
     double flops = 0;
-    std::int64_t saved = 0, working = 0;
+    LayerProfile mean;  // kept and passed-on bytes: the blocks' mean; working memory: their most
     for (std::int32_t i = 1; i <= traced; ++i) {
       const LayerProfile& l = step.layers[static_cast<std::size_t>(i)];
-      saved += l.saved_bytes;
-      working = std::max(working, l.backward_working_bytes);
+      mean.saved_bytes += l.saved_bytes;
+      mean.output_bytes += l.output_bytes;
+      mean.backward_working_bytes = std::max(mean.backward_working_bytes, l.backward_working_bytes);
       flops += l.forward_flops / traced;
       fwd.gpu_us += l.forward.gpu_us / traced;
       bwd.gpu_us += l.backward.gpu_us / traced;
@@ -99,23 +101,21 @@ nlohmann::ordered_json workload_json(const StepProfile& step, const WorkloadOpti
     }
     fwd.launches = (fwd.launches + traced / 2) / traced;
     bwd.launches = (bwd.launches + traced / 2) / traced;
-    layers.push_back(layer_entry("block", fwd, bwd,
-                                 memory(block_params / traced, (saved + traced / 2) / traced, working), flops,
-                                 options.blocks));
+    mean.saved_bytes = (mean.saved_bytes + traced / 2) / traced;
+    mean.output_bytes = (mean.output_bytes + traced / 2) / traced;
+    layers.push_back(
+        layer_entry("block", fwd, bwd, memory(block_params / traced, mean), flops, options.blocks));
   } else {
     for (std::int32_t i = 1; i <= traced; ++i) {
       const LayerProfile& l = step.layers[static_cast<std::size_t>(i)];
-      layers.push_back(layer_entry("block", l.forward, l.backward,
-                                   memory(l.params, l.saved_bytes, l.backward_working_bytes), l.forward_flops,
-                                   1));
+      layers.push_back(layer_entry("block", l.forward, l.backward, memory(l.params, l), l.forward_flops, 1));
     }
   }
   PassProfile head_bwd = head.backward;
   head_bwd.gpu_us += step.unattributed.gpu_us;
   head_bwd.launches += step.unattributed.launches;
-  layers.push_back(layer_entry("head", head.forward, head_bwd,
-                               memory(head_params, head.saved_bytes, head.backward_working_bytes),
-                               head.forward_flops, 1));
+  layers.push_back(
+      layer_entry("head", head.forward, head_bwd, memory(head_params, head), head.forward_flops, 1));
   w["layers"] = layers;
   return w;
 }
@@ -131,6 +131,7 @@ nlohmann::ordered_json step_report(const StepProfile& step) {
     if (step.has_saved_bytes) {
       layers.back()["saved_bytes"] = l.saved_bytes;
       layers.back()["backward_working_bytes"] = l.backward_working_bytes;
+      layers.back()["output_bytes"] = l.output_bytes;
     }
   }
   return {{"step", step.step.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(step.step)},

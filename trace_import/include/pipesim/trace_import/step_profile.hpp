@@ -33,6 +33,9 @@ struct LayerProfile {
   /// The most bytes its backward has made and still needs at once (from an execution trace): the gradients
   /// passed between its ops, the logits' at the loss. Freed by the backward's end.
   std::int64_t backward_working_bytes = 0;
+  /// Bytes of its forward's results that later layers read (execution trace): what a pipeline stage ending
+  /// with it sends on.
+  std::int64_t output_bytes = 0;
 };
 
 struct StepProfile {
