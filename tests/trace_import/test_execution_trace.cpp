@@ -166,6 +166,24 @@ std::string error_of(const std::string& text, bool attribute = false) {
   return "no error";
 }
 
+TEST(ExecutionTrace, SequenceNumbersAtTheEndsOfTheirRangeAreNoLayers) {
+  // The forward numbered from 0 (10 below the Kineto trace's), a backward node and a forward op numbered
+  // at int64's ends: no layer, no overflow; the node's kept bytes go to the head.
+  json t = tiny_execution_trace();
+  for (auto& n : t["nodes"])
+    for (auto& a : n["attrs"])
+      if (a["name"] == "seq_id" && a["value"].get<std::int64_t>() >= 100)
+        a["value"] = a["value"].get<std::int64_t>() - 110;
+  for (auto& n : t["nodes"]) {
+    if (n["name"] == "AddmmBackward0") n["attrs"][1]["value"] = INT64_MAX;
+    if (n["name"] == "aten::empty") n["attrs"][1]["value"] = INT64_MIN + 1;
+  }
+  StepProfile step = profile_step(testing::parse(testing::tiny_trace().dump()));
+  add_saved_activations(parse_et(t.dump()), step);
+  EXPECT_EQ(step.layers[1].saved_bytes + step.layers[2].saved_bytes, 0);
+  EXPECT_EQ(step.layers[3].saved_bytes, 33028 + 256 + 1536);
+}
+
 TEST(ExecutionTrace, MalformedTracesGetOneLineEach) {
   const json good = tiny_execution_trace();
   auto with = [&](auto edit) {

@@ -94,6 +94,21 @@ std::int64_t sequence_offset(const ExecutionTrace& et, const StepProfile& step,
   return *et_first - first;
 }
 
+/// `total` + `bytes`, held at int64's ends: sums of many tensors of an untrusted trace must not overflow
+/// (a workload of such sizes is refused where it is read).
+void add_bytes(std::int64_t& total, std::int64_t bytes) {
+  if (__builtin_add_overflow(total, bytes, &total)) total = bytes > 0 ? INT64_MAX : INT64_MIN;
+}
+
+/// The layer of the forward op the execution trace numbers `sequence` (-1: none, or no such op), its
+/// sequence numbers `offset` past the Kineto trace's.
+std::int32_t layer_of_sequence(const StepProfile& step, std::int64_t sequence, std::int64_t offset) {
+  std::int64_t kineto = 0;
+  if (sequence < 0 || __builtin_sub_overflow(sequence, offset, &kineto)) return -1;
+  const auto l = step.layer_of_sequence.find(kineto);
+  return l != step.layer_of_sequence.end() ? l->second : -1;
+}
+
 /// Each layer's output as the next layers read it in the forward (what a pipeline stage boundary after it
 /// sends): the storages its forward ops made that a later layer's forward ops read. A forward op belongs to
 /// the layer of its autograd sequence number, and an op without one to the layer of the op before it.
@@ -106,9 +121,7 @@ void add_layer_outputs(const ExecutionTrace& et, const std::vector<OpPlace>& pla
   for (std::size_t i = 0; i < forward_end; ++i) {
     const ExecutionOp& op = et.ops[i];
     if (place[i].optimizer || place[i].backward) continue;
-    if (const auto l = step.layer_of_sequence.find(op.sequence - offset);
-        op.sequence >= 0 && l != step.layer_of_sequence.end())
-      layer = l->second;
+    if (const std::int32_t l = layer_of_sequence(step, op.sequence, offset); l >= 0) layer = l;
     for (std::uint32_t k = 0; k < op.inputs + op.outputs; ++k) {
       const TensorRef& t = et.tensors[op.first_input + k];
       if (k >= op.inputs) {
@@ -118,7 +131,7 @@ void add_layer_outputs(const ExecutionTrace& et, const std::vector<OpPlace>& pla
       const auto m = maker.find(t.storage);
       if (m == maker.end() || m->second >= layer || !sent.insert(t.storage).second) continue;
       if (const auto bytes = made.find(t.storage); bytes != made.end())
-        step.layers[static_cast<std::size_t>(m->second)].output_bytes += bytes->second;
+        add_bytes(step.layers[static_cast<std::size_t>(m->second)].output_bytes, bytes->second);
     }
   }
 }
@@ -165,20 +178,20 @@ BackwardMemory backward_memory(const ExecutionTrace& et, const std::vector<OpPla
   BackwardMemory out;
   for (const auto& [storage, life] : open) {
     if (after.count(storage))
-      out.left_for_optimizer += life.bytes;
+      add_bytes(out.left_for_optimizer, life.bytes);
     else
       lives.push_back(life);
   }
   // Sweep the backward's ops: what is alive at each, the most of it per layer.
   std::vector<std::int64_t> change(et.ops.size() + 1, 0);
   for (const Life& l : lives) {
-    change[l.birth] += l.bytes;
-    change[l.last + 1] -= l.bytes;
+    add_bytes(change[l.birth], l.bytes);
+    add_bytes(change[l.last + 1], -l.bytes);
   }
   out.working_peaks.assign(layers, 0);
   std::int64_t live = 0;
   for (std::size_t i = forward_end; i < et.ops.size(); ++i) {
-    live += change[i];
+    add_bytes(live, change[i]);
     if (place[i].backward) {
       auto& p = out.working_peaks[static_cast<std::size_t>(layer_of(i))];
       p = std::max(p, live);
@@ -205,8 +218,8 @@ void add_saved_activations(const ExecutionTrace& et, StepProfile& step) {
   // An op of the backward belongs to the layer whose forward op made the node it evaluates (the head when
   // none did: the loss's own gradient).
   auto layer_of = [&](std::size_t i) {
-    const auto layer = step.layer_of_sequence.find(place[i].node_sequence - offset);
-    return layer != step.layer_of_sequence.end() ? layer->second : head;
+    const std::int32_t layer = layer_of_sequence(step, place[i].node_sequence, offset);
+    return layer >= 0 ? layer : head;
   };
   // A storage the forward made and the backward reads before it writes it anew was kept.
   std::unordered_set<std::int64_t> touched;
@@ -217,7 +230,7 @@ void add_saved_activations(const ExecutionTrace& et, StepProfile& step) {
       const TensorRef& t = et.tensors[op.first_input + k];
       if (!touched.insert(t.storage).second || k >= op.inputs) continue;
       if (const auto m = made.find(t.storage); m != made.end())
-        step.layers[static_cast<std::size_t>(layer_of(i))].saved_bytes += m->second;
+        add_bytes(step.layers[static_cast<std::size_t>(layer_of(i))].saved_bytes, m->second);
     }
   }
   const BackwardMemory backward = backward_memory(et, place, forward_end, layer_of, step.layers.size());

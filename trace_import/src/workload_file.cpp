@@ -87,11 +87,12 @@ nlohmann::ordered_json workload_json(const StepProfile& step, const WorkloadOpti
     // The traced blocks' mean, launches rounded to the nearest whole one.
     PassProfile fwd, bwd;
     double flops = 0;
-    LayerProfile mean;  // kept and passed-on bytes: the blocks' mean; working memory: their most
+    LayerProfile mean;             // kept and passed-on bytes: the blocks' mean; working memory: their most
+    double saved = 0, output = 0;  // in double: an untrusted trace's sums may pass int64's end
     for (std::int32_t i = 1; i <= traced; ++i) {
       const LayerProfile& l = step.layers[static_cast<std::size_t>(i)];
-      mean.saved_bytes += l.saved_bytes;
-      mean.output_bytes += l.output_bytes;
+      saved += static_cast<double>(l.saved_bytes);
+      output += static_cast<double>(l.output_bytes);
       mean.backward_working_bytes = std::max(mean.backward_working_bytes, l.backward_working_bytes);
       flops += l.forward_flops / traced;
       fwd.gpu_us += l.forward.gpu_us / traced;
@@ -101,8 +102,11 @@ nlohmann::ordered_json workload_json(const StepProfile& step, const WorkloadOpti
     }
     fwd.launches = (fwd.launches + traced / 2) / traced;
     bwd.launches = (bwd.launches + traced / 2) / traced;
-    mean.saved_bytes = (mean.saved_bytes + traced / 2) / traced;
-    mean.output_bytes = (mean.output_bytes + traced / 2) / traced;
+    auto mean_of = [&](double sum) {
+      return static_cast<std::int64_t>(std::min(9e18, std::round(sum / traced)));
+    };
+    mean.saved_bytes = mean_of(saved);
+    mean.output_bytes = mean_of(output);
     layers.push_back(
         layer_entry("block", fwd, bwd, memory(block_params / traced, mean), flops, options.blocks));
   } else {
