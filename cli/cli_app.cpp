@@ -551,10 +551,15 @@ void add_calibrate(CLI::App& app, Commands& c) {
   cal->add_option("--plan", c.calibrate_plan, "the plan that was replayed (with --from-replay)");
   cal->add_option(
       "--from-trace", c.calibrate_from_trace,
-      "refit the GEMM efficiency from a PyTorch profiler trace's GEMMs (Kineto JSON, plain or .gz, "
-      "recorded with record_shapes) instead of measuring; --base defaults to the trace's GPU");
+      "refit the GEMM efficiency and the streaming rate from a PyTorch profiler trace's GEMMs and "
+      "element-wise ops (Kineto JSON, plain or .gz, recorded with record_shapes) instead of measuring; "
+      "--base defaults to the trace's GPU");
   cal->add_option("--dtype", c.calibrate_dtype, "the dtype the traced GEMMs ran in (with --from-trace)")
       ->capture_default_str();
+  cal->add_option(
+      "--framework", c.calibrate_framework,
+      "the framework (name or file) that ran the trace, with --from-trace: its element-wise kernels' "
+      "share of the streaming rate (default: megatron-core, the full rate)");
   cal->add_flag("--replay-host", c.calibrate_replay_host,
                 "write the profile of the host replay backend instead: one plan stream's thread as a GPU "
                 "(its FMA, memcpy and Adam rates), to predict what replay --backend host measures");
@@ -852,9 +857,9 @@ int dispatch(CLI::App& app, Commands& c, bool no_arguments) {
   }
   if (c.cal->parsed()) {
     if (!c.calibrate_from_trace.empty())
-      return pipesim::cli::run_calibrate_from_trace(c.calibrate_from_trace,
-                                                    c.calibrate_base->count() > 0 ? c.calibrate.base : "",
-                                                    c.calibrate.out, c.calibrate.name, c.calibrate_dtype);
+      return pipesim::cli::run_calibrate_from_trace(
+          c.calibrate_from_trace, c.calibrate_base->count() > 0 ? c.calibrate.base : "", c.calibrate.out,
+          c.calibrate.name, c.calibrate_dtype, c.calibrate_framework);
     if (!c.calibrate_from_replay.empty()) {
       const std::string name = !c.calibrate.name.empty()
                                    ? c.calibrate.name

@@ -10,6 +10,8 @@
 #include "pipesim/sim/core/json_text.hpp"
 #include "pipesim/sim/core/output_file.hpp"
 #include "pipesim/sim/hardware/hardware.hpp"
+#include "pipesim/sim/job/framework.hpp"
+#include "pipesim/sim/workload/kernel_composition.hpp"
 #include "pipesim/trace_import/execution_trace.hpp"
 #include "pipesim/trace_import/kineto_trace.hpp"
 #include "pipesim/trace_import/saved_activations.hpp"
@@ -84,7 +86,10 @@ int run_import_trace(const ImportTraceOptions& o) {
 }
 
 int run_calibrate_from_trace(const std::string& trace_file, const std::string& base, const std::string& out,
-                             const std::string& name, const std::string& dtype) {
+                             const std::string& name, const std::string& dtype,
+                             const std::string& framework) {
+  const sim::Framework ran = sim::load_framework(framework.empty() ? "megatron-core" : framework);
+  const double share = ran.kernels ? ran.kernels->elementwise_efficiency : 1.0;
   const trace_import::KinetoTrace trace = trace_import::read_kineto_trace(trace_file);
   std::string base_name = base;
   if (base_name.empty()) base_name = calibrate::base_for_gpu(trace.device);
@@ -93,7 +98,7 @@ int run_calibrate_from_trace(const std::string& trace_file, const std::string& b
   if (!base_hw.gpu.peak_tflops.count(dtype))
     throw sim::InputError(sim::Option{"dtype"}, "", fmt::format("{} has no {} peak", base_hw.name, dtype));
   const trace_import::TraceFit fit = trace_import::fit_profile(
-      trace, base_hw, dtype, name.empty() ? std::filesystem::path(out).stem().string() : name);
+      trace, base_hw, dtype, name.empty() ? std::filesystem::path(out).stem().string() : name, share);
   sim::write_output_file(out, sim::hardware_profile_to_json(fit.profile));
   std::cout << fmt::format("{}: {} on {} (base {})\n", trace_file,
                            trace.device.empty() ? "a GPU" : trace.device, dtype, base_hw.name);

@@ -23,8 +23,9 @@ struct ImportTraceOptions {
 int run_import_trace(const ImportTraceOptions& options);
 
 /// `pipesim calibrate --from-trace TRACE --out FILE`: `base` (empty: the shipped profile of the trace's GPU)
-/// with its GEMM-efficiency curve refit from the trace's GEMMs at `dtype`'s peak.
+/// with its GEMM-efficiency curve refit from the trace's GEMMs at `dtype`'s peak, and its streaming
+/// efficiency from the element-wise ops of `framework` (empty: megatron-core) that ran it.
 int run_calibrate_from_trace(const std::string& trace, const std::string& base, const std::string& out,
-                             const std::string& name, const std::string& dtype);
+                             const std::string& name, const std::string& dtype, const std::string& framework);
 
 }  // namespace pipesim::cli

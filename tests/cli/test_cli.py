@@ -766,6 +766,27 @@ class BadInput(unittest.TestCase):
             self.expect_error(["import-trace", kineto, "--step", "3", "--out", out], kineto, "marks no steps")
             self.expect_error(["import-trace", kineto, "--step", "-1", "--out", out], "--step")
 
+    def test_calibrate_from_trace_with_a_framework(self):
+        """The trace's framework sets the share of the streaming rate its element-wise kernels reach: the same
+        trace fit for hf-transformers (0.88) gives the profile a rate 1 / 0.88 times the one for megatron-core
+        (the full rate); an unknown framework is one line."""
+        trace = os.path.join(SRC, "tests", "validation", "traces", "qwen3-1.7b-4layers.kineto.json.gz")
+        with tempfile.TemporaryDirectory() as d:
+            rates = {}
+            for framework in ("hf-transformers", "megatron-core"):
+                out = os.path.join(d, framework + ".json")
+                rc, stdout, err = run("calibrate", "--from-trace", trace, "--out", out, "--framework", framework)
+                self.assertEqual(rc, 0, err)
+                self.assertIn("streaming efficiency", stdout)
+                with open(out) as f:
+                    gpu = json.load(f)["gpu"]
+                self.assertIn("--from-trace", gpu["sources"]["hbm_efficiency"])
+                rates[framework] = gpu["hbm_efficiency"]
+            self.assertAlmostEqual(rates["hf-transformers"] * 0.88, rates["megatron-core"], places=3)
+            out = os.path.join(d, "x.json")
+            self.expect_error(["calibrate", "--from-trace", trace, "--out", out, "--framework", "nosuch"], "nosuch")
+            self.assertFalse(os.path.exists(out))
+
     def test_unknown_words_are_named_with_the_nearest_valid_one(self):
         self.expect_error(["simulat"], "unknown command 'simulat'", "did you mean 'simulate'?", "valid: simulate,")
         self.expect_error(["import-nothing"], "unknown command 'import-nothing'", "valid:")

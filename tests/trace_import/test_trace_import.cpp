@@ -195,6 +195,105 @@ TEST(TraceImport, GemmEfficiencyFromTheTracesGemms) {
   EXPECT_NE(fit.profile.gpu.sources.at("gemm_efficiency").find("--from-trace"), std::string::npos);
 }
 
+/// A trace of element-wise ops with their shapes and dtypes, one GEMM (fit_profile needs one), on thread 1.
+/// `copies` casts of 4096 x 4096 fp32 into bf16 (100,663,296 B each) run 40 us apiece.
+json streaming_trace(int copies) {
+  json ev = json::array();
+  int corr = 0;
+  auto op = [&](const std::string& name, double ts, double dur, json dims, json types) {
+    ev.push_back({{"ph", "X"},
+                  {"cat", "cpu_op"},
+                  {"name", name},
+                  {"pid", 1},
+                  {"tid", 1},
+                  {"ts", ts},
+                  {"dur", dur},
+                  {"args", {{"Input Dims", dims}, {"Input type", types}}}});
+  };
+  auto launch = [&](double ts, const std::string& kernel, double dur) {
+    ++corr;
+    ev.push_back({{"ph", "X"},
+                  {"cat", "cuda_runtime"},
+                  {"name", "cudaLaunchKernel"},
+                  {"pid", 1},
+                  {"tid", 1},
+                  {"ts", ts},
+                  {"dur", 1},
+                  {"args", {{"correlation", corr}}}});
+    ev.push_back({{"ph", "X"},
+                  {"cat", "kernel"},
+                  {"name", kernel},
+                  {"pid", 0},
+                  {"tid", 7},
+                  {"ts", 1e6 + ts},
+                  {"dur", dur},
+                  {"args", {{"correlation", corr}}}});
+  };
+  const json big = {{4096, 4096}, {4096, 4096}}, cast = {"c10::BFloat16", "float"};
+  const std::string copy_kernel =
+      "void at::native::vectorized_elementwise_kernel<8, bfloat16_copy_kernel_cuda>";
+  double t = 0;
+  for (int i = 0; i < copies; ++i, t += 10) {
+    op("aten::copy_", t, 5, big, cast);
+    launch(t + 1, copy_kernel, 40);
+  }
+  // An add's promoting copy inside it: the kernel is the copy's (the innermost op holding its launch).
+  op("aten::add", t, 8, big, {"float", "c10::BFloat16"});
+  op("aten::copy_", t + 1, 5, big, cast);
+  launch(t + 2, copy_kernel, 40);
+  t += 10;
+  // 1024 x 1024 fp32 plus itself: reads 8 MiB, writes 4 MiB; under 16 MiB, timed but not rated.
+  op("aten::add", t, 5, {{1024, 1024}, {1024, 1024}}, {"float", "float"});
+  launch(t + 1, "void at::native::vectorized_elementwise_kernel<4, CUDAFunctor_add<float>>", 6);
+  t += 10;
+  // Two kernels, a GEMM's kernel and a dtype not known here: none timed.
+  op("aten::mul_", t, 5, big, {"float", "float"});
+  launch(t + 1, "void at::native::vectorized_elementwise_kernel<4, MulFunctor<float>>", 30);
+  launch(t + 2, "void at::native::vectorized_elementwise_kernel<4, MulFunctor<float>>", 30);
+  t += 10;
+  op("aten::copy_", t, 5, big, cast);
+  launch(t + 1, "nvjet_sm90_tst_128x128", 40);
+  t += 10;
+  op("aten::copy_", t, 5, big, {"c10::complex<float>", "float"});
+  launch(t + 1, copy_kernel, 40);
+  t += 10;
+  op("aten::mm", t, 5, {{64, 64}, {64, 64}}, {"float", "float"});
+  launch(t + 1, "nvjet_sm90_tst_128x128", 10);
+  return {{"traceEvents", ev}};
+}
+
+TEST(TraceImport, StreamingRateFromTheTracesElementwiseOps) {
+  const KinetoTrace trace = parse(streaming_trace(8).dump());
+  // Recorded: the copies (8 + the nested one + the GEMM-launching one), both adds, the mul_; not the complex
+  // copy.
+  EXPECT_EQ(trace.streaming.size(), 13u);
+  const std::vector<StreamingTiming> t = streaming_timings(trace);
+  ASSERT_EQ(t.size(), 10u);  // the 8 casts, the nested cast, the small add
+  const double cast_bytes = 4096.0 * 4096 * (2 + 4);
+  int casts = 0;
+  for (const StreamingTiming& s : t) {
+    if (s.bytes == cast_bytes && s.gpu_us == 40) ++casts;
+    if (s.bytes != cast_bytes) {
+      EXPECT_DOUBLE_EQ(s.bytes, 1024.0 * 1024 * 4 * 3);
+      EXPECT_DOUBLE_EQ(s.gpu_us, 6);
+    }
+  }
+  EXPECT_EQ(casts, 9);
+  // 9 casts of 100,663,296 B in 40 us each: 2,516.58 GB/s. Through a framework whose element-wise kernels
+  // reach 0.88 of the GPU's rate, on a GPU of 3,350 GB/s: an efficiency of 2,516.58 / (3,350 x 0.88).
+  const sim::HardwareProfile base = sim::load_hardware_profile("h100-sxm-8x");
+  const TraceFit fit = fit_profile(trace, base, "bf16", "fitted", 0.88);
+  EXPECT_EQ(fit.streaming_ops, 9);
+  EXPECT_NEAR(fit.streaming_GBps, cast_bytes / 40e-6 / 1e9, 1e-9);
+  EXPECT_NEAR(fit.profile.gpu.hbm_efficiency, cast_bytes / 40e-6 / 1e9 / (base.gpu.hbm_GBps * 0.88), 1e-12);
+  EXPECT_NE(fit.profile.gpu.sources.at("hbm_efficiency").find("--from-trace"), std::string::npos);
+  // Seven rated ops are too few (8 needed): the base profile's rate stays.
+  const TraceFit few = fit_profile(parse(streaming_trace(6).dump()), base, "bf16", "fitted", 0.88);
+  EXPECT_EQ(few.streaming_ops, 0);
+  EXPECT_EQ(few.profile.gpu.hbm_efficiency, base.gpu.hbm_efficiency);
+  EXPECT_EQ(few.profile.gpu.sources.at("hbm_efficiency"), base.gpu.sources.at("hbm_efficiency"));
+}
+
 std::string error_of(const std::string& text) {
   try {
     profile_step(parse(text));

@@ -1,5 +1,6 @@
 #include "pipesim/trace_import/kineto_trace.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <string_view>
 #include <unordered_map>
@@ -26,7 +27,27 @@ struct EventFields {
   std::int64_t correlation = -1, sequence = -1;
   std::vector<std::vector<std::int64_t>> input_dims;  ///< args."Input Dims", one list per input
   std::vector<std::string> concrete;                  ///< args."Concrete Inputs" (scalars as text)
+  std::vector<std::string> input_types;               ///< args."Input type", one per input
 };
+
+/// Bytes an element of a recorded dtype takes ("Input type" as PyTorch's profiler writes it); 0 for one not
+/// known here.
+std::int64_t dtype_bytes(std::string_view type) {
+  static const std::unordered_map<std::string_view, std::int64_t> sizes = {{"double", 8},
+                                                                           {"long int", 8},
+                                                                           {"float", 4},
+                                                                           {"int", 4},
+                                                                           {"c10::BFloat16", 2},
+                                                                           {"c10::Half", 2},
+                                                                           {"short int", 2},
+                                                                           {"bool", 1},
+                                                                           {"unsigned char", 1},
+                                                                           {"signed char", 1},
+                                                                           {"c10::Float8_e4m3fn", 1},
+                                                                           {"c10::Float8_e5m2", 1}};
+  const auto it = sizes.find(type);
+  return it == sizes.end() ? 0 : it->second;
+}
 
 /// A tensor's elements from its recorded dimensions; 0 for a shape of no real tensor (a dimension below 1, or
 /// beyond 2^40 elements, a thousand times the largest weight trained).
@@ -60,6 +81,8 @@ class TraceHandler : public nlohmann::json_sax<nlohmann::json> {
     if (in_devices_ && depth_ == 3 && key_ == "name" && out_.device.empty()) out_.device = v;
     if (in_event() && depth_ == 5 && key_ == "args" && arg_ == "Concrete Inputs" && ev_.concrete.size() < 16)
       ev_.concrete.push_back(v);
+    if (in_event() && depth_ == 5 && key_ == "args" && arg_ == "Input type" && ev_.input_types.size() < 16)
+      ev_.input_types.push_back(v);
     if (in_event() && depth_ == 3) {
       if (key_ == "ph")
         ev_.ph = v;
@@ -173,6 +196,9 @@ class TraceHandler : public nlohmann::json_sax<nlohmann::json> {
     if (!gpu && !launch && !spans) return;
     if (!ev_.has_ts) fail("ts", "missing; a complete event (ph X) needs its start");
     if (!ev_.has_dur) fail("dur", "missing; a complete event (ph X) needs its duration");
+    if (cat == "cpu_op")
+      if (const std::int64_t bytes = streaming_bytes(); bytes > 0)
+        out_.streaming.push_back({ev_.tid, ev_.ts, ev_.dur, bytes});
     if (gpu) {
       if (ev_.correlation < 0) return;  // not launched from a traced call (a profiler's own activity)
       GpuActivity a;
@@ -203,6 +229,34 @@ class TraceHandler : public nlohmann::json_sax<nlohmann::json> {
       const bool backward = ev_.name.rfind("autograd::engine::evaluate_function", 0) == 0;
       out_.autograd.push_back({ev_.sequence, ev_.tid, ev_.ts, ev_.dur, backward});
     }
+  }
+
+  /// The bytes an element-wise cpu_op moves (StreamingOp), from its recorded shapes and dtypes; 0 for any
+  /// other op, or one with a tensor operand of a dtype not known here.
+  std::int64_t streaming_bytes() const {
+    const std::string_view name = ev_.name;
+    const bool copy = name == "aten::copy_";
+    const bool in_place =
+        name == "aten::add_" || name == "aten::sub_" || name == "aten::mul_" || name == "aten::div_";
+    const bool out_of_place =
+        name == "aten::add" || name == "aten::sub" || name == "aten::mul" || name == "aten::div";
+    if (!copy && !in_place && !out_of_place) return 0;
+    constexpr std::int64_t kMaxBytes = std::int64_t{1} << 50;
+    std::int64_t read = 0, first = 0, widest = 0, largest = 0;
+    for (std::size_t i = 0; i < ev_.input_dims.size(); ++i) {
+      const std::int64_t n = elements(ev_.input_dims[i]);
+      if (n == 0) continue;  // a scalar, or no tensor
+      const std::int64_t size = i < ev_.input_types.size() ? dtype_bytes(ev_.input_types[i]) : 0;
+      if (size == 0) return 0;
+      read += n * size;
+      if (read > kMaxBytes) return 0;
+      if (i == 0) first = n * size;
+      widest = std::max(widest, size);
+      largest = std::max(largest, n);
+    }
+    if (first == 0) return 0;
+    if (copy) return read > first ? read : 0;  // the destination written, the source read
+    return read + (in_place ? first : largest * widest);
   }
 
   /// The weight a cpu_op reads, from its recorded input shapes: linear (input, weight, bias), embedding

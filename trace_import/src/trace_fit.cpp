@@ -31,6 +31,42 @@ double median(std::vector<double> v) {
 
 }  // namespace
 
+namespace {
+
+/// The streaming efficiency from the trace's element-wise ops, into `fit` (or a note why not).
+void fit_streaming(const KinetoTrace& trace, double elementwise_share, TraceFit& fit) {
+  double bytes = 0, us = 0;
+  for (const StreamingTiming& t : streaming_timings(trace))
+    if (t.bytes >= kStreamingMinBytes) {
+      bytes += t.bytes;
+      us += t.gpu_us;
+      ++fit.streaming_ops;
+    }
+  auto& gpu = fit.profile.gpu;
+  if (fit.streaming_ops < kStreamingMinOps) {
+    fit.notes.push_back(fmt::format(
+        "streaming rate kept from the base profile: {} element-wise ops of {} MiB or more with their shapes "
+        "and one kernel each (casts, copies, adds, multiplies), {} needed",
+        fit.streaming_ops, kStreamingMinBytes / (1 << 20), kStreamingMinOps));
+    fit.streaming_ops = 0;
+    return;
+  }
+  fit.streaming_GBps = bytes / us / 1e3;
+  gpu.hbm_efficiency = std::clamp(fit.streaming_GBps / (gpu.hbm_GBps * elementwise_share), 0.01, 1.0);
+  gpu.sources["hbm_efficiency"] = fmt::format(
+      "{} element-wise ops of the PyTorch profiler trace {} ({}) moved {:.3g} GB in {:.4g} ms: {:.0f} GB/s, "
+      "where the framework's element-wise kernels reach {:g} of the GPU's streaming rate; over hbm_GBps {:g} "
+      "(pipesim calibrate --from-trace)",
+      fit.streaming_ops, trace.file, trace.device.empty() ? "GPU unnamed" : trace.device, bytes / 1e9,
+      us / 1e3, fit.streaming_GBps, elementwise_share, gpu.hbm_GBps);
+  fit.notes.push_back(fmt::format(
+      "streaming efficiency {:.3f} from {} element-wise ops: {:.0f} GB/s, over {:g} GB/s and the framework's "
+      "share {:g}",
+      gpu.hbm_efficiency, fit.streaming_ops, fit.streaming_GBps, gpu.hbm_GBps, elementwise_share));
+}
+
+}  // namespace
+
 std::vector<GemmTiming> gemm_timings(const KinetoTrace& trace) {
   // Each thread's GEMM ops by start; one inside another (a linear's addmm) is the outer one's.
   std::unordered_map<std::int64_t, std::vector<const WeightUse*>> by_thread;
@@ -75,8 +111,57 @@ std::vector<GemmTiming> gemm_timings(const KinetoTrace& trace) {
   return out;
 }
 
+std::vector<StreamingTiming> streaming_timings(const KinetoTrace& trace) {
+  std::unordered_map<std::int64_t, std::vector<const StreamingOp*>> by_thread;
+  for (const StreamingOp& op : trace.streaming) by_thread[op.tid].push_back(&op);
+  for (auto& [tid, ops] : by_thread)
+    std::stable_sort(ops.begin(), ops.end(),
+                     [](const StreamingOp* a, const StreamingOp* b) { return a->ts < b->ts; });
+  // The innermost op holding a launch: the latest to start before it, or one holding that one (an add's
+  // dtype-promoting copy_ inside the add); a few steps back suffice for ops nested that shallow.
+  auto holder = [&](const Launch& l) -> const StreamingOp* {
+    const auto ops = by_thread.find(l.tid);
+    if (ops == by_thread.end()) return nullptr;
+    const auto& v = ops->second;
+    auto it = std::upper_bound(v.begin(), v.end(), l.ts,
+                               [](double t, const StreamingOp* op) { return t < op->ts; });
+    for (int back = 0; back < 4 && it != v.begin(); ++back) {
+      --it;
+      if (l.ts <= (*it)->ts + (*it)->dur) return *it;
+    }
+    return nullptr;
+  };
+  struct Kernels {
+    int count = 0;
+    bool streaming = true;
+    double gpu_us = 0;
+  };
+  std::unordered_map<const StreamingOp*, Kernels> kernels;
+  std::unordered_map<std::int64_t, const Launch*> launch_of;
+  for (const Launch& l : trace.launches) launch_of.emplace(l.correlation, &l);
+  for (const GpuActivity& a : trace.gpu) {
+    const auto l = launch_of.find(a.correlation);
+    if (l == launch_of.end()) continue;
+    const StreamingOp* op = holder(*l->second);
+    if (op == nullptr) continue;
+    Kernels& k = kernels[op];
+    const KernelClass c = classify_kernel(trace.names[static_cast<std::size_t>(a.name)]);
+    ++k.count;
+    k.streaming = k.streaming && a.kind == GpuActivity::Kind::kKernel &&
+                  (c == KernelClass::kElementwise || c == KernelClass::kCopy);
+    k.gpu_us += a.dur;
+  }
+  std::vector<StreamingTiming> out;
+  for (const StreamingOp& op : trace.streaming) {
+    const auto k = kernels.find(&op);
+    if (k != kernels.end() && k->second.count == 1 && k->second.streaming && k->second.gpu_us > 0)
+      out.push_back({static_cast<double>(op.bytes), k->second.gpu_us});
+  }
+  return out;
+}
+
 TraceFit fit_profile(const KinetoTrace& trace, const sim::HardwareProfile& base, const std::string& dtype,
-                     const std::string& name) {
+                     const std::string& name, double elementwise_share) {
   const std::vector<GemmTiming> gemms = gemm_timings(trace);
   if (gemms.empty())
     throw sim::InputError(
@@ -104,10 +189,10 @@ TraceFit fit_profile(const KinetoTrace& trace, const sim::HardwareProfile& base,
       base.gpu.sources.count("gemm_efficiency") ? base.gpu.sources.at("gemm_efficiency") : base.name);
   fit.notes.push_back(fmt::format("GEMM efficiency from {} GEMMs at {} sizes, {:g} to {:g} GFLOP", fit.gemms,
                                   by_size.size(), lo, hi));
+  fit_streaming(trace, elementwise_share, fit);
   fit.notes.push_back(
-      "kept from the base profile: element-wise streaming rate, launch overhead and everything else (a "
-      "profiled "
-      "trace's CPU times are the profiler's, and its element-wise kernels' bytes are not recorded)");
+      "kept from the base profile: launch overhead and everything else (a profiled trace's CPU times are the "
+      "profiler's)");
   return fit;
 }
 

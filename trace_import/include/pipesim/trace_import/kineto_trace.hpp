@@ -1,8 +1,9 @@
 // A PyTorch profiler trace (Kineto's chrome-trace JSON, plain or gzip) reduced, as it streams in, to what an
 // import needs: the nn.Module and optimizer spans of the CPU threads, the autograd ops that link a backward
 // to its forward (their sequence numbers), the CUDA launches and the GPU activity they caused (kernels,
-// copies, fills), joined by correlation id. Everything else (arguments, shapes, Python frames) is skipped
-// while parsing, so memory grows with those events only, not with the file.
+// copies, fills), joined by correlation id, and the shapes of the GEMM and element-wise ops a fit reads.
+// Everything else (other arguments and shapes, Python frames) is skipped while parsing, so memory grows with
+// those events only, not with the file.
 #pragma once
 
 #include <cstdint>
@@ -47,6 +48,16 @@ struct WeightUse {
   bool aligned = true;
 };
 
+/// An element-wise op whose bytes its recorded shapes and dtypes (record_shapes=True) tell exactly:
+/// aten::copy_ (reads the source, writes the destination: every cast and contiguous copy), the out-of-place
+/// add, sub, mul and div (read their tensor operands, write one of the broadcast shape in the widest of
+/// their dtypes) and the in-place add_, sub_, mul_ and div_ (read their operands, write the first).
+struct StreamingOp {
+  std::int64_t tid = 0;
+  TraceTime ts = 0, dur = 0;
+  std::int64_t bytes = 0;
+};
+
 /// A CUDA runtime or driver call that put work on the GPU.
 struct Launch {
   std::int64_t correlation = 0;
@@ -71,6 +82,7 @@ struct KinetoTrace {
   std::vector<CpuSpan> steps;      ///< ProfilerStep#N spans: the steps torch.profiler's schedule recorded
   std::vector<AutogradOp> autograd;
   std::vector<WeightUse> weights;
+  std::vector<StreamingOp> streaming;
   std::vector<Launch> launches;
   std::vector<GpuActivity> gpu;
   std::vector<std::string> names;  ///< distinct GPU activity names
