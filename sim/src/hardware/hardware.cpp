@@ -81,9 +81,14 @@ std::int64_t HardwareProfile::gpu_slot(std::int64_t rank, int tp) const {
   return used == domain ? rank : rank / used * domain + rank % used;
 }
 
+const std::vector<CurvePoint>& HardwareProfile::gemm_curve(const std::string& dtype) const {
+  const auto own = gpu.gemm_efficiency_by_dtype.find(dtype);
+  return own == gpu.gemm_efficiency_by_dtype.end() ? gpu.gemm_efficiency : own->second;
+}
+
 std::int64_t HardwareProfile::compute_ns(double flops, double gemm_gflop, std::int32_t kernels,
                                          const std::string& dtype) const {
-  const double eff = interpolate_log_x(gpu.gemm_efficiency, std::max(gemm_gflop, 1e-12));
+  const double eff = interpolate_log_x(gemm_curve(dtype), std::max(gemm_gflop, 1e-12));
   return duration_for_work(flops, peak_flops(dtype) * std::max(eff, 1e-6)) + gpu.launch_overhead * kernels;
 }
 
@@ -184,6 +189,27 @@ json curve_json(const std::vector<CurvePoint>& c, const char* xkey, const char* 
   return a;
 }
 
+/// `gemm_efficiency_by_dtype`: {"DTYPE": [{"gemm_gflop", "efficiency"}, ...]}, each a dtype the profile has
+/// a peak for.
+std::map<std::string, std::vector<CurvePoint>> read_dtype_curves(JsonObject& g,
+                                                                 const std::map<std::string, double>& peaks) {
+  std::map<std::string, std::vector<CurvePoint>> out;
+  const json* v = g.raw_optional("gemm_efficiency_by_dtype");
+  if (!v) return out;
+  if (!v->is_object() || v->empty())
+    g.fail("gemm_efficiency_by_dtype", "expected an object of dtypes, each a curve like gemm_efficiency");
+  JsonObject curves(*v, g.file(), g.path_of("gemm_efficiency_by_dtype"));
+  std::string valid;
+  for (const auto& [dtype, peak] : peaks) valid += (valid.empty() ? "" : ", ") + dtype;
+  for (const auto& item : v->items()) {
+    if (!peaks.count(item.key()))
+      curves.fail(item.key(), fmt::format("no peak_tflops for this dtype; valid: {}", valid));
+    out[item.key()] = read_curve(curves, item.key(), "gemm_gflop", "efficiency", 1.0, true);
+  }
+  curves.finish();
+  return out;
+}
+
 /// `attention_kernels`: {"NAME": {"source": "...", "points": [{"head_dim", "seq", "forward_tflops",
 /// "backward_tflops"}, ...]}}, the points by head dimension, then sequence, increasing.
 std::map<std::string, AttentionKernelRates> read_attention_kernels(JsonObject& g) {
@@ -252,6 +278,7 @@ void read_gpu(JsonObject& r, GpuSpec& gpu) {
   gpu.collective_compute_slowdown = g.number_or("collective_compute_slowdown", 0, 0, 4.0);
   gpu.launch_overhead = duration_from_us(g.number("launch_overhead_us", 0, 1e4));
   gpu.gemm_efficiency = read_curve(g, "gemm_efficiency", "gemm_gflop", "efficiency", 1.0, true);
+  gpu.gemm_efficiency_by_dtype = read_dtype_curves(g, gpu.peak_tflops);
   gpu.board_W = g.number_or("board_W", 0, 0, 1e4);
   gpu.speed_cv = g.number_or("speed_cv", 0, 0, kMaxSpeedCv);
   gpu.runtime_reserved_bytes = g.has("runtime_reserved_bytes")
@@ -267,8 +294,8 @@ void read_gpu(JsonObject& r, GpuSpec& gpu) {
   }
   gpu.sources = read_sources(
       g, {"model", "peak_tflops", "hbm_bytes", "hbm_GBps", "hbm_efficiency", "unfused_attention_efficiency",
-          "collective_compute_slowdown", "launch_overhead_us", "gemm_efficiency", "board_W",
-          "unaligned_gemm_tflops", "runtime_reserved_bytes", "speed_cv"});
+          "collective_compute_slowdown", "launch_overhead_us", "gemm_efficiency", "gemm_efficiency_by_dtype",
+          "board_W", "unaligned_gemm_tflops", "runtime_reserved_bytes", "speed_cv"});
   g.finish();
 }
 
@@ -480,6 +507,8 @@ std::string hardware_profile_to_json(const HardwareProfile& hw) {
   if (hw.gpu.unaligned_gemm.forward_tflops > 0)
     g["unaligned_gemm_tflops"] = {{"forward", hw.gpu.unaligned_gemm.forward_tflops},
                                   {"backward", hw.gpu.unaligned_gemm.backward_tflops}};
+  for (const auto& [dtype, curve] : hw.gpu.gemm_efficiency_by_dtype)
+    g["gemm_efficiency_by_dtype"][dtype] = curve_json(curve, "gemm_gflop", "efficiency");
   if (!hw.gpu.attention_kernels.empty())
     g["attention_kernels"] = attention_kernels_json(hw.gpu.attention_kernels);
   write_sources(g, hw.gpu.sources);

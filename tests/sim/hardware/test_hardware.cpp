@@ -1,3 +1,5 @@
+#include <cmath>
+
 #include <gtest/gtest.h>
 
 #include "test_helpers.hpp"
@@ -47,6 +49,33 @@ TEST(Hardware, StrictSchema) {
   // Each GPU on its own root port: the second "switch" names GPU 0 again.
   twice.replace(twice.find("[\n          1\n"), 13, "[\n          0\n");
   EXPECT_NE(err(twice).find("GPU 0 is already under switch 0"), std::string::npos) << err(twice);
+}
+
+TEST(Hardware, FP8GemmsRunOnTheirOwnMeasuredCurve) {
+  // h100-sxm-8x holds Azure's FP8 cuBLASLt measurement: 8192^3 (1,099.5 GFLOP) at 1,290.1 TFLOP/s of the
+  // 1,979 FP8 peak. A GEMM of that size in FP8 takes its FLOPs over that rate; in bf16 it stays on the
+  // shared curve (0.75 of 989 from 1,000 GFLOP).
+  const HardwareProfile h100 = load_hardware_profile("h100-sxm-8x");
+  const double gflop = 2.0 * 8192 * 8192 * 8192 / 1e9;
+  EXPECT_NEAR(interpolate_log_x(h100.gemm_curve("fp8"), gflop), 1290.1 / 1979, 1e-4);
+  EXPECT_EQ(&h100.gemm_curve("bf16"), &h100.gpu.gemm_efficiency);
+  const double fp8_ns = static_cast<double>(h100.compute_ns(gflop * 1e9, gflop, 0, "fp8"));
+  EXPECT_NEAR(fp8_ns, gflop * 1e9 / 1290.1e12 * 1e9, fp8_ns * 1e-4);
+  EXPECT_EQ(h100.compute_ns(gflop * 1e9, gflop, 0, "bf16"),
+            static_cast<std::int64_t>(std::ceil(gflop * 1e9 / (989e12 * 0.75) * 1e9)));
+  // A curve for a dtype the profile has no peak for, and one without a source, are one line each.
+  nlohmann::json j = nlohmann::json::parse(hardware_profile_to_json(h100));
+  auto err = [](const nlohmann::json& p) {
+    return testing::error_of([&] { parse_hardware_profile(p.dump(), "hw.json"); });
+  };
+  j["gpu"]["gemm_efficiency_by_dtype"]["fp4"] = j["gpu"]["gemm_efficiency_by_dtype"]["fp8"];
+  EXPECT_NE(
+      err(j).find("hw.json: /gpu/gemm_efficiency_by_dtype/fp4: no peak_tflops for this dtype; valid: bf16"),
+      std::string::npos)
+      << err(j);
+  j["gpu"]["gemm_efficiency_by_dtype"].erase("fp4");
+  j["gpu"]["sources"].erase("gemm_efficiency_by_dtype");
+  EXPECT_NE(err(j).find("/gpu/sources/gemm_efficiency_by_dtype"), std::string::npos) << err(j);
 }
 
 TEST(Hardware, WhatTheRuntimeHoldsIsMeasuredAndLeavesRoomForTensors) {

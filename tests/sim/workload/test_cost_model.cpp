@@ -349,13 +349,13 @@ TEST(CostModel, SeparateBiasKernelsAndTwoPassNormsByHand) {
       model_layer_costs(m, sp_two).back().bwd_mem_bytes - model_layer_costs(m, sp_one).back().bwd_mem_bytes,
       4 * E / 2);
 
-  // Time on an A100 (2039 GB/s at 85 %): both together add 147,456 + 65,536 bytes to the block's backward,
-  // ceil(212,992 / 1733.15 GB/s) = 123 ns.
+  // Time on an A100 (2039 GB/s at 79 %): both together add 147,456 + 65,536 bytes to the block's backward,
+  // ceil(212,992 / 1610.81 GB/s) = 133 ns.
   const HardwareProfile hw = load_hardware_profile("a100-80g-sxm-8x");
   o.bias_kernels = BiasKernels::kSeparate;
   const LayerCost both = model_layer_costs(m, o)[1];
   EXPECT_EQ(both.bwd_mem_bytes - base.bwd_mem_bytes, 212'992);
-  EXPECT_EQ(hw.memory_ns(both.bwd_mem_bytes - base.bwd_mem_bytes), 123);
+  EXPECT_EQ(hw.memory_ns(both.bwd_mem_bytes - base.bwd_mem_bytes), 133);
   EXPECT_EQ(parse_bias_kernels("separate"), BiasKernels::kSeparate);
   EXPECT_EQ(parse_norm_backward("two-pass"), NormBackward::kTwoPass);
   EXPECT_THROW(parse_bias_kernels("epilogue"), InputError);
@@ -460,12 +460,12 @@ TEST(CostModel, ScoreGemmsTakeTheLongerOfTheirFlopsAndTheirScoreBytes) {
 }
 
 TEST(CostModel, ScoreKernelsRunAtTheUnfusedAttentionBandwidth) {
-  // A100: 2039 GB/s; streaming kernels at 85 % of it, unfused attention's score kernels at 62 %
+  // A100: 2039 GB/s; streaming kernels at 79 % of it, unfused attention's score kernels at 62 %
   // (FlashAttention's measurement of standard attention): 1 GB takes ceil(1e9 / 1264.18 GB/s) = 791,027 ns,
-  // not 576,985.
+  // not ceil(1e9 / 1610.81 GB/s) = 620,806.
   HardwareProfile hw = load_hardware_profile("a100-80g-sxm-8x");
   ASSERT_DOUBLE_EQ(hw.gpu.unfused_attention_efficiency, 0.62);
-  EXPECT_EQ(hw.memory_ns(1'000'000'000), 576'985);
+  EXPECT_EQ(hw.memory_ns(1'000'000'000), 620'806);
   EXPECT_EQ(hw.score_memory_ns(1'000'000'000), 791'027);
   // Of an op's memory-bound bytes, the score share takes the slower rate; the rest the streaming one.
   const std::int64_t mem = 3'000'000'000, scores = 1'000'000'000;

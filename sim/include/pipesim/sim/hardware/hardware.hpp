@@ -40,7 +40,11 @@ struct GpuSpec {
   Duration launch_overhead = 0;  ///< per kernel launch (`launch_overhead_us` in the file)
   /// GEMM efficiency (fraction of peak) against the work of one GEMM in GFLOP.
   std::vector<CurvePoint> gemm_efficiency;  ///< x = gemm_gflop, y = efficiency
-  double board_W = 0;                       ///< rated board power (TDP), for energy estimates; 0: unknown
+  /// A dtype's own GEMM efficiency against its own peak, where it was measured apart: FP8 GEMMs do twice
+  /// the work of bf16's per clock and run into the board's power limit sooner, so they reach a smaller share
+  /// of their peak. A dtype not here uses gemm_efficiency.
+  std::map<std::string, std::vector<CurvePoint>> gemm_efficiency_by_dtype;
+  double board_W = 0;  ///< rated board power (TDP), for energy estimates; 0: unknown
   /// What a training process holds on the GPU beyond its tensors (the CUDA context, cuBLAS's handle and
   /// workspace, NCCL's first communicator), measured; the tensors fit in hbm_bytes less this. 0: not
   /// measured.
@@ -181,6 +185,8 @@ struct HardwareProfile {
   double staged_GBps(int senders) const;
 
   double peak_flops(const std::string& dtype) const;  ///< FLOP/s
+  /// The GEMM efficiency curve of `dtype`: its own where the profile has one, else gemm_efficiency.
+  const std::vector<CurvePoint>& gemm_curve(const std::string& dtype) const;
   /// GPU memory for a job's tensors: hbm_bytes less what the runtime holds (runtime_reserved_bytes).
   std::int64_t gpu_tensor_capacity() const { return gpu.hbm_bytes - gpu.runtime_reserved_bytes; }
   /// GPU time of `flops` in GEMMs of `gemm_gflop` each, plus `kernels` launches (ns, rounded up).
