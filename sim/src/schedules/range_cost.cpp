@@ -113,6 +113,7 @@ RangeCost range_cost(const std::vector<LayerCost>& layers, std::int32_t begin, s
     // A tied embedding and head on one stage share one matrix.
     r.param_bytes += l.param_bytes - (begin == 0 ? l.tied_copy_bytes : 0);
     r.grad_buffer_bytes += l.grad_buffer_bytes;
+    r.fp8_weight_bytes += l.fp8_weight_bytes;
     r.step_grad_bytes += l.step_grad_bytes;
     r.params += (l.params + tp - 1) / tp;
     r.trainable += (l.trainable_params + tp - 1) / tp;

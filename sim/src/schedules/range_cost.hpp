@@ -89,6 +89,7 @@ struct RangeCost {
   std::int32_t ep_alltoalls = 0;
   std::int64_t param_bytes = 0;        ///< weights, gradients and optimizer state on the GPU
   std::int64_t grad_buffer_bytes = 0;  ///< of param_bytes, a framework's extra gradient buffer
+  std::int64_t fp8_weight_bytes = 0;   ///< of param_bytes, the FP8 weight copies a step keeps
   std::int64_t step_grad_bytes = 0;    ///< of param_bytes, gradients made by the backward, freed by the step
   std::int64_t params = 0;             ///< all weights
   std::int64_t trainable = 0;          ///< parameters the optimizer updates

@@ -401,6 +401,11 @@ LayerCost block_cost(const LayerShape& x, const BlockConstants& k, std::int64_t 
   c.params = held;
   c.trainable_params = x.lora ? k.lora_params : held;
   c.param_bytes = x.resident(held, c.trainable_params);
+  if (o.fp8) {
+    const std::int64_t linear = held - 2 * x.h - (m.is_moe() ? x.h * m.num_experts : 0);  // not norms, router
+    c.fp8_weight_bytes = fp8_weight_cache_bytes(ceil_div(linear, x.t), o.fp8_recipe);
+    c.param_bytes += c.fp8_weight_bytes;
+  }
   if (x.lora) {
     // Adapters: x A (r) then B (out) beside each frozen matrix; frozen weights get no weight gradient.
     const double adapter = 2.0 * x.tokens * static_cast<double>(k.lora_params);

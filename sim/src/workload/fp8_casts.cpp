@@ -34,4 +34,8 @@ Fp8CastTraffic fp8_cast_traffic(const ModelSpec& m, const CostOptions& o) {
   return c;
 }
 
+std::int64_t fp8_weight_cache_bytes(std::int64_t weights, Fp8Recipe recipe) {
+  return 2 * weights + (recipe == Fp8Recipe::kMxfp8 ? 2 * ceil_div(weights, 32) : 0);
+}
+
 }  // namespace pipesim::sim

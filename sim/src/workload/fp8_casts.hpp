@@ -25,4 +25,12 @@ struct Fp8CastTraffic {
 /// projections; the backward the output gradients of all four.
 Fp8CastTraffic fp8_cast_traffic(const ModelSpec& m, const CostOptions& o);
 
+/// The FP8 copies of `weights` linear weight elements (one rank's) that stay on the GPU through a step: a
+/// Transformer Engine linear told which microbatch is the step's first (Megatron-Core's TELinear passes
+/// is_first_microbatch unless disable_parameter_transpose_cache) quantizes its weight on that one and keeps
+/// the result in its weight workspace for the others (transformer_engine/pytorch/module/base.py
+/// quantize_weight, `cache`), rowwise for the forward and columnwise for the input gradient: 2 B an element,
+/// and MXFP8's E8M0 scale of every 32 elements in each direction (2/32 B more).
+std::int64_t fp8_weight_cache_bytes(std::int64_t weights, Fp8Recipe recipe);
+
 }  // namespace pipesim::sim

@@ -97,7 +97,9 @@ TEST(Fp8, StepIsFasterButNotTwiceAndMfuStaysBelowPeak) {
   EXPECT_GT(2 * testing::step_ns(fp8), testing::step_ns(bf16));  // attention, head and memory-bound work
   EXPECT_GT(fp8.metrics.mfu, 0);
   EXPECT_LE(fp8.metrics.mfu, 1);
-  EXPECT_EQ(fp8.metrics.peak_gpu_mem_bytes, bf16.metrics.peak_gpu_mem_bytes);  // activations kept 16-bit
+  // Activations are kept 16-bit; the GPU holds the FP8 copies of its stage's linear weights on top: pp 2
+  // puts 16 of the 32 blocks on the first, 16 x 2 B x 218,103,808.
+  EXPECT_EQ(fp8.metrics.peak_gpu_mem_bytes - bf16.metrics.peak_gpu_mem_bytes, 16 * 2 * 218'103'808LL);
   // The plan carries each op's 16-bit share and replays to the same timeline.
   const std::string text = plan_to_json(fp8.plan);
   EXPECT_NE(text.find("\"wide_flops\""), std::string::npos);
@@ -113,6 +115,31 @@ TEST(Fp8, ProfilesWithoutAnFp8PeakRefuseIt) {
       [&] { build_plan(find_schedule("1f1b"), make_schedule_input(j, find_schedule("1f1b"))); });
   EXPECT_NE(e.find("dtype: a100-80g-sxm-8x has no fp8 peak; valid: bf16, fp16, fp32"), std::string::npos)
       << e;
+}
+
+TEST(Fp8, TheStepKeepsEachLinearsFp8WeightCopies) {
+  // Llama-3-8B's block: q/k/v 4096 x (4096 + 2 x 1024), o 4096 x 4096, gate/up/down 3 x 4096 x 14336 =
+  // 218,103,808 linear weights (its two norms' 8,192 are not quantized). Transformer Engine keeps their
+  // rowwise and columnwise FP8 copies through the step: 2 B each, at tp 2 half of them a rank; MXFP8 adds an
+  // E8M0 scale per 32 in each direction.
+  const ModelSpec m = load_model("llama3-8b");
+  const std::int64_t linear = 4096 * (4096 + 2 * 1024) + 4096 * 4096 + 3 * 4096 * 14336;
+  ASSERT_EQ(linear, 218'103'808);
+  CostOptions bf16{1, 8192, 2, Recompute::kNone};
+  const LayerCost base = model_layer_costs(m, bf16)[1];
+  EXPECT_EQ(base.fp8_weight_bytes, 0);
+  for (const auto& [recipe, bytes] : {std::pair{Fp8Recipe::kDelayed, 2 * linear / 2},
+                                      std::pair{Fp8Recipe::kMxfp8, 2 * linear / 2 + 2 * (linear / 2 / 32)}}) {
+    CostOptions o = bf16;
+    o.fp8 = true;
+    o.fp8_recipe = recipe;
+    const auto costs = model_layer_costs(m, o);
+    EXPECT_EQ(costs[1].fp8_weight_bytes, bytes) << static_cast<int>(recipe);
+    EXPECT_EQ(costs[1].param_bytes - base.param_bytes, bytes);
+    // The embedding and the output layer stay 16-bit: no FP8 copy.
+    EXPECT_EQ(costs.front().fp8_weight_bytes, 0);
+    EXPECT_EQ(costs.back().fp8_weight_bytes, 0);
+  }
 }
 
 }  // namespace

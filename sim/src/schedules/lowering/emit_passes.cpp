@@ -87,7 +87,7 @@ std::int64_t Builder::place_weights(const GpuRank& g) {
     trainable += cc.trainable;
     weights += layer_weight_params(cc);
     resident += cc.param_bytes - step_gradients(cc);
-    buffers += cc.grad_buffer_bytes;
+    buffers += cc.grad_buffer_bytes + cc.fp8_weight_bytes;  // kept whole however the state is sharded
   }
   if (in_.sharding.stage != ZeroStage::k0 || offloads()) {
     // Sharded over the data-parallel group and/or offloaded: weights, gradients and Adam state by the ZeRO

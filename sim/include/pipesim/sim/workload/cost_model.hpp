@@ -84,6 +84,9 @@ struct LayerCost {
   /// Of param_bytes, a framework's extra gradient buffer (KernelComposition::grad_buffer_bytes_per_param),
   /// kept whole whatever the data-parallel sharding.
   std::int64_t grad_buffer_bytes = 0;
+  /// Of param_bytes, the FP8 copies of the block's linear weights Transformer Engine keeps from a step's
+  /// first microbatch to its last (fp8_weight_cache_bytes), kept whole whatever the data-parallel sharding.
+  std::int64_t fp8_weight_bytes = 0;
   /// Of param_bytes, the gradients a step makes in its backward and frees after its optimizer step
   /// (PyTorch's zero_grad(set_to_none=True)): absent while the next forward's activations build up.
   std::int64_t step_grad_bytes = 0;
