@@ -295,9 +295,8 @@ Outcome bound_candidate(Candidate& c, const SearchOptions& o, std::string& inval
       return Outcome::kKept;
     }
     PartitionProblem prob = make_partition_problem(in, s, o.max_mem_fraction);
-    // Sharded or offloaded state: each layer's 16 bytes per parameter shrink to what the GPU keeps of them.
-    if (c.job.optimizer_offload || in.sharding.stage != sim::ZeroStage::k0)
-      for (auto& r : prob.resident_bytes) r = sim::sharded_state_bytes(r / 16, r / 16, in.sharding).gpu();
+    // Sharded or offloaded state: each layer keeps on the GPU what the simulator places there.
+    if (c.job.optimizer_offload || in.sharding.stage != sim::ZeroStage::k0) shard_resident_bytes(prob, in);
     // A framework with its own split (nanotron) runs no other: keep it and check that it fits.
     PartitionResult part =
         in.partition_by_framework ? evaluate_partition(prob, in.partition) : optimal_partition(prob);

@@ -8,6 +8,7 @@
 #include <boost/graph/dag_shortest_paths.hpp>
 
 #include "pipesim/sim/core/error.hpp"
+#include "pipesim/sim/workload/sharding.hpp"
 
 namespace pipesim::planner {
 
@@ -241,6 +242,18 @@ PartitionProblem make_partition_problem(const sim::ScheduleInput& in, const sim:
   }
   p.memory_cap = static_cast<std::int64_t>(mem_fraction * static_cast<double>(hw.gpu_tensor_capacity())) / v;
   return p;
+}
+
+void shard_resident_bytes(PartitionProblem& problem, const sim::ScheduleInput& in) {
+  const auto& layers = in.costs.front();
+  const std::int64_t t = in.tp;
+  for (std::size_t l = 0; l < layers.size() && l < problem.resident_bytes.size(); ++l) {
+    const sim::LayerCost& c = layers[l];
+    const std::int64_t trainable = (c.trainable_params + t - 1) / t;
+    const std::int64_t weights = (c.params + t - 1) / t + (in.lora_rank > 0 ? trainable : 0);
+    problem.resident_bytes[l] = sim::sharded_state_bytes(weights, trainable, in.sharding).gpu() +
+                                c.grad_buffer_bytes + c.fp8_weight_bytes;
+  }
 }
 
 }  // namespace pipesim::planner

@@ -52,4 +52,9 @@ std::vector<std::int32_t> parameters_partition(const PartitionProblem& problem);
 PartitionProblem make_partition_problem(const sim::ScheduleInput& in, const sim::ScheduleDescriptor& schedule,
                                         double mem_fraction);
 
+/// With the data-parallel state sharded or offloaded (`in.sharding`): each layer's resident bytes as the
+/// simulator places them, the ZeRO formulas over its weights and trained parameters on one TP rank plus what
+/// stays whole however the state is sharded (a framework's extra gradient buffer, the FP8 weight copies).
+void shard_resident_bytes(PartitionProblem& problem, const sim::ScheduleInput& in);
+
 }  // namespace pipesim::planner
