@@ -198,37 +198,11 @@ TEST(TraceImport, GemmEfficiencyFromTheTracesGemms) {
 /// A trace of element-wise ops with their shapes and dtypes, one GEMM (fit_profile needs one), on thread 1.
 /// `copies` casts of 4096 x 4096 fp32 into bf16 (100,663,296 B each) run 40 us apiece.
 json streaming_trace(int copies) {
-  json ev = json::array();
-  int corr = 0;
+  testing::TraceEvents ev;
   auto op = [&](const std::string& name, double ts, double dur, json dims, json types) {
-    ev.push_back({{"ph", "X"},
-                  {"cat", "cpu_op"},
-                  {"name", name},
-                  {"pid", 1},
-                  {"tid", 1},
-                  {"ts", ts},
-                  {"dur", dur},
-                  {"args", {{"Input Dims", dims}, {"Input type", types}}}});
+    ev.add("cpu_op", name, 1, ts, dur, {{"Input Dims", std::move(dims)}, {"Input type", std::move(types)}});
   };
-  auto launch = [&](double ts, const std::string& kernel, double dur) {
-    ++corr;
-    ev.push_back({{"ph", "X"},
-                  {"cat", "cuda_runtime"},
-                  {"name", "cudaLaunchKernel"},
-                  {"pid", 1},
-                  {"tid", 1},
-                  {"ts", ts},
-                  {"dur", 1},
-                  {"args", {{"correlation", corr}}}});
-    ev.push_back({{"ph", "X"},
-                  {"cat", "kernel"},
-                  {"name", kernel},
-                  {"pid", 0},
-                  {"tid", 7},
-                  {"ts", 1e6 + ts},
-                  {"dur", dur},
-                  {"args", {{"correlation", corr}}}});
-  };
+  auto launch = [&](double ts, const std::string& kernel, double dur) { ev.launch(1, ts, kernel, dur); };
   const json big = {{4096, 4096}, {4096, 4096}}, cast = {"c10::BFloat16", "float"};
   const std::string copy_kernel =
       "void at::native::vectorized_elementwise_kernel<8, bfloat16_copy_kernel_cuda>";
@@ -259,7 +233,7 @@ json streaming_trace(int copies) {
   t += 10;
   op("aten::mm", t, 5, {{64, 64}, {64, 64}}, {"float", "float"});
   launch(t + 1, "nvjet_sm90_tst_128x128", 10);
-  return {{"traceEvents", ev}};
+  return {{"traceEvents", ev.events}};
 }
 
 TEST(TraceImport, StreamingRateFromTheTracesElementwiseOps) {

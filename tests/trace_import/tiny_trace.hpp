@@ -12,34 +12,46 @@ namespace pipesim::trace_import::testing {
 
 using nlohmann::json;
 
+/// A Kineto trace's events as tests write them: complete events on CPU threads (pid 1), and CUDA launches
+/// with the kernel each puts on the GPU (pid 0, thread 7) 1 ms later, joined by correlation id. Times in us.
+struct TraceEvents {
+  json events = json::array();
+  int correlation = 0;
+
+  void add(const char* cat, const std::string& name, int tid, double ts, double dur,
+           json args = json::object()) {
+    events.push_back({{"ph", "X"},
+                      {"cat", cat},
+                      {"name", name},
+                      {"pid", 1},
+                      {"tid", tid},
+                      {"ts", ts},
+                      {"dur", dur},
+                      {"args", std::move(args)}});
+  }
+  /// A launch at `ts` on `tid` and its kernel on the GPU `dur` long.
+  void launch(int tid, double ts, const std::string& kernel, double dur) {
+    ++correlation;
+    add("cuda_runtime", "cudaLaunchKernel", tid, ts, 1, {{"correlation", correlation}});
+    events.push_back({{"ph", "X"},
+                      {"cat", "kernel"},
+                      {"name", kernel},
+                      {"pid", 0},
+                      {"tid", 7},
+                      {"ts", 1000 + ts},
+                      {"dur", dur},
+                      {"args", {{"correlation", correlation}}}});
+  }
+};
+
 /// One step of a model with an embedding, two blocks and a head, on thread 1 (forward, optimizer) and
 /// thread 2 (autograd). Times in us.
 inline json tiny_trace() {
-  json ev = json::array();
+  TraceEvents t;
   auto x = [&](const char* cat, const std::string& name, int tid, double ts, double dur,
-               json args = json::object()) {
-    ev.push_back({{"ph", "X"},
-                  {"cat", cat},
-                  {"name", name},
-                  {"pid", 1},
-                  {"tid", tid},
-                  {"ts", ts},
-                  {"dur", dur},
-                  {"args", args}});
-  };
-  int corr = 0;
-  // A launch at `ts` on `tid` and its kernel on the GPU `dur` long.
+               json args = json::object()) { t.add(cat, name, tid, ts, dur, std::move(args)); };
   auto launch = [&](int tid, double ts, const std::string& kernel, double dur) {
-    ++corr;
-    x("cuda_runtime", "cudaLaunchKernel", tid, ts, 1, {{"correlation", corr}});
-    ev.push_back({{"ph", "X"},
-                  {"cat", "kernel"},
-                  {"name", kernel},
-                  {"pid", 0},
-                  {"tid", 7},
-                  {"ts", 1000 + ts},
-                  {"dur", dur},
-                  {"args", {{"correlation", corr}}}});
+    t.launch(tid, ts, kernel, dur);
   };
   x("python_function", "nn.Module: TinyForCausalLM_0", 1, 0, 100);
   x("python_function", "nn.Module: Embedding_0", 1, 1, 4);
@@ -75,7 +87,7 @@ inline json tiny_trace() {
   launch(2, 290, "void at::native::vectorized_elementwise_kernel<4>", 3);  // outside every evaluation
   x("user_annotation", "Optimizer.step#AdamW.step", 1, 300, 20);
   launch(1, 301, "void at::native::multi_tensor_apply_kernel<FusedAdamMathFunctor>", 50);
-  return {{"schemaVersion", 1}, {"traceEvents", ev}};
+  return {{"schemaVersion", 1}, {"traceEvents", t.events}};
 }
 
 inline KinetoTrace parse(const std::string& text) {
