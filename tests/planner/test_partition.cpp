@@ -131,7 +131,8 @@ TEST(Partition, ShardedStateIsWhatTheSimulatorPlaces) {
     for (std::int64_t r : p.resident_bytes) planned += r;
     const sim::Plan plan = sim::build_plan(s, in);
     const std::int64_t placed = plan.devices.front().resident_bytes;
-    EXPECT_NEAR(static_cast<double>(planned), static_cast<double>(placed), 3.0 * p.resident_bytes.size())
+    EXPECT_NEAR(static_cast<double>(planned), static_cast<double>(placed),
+                3.0 * static_cast<double>(p.resident_bytes.size()))
         << framework;
     // The optimizer's 12 B a parameter are split 8 ways: 10.5 B a parameter less than unsharded.
     EXPECT_NEAR(static_cast<double>(unsharded - planned), 10.5 * 8'030'261'248, 1e-3 * 10.5 * 8'030'261'248)

@@ -47,11 +47,11 @@ struct TraceEvents {
 /// One step of a model with an embedding, two blocks and a head, on thread 1 (forward, optimizer) and
 /// thread 2 (autograd). Times in us.
 inline json tiny_trace() {
-  TraceEvents t;
+  TraceEvents events;
   auto x = [&](const char* cat, const std::string& name, int tid, double ts, double dur,
-               json args = json::object()) { t.add(cat, name, tid, ts, dur, std::move(args)); };
+               json args = json::object()) { events.add(cat, name, tid, ts, dur, std::move(args)); };
   auto launch = [&](int tid, double ts, const std::string& kernel, double dur) {
-    t.launch(tid, ts, kernel, dur);
+    events.launch(tid, ts, kernel, dur);
   };
   x("python_function", "nn.Module: TinyForCausalLM_0", 1, 0, 100);
   x("python_function", "nn.Module: Embedding_0", 1, 1, 4);
@@ -87,7 +87,7 @@ inline json tiny_trace() {
   launch(2, 290, "void at::native::vectorized_elementwise_kernel<4>", 3);  // outside every evaluation
   x("user_annotation", "Optimizer.step#AdamW.step", 1, 300, 20);
   launch(1, 301, "void at::native::multi_tensor_apply_kernel<FusedAdamMathFunctor>", 50);
-  return {{"schemaVersion", 1}, {"traceEvents", t.events}};
+  return {{"schemaVersion", 1}, {"traceEvents", events.events}};
 }
 
 inline KinetoTrace parse(const std::string& text) {
