@@ -29,10 +29,6 @@ double median(std::vector<double> v) {
   return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-}  // namespace
-
-namespace {
-
 /// The streaming efficiency from the trace's element-wise ops, into `fit` (or a note why not).
 void fit_streaming(const KinetoTrace& trace, double elementwise_share, TraceFit& fit) {
   double bytes = 0, us = 0;
