@@ -359,6 +359,11 @@ void add_kernel_options(CLI::App* sim, pipesim::sim::JobOptions& j) {
                   "picks by size: ring, tree, PAT; LL, LL128, Simple), steps (the profile's latency once per "
                   "ring step), none (bandwidth only)")
       ->check(CLI::IsMember({"nccl", "steps", "none"}));
+  sim->add_option("--network-sharing", j.network_sharing,
+                  "what a collective across nodes shares the network with, where the profile measured it by "
+                  "node count: job (the job's other groups, communicating at the same time: the rate of all "
+                  "the job's nodes), alone (the rate of the nodes its own group spans)")
+      ->check(CLI::IsMember({"job", "alone"}));
   sim->add_option_function<double>(
          "--gpu-speed-cv", [&j](double cv) { j.gpu_speed_cv = cv; },
          "stragglers: coefficient of variation of the GPUs' speed; every GPU keeps the pace of the expected "

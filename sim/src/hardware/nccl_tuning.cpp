@@ -123,14 +123,17 @@ double network_nic_GBps(const HardwareProfile& hw, CollectiveKind kind, std::int
 }
 
 NcclCollective nccl_timing(const HardwareProfile& hw, CollectiveKind kind, std::int32_t ranks,
-                           std::int32_t nodes, std::int64_t message_bytes) {
+                           std::int32_t nodes, std::int64_t message_bytes, std::int32_t sharing_nodes) {
   const bool nvlink = hw.node.nvlink.GBps_per_direction > 0;
   if (nodes > 1) {
     // NCCL picks its algorithm by its model of the links; the NICs then run at the rate the network reaches
-    // at this node count, the collective's bytes taking as much longer on them.
+    // with as many nodes sending at once, the collective's bytes taking as much longer on them. The measured
+    // rate falls with node count because the flows of more nodes share the fabric's links, whichever
+    // collectives they belong to: a job's groups that communicate together load it as one group of all
+    // their nodes would.
     NcclCollective c = nccl_collective(kind, ranks, nodes, nvlink, message_bytes, hw.network.nic_GBps,
                                        hw.network.step_latency());
-    c.wire_factor *= hw.network.nic_GBps / network_nic_GBps(hw, kind, nodes);
+    c.wire_factor *= hw.network.nic_GBps / network_nic_GBps(hw, kind, std::max(nodes, sharing_nodes));
     return c;
   }
   if (nvlink && !hw.node.nvlink.allreduce_busbw_by_size.empty()) return {};

@@ -391,6 +391,9 @@ void resolve_execution(const JobOptions& j, const ScheduleDescriptor& schedule, 
   } catch (const InputError& e) {
     bad(Option{"collective_latency"}, e.message());
   }
+  if (j.network_sharing != "job" && j.network_sharing != "alone")
+    bad(Option{"network_sharing"}, fmt::format("unknown mode '{}'; valid: job, alone", j.network_sharing));
+  in.network_shared = j.network_sharing == "job";
   if (!(in.gpu_speed_cv >= 0 && in.gpu_speed_cv <= kMaxSpeedCv))
     bad(Option{"gpu_speed_cv"}, fmt::format("{}; valid: 0 (off) .. {}", in.gpu_speed_cv, kMaxSpeedCv));
   if (*j.tp_overlap != "backward" && *j.tp_overlap != "none")

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "pipesim/sim/core/error.hpp"
+#include "pipesim/sim/hardware/hardware.hpp"
 #include "pipesim/sim/hardware/nccl_tuning.hpp"
 #include "pipesim/sim/job/job.hpp"
 #include "test_helpers.hpp"
@@ -104,6 +105,45 @@ TEST(NcclTuning, TheJobChoosesHowCollectivesPayLatency) {
   EXPECT_NE(
       testing::error_of([&] { make_schedule_input(j, find_schedule("1f1b")); }).find("collective_latency"),
       std::string::npos);
+}
+
+TEST(NcclTuning, AJobsGroupsShareANetworkMeasuredByNodeCount) {
+  // h100-p5-8x measured its network's bus bandwidth by node count (Ultra-Scale Playbook): the NICs run more
+  // slowly as more nodes send. A tp 16 group spans 2 nodes; in a 64-node job the other 31 groups send at the
+  // same time, so its all-gather's bytes take the 64-node rate: the same algorithm, protocol and latency,
+  // its wire factor scaled by the 2-node over the 64-node NIC rate.
+  const HardwareProfile p5 = load_hardware_profile("h100-p5-8x");
+  const auto kind = CollectiveKind::kAllGather;
+  const std::int64_t bytes = 2 << 20;
+  const NcclCollective alone = nccl_timing(p5, kind, 16, 2, bytes);
+  const NcclCollective shared = nccl_timing(p5, kind, 16, 2, bytes, 64);
+  EXPECT_EQ(shared.algorithm, alone.algorithm);
+  EXPECT_EQ(shared.protocol, alone.protocol);
+  EXPECT_DOUBLE_EQ(shared.latency_us, alone.latency_us);
+  const double slower = network_nic_GBps(p5, kind, 2) / network_nic_GBps(p5, kind, 64);
+  EXPECT_GT(slower, 4.0);
+  EXPECT_NEAR(shared.wire_factor, alone.wire_factor * slower, 1e-9 * shared.wire_factor);
+  // Fewer sharing nodes than the group spans: the group's own count; a network measured by its datasheet
+  // alone (h100-sxm-8x) runs at its NICs' rate whoever shares it.
+  EXPECT_DOUBLE_EQ(nccl_timing(p5, kind, 16, 2, bytes, 1).wire_factor, alone.wire_factor);
+  const HardwareProfile sxm = load_hardware_profile("h100-sxm-8x");
+  EXPECT_DOUBLE_EQ(nccl_timing(sxm, kind, 16, 2, bytes, 64).wire_factor,
+                   nccl_timing(sxm, kind, 16, 2, bytes).wire_factor);
+
+  // The job: Llama-3-8B at tp 16 on 8 nodes of p5 (dp 4): its TP collectives take the 8-node rate, slower
+  // than alone; `network_sharing` "alone" prices each group on its own 2 nodes; an unknown mode is refused.
+  JobOptions j = testing::job("llama3-8b", "h100-p5-8x", 1, 16, 4, 4);
+  j.seq = 2048;
+  auto step = [&](const char* mode) {
+    j.network_sharing = mode;
+    return testing::step_ns(testing::simulate("1f1b", make_schedule_input(j, find_schedule("1f1b"))));
+  };
+  EXPECT_GT(step("job"), step("alone"));
+  j.dp = 1;  // the job is the group: nothing else shares the network
+  EXPECT_EQ(step("job"), step("alone"));
+  j.network_sharing = "crowded";
+  EXPECT_NE(testing::error_of([&] { make_schedule_input(j, find_schedule("1f1b")); }).find("network_sharing"),
+            std::string::npos);
 }
 
 }  // namespace

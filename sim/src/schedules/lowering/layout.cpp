@@ -226,7 +226,8 @@ void Builder::time_as_nccl(TransferWork& w, CollectiveKind kind, std::int32_t ra
     if (m.bytes == message_bytes && m.kind == kind && m.ranks == ranks && m.nodes == nodes) hit = &m;
   if (hit == nullptr) {
     NcclMemo& m = nccl_memo_[nccl_memo_next_++ % nccl_memo_.size()];
-    m = {kind, ranks, nodes, message_bytes, nccl_timing(in_.hw, kind, ranks, nodes, message_bytes)};
+    m = {kind, ranks, nodes, message_bytes,
+         nccl_timing(in_.hw, kind, ranks, nodes, message_bytes, in_.network_shared ? plan_.nodes : 0)};
     hit = &m;
   }
   const NcclCollective c = hit->choice;

@@ -47,8 +47,11 @@ NcclCollective nccl_collective(CollectiveKind kind, std::int32_t ranks, std::int
 /// nodes, an NVLink port's inside one, else a PCIe lane's, or host memory's where GPUs stage through it).
 /// Inside a node whose profile measured NCCL's all-reduce bus bandwidth by size, the ring runs at that rate,
 /// which holds NCCL's latency and protocol at each size already: no latency of its own, wire factor 1.
+/// `sharing_nodes`: the nodes whose traffic crosses the network at the same time as this collective's (a
+/// job's groups communicate at once: all its nodes); where the profile measured the network by node count
+/// the NICs run at the rate it reaches with that many nodes, never fewer than the group's own (0: alone).
 NcclCollective nccl_timing(const HardwareProfile& hw, CollectiveKind kind, std::int32_t ranks,
-                           std::int32_t nodes, std::int64_t message_bytes);
+                           std::int32_t nodes, std::int64_t message_bytes, std::int32_t sharing_nodes = 0);
 
 /// The rate a NIC reaches in `kind` collectives over `nodes` nodes on `hw`'s network: its `nic_GBps`, or,
 /// where the profile measured that kind's bus bandwidth by node count, the rate at which pipesim's time of

@@ -74,6 +74,7 @@ struct JobOptions {
   /// The network's leaves' NIC-side over spine-side capacity (>= 1); unset: the profile's.
   std::optional<double> spine_oversubscription;
   std::string collective_latency = "nccl";  ///< nccl | steps | none (CollectiveLatency)
+  std::string network_sharing = "job";      ///< job | alone (ScheduleInput::network_shared)
   double max_memory_gib = 0;    ///< memory a plan may take to build and simulate (0: half of this machine's)
   bool bubble_markers = false;  ///< bracket each wait for another stage with `bubble` ops in the plan
   /// DP gradient all-reduce: overlap (buckets during the backward) or after-backward.

@@ -77,6 +77,10 @@ struct ScheduleInput {
   /// How a collective's latency is priced: as NCCL's tuning model gives it for the algorithm and protocol
   /// NCCL picks (nccl_tuning.hpp), as the path's latency once per ring step (a Simple ring), or not at all.
   CollectiveLatency collective_latency = CollectiveLatency::kNccl;
+  /// A collective across nodes shares the network with the rest of the job's traffic (its other groups
+  /// communicate at the same time): where the profile measured the network by node count it runs at the
+  /// rate of the job's node count; false: at the rate of the nodes its own group spans, as if alone.
+  bool network_shared = true;
   /// The backward's TP collectives overlap its GEMMs (Megatron-LM's asynchronous tensor-parallel
   /// communication, on by default since 2022); false: each waits on the compute stream (Megatron-LM 2021).
   bool overlap_tp_backward = true;
