@@ -159,8 +159,8 @@ int list_frameworks(const std::string& format) {
           "{:<20} CPU per TP collective call: all-reduce {} us, all-gather {} us, reduce-scatter {} us\n", "",
           c.all_reduce, c.all_gather, c.reduce_scatter);
     if (!f.schedules.value.empty())
-      table += fmt::format("{:<20} pipeline schedules {}, split {}\n", "", fmt::join(f.schedules.value, ", "),
-                           f.pipeline_split.value);
+      table += fmt::format("{:<20} pipeline schedules {}, split {}, rank order {}\n", "",
+                           fmt::join(f.schedules.value, ", "), f.pipeline_split.value, f.rank_order.value);
     if (!f.attention_kernel.value.empty())
       table += fmt::format("{:<20} attention kernel {}, {} mask\n", "", f.attention_kernel.value,
                            f.attention_mask.value);
@@ -200,6 +200,7 @@ int list_frameworks(const std::string& format) {
                       {"reduce_scatter", f.host_collective_us.value.reduce_scatter}}},
                     {"schedules", f.schedules.value},
                     {"pipeline_split", f.pipeline_split.value},
+                    {"rank_order", f.rank_order.value},
                     {"attention_kernel", f.attention_kernel.value},
                     {"attention_mask", f.attention_mask.value},
                     {"data_parallel", f.data_parallel.value},
@@ -222,6 +223,7 @@ int list_frameworks(const std::string& format) {
                       {"host_collective_us", f.host_collective_us.source},
                       {"schedules", f.schedules.source},
                       {"pipeline_split", f.pipeline_split.source},
+                      {"rank_order", f.rank_order.source},
                       {"attention_kernel", f.attention_kernel.source},
                       {"attention_mask", f.attention_mask.source},
                       {"data_parallel", f.data_parallel.source},
@@ -398,10 +400,12 @@ void add_job_options(CLI::App* sim, pipesim::sim::JobOptions& j) {
                   "context-parallel attention: ring (keys and values passed round a ring, overlapping the "
                   "attention) or allgather (gathered before it, as Llama 3)")
       ->capture_default_str();
-  sim->add_option("--rank-order", j.rank_order,
-                  "order of the ranks: tp-cp-pp-dp (a pipeline's stages side by side) or tp-cp-dp-pp "
-                  "(data-parallel replicas side by side, as Megatron-LM)")
-      ->capture_default_str();
+  sim->add_option_function<std::string>(
+         "--rank-order", [&j](const std::string& order) { j.rank_order = order; },
+         "order of the ranks: tp-cp-pp-dp (a pipeline's stages side by side) or tp-cp-dp-pp (data-parallel "
+         "replicas side by side, pipeline stages outermost, as Megatron-LM, nanotron and torchtitan) "
+         "(default: the framework's)")
+      ->check(CLI::IsMember({"tp-cp-pp-dp", "tp-cp-dp-pp"}));
   sim->add_option("--microbatches", j.microbatches, "microbatches per pipeline flush (M)")
       ->check(CLI::Range(1, 1 << 24));
   sim->add_option("--microbatch-size", j.microbatch_size, "sequences per microbatch (b)")
@@ -604,8 +608,10 @@ void add_search_options(CLI::App* cmd, planner::SearchOptions& s, std::string& s
       ->check(CLI::Range(1, 1024));
   cmd->add_option("--cp-attention", s.base.cp_attention, "context-parallel attention: ring or allgather")
       ->capture_default_str();
-  cmd->add_option("--rank-order", s.base.rank_order, "order of the ranks: tp-cp-pp-dp or tp-cp-dp-pp")
-      ->capture_default_str();
+  cmd->add_option_function<std::string>(
+         "--rank-order", [&s](const std::string& order) { s.base.rank_order = order; },
+         "order of the ranks: tp-cp-pp-dp or tp-cp-dp-pp (default: the framework's)")
+      ->check(CLI::IsMember({"tp-cp-pp-dp", "tp-cp-dp-pp"}));
   cmd->add_option("--microbatch-size", s.microbatch_size,
                   "fix the microbatch size (default: 1, 2, 4, 8 tried)")
       ->check(CLI::IsMember({1, 2, 4, 8}));

@@ -210,6 +210,9 @@ Framework parse_framework(const std::string& text, const std::string& file) {
   f.schedules = schedules_setting(s, "schedules");
   f.pipeline_split = optional_word_setting(s, "pipeline_split", "even",
                                            [](const std::string& v) { parse_pipeline_split(v); });
+  f.rank_order = optional_word_setting(s, "rank_order", kDefaultRankOrder, [](const std::string& v) {
+    check_word(v, "tp-cp-pp-dp", "tp-cp-dp-pp");
+  });
   f.attention_kernel = optional_word_setting(s, "attention_kernel", "", [](const std::string& v) {
     const bool word = !v.empty() && v.size() <= 64 && std::all_of(v.begin(), v.end(), [](char c) {
       return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';

@@ -156,7 +156,7 @@ DataParallelSharding resolve_sharding(const JobOptions& j, const ScheduleInput& 
                     "the order-based schedules (see pipesim schedules)",
                     schedule.name));
   s.shard_group = in.dp * in.cp;  // the gradients are reduced over cp x dp
-  if (s.hybrid && in.dp_inside_pp)
+  if (s.hybrid && in.dp_inside_pp && in.pp > 1)
     bad(Option{"fsdp"}, ("hybrid shards over the replicas of a node as tp-cp-pp-dp places them; valid: " +
                          spelled(Option{"rank_order"}) +
                          " "
@@ -210,6 +210,7 @@ JobOptions with_framework(JobOptions job) {
   take(job.tp_overlap, f.tp_overlap);
   take(job.blocking_p2p, f.blocking_p2p);
   take(job.host_dispatch_us, f.host_dispatch_us);
+  take(job.rank_order, f.rank_order);
   return job;
 }
 
@@ -329,12 +330,13 @@ void resolve_layout(const JobOptions& j, ScheduleInput& in) {
   in.dp = j.dp;
   in.cp = j.cp;
   in.cp_attention = parse_cp_attention(j.cp_attention);
-  if (j.rank_order != "tp-cp-pp-dp" && j.rank_order != "tp-cp-dp-pp")
+  const std::string rank_order = j.rank_order.value_or(kDefaultRankOrder);
+  if (rank_order != "tp-cp-pp-dp" && rank_order != "tp-cp-dp-pp")
     bad(Option{"rank_order"},
         fmt::format("unknown order '{}'; valid: tp-cp-pp-dp (pipeline stages inside data-parallel replicas), "
                     "tp-cp-dp-pp (replicas inside stages, as Megatron-LM)",
-                    j.rank_order));
-  in.dp_inside_pp = j.rank_order == "tp-cp-dp-pp";
+                    rank_order));
+  in.dp_inside_pp = rank_order == "tp-cp-dp-pp";
   in.pp = j.pp;
   if (in.pp == 0) {
     std::int32_t gpus = std::max(1, j.nodes) * in.hw.node.gpus;

@@ -240,6 +240,8 @@ TEST(Framework, BadFilesNameFileAndPath) {
       err(with("/settings/tp_overlap/source", "")).rfind("f.json: /settings/tp_overlap/source: empty", 0),
       0u);
   EXPECT_EQ(err(with("/version", 2)), "f.json: /version: unsupported version; valid: 1");
+  EXPECT_EQ(err(with("/settings/rank_order", nlohmann::json{{"value", "pp-dp-tp"}, {"source", "x"}})),
+            "f.json: /settings/rank_order/value: unknown value 'pp-dp-tp'; valid: tp-cp-pp-dp, tp-cp-dp-pp");
   EXPECT_EQ(err(with("/settings/attention_mask", nlohmann::json{{"value", "sparse"}, {"source", "x"}})),
             "f.json: /settings/attention_mask/value: unknown value 'sparse'; valid: causal, dense");
   EXPECT_NE(err(with("/settings/host_dispatch_us", nlohmann::json{{"value", 5000}, {"source", "x"}}))

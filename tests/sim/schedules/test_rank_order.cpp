@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "pipesim/sim/job/framework.hpp"
 #include "pipesim/sim/job/job.hpp"
 #include "test_helpers.hpp"
 
@@ -17,7 +18,7 @@ TEST(RankOrder, ReplicasInsideStagesKeepDataParallelRingsOnANode) {
   // ring stays on NVLink and the pipeline hop crosses nodes. Symmetric and explicit plans agree either way.
   for (const char* order : {"tp-cp-pp-dp", "tp-cp-dp-pp"}) {
     JobOptions j = testing::job("llama3-8b", "h100-sxm-8x", 2, 4, 2, 4);
-    j.rank_order = order;
+    j.rank_order = std::string(order);
     j.seq = 2048;
     const Plan plan = testing::plan_of("1f1b", j);
     const bool dp_inside = std::string(order) == "tp-cp-dp-pp";
@@ -48,6 +49,24 @@ TEST(RankOrder, ReplicasInsideStagesKeepDataParallelRingsOnANode) {
   JobOptions bad = testing::job("llama3-8b", "h100-sxm-8x", 2, 4, 2, 4);
   bad.rank_order = "pp-dp-tp";
   EXPECT_NE(testing::error_of([&] { testing::plan_of("1f1b", bad); }).find("rank_order"), std::string::npos);
+}
+
+TEST(RankOrder, TheFrameworkNumbersItsRanks) {
+  // Megatron-LM, nanotron and torchtitan build their groups with the replicas side by side and the pipeline
+  // stages outermost; a job that names no order takes its framework's, one that names it keeps its own. A
+  // framework file without a rank order keeps pipesim's (hf-transformers runs no pipeline).
+  EXPECT_EQ(load_framework("nanotron").rank_order.value, "tp-cp-dp-pp");
+  EXPECT_EQ(load_framework("megatron-core").rank_order.value, kDefaultRankOrder);  // the default: unchanged
+  EXPECT_EQ(load_framework("hf-transformers").rank_order.value, kDefaultRankOrder);
+  JobOptions j = testing::job("llama3-8b", "h100-sxm-8x", 2, 4, 2, 4);
+  j.seq = 2048;
+  for (const char* framework : {"nanotron", "megatron-lm-2022", "fsdp"}) {
+    j.framework = framework;
+    EXPECT_NE(testing::plan_of("1f1b", j).meta.note.find("ranks ordered tp, cp, dp, pp"), std::string::npos)
+        << framework;
+  }
+  j.rank_order = std::string(kDefaultRankOrder);
+  EXPECT_EQ(testing::plan_of("1f1b", j).meta.note.find("ranks ordered tp, cp, dp, pp"), std::string::npos);
 }
 
 }  // namespace

@@ -16,6 +16,8 @@ namespace pipesim::sim {
 
 /// The framework a job runs on unless it names one: today's Megatron-Core with Transformer Engine.
 inline constexpr const char* kDefaultFramework = "megatron-core";
+/// Rank order of a job whose framework states none: a pipeline's stages side by side.
+inline constexpr const char* kDefaultRankOrder = "tp-cp-pp-dp";
 
 /// A CPU that takes a millisecond to issue one kernel is beyond any framework's; larger is a typo.
 inline constexpr double kMaxHostDispatchUs = 1000;
@@ -74,6 +76,10 @@ struct Framework {
   /// block-costs (nanotron; see job/framework_split.hpp). Optional in a file; absent: even. `plan` keeps a
   /// framework's block-costs split instead of searching partitions, as the framework offers no other.
   FrameworkSetting<std::string> pipeline_split{"even", {}};
+  /// How the framework numbers its ranks outside tp and cp: tp-cp-pp-dp (a pipeline's stages side by side)
+  /// or tp-cp-dp-pp (data-parallel replicas side by side, pipeline stages outermost, as Megatron, nanotron
+  /// and torchtitan build their groups). Optional in a file; absent: tp-cp-pp-dp (kDefaultRankOrder).
+  FrameworkSetting<std::string> rank_order{kDefaultRankOrder, {}};
   /// The fused attention kernel the framework runs (a name of a hardware profile's `attention_kernels`, e.g.
   /// flash-attn-2): the attention core takes that kernel's published rate on the GPU. Optional in a file;
   /// empty, or a kernel the profile does not list: the GEMM rate.

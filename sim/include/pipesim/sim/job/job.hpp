@@ -28,15 +28,17 @@ struct JobOptions {
   std::int32_t pp = 0;     ///< 0: all GPUs of the cluster not used by tp x dp
   std::int32_t tp = 1;
   std::int32_t dp = 1;
-  std::int32_t ep = 1;                     ///< MoE expert parallelism (divides dp)
-  std::int32_t cp = 1;                     ///< context parallelism: GPUs one sequence is split over
-  std::string cp_attention = "ring";       ///< ring | allgather (see CpAttention)
-  std::string rank_order = "tp-cp-pp-dp";  ///< or tp-cp-dp-pp (see ScheduleInput::dp_inside_pp)
-  double moe_imbalance = 1.0;              ///< busiest expert-parallel rank's routed tokens over the average
-  std::int32_t virtual_stages = 0;         ///< 0: 2 for interleaved schedules, else 1
-  std::int64_t microbatches = 0;           ///< 0: derived, or 4 x pp
-  double microbatch_size = 0;              ///< 0: derived, or 1
-  std::int64_t global_batch = 0;           ///< 0: derived
+  std::int32_t ep = 1;                ///< MoE expert parallelism (divides dp)
+  std::int32_t cp = 1;                ///< context parallelism: GPUs one sequence is split over
+  std::string cp_attention = "ring";  ///< ring | allgather (see CpAttention)
+  /// tp-cp-pp-dp or tp-cp-dp-pp (see ScheduleInput::dp_inside_pp); unset: the framework's
+  /// (Framework::rank_order)
+  std::optional<std::string> rank_order;
+  double moe_imbalance = 1.0;       ///< busiest expert-parallel rank's routed tokens over the average
+  std::int32_t virtual_stages = 0;  ///< 0: 2 for interleaved schedules, else 1
+  std::int64_t microbatches = 0;    ///< 0: derived, or 4 x pp
+  double microbatch_size = 0;       ///< 0: derived, or 1
+  std::int64_t global_batch = 0;    ///< 0: derived
   std::int32_t accum_steps = 1;
   std::int32_t iterations = 0;  ///< 0: the schedule's default (1 for synchronous schedules)
   std::int64_t seq = 0;         ///< 0: the workload's, or kDefaultSequenceLength
