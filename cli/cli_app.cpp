@@ -747,6 +747,16 @@ void add_import_trace(CLI::App& app, Commands& c) {
                   "gradients with Adam, or bf16 weights with fp32 master and moments)")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
+  imp->add_option("--profiler-op-us", o.profiler_op_us,
+                  "CPU time the profiler spent on each op, annotation and CUDA call it recorded, taken out "
+                  "of the trace's CPU time to find where the GPU waited for the CPU (measured with "
+                  "record_shapes on; docs/trace-import.md)")
+      ->check(CLI::Range(0.0, 1000.0))
+      ->capture_default_str();
+  imp->add_option("--profiler-python-us", o.profiler_python_us,
+                  "likewise for each Python frame it recorded (with_stack=True)")
+      ->check(CLI::Range(0.0, 1000.0))
+      ->capture_default_str();
   imp->add_option("--format", o.format, "table or json")
       ->check(CLI::IsMember({"table", "json"}))
       ->capture_default_str();

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include "pipesim/trace_import/host_wait.hpp"
+
 namespace pipesim::cli {
 
 struct ImportTraceOptions {
@@ -17,6 +19,9 @@ struct ImportTraceOptions {
   std::int64_t seq = 0, microbatch_size = 0;
   bool tied_embeddings = false;
   std::int64_t bytes_per_param = 16;
+  /// What the profiler spent per recorded event (host_wait.hpp): taken out of the CPU's traced time.
+  double profiler_op_us = trace_import::ProfilerCost{}.op_us;
+  double profiler_python_us = trace_import::ProfilerCost{}.python_us;
   std::string format = "table";
 };
 

@@ -766,6 +766,34 @@ class BadInput(unittest.TestCase):
             self.expect_error(["import-trace", kineto, "--step", "3", "--out", out], kineto, "marks no steps")
             self.expect_error(["import-trace", kineto, "--step", "-1", "--out", out], "--step")
 
+    def test_import_trace_profiler_cost(self):
+        """The profiler's own cost per recorded event comes out of the trace's CPU time: with none taken out the
+        GPU waits longer for the CPU than with the default, and the workload's passes say so; a cost outside
+        0 to 1000 us is one line."""
+        kineto = os.path.join(SRC, "tests", "validation", "traces", "gpt2.kineto.json.gz")
+        with tempfile.TemporaryDirectory() as d:
+            waits = {}
+            for cost in ("0", "5"):
+                out = os.path.join(d, cost + ".json")
+                rc, stdout, err = run("import-trace", kineto, "--out", out, "--format", "json",
+                                      "--profiler-op-us", cost, "--profiler-python-us", cost)
+                self.assertEqual(rc, 0, err)
+                report = json.loads(stdout)
+                waits[cost] = report["host_wait_ms"]
+                with open(out) as f:
+                    layers = json.load(f)["layers"]
+                self.assertAlmostEqual(sum(l["fwd_host_wait_ms"] + l["bwd_host_wait_ms"] for l in layers),
+                                       report["host_wait_ms"] - report["optimizer"]["host_wait_ms"], places=3)
+                # The replayed step is the kernels and the waits, one stream.
+                self.assertAlmostEqual(report["replayed_step_ms"], report["gpu_ms"] + report["host_wait_ms"],
+                                       places=3)
+            self.assertGreater(waits["0"], 2 * waits["5"])
+            out = os.path.join(d, "x.json")
+            self.expect_error(["import-trace", kineto, "--out", out, "--profiler-op-us", "-1"], "--profiler-op-us")
+            self.expect_error(["import-trace", kineto, "--out", out, "--profiler-python-us", "lots"],
+                              "--profiler-python-us")
+            self.assertFalse(os.path.exists(out))
+
     def test_calibrate_from_trace_with_a_framework(self):
         """The trace's framework sets the share of the streaming rate its element-wise kernels reach: the same
         trace fit for hf-transformers (0.88) gives the profile a rate 1 / 0.88 times the one for megatron-core

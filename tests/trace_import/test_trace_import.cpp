@@ -13,6 +13,7 @@
 #include "pipesim/sim/hardware/hardware.hpp"
 #include "pipesim/sim/workload/cost_model.hpp"
 #include "pipesim/sim/workload/profiled_workload.hpp"
+#include "pipesim/trace_import/host_wait.hpp"
 #include "pipesim/trace_import/kernel_class.hpp"
 #include "pipesim/trace_import/kineto_trace.hpp"
 #include "pipesim/trace_import/step_profile.hpp"
@@ -82,6 +83,19 @@ TEST(TraceImport, ATinyStepByHand) {
   EXPECT_EQ(s.launches, 15);
   EXPECT_DOUBLE_EQ(s.classes[static_cast<std::size_t>(KernelClass::kGemm)], 2 * (20 + 70) + 40 + 80);
   EXPECT_DOUBLE_EQ(s.classes[static_cast<std::size_t>(KernelClass::kOptimizer)], 50);
+  // Replayed at 5 us of profiler a recorded op and 2 a Python frame: the CPU keeps ahead of the GPU until the
+  // backward starts. Its first call comes 118 us after the softmax's launch, 108 of them the CPU's own (two
+  // ops recorded in between), when the GPU has finished at 99 us: it waits 40 us before the head's backward.
+  // The CPU's own time from the first launch to the last: 192 us; the step: 379 us of kernels and the wait.
+  EXPECT_DOUBLE_EQ(s.layers[3].backward.host_wait_us, 40);
+  EXPECT_DOUBLE_EQ(s.host_wait_us, 40);
+  EXPECT_DOUBLE_EQ(s.host_cpu_us, 192);
+  EXPECT_DOUBLE_EQ(s.replayed_step_us, 419);
+  for (const LayerProfile& l : s.layers) {
+    if (&l != &s.layers[3]) {
+      EXPECT_DOUBLE_EQ(l.forward.host_wait_us + l.backward.host_wait_us, 0) << l.role;
+    }
+  }
 
   // The workload: per layer times and launches, parameters at 16 B, the unattributed kernel with the head.
   WorkloadOptions o;
@@ -91,9 +105,10 @@ TEST(TraceImport, ATinyStepByHand) {
   const sim::Workload parsed = sim::parse_workload(w.dump(), "tiny.json", sim::Recompute::kNone);
   ASSERT_EQ(parsed.layers.size(), 4u);
   EXPECT_EQ(parsed.layers[1].fwd_ns, 22000);
-  EXPECT_EQ(parsed.layers[1].kernels, 2);
-  EXPECT_EQ(parsed.layers[1].input_grad_extra_kernels, 2 - 2 * 2);
-  EXPECT_EQ(parsed.layers[3].bwd_input_ns + parsed.layers[3].bwd_weight_ns, 83000);
+  // The waits measured, the CPU's cost is in the times: no launch count bounds them again.
+  EXPECT_EQ(parsed.layers[1].kernels, 0);
+  EXPECT_EQ(parsed.layers[1].input_grad_extra_kernels, 0);
+  EXPECT_EQ(parsed.layers[3].bwd_input_ns + parsed.layers[3].bwd_weight_ns, 83000 + 40000);
   EXPECT_EQ(parsed.layers[1].param_bytes, 16 * (64 * 16 + 64));
   EXPECT_EQ(parsed.optimizer_ns, 50000);
   // Five blocks from the two: their mean five times, the optimizer scaled by the parameters it updates.
@@ -160,13 +175,58 @@ TEST(TraceImport, AProfiledLayerLastsAtLeastItsLaunchesDispatch) {
   const StepProfile s = profile_step(parse(tiny_trace().dump()));
   WorkloadOptions o;
   o.name = "tiny";
-  sim::Workload w = sim::parse_workload(workload_json(s, o).dump(), "tiny.json", sim::Recompute::kNone);
+  // A workload that counted its launches but not what the GPU waited for them (a benchmark's).
+  json file = workload_json(s, o);
+  for (json& layer : file["layers"]) layer.erase("fwd_host_wait_ms"), layer.erase("bwd_host_wait_ms");
+  sim::Workload w = sim::parse_workload(file.dump(), "tiny.json", sim::Recompute::kNone);
   // At 24 us a launch, a block's forward (2 launches, 22 us of GPU) takes 48 us; its backward (2 launches,
   // 70 us) keeps its GPU time; the head's forward (2 launches, 50 us) too.
   sim::bound_by_dispatch(24000, w.layers);
   EXPECT_EQ(w.layers[1].fwd_ns, 48000);
   EXPECT_EQ(w.layers[1].bwd_input_ns + w.layers[1].bwd_weight_ns, 70000);
   EXPECT_EQ(w.layers[3].fwd_ns, 50000);
+}
+
+TEST(HostWait, TheGpuWaitsForTheCpuLessTheProfilersOwnTime) {
+  // One thread launches five kernels on one stream (1 ms after each launch in the trace: the replay sets its
+  // own starts) and synchronizes once. The profiler costs 5 us an op (each CUDA call is one) and 2 a frame.
+  testing::TraceEvents t;
+  t.launch(1, 0, "void a<float>", 10);
+  for (double ts : {2.0, 4.0, 6.0}) t.add("cpu_op", "aten::view", 1, ts, 0.5);
+  for (double ts : {3.0, 5.0}) t.add("python_function", "model.py(7): forward", 1, ts, 0.5);
+  t.launch(1, 30, "void b<float>", 5);
+  t.launch(1, 32, "void c<float>", 100);
+  t.add("cuda_runtime", "cudaDeviceSynchronize", 1, 40, 120, {{"correlation", 99}});
+  t.events.push_back({{"ph", "X"},
+                      {"cat", "overhead"},
+                      {"name", "Activity Buffer Request"},
+                      {"pid", -1},
+                      {"tid", 0},
+                      {"ts", 162},
+                      {"dur", 3}});
+  t.launch(1, 170, "void d<float>", 1);
+  t.add("python_function", "model.py(9): forward", 1, 190, 0.5);
+  t.launch(1, 200, "void e<float>", 4);
+  const KinetoTrace trace = parse(json{{"traceEvents", t.events}}.dump());
+  const HostWait w = replay_host(trace, ProfilerCost{5, 2});
+  // a: starts at 0, ends at 10. b: 30 us later less 4 ops (three views and b's own launch) and 2 frames:
+  // 6 us of CPU; it waits for a, 10 to 15. c: 2 us, all the profiler's: 15 to 115. The synchronize: 3 us of
+  // CPU (8 less its own 5), then the CPU waits for the GPU (115) and the trace goes on from the call's end
+  // (160). d: 10 us less its launch (5) and the profiler's buffer request (3): 2, at 117, 2 us after the GPU
+  // went idle. e: 30 less its launch and a frame: 23, at 140, 22 us after d ended.
+  ASSERT_EQ(w.before.size(), 5u);
+  EXPECT_DOUBLE_EQ(w.before[0] + w.before[1] + w.before[2], 0);
+  EXPECT_DOUBLE_EQ(w.before[3], 2);
+  EXPECT_DOUBLE_EQ(w.before[4], 22);
+  EXPECT_DOUBLE_EQ(w.wait_us, 24);
+  EXPECT_DOUBLE_EQ(w.cpu_us, 6 + 0 + 3 + 2 + 23);
+  EXPECT_DOUBLE_EQ(w.step_us, 144);
+  EXPECT_EQ(w.launches, 5);
+  // Without the profiler's cost taken out, the CPU's traced time is all its own: b launches at 30, the GPU
+  // idles 20 us before it, and so on.
+  const HostWait raw = replay_host(trace, ProfilerCost{0, 0});
+  EXPECT_DOUBLE_EQ(raw.before[1], 20);
+  EXPECT_GT(raw.step_us, w.step_us);
 }
 
 TEST(TraceImport, GemmEfficiencyFromTheTracesGemms) {

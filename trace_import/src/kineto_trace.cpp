@@ -193,9 +193,12 @@ class TraceHandler : public nlohmann::json_sax<nlohmann::json> {
     const bool gpu = cat == "kernel" || cat == "gpu_memcpy" || cat == "gpu_memset";
     const bool launch = cat == "cuda_runtime" || cat == "cuda_driver";
     const bool spans = cat == "python_function" || cat == "user_annotation" || cat == "cpu_op";
+    if (cat == "overhead" && ev_.has_ts && ev_.has_dur)
+      out_.overhead.push_back({ev_.name, ev_.tid, ev_.ts, ev_.dur});
     if (!gpu && !launch && !spans) return;
     if (!ev_.has_ts) fail("ts", "missing; a complete event (ph X) needs its start");
     if (!ev_.has_dur) fail("dur", "missing; a complete event (ph X) needs its duration");
+    if (!gpu) add_mark(cat == "python_function" ? CpuMark::Kind::kPythonFrame : CpuMark::Kind::kOp);
     if (cat == "cpu_op")
       if (const std::int64_t bytes = streaming_bytes(); bytes > 0)
         out_.streaming.push_back({ev_.tid, ev_.ts, ev_.dur, bytes});
@@ -211,9 +214,10 @@ class TraceHandler : public nlohmann::json_sax<nlohmann::json> {
       auto [it, fresh] = name_index_.emplace(ev_.name, static_cast<std::int32_t>(out_.names.size()));
       if (fresh) out_.names.push_back(ev_.name);
       a.name = it->second;
+      a.stream = ev_.tid;
       out_.gpu.push_back(a);
     } else if (launch) {
-      if (ev_.correlation >= 0) out_.launches.push_back({ev_.correlation, ev_.tid, ev_.ts});
+      if (ev_.correlation >= 0) out_.launches.push_back({ev_.correlation, ev_.tid, ev_.ts, ev_.dur, waits()});
     } else if (cat == "python_function") {
       if (ev_.name.rfind("nn.Module: ", 0) == 0)
         out_.modules.push_back({ev_.name.substr(11), ev_.tid, ev_.ts, ev_.dur});
@@ -229,6 +233,19 @@ class TraceHandler : public nlohmann::json_sax<nlohmann::json> {
       const bool backward = ev_.name.rfind("autograd::engine::evaluate_function", 0) == 0;
       out_.autograd.push_back({ev_.sequence, ev_.tid, ev_.ts, ev_.dur, backward});
     }
+  }
+
+  void add_mark(CpuMark::Kind kind) {
+    auto [it, fresh] = thread_index_.emplace(ev_.tid, static_cast<std::int32_t>(out_.threads.size()));
+    if (fresh) out_.threads.push_back(ev_.tid);
+    out_.marks.push_back({ev_.ts, it->second, kind});
+  }
+
+  /// A runtime or driver call that returns only when the GPU has finished earlier work.
+  bool waits() const {
+    const std::string_view name = ev_.name;
+    return name.find("Synchronize") != std::string_view::npos || name == "cudaMemcpy" ||
+           name == "cuMemcpyDtoH_v2" || name == "cuMemcpyDtoH";
   }
 
   /// The bytes an element-wise cpu_op moves (StreamingOp), from its recorded shapes and dtypes; 0 for any
@@ -308,6 +325,7 @@ class TraceHandler : public nlohmann::json_sax<nlohmann::json> {
   std::string key_, arg_;
   EventFields ev_;
   std::unordered_map<std::string, std::int32_t> name_index_;
+  std::unordered_map<std::int64_t, std::int32_t> thread_index_;
 };
 
 }  // namespace

@@ -105,6 +105,8 @@ KinetoTrace within(const KinetoTrace& trace, const CpuSpan& step) {
     if (inside(m.ts)) out.modules.push_back(m);
   for (const CpuSpan& o : trace.optimizer)
     if (inside(o.ts)) out.optimizer.push_back(o);
+  for (const CpuSpan& o : trace.overhead)
+    if (o.ts + o.dur >= begin && o.ts <= end) out.overhead.push_back(o);
   for (const AutogradOp& a : trace.autograd)
     if (inside(a.ts)) out.autograd.push_back(a);
   for (const WeightUse& w : trace.weights)
@@ -118,12 +120,15 @@ KinetoTrace within(const KinetoTrace& trace, const CpuSpan& step) {
     const auto it = launched.find(a.correlation);
     if (it != launched.end() ? it->second : inside(a.ts)) out.gpu.push_back(a);
   }
+  out.threads = trace.threads;
+  for (const CpuMark& m : trace.marks)
+    if (inside(m.ts)) out.marks.push_back(m);
   return out;
 }
 
 }  // namespace
 
-StepProfile profile_step(const KinetoTrace& whole, std::int64_t step) {
+StepProfile profile_step(const KinetoTrace& whole, std::int64_t step, const ProfilerCost& cost) {
   if (step >= 0 && whole.steps.empty())
     throw sim::InputError(
         whole.file, "/traceEvents",
@@ -209,6 +214,10 @@ StepProfile profile_step(const KinetoTrace& whole, std::int64_t step) {
   }
   std::unordered_map<std::int64_t, const Launch*> launch_of;
   for (const Launch& l : trace.launches) launch_of.emplace(l.correlation, &l);
+  const HostWait host = replay_host(trace, cost);
+  out.host_wait_us = host.wait_us;
+  out.host_cpu_us = host.cpu_us;
+  out.replayed_step_us = host.step_us;
   for (const GpuActivity& a : trace.gpu) {
     const KernelClass c =
         classify_kernel(trace.names[static_cast<std::size_t>(a.name)], a.kind != GpuActivity::Kind::kKernel);
@@ -230,6 +239,7 @@ StepProfile profile_step(const KinetoTrace& whole, std::int64_t step) {
       }
     }
     add(*pass, a, c);
+    pass->host_wait_us += host.before[static_cast<std::size_t>(&a - trace.gpu.data())];
   }
   return out;
 }

@@ -28,6 +28,8 @@ nlohmann::ordered_json layer_entry(const std::string& role, const PassProfile& f
                            {"bwd_ms", ms(bwd.gpu_us)},
                            {"fwd_kernels", fwd.launches},
                            {"bwd_kernels", bwd.launches}};
+  e["fwd_host_wait_ms"] = ms(fwd.host_wait_us);
+  e["bwd_host_wait_ms"] = ms(bwd.host_wait_us);
   if (memory.params > 0) e["param_bytes"] = memory.params;
   if (memory.grads > 0) e["step_grad_bytes"] = memory.grads;
   if (memory.saved > 0) e["activation_bytes"] = memory.saved;
@@ -46,7 +48,10 @@ nlohmann::ordered_json classes_json(const ClassTimes& t) {
 }
 
 nlohmann::ordered_json pass_json(const PassProfile& p) {
-  return {{"gpu_ms", ms(p.gpu_us)}, {"launches", p.launches}, {"classes_ms", classes_json(p.classes)}};
+  return {{"gpu_ms", ms(p.gpu_us)},
+          {"launches", p.launches},
+          {"host_wait_ms", ms(p.host_wait_us)},
+          {"classes_ms", classes_json(p.classes)}};
 }
 
 }  // namespace
@@ -69,6 +74,8 @@ nlohmann::ordered_json workload_json(const StepProfile& step, const WorkloadOpti
   const double written_params = static_cast<double>(embedding.params + head_params) +
                                 static_cast<double>(block_params) * blocks / traced;
   w["optimizer_ms"] = ms(step.optimizer.gpu_us * (traced_params > 0 ? written_params / traced_params : 1.0));
+  // The CPU's work before the optimizer's kernels (grouping the parameters' tensors) does not grow with them.
+  if (step.optimizer.host_wait_us > 0) w["optimizer_host_wait_ms"] = ms(step.optimizer.host_wait_us);
   const std::int64_t bytes = options.bytes_per_param;
   // Gradients the step makes and frees, per parameter as measured (fp32 gradients: 4), at most the bytes a
   // parameter holds.
@@ -97,6 +104,8 @@ nlohmann::ordered_json workload_json(const StepProfile& step, const WorkloadOpti
       flops += l.forward_flops / traced;
       fwd.gpu_us += l.forward.gpu_us / traced;
       bwd.gpu_us += l.backward.gpu_us / traced;
+      fwd.host_wait_us += l.forward.host_wait_us / traced;
+      bwd.host_wait_us += l.backward.host_wait_us / traced;
       fwd.launches += l.forward.launches;
       bwd.launches += l.backward.launches;
     }
@@ -118,6 +127,7 @@ nlohmann::ordered_json workload_json(const StepProfile& step, const WorkloadOpti
   PassProfile head_bwd = head.backward;
   head_bwd.gpu_us += step.unattributed.gpu_us;
   head_bwd.launches += step.unattributed.launches;
+  head_bwd.host_wait_us += step.unattributed.host_wait_us;
   layers.push_back(
       layer_entry("head", head.forward, head_bwd, memory(head_params, head), head.forward_flops, 1));
   w["layers"] = layers;
@@ -145,6 +155,9 @@ nlohmann::ordered_json step_report(const StepProfile& step) {
           {"blocks", static_cast<std::int64_t>(step.layers.size()) - 2},
           {"gpu_ms", ms(step.gpu_us)},
           {"launches", step.launches},
+          {"host_wait_ms", ms(step.host_wait_us)},
+          {"host_cpu_ms", ms(step.host_cpu_us)},
+          {"replayed_step_ms", ms(step.replayed_step_us)},
           {"classes_ms", classes_json(step.classes)},
           {"optimizer", pass_json(step.optimizer)},
           {"unattributed", pass_json(step.unattributed)},

@@ -33,6 +33,9 @@ Workload parse_workload(const std::string& text, const std::string& file, Recomp
   w.seq = r.integer_or("seq", 0, 0, 1 << 30);
   if (r.has("source")) r.string("source");  // where the times were measured (a trace, a benchmark)
   if (r.has("optimizer_ms")) w.optimizer_ns = duration_from_ms(r.number("optimizer_ms", 0, 1e7));
+  // The GPU's idle time waiting for the CPU to launch a pass's kernels (an imported trace's): the pass lasts
+  // that much longer than its kernels.
+  w.optimizer_ns += duration_from_ms(r.number_or("optimizer_host_wait_ms", 0, 0, 1e7));
   const json& layers = r.raw("layers");
   if (!layers.is_array() || layers.empty()) r.fail("layers", "expected a non-empty array of layer entries");
   for (std::size_t i = 0; i < layers.size(); ++i) {
@@ -61,6 +64,15 @@ Workload parse_workload(const std::string& text, const std::string& file, Recomp
     if (bi < 0 || bwt < 0 || std::fabs(bi + bwt - bwd) > 1e-9 * std::max(1.0, bwd))
       e.fail("bwd_ms",
              fmt::format("bwd_input_ms + bwd_weight_ms ({}) must equal bwd_ms ({})", bi + bwt, bwd));
+    // Where the profile measured the GPU's waits for the CPU (an imported trace), its times hold the CPU's
+    // cost: no launch count bounds them below again (bound_by_dispatch).
+    const bool measured_waits = e.has("fwd_host_wait_ms") || e.has("bwd_host_wait_ms");
+    fwd += e.number_or("fwd_host_wait_ms", 0, 0, 1e7);
+    if (const double wait = e.number_or("bwd_host_wait_ms", 0, 0, 1e7); wait > 0) {
+      // The waits stretch both parts of the backward alike.
+      bi = bwd > 0 ? bi * (bwd + wait) / bwd : wait / 2;
+      bwd += wait;
+    }
     c.fwd_ns = duration_from_ms(fwd);
     c.bwd_input_ns = duration_from_ms(bi);
     c.bwd_weight_ns = duration_from_ms(bwd) - c.bwd_input_ns;
@@ -76,6 +88,7 @@ Workload parse_workload(const std::string& text, const std::string& file, Recomp
     if (e.has("bwd_kernels"))
       c.input_grad_extra_kernels =
           static_cast<std::int32_t>(e.integer("bwd_kernels", 0, kMaxLayerKernels)) - 2 * c.kernels;
+    if (measured_waits) c.kernels = c.input_grad_extra_kernels = 0;
     double gflop = e.number_or("fwd_gflop", 0, 0, 1e12);
     c.fwd_flops = gflop * 1e9;
     c.bwd_input_flops = c.fwd_flops;

@@ -58,11 +58,23 @@ struct StreamingOp {
   std::int64_t bytes = 0;
 };
 
-/// A CUDA runtime or driver call that put work on the GPU.
+/// A CUDA runtime or driver call: one that put work on the GPU (its correlation joins that work), one that
+/// waits for the GPU (`sync`: cudaDeviceSynchronize, cudaStreamSynchronize, cudaEventSynchronize, a blocking
+/// cudaMemcpy), or another.
 struct Launch {
   std::int64_t correlation = 0;
   std::int64_t tid = 0;
+  TraceTime ts = 0, dur = 0;
+  bool sync = false;
+};
+
+/// A CPU event the profiler recorded: an op (cpu_op, user_annotation, a runtime or driver call) or a Python
+/// frame (python_function, with_stack=True). The profiler spends time on each (host_wait.hpp).
+struct CpuMark {
+  enum class Kind : std::uint8_t { kOp, kPythonFrame };
   TraceTime ts = 0;
+  std::int32_t thread = 0;  ///< index into KinetoTrace::threads
+  Kind kind = Kind::kOp;
 };
 
 /// What ran on the GPU: a kernel, a copy or a fill.
@@ -71,7 +83,8 @@ struct GpuActivity {
   Kind kind = Kind::kKernel;
   std::int64_t correlation = 0;
   TraceTime ts = 0, dur = 0;
-  std::int32_t name = 0;  ///< index into KinetoTrace::names
+  std::int32_t name = 0;    ///< index into KinetoTrace::names
+  std::int64_t stream = 0;  ///< the CUDA stream it ran on (the event's tid)
 };
 
 struct KinetoTrace {
@@ -80,12 +93,17 @@ struct KinetoTrace {
   std::vector<CpuSpan> modules;    ///< nn.Module spans, in file order
   std::vector<CpuSpan> optimizer;  ///< Optimizer.step / Optimizer.zero_grad spans (CPU side)
   std::vector<CpuSpan> steps;      ///< ProfilerStep#N spans: the steps torch.profiler's schedule recorded
+  /// The profiler's own work it records as such (cat "overhead": CUPTI's activity buffer requests), which
+  /// holds up the thread that needed the buffer.
+  std::vector<CpuSpan> overhead;
   std::vector<AutogradOp> autograd;
   std::vector<WeightUse> weights;
   std::vector<StreamingOp> streaming;
   std::vector<Launch> launches;
   std::vector<GpuActivity> gpu;
-  std::vector<std::string> names;  ///< distinct GPU activity names
+  std::vector<std::string> names;     ///< distinct GPU activity names
+  std::vector<CpuMark> marks;         ///< every CPU event's start, in file order
+  std::vector<std::int64_t> threads;  ///< the tids CpuMark::thread indexes
 };
 
 /// Parses a trace from `in`; `file` names it in errors. Throws InputError (file, JSON path, what is wrong)

@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "pipesim/trace_import/host_wait.hpp"
 #include "pipesim/trace_import/kernel_class.hpp"
 #include "pipesim/trace_import/kineto_trace.hpp"
 
@@ -19,6 +20,8 @@ struct PassProfile {
   double gpu_us = 0;          ///< summed time of the pass's kernels, copies and fills
   std::int32_t launches = 0;  ///< of them
   ClassTimes classes{};       ///< gpu_us by kernel class
+  /// The GPU's idle time before the pass's kernels, waiting for the CPU to launch them (host_wait.hpp).
+  double host_wait_us = 0;
 };
 
 struct LayerProfile {
@@ -51,6 +54,9 @@ struct StepProfile {
   ClassTimes classes{};      ///< every activity's time by class
   double gpu_us = 0;         ///< every activity's time
   std::int32_t launches = 0;
+  /// The step replayed without the profiler's own cost (host_wait.hpp): the GPU's waits for the CPU in all,
+  /// the CPU's time between launches, the step from the first kernel's start to the last one's end.
+  double host_wait_us = 0, host_cpu_us = 0, replayed_step_us = 0;
   /// The layer (index into `layers`) of each autograd op of the model's forward, by sequence number.
   std::unordered_map<std::int64_t, std::int32_t> layer_of_sequence;
   bool has_saved_bytes = false;  ///< the layers' saved_bytes come from an execution trace
@@ -61,9 +67,10 @@ struct StepProfile {
 
 /// Attributes the GPU activity of one step: ProfilerStep#`step` where the trace marks its steps
 /// (torch.profiler with a schedule), the last one marked for `step` -1; the whole trace where it marks none.
-/// Only the CPU events inside that step's span count, and the GPU work they launched. Throws InputError
+/// Only the CPU events inside that step's span count, and the GPU work they launched. The GPU's waits for
+/// the CPU are found with the profiler's own cost per recorded event taken out (`cost`). Throws InputError
 /// naming the trace when it has no nn.Module spans (profile with with_stack=True or with_modules=True), no
 /// repeated block module, or no step `step`.
-StepProfile profile_step(const KinetoTrace& trace, std::int64_t step = -1);
+StepProfile profile_step(const KinetoTrace& trace, std::int64_t step = -1, const ProfilerCost& cost = {});
 
 }  // namespace pipesim::trace_import

@@ -48,6 +48,7 @@ struct TraceFit {
   int gemms = 0;                   ///< GEMM ops the curve was refit from
   int streaming_ops = 0;           ///< element-wise ops the streaming rate was fit from (0: not fit)
   double streaming_GBps = 0;       ///< what those ops streamed at
+  double host_dispatch_us = 0;     ///< the CPU's time a launch, without the profiler's own (0: none found)
   std::vector<std::string> notes;  ///< what was taken from the trace, and what could not be
 };
 
