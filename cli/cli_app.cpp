@@ -569,6 +569,9 @@ void add_calibrate(CLI::App& app, Commands& c) {
       "--framework", c.calibrate_framework,
       "the framework (name or file) that ran the trace, with --from-trace: its element-wise kernels' "
       "share of the streaming rate (default: megatron-core, the full rate)");
+  cal->add_option("--framework-out", c.calibrate_framework_out,
+                  "with --from-trace, also write --framework as a framework file whose CPU time a launch "
+                  "(host_dispatch_us) is the trace's, the profiler's own cost taken out");
   cal->add_flag("--replay-host", c.calibrate_replay_host,
                 "write the profile of the host replay backend instead: one plan stream's thread as a GPU "
                 "(its FMA, memcpy and Adam rates), to predict what replay --backend host measures");
@@ -880,7 +883,7 @@ int dispatch(CLI::App& app, Commands& c, bool no_arguments) {
     if (!c.calibrate_from_trace.empty())
       return pipesim::cli::run_calibrate_from_trace(
           c.calibrate_from_trace, c.calibrate_base->count() > 0 ? c.calibrate.base : "", c.calibrate.out,
-          c.calibrate.name, c.calibrate_dtype, c.calibrate_framework);
+          c.calibrate.name, c.calibrate_dtype, c.calibrate_framework, c.calibrate_framework_out);
     if (!c.calibrate_from_replay.empty()) {
       const std::string name = !c.calibrate.name.empty()
                                    ? c.calibrate.name

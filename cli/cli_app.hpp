@@ -38,7 +38,8 @@ struct Commands {
   std::string list_format = "table";  // schedules, hw, models, fill-jobs
   bool calibrate_replay_host = false;
   std::string calibrate_from_replay, calibrate_plan, calibrate_from_trace, calibrate_dtype = "bf16";
-  std::string calibrate_framework;  ///< the framework that ran a trace (--from-trace)
+  std::string calibrate_framework;      ///< the framework that ran a trace (--from-trace)
+  std::string calibrate_framework_out;  ///< that framework with the trace's CPU time a launch (--from-trace)
   CLI::Option* calibrate_base = nullptr;
   CLI::App *sim = nullptr, *cal = nullptr, *part = nullptr, *pl = nullptr, *explain = nullptr, *bub = nullptr,
            *rep = nullptr, *cmp = nullptr, *buy_cmd = nullptr, *check = nullptr, *import_trace_cmd = nullptr,

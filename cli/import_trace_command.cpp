@@ -1,5 +1,6 @@
 #include "import_trace_command.hpp"
 
+#include <cmath>
 #include <filesystem>
 #include <iostream>
 
@@ -91,8 +92,8 @@ int run_import_trace(const ImportTraceOptions& o) {
 }
 
 int run_calibrate_from_trace(const std::string& trace_file, const std::string& base, const std::string& out,
-                             const std::string& name, const std::string& dtype,
-                             const std::string& framework) {
+                             const std::string& name, const std::string& dtype, const std::string& framework,
+                             const std::string& framework_out) {
   const sim::Framework ran = sim::load_framework(framework.empty() ? "megatron-core" : framework);
   const double share = ran.kernels ? ran.kernels->elementwise_efficiency : 1.0;
   const trace_import::KinetoTrace trace = trace_import::read_kineto_trace(trace_file);
@@ -109,6 +110,23 @@ int run_calibrate_from_trace(const std::string& trace_file, const std::string& b
                            trace.device.empty() ? "a GPU" : trace.device, dtype, base_hw.name);
   for (const std::string& n : fit.notes) std::cout << "  " << n << "\n";
   std::cout << fmt::format("wrote {}\n", out);
+  if (!framework_out.empty()) {
+    if (fit.host_dispatch_us <= 0)
+      throw sim::InputError(trace_file, "/traceEvents",
+                            "no launch of GPU work to time the CPU by; --framework-out needs one");
+    const std::string base_framework = framework.empty() ? "megatron-core" : framework;
+    const std::string fitted = std::filesystem::path(framework_out).stem().string();
+    sim::write_output_file(
+        framework_out,
+        sim::framework_with_dispatch(
+            base_framework, fitted, std::round(fit.host_dispatch_us * 10) / 10,
+            fmt::format(
+                "the CPU's time a launch in the PyTorch profiler trace {}, the profiler's own cost per "
+                "recorded event taken out (pipesim calibrate --from-trace; docs/trace-import.md)",
+                std::filesystem::path(trace_file).filename().string())));
+    std::cout << fmt::format("wrote {} ({} with host_dispatch_us {:.1f})\n", framework_out, base_framework,
+                             fit.host_dispatch_us);
+  }
   return 0;
 }
 

@@ -29,8 +29,10 @@ int run_import_trace(const ImportTraceOptions& options);
 
 /// `pipesim calibrate --from-trace TRACE --out FILE`: `base` (empty: the shipped profile of the trace's GPU)
 /// with its GEMM-efficiency curve refit from the trace's GEMMs at `dtype`'s peak, and its streaming
-/// efficiency from the element-wise ops of `framework` (empty: megatron-core) that ran it.
+/// efficiency from the element-wise ops of `framework` (empty: megatron-core) that ran it; with
+/// `framework_out`, also that framework with the CPU's time a launch the trace shows (host_dispatch_us).
 int run_calibrate_from_trace(const std::string& trace, const std::string& base, const std::string& out,
-                             const std::string& name, const std::string& dtype, const std::string& framework);
+                             const std::string& name, const std::string& dtype, const std::string& framework,
+                             const std::string& framework_out = "");
 
 }  // namespace pipesim::cli

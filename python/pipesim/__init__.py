@@ -151,9 +151,11 @@ def import_trace(trace_file, **kwargs):
     """``pipesim import-trace TRACE --out FILE``: a PyTorch profiler trace of one training step (Kineto JSON,
     plain or gzip) into a profiled workload written to ``out`` (``simulate(workload=out, ...)``, ``plan``,
     ``partition`` and ``bubbles`` read it); returns the import's report: each layer's forward and backward GPU
-    time, launches, parameters and FLOPs, the optimizer, and the kernel time by class. ``et=PATH`` reads the
-    matching execution trace too: each layer's activation memory (``saved_bytes``); ``step=N`` imports
-    ProfilerStep#N of a trace that marks several (default: the last)."""
+    time, launches, parameters and FLOPs, how long the GPU waited for the CPU before each pass's kernels
+    (``host_wait_ms``: the step replayed with the profiler's own cost per recorded event taken out,
+    ``profiler_op_us`` and ``profiler_python_us``), the optimizer, and the kernel time by class. ``et=PATH``
+    reads the matching execution trace too: each layer's activation memory (``saved_bytes``); ``step=N``
+    imports ProfilerStep#N of a trace that marks several (default: the last)."""
     return _run_positional_json("import-trace", [trace_file], kwargs)
 
 
@@ -168,8 +170,10 @@ def check(result_file, plan=None):
 
 def calibrate(**kwargs):
     """``pipesim calibrate``: measures this machine (or, with ``replay_host=True``, describes the host replay
-    backend; with ``from_replay=`` and ``plan=``, refits a profile from a replay) and writes the profile to
-    ``out``; returns the written profile as a dict. What the command reports goes to ``report`` in it."""
+    backend; with ``from_replay=`` and ``plan=``, refits a profile from a replay; with ``from_trace=``, from a
+    PyTorch profiler trace, and ``framework_out=`` writes the framework with the trace's CPU time a launch) and
+    writes the profile to ``out``; returns the written profile as a dict. What the command reports goes to
+    ``report`` in it."""
     code, out, err = _pipesim.run(_arguments("calibrate", kwargs))
     if code != 0:
         _raise_for(code, err)

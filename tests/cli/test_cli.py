@@ -811,6 +811,22 @@ class BadInput(unittest.TestCase):
                 self.assertIn("--from-trace", gpu["sources"]["hbm_efficiency"])
                 rates[framework] = gpu["hbm_efficiency"]
             self.assertAlmostEqual(rates["hf-transformers"] * 0.88, rates["megatron-core"], places=3)
+            # The framework as the trace ran it: hf-transformers with the trace's CPU time a launch, the profiler's
+            # own cost taken out (the 4-layer Qwen3 trace: 30.6 us, against the 24 measured without a profiler), a
+            # file `simulate --framework` takes.
+            fitted = os.path.join(d, "hf-qwen3.json")
+            rc, stdout, err = run("calibrate", "--from-trace", trace, "--out", os.path.join(d, "p.json"),
+                                  "--framework", "hf-transformers", "--framework-out", fitted)
+            self.assertEqual(rc, 0, err)
+            with open(fitted) as f:
+                framework = json.load(f)
+            self.assertEqual(framework["name"], "hf-qwen3")
+            self.assertTrue(20 < framework["settings"]["host_dispatch_us"]["value"] < 32)
+            self.assertIn("calibrate --from-trace", framework["settings"]["host_dispatch_us"]["source"])
+            rc, stdout, err = run("simulate", "--framework", fitted, "--model", "qwen3-1.7b", "--hw", "h100-sxm-8x",
+                                  "--pp", "1", "--microbatches", "1", "--schedule", "1f1b", "--seq", "2048")
+            self.assertEqual(rc, 0, err)
+            self.assertIn("framework hf-qwen3", stdout)
             out = os.path.join(d, "x.json")
             self.expect_error(["calibrate", "--from-trace", trace, "--out", out, "--framework", "nosuch"], "nosuch")
             self.assertFalse(os.path.exists(out))

@@ -92,6 +92,11 @@ class SameAsTheCommandLine(unittest.TestCase):
         self.assertEqual(len(blocks), 12)
         self.assertTrue(all(layer["saved_bytes"] > 0 for layer in blocks))
         self.assertGreater(report["step_grad_bytes"], 0)
+        # The GPU's waits for the CPU, the profiler's own cost taken out: fewer with more of it taken out.
+        self.assertGreater(report["host_wait_ms"], 0)
+        with tempfile.TemporaryDirectory() as tmp:
+            dearer = pipesim.import_trace(kineto, out=os.path.join(tmp, "c.json"), profiler_op_us=8)
+        self.assertLess(dearer["host_wait_ms"], report["host_wait_ms"])
 
     def test_lists_and_false_flags(self):
         # A list is joined with commas; False on a flag with a --no- form gives that form.

@@ -247,4 +247,17 @@ std::vector<std::string> shipped_frameworks() {
   return shipped_names("frameworks");
 }
 
+std::string framework_with_dispatch(const std::string& name_or_path, const std::string& name, double us,
+                                    const std::string& source) {
+  const std::string path = resolve_shipped(name_or_path, "frameworks", "framework");
+  const std::string base = detail::read_text_file(path);
+  parse_framework(base, path);                      // a malformed base is named as itself
+  auto root = nlohmann::ordered_json::parse(base);  // in its own order
+  root["name"] = name;
+  root["settings"]["host_dispatch_us"] = {{"value", us}, {"source", source}};
+  std::string text = root.dump(2) + "\n";
+  parse_framework(text, name);  // what it wrote still reads as a framework
+  return text;
+}
+
 }  // namespace pipesim::sim

@@ -125,4 +125,10 @@ Framework load_framework(const std::string& name_or_path);
 /// Names of the shipped frameworks, sorted.
 std::vector<std::string> shipped_frameworks();
 
+/// The text of the framework file `name_or_path` (shipped or a path) renamed `name`, its host_dispatch_us set
+/// to `us` with `source`: a framework refit from what ran (calibrate --from-trace --framework-out). The text
+/// parses as a framework (checked).
+std::string framework_with_dispatch(const std::string& name_or_path, const std::string& name, double us,
+                                    const std::string& source);
+
 }  // namespace pipesim::sim
