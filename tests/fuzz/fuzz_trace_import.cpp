@@ -1,7 +1,9 @@
-// PyTorch profiler traces (Kineto JSON): the streaming reader and the attribution of its events to layers.
+// PyTorch profiler traces (Kineto JSON): the streaming reader, the replay of the CPU's launches and the
+// attribution of its events to layers.
 #include <sstream>
 
 #include "fuzz_input.hpp"
+#include "pipesim/trace_import/host_wait.hpp"
 #include "pipesim/trace_import/kineto_trace.hpp"
 #include "pipesim/trace_import/step_profile.hpp"
 #include "pipesim/trace_import/workload_file.hpp"
@@ -11,7 +13,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string text = pipesim::fuzz::as_text(data, size);
   return pipesim::fuzz::expect_only_input_errors([&] {
     std::istringstream in(text);
-    const StepProfile step = profile_step(parse_kineto_trace(in, "fuzz-trace.json"));
+    const KinetoTrace trace = parse_kineto_trace(in, "fuzz-trace.json");
+    (void)replay_host(trace, ProfilerCost{});  // a trace without modules too
+    const StepProfile step = profile_step(trace);
     WorkloadOptions o;
     o.name = "fuzz";
     o.blocks = 3;

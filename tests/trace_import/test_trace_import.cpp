@@ -3,6 +3,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -197,13 +198,14 @@ TEST(HostWait, TheGpuWaitsForTheCpuLessTheProfilersOwnTime) {
   t.launch(1, 30, "void b<float>", 5);
   t.launch(1, 32, "void c<float>", 100);
   t.add("cuda_runtime", "cudaDeviceSynchronize", 1, 40, 120, {{"correlation", 99}});
-  t.events.push_back({{"ph", "X"},
-                      {"cat", "overhead"},
-                      {"name", "Activity Buffer Request"},
-                      {"pid", -1},
-                      {"tid", 0},
-                      {"ts", 162},
-                      {"dur", 3}});
+  for (const auto& [ts, dur] : {std::pair{162.0, 3.0}, std::pair{163.0, 1.0}})  // the second inside the first
+    t.events.push_back({{"ph", "X"},
+                        {"cat", "overhead"},
+                        {"name", "Activity Buffer Request"},
+                        {"pid", -1},
+                        {"tid", 0},
+                        {"ts", ts},
+                        {"dur", dur}});
   t.launch(1, 170, "void d<float>", 1);
   t.add("python_function", "model.py(9): forward", 1, 190, 0.5);
   t.launch(1, 200, "void e<float>", 4);
@@ -212,8 +214,9 @@ TEST(HostWait, TheGpuWaitsForTheCpuLessTheProfilersOwnTime) {
   // a: starts at 0, ends at 10. b: 30 us later less 4 ops (three views and b's own launch) and 2 frames:
   // 6 us of CPU; it waits for a, 10 to 15. c: 2 us, all the profiler's: 15 to 115. The synchronize: 3 us of
   // CPU (8 less its own 5), then the CPU waits for the GPU (115) and the trace goes on from the call's end
-  // (160). d: 10 us less its launch (5) and the profiler's buffer request (3): 2, at 117, 2 us after the GPU
-  // went idle. e: 30 less its launch and a frame: 23, at 140, 22 us after d ended.
+  // (160). d: 10 us less its launch (5) and the profiler's buffer requests (3, the second inside the first):
+  // 2, at 117, 2 us after the GPU went idle. e: 30 less its launch and a frame: 23, at 140, 22 us after d
+  // ended.
   ASSERT_EQ(w.before.size(), 5u);
   EXPECT_DOUBLE_EQ(w.before[0] + w.before[1] + w.before[2], 0);
   EXPECT_DOUBLE_EQ(w.before[3], 2);

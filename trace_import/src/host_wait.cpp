@@ -4,6 +4,7 @@
 #include <limits>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 namespace pipesim::trace_import {
@@ -17,12 +18,43 @@ double count_between(const std::vector<double>& starts, double from, double to) 
   return static_cast<double>(b - a);
 }
 
-/// Time of `spans` inside [from, to].
-double overlap(const std::vector<CpuSpan>& spans, double from, double to) {
-  double t = 0;
-  for (const CpuSpan& s : spans) t += std::max(0.0, std::min(to, s.ts + s.dur) - std::max(from, s.ts));
-  return t;
-}
+/// The time a set of spans covers (overlaps counted once), asked of one stretch after another: the spans
+/// merged and sorted, with the time each one's start has behind it.
+class Coverage {
+ public:
+  explicit Coverage(const std::vector<CpuSpan>& spans) {
+    std::vector<std::pair<double, double>> v;
+    for (const CpuSpan& s : spans) v.emplace_back(s.ts, s.ts + s.dur);
+    std::sort(v.begin(), v.end());
+    for (const auto& [b, e] : v) {
+      if (!merged_.empty() && b <= merged_.back().second) {
+        merged_.back().second = std::max(merged_.back().second, e);
+      } else {
+        merged_.emplace_back(b, e);
+      }
+    }
+    before_.reserve(merged_.size());
+    double total = 0;
+    for (const auto& [b, e] : merged_) {
+      before_.push_back(total);
+      total += e - b;
+    }
+  }
+  /// The covered time inside [from, to].
+  double inside(double from, double to) const { return upto(to) - upto(from); }
+
+ private:
+  double upto(double t) const {
+    const auto it =
+        std::upper_bound(merged_.begin(), merged_.end(), t,
+                         [](double x, const std::pair<double, double>& s) { return x < s.first; });
+    if (it == merged_.begin()) return 0;
+    const auto i = static_cast<std::size_t>(it - merged_.begin()) - 1;
+    return before_[i] + std::min(t, merged_[i].second) - merged_[i].first;
+  }
+  std::vector<std::pair<double, double>> merged_;
+  std::vector<double> before_;
+};
 
 }  // namespace
 
@@ -56,6 +88,7 @@ HostWait replay_host(const KinetoTrace& trace, const ProfilerCost& cost) {
       (m.kind == CpuMark::Kind::kPythonFrame ? frames : ops).push_back(m.ts);
   std::sort(ops.begin(), ops.end());
   std::sort(frames.begin(), frames.end());
+  const Coverage profiler_work(trace.overhead);
 
   constexpr double kNever = -std::numeric_limits<double>::infinity();
   double cpu = 0;                       // the replayed CPU's clock
@@ -66,7 +99,7 @@ HostWait replay_host(const KinetoTrace& trace, const ProfilerCost& cost) {
     if (l->ts > traced) {
       const double own = (l->ts - traced) - cost.op_us * count_between(ops, traced, l->ts) -
                          cost.python_us * count_between(frames, traced, l->ts) -
-                         overlap(trace.overhead, traced, l->ts);
+                         profiler_work.inside(traced, l->ts);
       cpu += std::max(0.0, own);
       out.cpu_us += std::max(0.0, own);
       traced = l->ts;
