@@ -760,6 +760,10 @@ void add_import_trace(CLI::App& app, Commands& c) {
                   "likewise for each Python frame it recorded (with_stack=True)")
       ->check(CLI::Range(0.0, 1000.0))
       ->capture_default_str();
+  imp->add_option("--measured-step-ms", o.measured_step_ms,
+                  "the same step timed without the profiler on the same host: the two profiler costs above "
+                  "are scaled, in their ratio, until the replayed step lasts that long")
+      ->check(CLI::Range(1e-3, 1e9));
   imp->add_option("--format", o.format, "table or json")
       ->check(CLI::IsMember({"table", "json"}))
       ->capture_default_str();

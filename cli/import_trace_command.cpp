@@ -55,9 +55,10 @@ void print_table(const trace_import::StepProfile& step, const std::string& out) 
     std::cout << fmt::format("{:<12} {:>12.3f} {:>9} (counted with the head's backward)\n", "unattributed",
                              step.unattributed.gpu_us / 1e3, step.unattributed.launches);
   std::cout << fmt::format(
-      "the GPU waited {:.3f} ms for the CPU to launch its work (the CPU's time less the profiler's own): "
-      "replayed step {:.3f} ms\n",
-      step.host_wait_us / 1e3, step.replayed_step_us / 1e3);
+      "the GPU waited {:.3f} ms for the CPU to launch its work (the CPU's time less the profiler's own, "
+      "{:.2f} us an op and {:.2f} a Python frame): replayed step {:.3f} ms\n",
+      step.host_wait_us / 1e3, step.profiler_cost.op_us, step.profiler_cost.python_us,
+      step.replayed_step_us / 1e3);
   std::cout << "kernel time by class:";
   for (int c = 0; c < trace_import::kKernelClasses; ++c) {
     const double t = step.classes[static_cast<std::size_t>(c)];
@@ -72,8 +73,10 @@ void print_table(const trace_import::StepProfile& step, const std::string& out) 
 
 int run_import_trace(const ImportTraceOptions& o) {
   const trace_import::KinetoTrace trace = trace_import::read_kineto_trace(o.trace);
-  trace_import::StepProfile step =
-      trace_import::profile_step(trace, o.step, {o.profiler_op_us, o.profiler_python_us});
+  trace_import::ProfilerCost cost{o.profiler_op_us, o.profiler_python_us};
+  if (o.measured_step_ms > 0)
+    cost = trace_import::fit_profiler_cost(trace, o.step, o.measured_step_ms * 1e3, cost);
+  trace_import::StepProfile step = trace_import::profile_step(trace, o.step, cost);
   if (!o.et.empty()) trace_import::add_saved_activations(trace_import::read_execution_trace(o.et), step);
   trace_import::WorkloadOptions w;
   w.name = o.name.empty() ? stem_of(o.trace) : o.name;

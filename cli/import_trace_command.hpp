@@ -22,6 +22,8 @@ struct ImportTraceOptions {
   /// What the profiler spent per recorded event (host_wait.hpp): taken out of the CPU's traced time.
   double profiler_op_us = trace_import::ProfilerCost{}.op_us;
   double profiler_python_us = trace_import::ProfilerCost{}.python_us;
+  /// The step measured without the profiler (ms; 0: not given): the two costs are scaled to replay it.
+  double measured_step_ms = 0;
   std::string format = "table";
 };
 

@@ -788,7 +788,15 @@ class BadInput(unittest.TestCase):
                 self.assertAlmostEqual(report["replayed_step_ms"], report["gpu_ms"] + report["host_wait_ms"],
                                        places=3)
             self.assertGreater(waits["0"], 2 * waits["5"])
+            # Fitted to GPT-2's step measured without the profiler (trace_meta.json: 73.47 ms): replayed to it.
+            rc, stdout, err = run("import-trace", kineto, "--out", os.path.join(d, "fit.json"), "--format", "json",
+                                  "--measured-step-ms", "73.47")
+            self.assertEqual(rc, 0, err)
+            report = json.loads(stdout)
+            self.assertAlmostEqual(report["replayed_step_ms"], 73.47, delta=0.08)
+            self.assertAlmostEqual(report["profiler_op_us"] / report["profiler_python_us"], 2.5, places=6)
             out = os.path.join(d, "x.json")
+            self.expect_error(["import-trace", kineto, "--out", out, "--measured-step-ms", "0"], "--measured-step-ms")
             self.expect_error(["import-trace", kineto, "--out", out, "--profiler-op-us", "-1"], "--profiler-op-us")
             self.expect_error(["import-trace", kineto, "--out", out, "--profiler-python-us", "lots"],
                               "--profiler-python-us")

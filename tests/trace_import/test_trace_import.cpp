@@ -172,6 +172,26 @@ TEST(TraceImport, ImportsOneOfTheStepsATraceMarks) {
   EXPECT_NE(error(one.dump(), 3).find("the trace marks no steps"), std::string::npos) << error(one.dump(), 3);
 }
 
+TEST(TraceImport, TheProfilersCostFromAStepMeasuredWithoutIt) {
+  const KinetoTrace trace = parse(tiny_trace().dump());
+  const ProfilerCost base{5, 2};
+  // The tiny step replays in 419 us at 5 and 2 us (ATinyStepByHand), in 379 (its kernels alone) once the
+  // profiler's cost leaves the CPU no part, and longest with no cost taken out.
+  const double raw = profile_step(trace, -1, ProfilerCost{0, 0}).replayed_step_us;
+  EXPECT_GT(raw, 419);
+  // A measured 430 us: the costs scaled alike, to a replay of 430.
+  const ProfilerCost fit = fit_profiler_cost(trace, -1, 430, base);
+  EXPECT_NEAR(fit.op_us / fit.python_us, 2.5, 1e-9);
+  EXPECT_LT(fit.op_us, 5);
+  EXPECT_NEAR(profile_step(trace, -1, fit).replayed_step_us, 430, 430 * 1e-3);
+  // Measured longer than the trace with nothing taken out: no cost. Shorter than the kernels alone: the least
+  // cost that leaves the CPU out, which replays the kernels' 379 us.
+  EXPECT_EQ(fit_profiler_cost(trace, -1, raw + 100, base).op_us, 0);
+  const ProfilerCost gpu_bound = fit_profiler_cost(trace, -1, 300, base);
+  EXPECT_NEAR(profile_step(trace, -1, gpu_bound).replayed_step_us, 379, 379 * 1e-3);
+  EXPECT_LT(gpu_bound.op_us, 64 * 5);
+}
+
 TEST(TraceImport, AProfiledLayerLastsAtLeastItsLaunchesDispatch) {
   const StepProfile s = profile_step(parse(tiny_trace().dump()));
   WorkloadOptions o;

@@ -15,10 +15,12 @@ Usage: validate_traces.py PIPESIM [--check]
 Source: traces/trace_meta.json (measured 2026-11-27 on one NVIDIA H100 80GB HBM3 SXM, PyTorch 2.11.0+cu130; its
 "method" says how). The traces ran under the profiler, which slows the CPU side: the import replays each step
 with the profiler's own cost per recorded event taken out (5 us an op, 2 a Python frame: fit to the two Qwen3
-traces, docs/trace-import.md) and keeps, per pass, how long the GPU waited for the CPU.
+traces, docs/trace-import.md) and keeps, per pass, how long the GPU waited for the CPU. It also fits those costs
+to the 28-layer Qwen3 trace's measured step alone (`--measured-step-ms`, as a user on another host would) and
+imports GPT-2 with them.
 
 With --check it exits 1 when a figure leaves the bounds below: the steps within 5 % (today Qwen3 +5.5 % and
--1.5 %, GPT-2 -0.3 %; the 4-layer Qwen3's bound is 6 %), the 28-layer model from the 4-layer trace within 10 %
+-1.5 %, GPT-2 -0.3 %, and 0.0 % with the costs fitted to Qwen3; the 4-layer Qwen3's bound is 6 %), the 28-layer model from the 4-layer trace within 10 %
 (+6.0 %), every peak memory within 3 % (today -0.2 % to -0.6 %), each trace's kernel time by class within 0.1 %
 of its sum, every HF run from the fitted profile within FITTED_BOUND_PCT, and the fitted CPU time a launch within
 DISPATCH_BOUND_PCT of the framework's 24 us (today 26.5 us).
@@ -103,6 +105,21 @@ def main():
             print(f"| {tag} | {own:.3f} | {by_class:.3f} | {steps} | {peaks} |")
             if abs(by_class - own) > CLASS_SUM_BOUND_PCT / 100 * own:
                 failures.append(f"{tag}: kernel time by class {by_class:.3f} ms against the trace's {own:.3f} ms")
+        # The profiler's cost as a user on another host finds it: fitted to one trace's step measured without the
+        # profiler (the 28-layer Qwen3's), then GPT-2's trace imported with it.
+        fit = json.loads(run(pipesim, ["import-trace", os.path.join(TRACES, "qwen3-1.7b.kineto.json.gz"), "--out",
+                                       os.path.join(tmp, "fit.json"), "--format", "json", "--measured-step-ms",
+                                       str(1e3 * cases["qwen3-1.7b"]["step_s_median"])]))
+        gpt2 = os.path.join(tmp, "gpt2-fitted-cost.workload.json")
+        run(pipesim, ["import-trace", os.path.join(TRACES, "gpt2.kineto.json.gz"), "--et",
+                      os.path.join(TRACES, "gpt2.et.json.gz"), "--out", gpt2, "--tied-embeddings",
+                      "--profiler-op-us", str(fit["profiler_op_us"]), "--profiler-python-us",
+                      str(fit["profiler_python_us"])])
+        step, peak = simulate(pipesim, gpt2, cases["gpt2"]["micro_batch"])
+        steps = compare("gpt2 with the cost fitted to qwen3-1.7b", step, cases["gpt2"]["step_s_median"],
+                        STEP_BOUND_PCT["gpt2"], failures)
+        print(f"| gpt2, the profiler's cost fitted to qwen3-1.7b's measured step ({fit['profiler_op_us']:.2f} us an "
+              f"op, {fit['profiler_python_us']:.2f} a frame) | | | {steps} | | | |")
         # The whole model from a trace of four of its blocks.
         deeper = os.path.join(tmp, "qwen3-1.7b-from-4.workload.json")
         run(pipesim, ["import-trace", os.path.join(TRACES, "qwen3-1.7b-4layers.kineto.json.gz"), "--et",

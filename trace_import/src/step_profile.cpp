@@ -218,6 +218,7 @@ StepProfile profile_step(const KinetoTrace& whole, std::int64_t step, const Prof
   out.host_wait_us = host.wait_us;
   out.host_cpu_us = host.cpu_us;
   out.replayed_step_us = host.step_us;
+  out.profiler_cost = cost;
   for (const GpuActivity& a : trace.gpu) {
     const KernelClass c =
         classify_kernel(trace.names[static_cast<std::size_t>(a.name)], a.kind != GpuActivity::Kind::kKernel);
@@ -242,6 +243,23 @@ StepProfile profile_step(const KinetoTrace& whole, std::int64_t step, const Prof
     pass->host_wait_us += host.before[static_cast<std::size_t>(&a - trace.gpu.data())];
   }
   return out;
+}
+
+ProfilerCost fit_profiler_cost(const KinetoTrace& trace, std::int64_t step, double measured_us,
+                               const ProfilerCost& cost) {
+  auto scaled = [&](double k) { return ProfilerCost{cost.op_us * k, cost.python_us * k}; };
+  auto replayed = [&](double k) { return profile_step(trace, step, scaled(k)).replayed_step_us; };
+  // The replay shortens as more of the CPU's time is the profiler's, down to the GPU's own work; a scale of
+  // 64 leaves every trace here without CPU time (64 x 5 us an op).
+  double lo = 0, hi = 64;
+  if (replayed(lo) <= measured_us) return scaled(lo);
+  const double floor = replayed(hi);
+  if (floor >= measured_us) measured_us = floor * (1 + 1e-9);  // the least scale that reaches the GPU's own
+  while (hi - lo > 1e-4 * std::max(1.0, lo)) {
+    const double mid = (lo + hi) / 2;
+    (replayed(mid) > measured_us ? lo : hi) = mid;
+  }
+  return scaled(hi);
 }
 
 }  // namespace pipesim::trace_import

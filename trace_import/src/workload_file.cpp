@@ -158,6 +158,8 @@ nlohmann::ordered_json step_report(const StepProfile& step) {
           {"host_wait_ms", ms(step.host_wait_us)},
           {"host_cpu_ms", ms(step.host_cpu_us)},
           {"replayed_step_ms", ms(step.replayed_step_us)},
+          {"profiler_op_us", step.profiler_cost.op_us},
+          {"profiler_python_us", step.profiler_cost.python_us},
           {"classes_ms", classes_json(step.classes)},
           {"optimizer", pass_json(step.optimizer)},
           {"unattributed", pass_json(step.unattributed)},

@@ -57,6 +57,7 @@ struct StepProfile {
   /// The step replayed without the profiler's own cost (host_wait.hpp): the GPU's waits for the CPU in all,
   /// the CPU's time between launches, the step from the first kernel's start to the last one's end.
   double host_wait_us = 0, host_cpu_us = 0, replayed_step_us = 0;
+  ProfilerCost profiler_cost;  ///< what the replay took out per recorded event
   /// The layer (index into `layers`) of each autograd op of the model's forward, by sequence number.
   std::unordered_map<std::int64_t, std::int32_t> layer_of_sequence;
   bool has_saved_bytes = false;  ///< the layers' saved_bytes come from an execution trace
@@ -72,5 +73,13 @@ struct StepProfile {
 /// naming the trace when it has no nn.Module spans (profile with with_stack=True or with_modules=True), no
 /// repeated block module, or no step `step`.
 StepProfile profile_step(const KinetoTrace& trace, std::int64_t step = -1, const ProfilerCost& cost = {});
+
+/// The profiler's cost per event on the host that took the trace, from a step measured there without it:
+/// `cost` scaled (its op and Python costs in the same ratio) until step `step`'s replay (replayed_step_us)
+/// lasts `measured_us` (the scale to 0.01 %). Where even no cost at all leaves the replay shorter, the scale
+/// is 0; where the GPU alone takes longer than `measured_us`, the least scale that leaves the CPU no part in
+/// the step. Throws as profile_step.
+ProfilerCost fit_profiler_cost(const KinetoTrace& trace, std::int64_t step, double measured_us,
+                               const ProfilerCost& cost);
 
 }  // namespace pipesim::trace_import
