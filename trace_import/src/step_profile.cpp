@@ -249,8 +249,8 @@ ProfilerCost fit_profiler_cost(const KinetoTrace& trace, std::int64_t step, doub
                                const ProfilerCost& cost) {
   auto scaled = [&](double k) { return ProfilerCost{cost.op_us * k, cost.python_us * k}; };
   auto replayed = [&](double k) { return profile_step(trace, step, scaled(k)).replayed_step_us; };
-  // The replay shortens as more of the CPU's time is the profiler's, down to the GPU's own work; a scale of
-  // 64 leaves every trace here without CPU time (64 x 5 us an op).
+  // The replay shortens as more of the CPU's time is the profiler's, down to the GPU's own work; 64 times the
+  // default costs (320 us an op) leaves the traces of tests/validation none of their CPU time.
   double lo = 0, hi = 64;
   if (replayed(lo) <= measured_us) return scaled(lo);
   const double floor = replayed(hi);

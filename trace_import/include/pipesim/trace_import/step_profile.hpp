@@ -76,9 +76,9 @@ StepProfile profile_step(const KinetoTrace& trace, std::int64_t step = -1, const
 
 /// The profiler's cost per event on the host that took the trace, from a step measured there without it:
 /// `cost` scaled (its op and Python costs in the same ratio) until step `step`'s replay (replayed_step_us)
-/// lasts `measured_us` (the scale to 0.01 %). Where even no cost at all leaves the replay shorter, the scale
-/// is 0; where the GPU alone takes longer than `measured_us`, the least scale that leaves the CPU no part in
-/// the step. Throws as profile_step.
+/// lasts `measured_us` (the scale to 0.01 %, at most 64). Where even no cost at all leaves the replay
+/// shorter, the scale is 0; where the replay at 64 times `cost` is still longer than `measured_us` (the GPU's
+/// own work takes that long), the least scale that reaches the replay at 64. Throws as profile_step.
 ProfilerCost fit_profiler_cost(const KinetoTrace& trace, std::int64_t step, double measured_us,
                                const ProfilerCost& cost);
 
