@@ -169,6 +169,9 @@ int list_frameworks(const std::string& format) {
     if (f.dp_grad_bytes.value != 2)
       table += fmt::format("{:<20} data parallelism reduces {} B gradients a parameter\n", "",
                            f.dp_grad_bytes.value);
+    if (f.zero_param_gather.value != "in-place")
+      table += fmt::format("{:<20} ZeRO gathers the updated parameters through {} buffers\n", "",
+                           f.zero_param_gather.value);
     if (!f.data_parallel.value.empty() || !f.recompute.value.empty() || !f.host_offload.value)
       table += fmt::format(
           "{:<20} data parallel {}, recompute {}, host offload {}\n", "",
@@ -208,6 +211,7 @@ int list_frameworks(const std::string& format) {
                     {"host_offload", f.host_offload.value},
                     {"vocab_padding", f.vocab_padding.value},
                     {"dp_grad_bytes", f.dp_grad_bytes.value},
+                    {"zero_param_gather", f.zero_param_gather.value},
                     {"kernels", composition_json(f.kernels)},
                     {"sources",
                      {{"attention", f.attention.source},
@@ -230,7 +234,8 @@ int list_frameworks(const std::string& format) {
                       {"recompute", f.recompute.source},
                       {"host_offload", f.host_offload.source},
                       {"vocab_padding", f.vocab_padding.source},
-                      {"dp_grad_bytes", f.dp_grad_bytes.source}}}});
+                      {"dp_grad_bytes", f.dp_grad_bytes.source},
+                      {"zero_param_gather", f.zero_param_gather.source}}}});
   }
   print_listing(rows, format, table);
   return 0;

@@ -387,6 +387,7 @@ void resolve_execution(const JobOptions& j, const ScheduleDescriptor& schedule, 
         fmt::format("{}; valid: 0 .. {}", *j.host_dispatch_us, kMaxHostDispatchUs));
   in.host_dispatch_ns = duration_from_us(*j.host_dispatch_us);
   in.dp_grad_bytes_per_param = j.loaded_framework->dp_grad_bytes.value;
+  in.param_gather_copies = j.loaded_framework->zero_param_gather.value == "flattened-copy";
   in.gpu_speed_cv = j.gpu_speed_cv.value_or(in.hw.gpu.speed_cv);
   try {
     in.collective_latency = parse_collective_latency(j.collective_latency);

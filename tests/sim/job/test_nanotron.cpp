@@ -91,6 +91,43 @@ TEST(Nanotron, DataParallelismReducesTheFp32AccumulationBuffers) {
   EXPECT_EQ(fp32, 2 * half);
 }
 
+/// Memory device 0's parameter all-gathers allocate when they start and free when they end.
+std::pair<std::int64_t, std::int64_t> all_gather_memory(const Plan& plan) {
+  std::int64_t alloc = 0, freed = 0;
+  for (const Op& op : plan.ops) {
+    const Stream& s = plan.streams[static_cast<std::size_t>(op.stream)];
+    if (op.kind != OpKind::kAllGather || s.device != 0) continue;
+    alloc += plan.extras_of(op).alloc_bytes;
+    freed += plan.extras_of(op).free_bytes;
+  }
+  return {alloc, freed};
+}
+
+TEST(Nanotron, ZeroOneGathersTheParametersThroughFlattenedCopies) {
+  // optim/zero.py _all_gather_params -> distributed.py all_gather_coalesced: the rank's bf16 shard flattened
+  // into a new buffer, every rank's part into new buffers, held while the gather runs. The 2-block 1B model
+  // holds 131,072 x 2048 = 268,435,456 embedding parameters (tied), 2 x (67,108,864 + 2 x 2048 norm)
+  // = 134,225,920 in its blocks and 2,048 in the final norm: 402,663,424. At dp 4: 2 x (402,663,424 +
+  // 100,665,856) bytes.
+  JobOptions j = testing::job("", "h100-sxm-8x", 1, 1, 4, 2);
+  j.loaded_model = std::make_shared<const ModelSpec>(ultrascale(2, 2048));
+  j.seq = 256;
+  j.zero = 1;
+  j.framework = "nanotron";
+  EXPECT_EQ(all_gather_memory(testing::plan_of("1f1b", j)),
+            (std::pair<std::int64_t, std::int64_t>{1'006'658'560, 1'006'658'560}));
+  // Megatron-Core's distributed optimizer gathers into the parameters' own buffer: nothing more.
+  j.framework = "megatron-core";
+  EXPECT_EQ(all_gather_memory(testing::plan_of("1f1b", j)), (std::pair<std::int64_t, std::int64_t>{0, 0}));
+  // One data-parallel rank: nanotron gathers nothing.
+  j = testing::job("", "h100-sxm-8x", 1, 1, 1, 2);
+  j.loaded_model = std::make_shared<const ModelSpec>(ultrascale(2, 2048));
+  j.seq = 256;
+  j.zero = 1;
+  j.framework = "nanotron";
+  EXPECT_EQ(all_gather_memory(testing::plan_of("1f1b", j)), (std::pair<std::int64_t, std::int64_t>{0, 0}));
+}
+
 std::vector<LayerCost> nanotron_costs(const ModelSpec& m, std::int64_t s, const KernelRate& rate = {}) {
   CostOptions o{1, s, 1, Recompute::kNone};
   o.attention = AttentionKernel::kFlash;
@@ -236,6 +273,11 @@ TEST(Nanotron, BadSettingsNameTheirPath) {
   bad = j;
   bad["settings"]["attention_kernel"]["value"] = "Flash Attn";
   EXPECT_EQ(err(bad).rfind("f.json: /settings/attention_kernel/value: expected a kernel name", 0), 0u);
+  bad = j;
+  bad["settings"]["zero_param_gather"]["value"] = "copy";
+  EXPECT_EQ(
+      err(bad),
+      "f.json: /settings/zero_param_gather/value: unknown value 'copy'; valid: in-place, flattened-copy");
 }
 
 }  // namespace

@@ -89,15 +89,25 @@ void Builder::emit_grad_sync_after_backward(GpuRank& g, std::int32_t iter) {
 }
 
 OpId Builder::emit_param_allgather(GpuRank& g, std::int32_t iter, OpId after) {
-  OpId last = after;
+  OpId first = kNone, last = after;
   for (std::int32_t v = 0; v < in_.virtual_stages; ++v) {
     const RangeCost& cc = chunk_costs_[0][static_cast<std::size_t>(model_chunk(v, g.stage))];
     for (const Bucket& b : gradient_buckets(cc)) {
       OpId ag = emit_dp_collective(g, OpKind::kAllGather, kCollectiveStream,
                                    OpTags{g.stage, v, -1, b.lo, b.hi, iter}, b.params * kShardWeightBytes,
                                    DpGroup::kShard, after);
-      if (ag != kNone) last = ag;
+      if (ag == kNone) continue;
+      if (first == kNone) first = ag;
+      last = ag;
     }
+  }
+  if (in_.param_gather_copies && first != kNone) {
+    // Gathered through flattened copies (nanotron's all_gather_coalesced): the rank's shard and every
+    // rank's part of the parameters in new 16-bit buffers, held from the first gather to the last.
+    const std::int64_t copies =
+        kShardWeightBytes * (g.trainable + (g.trainable + shard_ranks() - 1) / shard_ranks());
+    plan_.add_alloc(first, copies);
+    plan_.add_free(last, copies);
   }
   return last;
 }

@@ -104,6 +104,11 @@ struct Framework {
   /// Bytes per parameter of the gradients data parallelism reduces: 2 (16-bit gradients) or 4 (the fp32
   /// accumulation buffers, as nanotron's DDP hook all-reduces them). Optional in a file; absent: 2.
   FrameworkSetting<std::int64_t> dp_grad_bytes{2, {}};
+  /// How ZeRO-1/2 gathers the updated parameters after the optimizer step: `in-place` (into the parameters'
+  /// own storage) or `flattened-copy` (nanotron: the rank's shard and every rank's part flattened into new
+  /// buffers, then copied back: 2 (1 + 1/dp) bytes a parameter while it runs). Optional in a file; absent:
+  /// in-place.
+  FrameworkSetting<std::string> zero_param_gather{"in-place", {}};
   /// The framework's own element-wise kernels, saved tensors, residual width and optimizer traffic, where
   /// its file states them ("kernels"); null: the built-in Megatron-Core composition.
   std::shared_ptr<const KernelComposition> kernels;

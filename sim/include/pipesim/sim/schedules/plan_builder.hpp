@@ -100,6 +100,10 @@ struct ScheduleInput {
     return cpu_optimizer_threads > 0 ? cpu_optimizer_threads : system_default;
   }
   std::int64_t dp_grad_bytes_per_param = 2;
+  /// ZeRO-1/2's parameter all-gather after the optimizer step goes through flattened copies (the shard and
+  /// the whole gathered parameters in new 16-bit buffers, nanotron's all_gather_coalesced) rather than into
+  /// the parameters' own storage: 2 (1 + 1/shards) bytes a parameter held for the gather.
+  bool param_gather_copies = false;
   /// HBM traffic of one GPU optimizer step per parameter (the job sets optimizer_step_bytes_per_param of its
   /// dtype; the default is Adam's own 28 bytes).
   std::int64_t optimizer_bytes_per_param = 28;
