@@ -169,6 +169,11 @@ int list_frameworks(const std::string& format) {
     if (f.dp_grad_bytes.value != 2)
       table += fmt::format("{:<20} data parallelism reduces {} B gradients a parameter\n", "",
                            f.dp_grad_bytes.value);
+    if (f.tp_gather_buffers.value > 0)
+      table += fmt::format("{:<20} {} whole-hidden buffers kept for its sequence-parallel all-gathers\n", "",
+                           f.tp_gather_buffers.value);
+    if (f.grad_16bit_memory.value != "step")
+      table += fmt::format("{:<20} 16-bit gradients held as {}\n", "", f.grad_16bit_memory.value);
     if (f.zero_param_gather.value != "in-place")
       table += fmt::format("{:<20} ZeRO gathers the updated parameters through {} buffers\n", "",
                            f.zero_param_gather.value);
@@ -212,6 +217,8 @@ int list_frameworks(const std::string& format) {
                     {"vocab_padding", f.vocab_padding.value},
                     {"dp_grad_bytes", f.dp_grad_bytes.value},
                     {"zero_param_gather", f.zero_param_gather.value},
+                    {"grad_16bit_memory", f.grad_16bit_memory.value},
+                    {"tp_gather_buffers", f.tp_gather_buffers.value},
                     {"kernels", composition_json(f.kernels)},
                     {"sources",
                      {{"attention", f.attention.source},
@@ -235,7 +242,9 @@ int list_frameworks(const std::string& format) {
                       {"host_offload", f.host_offload.source},
                       {"vocab_padding", f.vocab_padding.source},
                       {"dp_grad_bytes", f.dp_grad_bytes.source},
-                      {"zero_param_gather", f.zero_param_gather.source}}}});
+                      {"zero_param_gather", f.zero_param_gather.source},
+                      {"grad_16bit_memory", f.grad_16bit_memory.source},
+                      {"tp_gather_buffers", f.tp_gather_buffers.source}}}});
   }
   print_listing(rows, format, table);
   return 0;

@@ -235,6 +235,9 @@ Framework parse_framework(const std::string& text, const std::string& file) {
   f.zero_param_gather = optional_word_setting(s, "zero_param_gather", "in-place", [](const std::string& v) {
     check_word(v, "in-place", "flattened-copy");
   });
+  f.tp_gather_buffers = integer_setting(s, "tp_gather_buffers", 0, 0, 8);
+  f.grad_16bit_memory = optional_word_setting(
+      s, "grad_16bit_memory", "step", [](const std::string& v) { check_word(v, "step", "ddp-buckets"); });
   s.finish();
   f.kernels = parse_framework_kernels(r);
   r.finish();

@@ -2,6 +2,7 @@
 #include "pipesim/sim/core/option.hpp"
 #include "pipesim/sim/core/units.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <optional>
@@ -388,6 +389,7 @@ void resolve_execution(const JobOptions& j, const ScheduleDescriptor& schedule, 
   in.host_dispatch_ns = duration_from_us(*j.host_dispatch_us);
   in.dp_grad_bytes_per_param = j.loaded_framework->dp_grad_bytes.value;
   in.param_gather_copies = j.loaded_framework->zero_param_gather.value == "flattened-copy";
+  in.grads_in_ddp_buckets = j.loaded_framework->grad_16bit_memory.value == "ddp-buckets";
   in.gpu_speed_cv = j.gpu_speed_cv.value_or(in.hw.gpu.speed_cv);
   try {
     in.collective_latency = parse_collective_latency(j.collective_latency);
@@ -524,6 +526,9 @@ void use_model(const JobOptions& j, const ScheduleDescriptor& schedule, const Ba
     }
     in.cost_of_microbatch.push_back(it->second);
   }
+  if (j.tp > 1 && *j.sequence_parallel && !batch.sizes.empty())
+    in.tp_gather_buffer_bytes = j.loaded_framework->tp_gather_buffers.value * 2 /* bf16 */ *
+                                *std::max_element(batch.sizes.begin(), batch.sizes.end()) * in.seq * m.hidden;
   if (j.first_stage_layers >= 0 || j.last_stage_layers >= 0)
     in.partition = uneven_ends_partition(j, in, m, schedule.placement);
   const std::int32_t stages = model_stages(schedule.placement, in.pp, in.virtual_stages);

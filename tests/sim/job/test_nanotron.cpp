@@ -128,6 +128,66 @@ TEST(Nanotron, ZeroOneGathersTheParametersThroughFlattenedCopies) {
   EXPECT_EQ(all_gather_memory(testing::plan_of("1f1b", j)), (std::pair<std::int64_t, std::int64_t>{0, 0}));
 }
 
+/// nanotron's framework file less one setting, for a job to load.
+std::shared_ptr<const Framework> nanotron_without(const std::string& setting) {
+  nlohmann::json f = nlohmann::json::parse(
+      detail::read_text_file(std::string(PIPESIM_SOURCE_DIR) + "/frameworks/nanotron.json"));
+  f["settings"].erase(setting);
+  return std::make_shared<const Framework>(parse_framework(f.dump(), "nanotron-less.json"));
+}
+
+TEST(Nanotron, WithoutDdpTheBf16GradientsLastOneBackward) {
+  // trainer.py builds DDP (whose reducer keeps a bf16 buffer a bucket) only when dp > 1; without it
+  // FP32GradientAccumulator.backward adds each bf16 gradient into the fp32 buffer and drops it. So at dp 1
+  // the 2-block 1B model's 402,663,424 parameters hold 2 B each less for the whole run, and each backward
+  // makes and frees them once.
+  JobOptions j = testing::job("", "h100-sxm-8x", 1, 1, 1, 2);
+  j.loaded_model = std::make_shared<const ModelSpec>(ultrascale(2, 2048));
+  j.seq = 256;
+  j.framework = "nanotron";
+  const Plan nanotron = testing::plan_of("1f1b", j);
+  j.loaded_framework = nanotron_without("grad_16bit_memory");  // absent: from the backward to the step
+  const Plan held = testing::plan_of("1f1b", j);
+  EXPECT_EQ(held.devices[0].resident_bytes - nanotron.devices[0].resident_bytes, 805'326'848);
+  std::int32_t spikes = 0;
+  for (const Op& op : nanotron.ops) {
+    const OpExtras& x = nanotron.extras_of(op);
+    if (op.kind != OpKind::kSync || x.alloc_bytes == 0) continue;
+    EXPECT_EQ(x.alloc_bytes, 805'326'848);
+    EXPECT_EQ(x.free_bytes, 805'326'848);
+    ++spikes;
+  }
+  EXPECT_EQ(spikes, 2);  // one a microbatch's backward
+  // Two data-parallel ranks: DDP's buckets hold them throughout, as the default counts them.
+  j = testing::job("", "h100-sxm-8x", 1, 1, 2, 2);
+  j.loaded_model = std::make_shared<const ModelSpec>(ultrascale(2, 2048));
+  j.seq = 256;
+  j.framework = "nanotron";
+  const Plan ddp = testing::plan_of("1f1b", j);
+  j.loaded_framework = nanotron_without("grad_16bit_memory");
+  EXPECT_EQ(testing::plan_of("1f1b", j).devices[0].resident_bytes, ddp.devices[0].resident_bytes);
+}
+
+TEST(Nanotron, SequenceParallelTpKeepsTwoGatherBuffers) {
+  // MemoryBuffer's "allgather" and "allgather2": each a microbatch's whole hidden states in bf16, kept for
+  // the run. Microbatch 2, 256 tokens, hidden 2048: 2 x 2 x 2 x 256 x 2048 = 4,194,304 bytes.
+  JobOptions j = testing::job("", "h100-sxm-8x", 1, 2, 1, 2);
+  j.loaded_model = std::make_shared<const ModelSpec>(ultrascale(2, 2048));
+  j.seq = 256;
+  j.microbatch_size = 2;
+  j.framework = "nanotron";
+  j.sequence_parallel = true;
+  const std::int64_t kept = testing::plan_of("1f1b", j).devices[0].resident_bytes;
+  j.loaded_framework = nanotron_without("tp_gather_buffers");
+  EXPECT_EQ(kept - testing::plan_of("1f1b", j).devices[0].resident_bytes, 4'194'304);
+  // Without sequence parallelism nanotron all-reduces and gathers nothing.
+  j.loaded_framework = nullptr;
+  j.sequence_parallel = false;
+  const std::int64_t all_reduce = testing::plan_of("1f1b", j).devices[0].resident_bytes;
+  j.loaded_framework = nanotron_without("tp_gather_buffers");
+  EXPECT_EQ(testing::plan_of("1f1b", j).devices[0].resident_bytes, all_reduce);
+}
+
 std::vector<LayerCost> nanotron_costs(const ModelSpec& m, std::int64_t s, const KernelRate& rate = {}) {
   CostOptions o{1, s, 1, Recompute::kNone};
   o.attention = AttentionKernel::kFlash;
@@ -273,6 +333,13 @@ TEST(Nanotron, BadSettingsNameTheirPath) {
   bad = j;
   bad["settings"]["attention_kernel"]["value"] = "Flash Attn";
   EXPECT_EQ(err(bad).rfind("f.json: /settings/attention_kernel/value: expected a kernel name", 0), 0u);
+  bad = j;
+  bad["settings"]["tp_gather_buffers"]["value"] = 9;
+  EXPECT_EQ(err(bad).rfind("f.json: /settings/tp_gather_buffers/value: ", 0), 0u);
+  bad = j;
+  bad["settings"]["grad_16bit_memory"]["value"] = "buckets";
+  EXPECT_EQ(err(bad),
+            "f.json: /settings/grad_16bit_memory/value: unknown value 'buckets'; valid: step, ddp-buckets");
   bad = j;
   bad["settings"]["zero_param_gather"]["value"] = "copy";
   EXPECT_EQ(

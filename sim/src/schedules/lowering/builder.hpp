@@ -371,6 +371,12 @@ class Builder {
   std::int64_t step_gradients(const RangeCost& cc) const {
     return in_.sharding.stage == ZeroStage::k0 && !offloads() ? cc.step_grad_bytes : 0;
   }
+  /// The 16-bit gradients of chunk `cc` that live one backward only: with the framework's gradients in DDP's
+  /// buckets and no DDP (one data-parallel rank), each backward's are freed once added into the fp32
+  /// buffers, so the weights' resident bytes hold none.
+  std::int64_t backward_only_gradients(const RangeCost& cc) const {
+    return in_.grads_in_ddp_buckets && in_.dp == 1 && !offloads() ? kGradBytesPerParam * cc.trainable : 0;
+  }
   /// Allocates chunk `chunk`'s step gradients after its first backward of iteration `iter`.
   void make_step_gradients(GpuRank& g, std::int32_t chunk, std::int32_t iter, const RangeCost& cc,
                            const OpTags& tags);

@@ -81,28 +81,36 @@ void Builder::emit_stage(std::int32_t stage, const std::vector<std::int64_t>& tr
 }
 
 std::int64_t Builder::place_weights(const GpuRank& g) {
-  std::int64_t trainable = 0, weights = 0, resident = 0, buffers = 0;
+  std::int64_t trainable = 0, weights = 0, resident = 0, buffers = 0, backward_only = 0;
   for (std::int32_t v = 0; v < in_.virtual_stages; ++v) {
     const RangeCost& cc = chunk_costs_[0][static_cast<std::size_t>(model_chunk(v, g.stage))];
     trainable += cc.trainable;
     weights += layer_weight_params(cc);
-    resident += cc.param_bytes - step_gradients(cc);
+    backward_only += backward_only_gradients(cc);
+    resident += cc.param_bytes - step_gradients(cc) - backward_only_gradients(cc);
     buffers += cc.grad_buffer_bytes + cc.fp8_weight_bytes;  // kept whole however the state is sharded
   }
   if (in_.sharding.stage != ZeroStage::k0 || offloads()) {
     // Sharded over the data-parallel group and/or offloaded: weights, gradients and Adam state by the ZeRO
     // paper's formulas; what is offloaded sits in the node's host memory.
     const ShardedStateBytes state = sharded_state_bytes(weights, trainable, in_.sharding);
-    resident = state.gpu() + buffers;
+    resident = state.gpu() + buffers - backward_only;
     if (state.host > 0) plan_.devices[static_cast<std::size_t>(host_of(g.self))].resident_bytes += state.host;
     if (state.nvme > 0) plan_.devices[static_cast<std::size_t>(nvme_of(g.self))].resident_bytes += state.nvme;
   }
-  plan_.devices[static_cast<std::size_t>(g.self)].resident_bytes = resident;
+  plan_.devices[static_cast<std::size_t>(g.self)].resident_bytes = resident + in_.tp_gather_buffer_bytes;
   return trainable;
 }
 
 void Builder::make_step_gradients(GpuRank& g, std::int32_t chunk, std::int32_t iter, const RangeCost& cc,
                                   const OpTags& tags) {
+  if (const std::int64_t once = backward_only_gradients(cc); once > 0) {
+    // Made by this backward and freed as soon as they are added into the fp32 buffers, beside the
+    // activations still in flight.
+    const OpId made = add_marker(g.stream(kComputeStream), OpKind::kSync, tags);
+    plan_.add_alloc(made, once);
+    plan_.add_free(made, once);
+  }
   const std::int64_t grads = step_gradients(cc);
   if (grads == 0) return;
   if (g.grads_step.size() <= static_cast<std::size_t>(chunk))

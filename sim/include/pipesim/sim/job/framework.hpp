@@ -109,6 +109,15 @@ struct Framework {
   /// buffers, then copied back: 2 (1 + 1/dp) bytes a parameter while it runs). Optional in a file; absent:
   /// in-place.
   FrameworkSetting<std::string> zero_param_gather{"in-place", {}};
+  /// Where the 16-bit gradients live: `step` (made by a step's first backward, freed by its optimizer step)
+  /// or `ddp-buckets` (nanotron: DDP's bucket buffers, which exist only when dp > 1; with one data-parallel
+  /// rank each backward's gradients are freed once added into the fp32 buffers). Optional in a file; absent:
+  /// step.
+  FrameworkSetting<std::string> grad_16bit_memory{"step", {}};
+  /// Buffers, each one microbatch's whole hidden states in 16 bits, that its sequence-parallel TP keeps for
+  /// the whole run to all-gather into (nanotron's MemoryBuffer: the column linears' inputs and the row
+  /// linears' output gradients). Optional in a file; absent: 0 (the gathered tensors are the passes' own).
+  FrameworkSetting<std::int64_t> tp_gather_buffers{0, {}};
   /// The framework's own element-wise kernels, saved tensors, residual width and optimizer traffic, where
   /// its file states them ("kernels"); null: the built-in Megatron-Core composition.
   std::shared_ptr<const KernelComposition> kernels;

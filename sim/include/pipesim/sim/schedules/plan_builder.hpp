@@ -104,6 +104,13 @@ struct ScheduleInput {
   /// the whole gathered parameters in new 16-bit buffers, nanotron's all_gather_coalesced) rather than into
   /// the parameters' own storage: 2 (1 + 1/shards) bytes a parameter held for the gather.
   bool param_gather_copies = false;
+  /// The 16-bit gradients are DDP's bucket buffers (nanotron, whose DDP hook adds them into fp32 buffers):
+  /// with one data-parallel rank there is no DDP, and each backward's gradients are freed once added.
+  /// Otherwise they are made by a step's first backward and freed by its optimizer step.
+  bool grads_in_ddp_buckets = false;
+  /// Bytes each GPU keeps for the whole run to all-gather its sequence-parallel TP inputs into
+  /// (Framework::tp_gather_buffers at the largest microbatch).
+  std::int64_t tp_gather_buffer_bytes = 0;
   /// HBM traffic of one GPU optimizer step per parameter (the job sets optimizer_step_bytes_per_param of its
   /// dtype; the default is Adam's own 28 bytes).
   std::int64_t optimizer_bytes_per_param = 28;
