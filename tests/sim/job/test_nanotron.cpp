@@ -29,6 +29,15 @@ ModelSpec ultrascale(std::int64_t layers, std::int64_t hidden) {
   return parse_model(m.dump(), "ultrascale.json");
 }
 
+/// A job of the 2-block 1B model at 256 tokens under nanotron, on one pipeline stage.
+JobOptions two_block_job(int tp, int dp) {
+  JobOptions j = testing::job("", "h100-sxm-8x", 1, tp, dp, 2);
+  j.loaded_model = std::make_shared<const ModelSpec>(ultrascale(2, 2048));
+  j.seq = 256;
+  j.framework = "nanotron";
+  return j;
+}
+
 TEST(Nanotron, SplitsByCumulativeBlockCostsAsBuildModelDoes) {
   // 1B: a block costs 4 x 2048^2 + 3 x 8192 x 2048 = 67,108,864, the output layer 131,072 x 2048 =
   // 268,435,456 (four blocks); 1,342,177,280 in all. At pp 2 the stage closes after the block that passes
@@ -76,10 +85,7 @@ std::int64_t dp_all_reduce_bytes(const Plan& plan) {
 TEST(Nanotron, DataParallelismReducesTheFp32AccumulationBuffers) {
   // nanotron's DDP hook all-reduces its fp32 gradient buffers (gradient_accumulator.py get_fp32_accum_hook):
   // 4 B a parameter, twice what a 16-bit gradient all-reduce moves.
-  JobOptions j = testing::job("", "h100-sxm-8x", 1, 1, 2, 2);
-  j.loaded_model = std::make_shared<const ModelSpec>(ultrascale(2, 2048));
-  j.seq = 256;
-  j.framework = "nanotron";
+  JobOptions j = two_block_job(1, 2);
   EXPECT_EQ(load_framework("nanotron").dp_grad_bytes.value, 4);
   const std::int64_t fp32 = dp_all_reduce_bytes(testing::plan_of("1f1b", j));
   nlohmann::json bf16 = nlohmann::json::parse(
@@ -109,22 +115,16 @@ TEST(Nanotron, ZeroOneGathersTheParametersThroughFlattenedCopies) {
   // holds 131,072 x 2048 = 268,435,456 embedding parameters (tied), 2 x (67,108,864 + 2 x 2048 norm)
   // = 134,225,920 in its blocks and 2,048 in the final norm: 402,663,424. At dp 4: 2 x (402,663,424 +
   // 100,665,856) bytes.
-  JobOptions j = testing::job("", "h100-sxm-8x", 1, 1, 4, 2);
-  j.loaded_model = std::make_shared<const ModelSpec>(ultrascale(2, 2048));
-  j.seq = 256;
+  JobOptions j = two_block_job(1, 4);
   j.zero = 1;
-  j.framework = "nanotron";
   EXPECT_EQ(all_gather_memory(testing::plan_of("1f1b", j)),
             (std::pair<std::int64_t, std::int64_t>{1'006'658'560, 1'006'658'560}));
   // Megatron-Core's distributed optimizer gathers into the parameters' own buffer: nothing more.
   j.framework = "megatron-core";
   EXPECT_EQ(all_gather_memory(testing::plan_of("1f1b", j)), (std::pair<std::int64_t, std::int64_t>{0, 0}));
   // One data-parallel rank: nanotron gathers nothing.
-  j = testing::job("", "h100-sxm-8x", 1, 1, 1, 2);
-  j.loaded_model = std::make_shared<const ModelSpec>(ultrascale(2, 2048));
-  j.seq = 256;
+  j = two_block_job(1, 1);
   j.zero = 1;
-  j.framework = "nanotron";
   EXPECT_EQ(all_gather_memory(testing::plan_of("1f1b", j)), (std::pair<std::int64_t, std::int64_t>{0, 0}));
 }
 
@@ -141,10 +141,7 @@ TEST(Nanotron, WithoutDdpTheBf16GradientsLastOneBackward) {
   // FP32GradientAccumulator.backward adds each bf16 gradient into the fp32 buffer and drops it. So at dp 1
   // the 2-block 1B model's 402,663,424 parameters hold 2 B each less for the whole run, and each backward
   // makes and frees them once.
-  JobOptions j = testing::job("", "h100-sxm-8x", 1, 1, 1, 2);
-  j.loaded_model = std::make_shared<const ModelSpec>(ultrascale(2, 2048));
-  j.seq = 256;
-  j.framework = "nanotron";
+  JobOptions j = two_block_job(1, 1);
   const Plan nanotron = testing::plan_of("1f1b", j);
   j.loaded_framework = nanotron_without("grad_16bit_memory");  // absent: from the backward to the step
   const Plan held = testing::plan_of("1f1b", j);
@@ -159,10 +156,7 @@ TEST(Nanotron, WithoutDdpTheBf16GradientsLastOneBackward) {
   }
   EXPECT_EQ(spikes, 2);  // one a microbatch's backward
   // Two data-parallel ranks: DDP's buckets hold them throughout, as the default counts them.
-  j = testing::job("", "h100-sxm-8x", 1, 1, 2, 2);
-  j.loaded_model = std::make_shared<const ModelSpec>(ultrascale(2, 2048));
-  j.seq = 256;
-  j.framework = "nanotron";
+  j = two_block_job(1, 2);
   const Plan ddp = testing::plan_of("1f1b", j);
   j.loaded_framework = nanotron_without("grad_16bit_memory");
   EXPECT_EQ(testing::plan_of("1f1b", j).devices[0].resident_bytes, ddp.devices[0].resident_bytes);
@@ -171,11 +165,8 @@ TEST(Nanotron, WithoutDdpTheBf16GradientsLastOneBackward) {
 TEST(Nanotron, SequenceParallelTpKeepsTwoGatherBuffers) {
   // MemoryBuffer's "allgather" and "allgather2": each a microbatch's whole hidden states in bf16, kept for
   // the run. Microbatch 2, 256 tokens, hidden 2048: 2 x 2 x 2 x 256 x 2048 = 4,194,304 bytes.
-  JobOptions j = testing::job("", "h100-sxm-8x", 1, 2, 1, 2);
-  j.loaded_model = std::make_shared<const ModelSpec>(ultrascale(2, 2048));
-  j.seq = 256;
+  JobOptions j = two_block_job(2, 1);
   j.microbatch_size = 2;
-  j.framework = "nanotron";
   j.sequence_parallel = true;
   const std::int64_t kept = testing::plan_of("1f1b", j).devices[0].resident_bytes;
   j.loaded_framework = nanotron_without("tp_gather_buffers");
