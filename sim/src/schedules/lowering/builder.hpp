@@ -373,9 +373,12 @@ class Builder {
   }
   /// The 16-bit gradients of chunk `cc` that live one backward only: with the framework's gradients in DDP's
   /// buckets and no DDP (one data-parallel rank), each backward's are freed once added into the fp32
-  /// buffers, so the weights' resident bytes hold none.
+  /// buffers, so the weights' resident bytes hold none. (A profiled workload's step gradients give their own
+  /// lifetime.)
   std::int64_t backward_only_gradients(const RangeCost& cc) const {
-    return in_.grads_in_ddp_buckets && in_.dp == 1 && !offloads() ? kGradBytesPerParam * cc.trainable : 0;
+    return in_.grads_in_ddp_buckets && in_.dp == 1 && !offloads() && cc.step_grad_bytes == 0
+               ? kGradBytesPerParam * cc.trainable
+               : 0;
   }
   /// Allocates chunk `chunk`'s step gradients after its first backward of iteration `iter`.
   void make_step_gradients(GpuRank& g, std::int32_t chunk, std::int32_t iter, const RangeCost& cc,
