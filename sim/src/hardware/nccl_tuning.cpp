@@ -48,6 +48,22 @@ double protocol_efficiency(NcclAlgorithm a, NcclProtocol p, std::int32_t nodes) 
   return tree;
 }
 
+/// Inside a node whose profile measured NCCL's all-reduce by size, how many times longer a `kind` collective
+/// takes than an all-reduce of the same bus bytes: the profile's own one-node measurement of that kind at its
+/// message size (`collective_busbw_by_nodes`, nodes 1) against the all-reduce curve there. NVSwitch's
+/// in-network reduction speeds up all-reduces only, so on such nodes all-gathers and reduce-scatters run
+/// their rings at a lower bus bandwidth. 1 for all-reduces, and where the profile measured no such point.
+double one_node_rate_ratio(const HardwareProfile& hw, CollectiveKind kind) {
+  if (kind == CollectiveKind::kAllReduce) return 1.0;
+  for (const CurvePoint& p : hw.network.busbw_by_nodes[static_cast<std::size_t>(kind)])
+    if (p.x == 1.0) {
+      const double all_reduce = interpolate_log_x(hw.node.nvlink.allreduce_busbw_by_size,
+                                                  static_cast<double>(hw.network.busbw_message_bytes));
+      return all_reduce / p.y;
+    }
+  return 1.0;
+}
+
 }  // namespace
 
 CollectiveLatency parse_collective_latency(const std::string& word) {
@@ -136,7 +152,11 @@ NcclCollective nccl_timing(const HardwareProfile& hw, CollectiveKind kind, std::
     c.wire_factor *= hw.network.nic_GBps / network_nic_GBps(hw, kind, std::max(nodes, sharing_nodes));
     return c;
   }
-  if (nvlink && !hw.node.nvlink.allreduce_busbw_by_size.empty()) return {};
+  if (nvlink && !hw.node.nvlink.allreduce_busbw_by_size.empty()) {
+    NcclCollective measured;
+    measured.wire_factor = one_node_rate_ratio(hw, kind);
+    return measured;
+  }
   const double bus_GBps = nvlink                      ? hw.node.nvlink.GBps_per_direction
                           : hw.node.pcie.peer_to_peer ? hw.node.pcie.lane_GBps
                                                       : hw.staged_GBps(hw.node.gpus);

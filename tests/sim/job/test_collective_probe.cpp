@@ -10,6 +10,8 @@
 
 #include "core/json_reader.hpp"
 #include "pipesim/sim/core/error.hpp"
+#include "pipesim/sim/hardware/hardware.hpp"
+#include "pipesim/sim/hardware/nccl_tuning.hpp"
 #include "pipesim/sim/job/collective_probe.hpp"
 #include "test_helpers.hpp"
 
@@ -169,6 +171,30 @@ TEST(CollectiveProbe, ANetworkMeasuredByNodeCountGivesItsBusBandwidthBack) {
               parse_hardware_profile(j.dump(), "p5.json");
             }).find("/network/collective_busbw_by_nodes/all_reduce/2: a measurement needs"),
             std::string::npos);
+}
+
+TEST(CollectiveProbe, OneNodesAllGathersRunAtTheRateItsProfileMeasured) {
+  // h100-p5-8x measured its cluster's one-node all-gather and reduce-scatter at 256 MB (249.8 and 249.7 GB/s)
+  // well below its all-reduce (NVSwitch reduces in the network for all-reduces only): inside a node those
+  // kinds run the all-reduce curve's ring with as many times the bytes, and give their measurement back.
+  const HardwareProfile hw = load_hardware_profile("h100-p5-8x");
+  const std::int64_t bytes = hw.network.busbw_message_bytes;
+  const double all_reduce =
+      interpolate_log_x(hw.node.nvlink.allreduce_busbw_by_size, static_cast<double>(bytes));
+  for (CollectiveKind kind : {CollectiveKind::kAllGather, CollectiveKind::kReduceScatter}) {
+    const double measured = hw.network.busbw_by_nodes[static_cast<std::size_t>(kind)][0].y;
+    const CollectiveProbe p = probe_collective(hw, kind, 8, 1, bytes);
+    EXPECT_NEAR(p.nccl.wire_factor, all_reduce / measured, 1e-12);
+    EXPECT_NEAR(p.busbw_GBps, measured, measured * 1e-3) << static_cast<int>(kind);
+  }
+  // The all-reduce keeps its own curve (423 GB/s there, not the by-node table's 436); a profile without a
+  // one-node measurement by kind (h100-sxm-8x) runs every kind at the all-reduce curve's rate.
+  EXPECT_NEAR(probe_collective(hw, CollectiveKind::kAllReduce, 8, 1, bytes).busbw_GBps, all_reduce,
+              all_reduce * 1e-3);
+  const HardwareProfile sxm = load_hardware_profile("h100-sxm-8x");
+  EXPECT_DOUBLE_EQ(nccl_timing(sxm, CollectiveKind::kAllGather, 8, 1, bytes).wire_factor, 1.0);
+  EXPECT_NEAR(probe_collective(sxm, CollectiveKind::kAllGather, 8, 1, bytes).busbw_GBps,
+              probe_collective(sxm, CollectiveKind::kAllReduce, 8, 1, bytes).busbw_GBps, 1.0);
 }
 
 }  // namespace

@@ -46,7 +46,9 @@ NcclCollective nccl_collective(CollectiveKind kind, std::int32_t ranks, std::int
 /// How pipesim times one collective on `hw`: nccl_collective over the ring's bus bandwidth (a NIC's across
 /// nodes, an NVLink port's inside one, else a PCIe lane's, or host memory's where GPUs stage through it).
 /// Inside a node whose profile measured NCCL's all-reduce bus bandwidth by size, the ring runs at that rate,
-/// which holds NCCL's latency and protocol at each size already: no latency of its own, wire factor 1.
+/// which holds NCCL's latency and protocol at each size already: no latency of its own, wire factor 1, or,
+/// for an all-gather or reduce-scatter the profile also measured on one node (`collective_busbw_by_nodes`),
+/// the all-reduce curve's rate at that message size over the measured one.
 /// `sharing_nodes`: the nodes whose traffic crosses the network at the same time as this collective's (a
 /// job's groups communicate at once: all its nodes); where the profile measured the network by node count
 /// the NICs run at the rate it reaches with that many nodes, never fewer than the group's own (0: alone).
