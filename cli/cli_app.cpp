@@ -172,6 +172,7 @@ nlohmann::json framework_json(const std::string& name, const pipesim::sim::Frame
           {"zero_param_gather", f.zero_param_gather.value},
           {"grad_16bit_memory", f.grad_16bit_memory.value},
           {"tp_gather_buffers", f.tp_gather_buffers.value},
+          {"nccl_communicators", f.nccl_communicators.value},
           {"kernels", composition_json(f.kernels)},
           {"sources",
            {{"attention", f.attention.source},
@@ -197,7 +198,8 @@ nlohmann::json framework_json(const std::string& name, const pipesim::sim::Frame
             {"dp_grad_bytes", f.dp_grad_bytes.source},
             {"zero_param_gather", f.zero_param_gather.source},
             {"grad_16bit_memory", f.grad_16bit_memory.source},
-            {"tp_gather_buffers", f.tp_gather_buffers.source}}}};
+            {"tp_gather_buffers", f.tp_gather_buffers.source},
+            {"nccl_communicators", f.nccl_communicators.source}}}};
 }
 
 int list_frameworks(const std::string& format) {
@@ -234,6 +236,9 @@ int list_frameworks(const std::string& format) {
                            f.tp_gather_buffers.value);
     if (f.grad_16bit_memory.value != "step")
       table += fmt::format("{:<20} 16-bit gradients held as {}\n", "", f.grad_16bit_memory.value);
+    if (!f.nccl_communicators.value.empty())
+      table +=
+          fmt::format("{:<20} NCCL communicators on {}\n", "", fmt::join(f.nccl_communicators.value, ", "));
     if (f.zero_param_gather.value != "in-place")
       table += fmt::format("{:<20} ZeRO gathers the updated parameters through {} buffers\n", "",
                            f.zero_param_gather.value);

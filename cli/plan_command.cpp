@@ -121,7 +121,7 @@ int run_plan(const PlanOptions& o) {
   for (std::size_t g = 1; g < m0.gpus.size(); ++g)
     if (m0.gpus[g].busy_s > m0.gpus[slowest].busy_s) slowest = g;
   const double per_iteration = 1.0 / std::max(1, m0.iterations);
-  const std::int64_t best_plan_capacity = sim::load_hardware_profile(s.base.hw).gpu_tensor_capacity();
+  const std::int64_t best_plan_capacity = m0.gpu_mem_capacity_bytes;
   std::cout << fmt::format(
       "winner: {}; bottleneck stage {} ({} busy {:.3f} s of {:.3f} s), bubble {:.1f}% (warm-up {:.1f}, intra "
       "{:.1f}, "

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "pipesim/sim/core/error.hpp"
 #include "pipesim/sim/core/json_text.hpp"
@@ -147,14 +148,20 @@ void print_table(const std::vector<Result>& results, const std::vector<std::stri
         meta.recompute, m.step_time_s, m.tokens_per_s, 100 * m.mfu, 100 * m.bubble_fraction,
         gib(m.peak_gpu_mem_bytes), gib(m.peak_host_mem_bytes), m.oom ? "yes" : "no");
   }
-  const std::string runtime = p.hw.gpu.runtime_reserved_bytes > 0
-                                  ? fmt::format(" for tensors ({} less {} the CUDA runtime holds)",
-                                                gib(p.hw.gpu.hbm_bytes), gib(p.hw.gpu.runtime_reserved_bytes))
-                                  : "";
+  // Every schedule of one job opens the same communicators.
+  const std::int64_t communicators = results.empty() ? 0 : results.front().plan.meta.communicator_bytes;
+  std::vector<std::string> held;
+  if (p.hw.gpu.runtime_reserved_bytes > 0)
+    held.push_back(fmt::format("{} the CUDA runtime", gib(p.hw.gpu.runtime_reserved_bytes)));
+  if (communicators > 0) held.push_back(fmt::format("{} NCCL's communicators", gib(communicators)));
+  const std::string runtime =
+      held.empty() ? ""
+                   : fmt::format(" for tensors ({} less {} {})", gib(p.hw.gpu.hbm_bytes),
+                                 fmt::join(held, " and "), held.size() == 1 ? "holds" : "hold");
   std::cout << fmt::format(
       "capacity: GPU {} GiB{}, host {} GiB; asynchronous schedules report the steady state of "
       "several iterations\n",
-      gib(p.hw.gpu_tensor_capacity()), runtime, gib(p.hw.host.dram_bytes));
+      gib(p.hw.gpu_tensor_capacity() - communicators), runtime, gib(p.hw.host.dram_bytes));
   for (const auto& r : results) {
     if (r.metrics.oom)
       std::cout << fmt::format("  {}: OOM first on {} at {:.4f} s, worst excess {} GiB\n",

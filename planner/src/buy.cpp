@@ -86,7 +86,7 @@ bool microbatch_held_by_memory(const Candidate& best, double max_mem_fraction) {
     const sim::Metrics m = sim::compute_metrics(plan, sim::Engine{}.run(plan));
     sim::check_metrics(m, plan.meta.global_batch, plan.meta.seq);
     return m.oom || static_cast<double>(m.peak_gpu_mem_bytes) >
-                        max_mem_fraction * static_cast<double>(plan.hw.gpu_tensor_capacity());
+                        max_mem_fraction * static_cast<double>(m.gpu_mem_capacity_bytes);
   } catch (const sim::InputError&) {
     return false;
   }
@@ -170,7 +170,8 @@ BuyResult buy(const BuyOptions& o, std::ostream* progress) {
           q.usd = q.gpu_hours * q.usd_per_gpu_hour;
           q.energy_kwh = q.gpu_hours * hw.gpu.board_W / 1000.0;
           q.headroom_bytes =
-              static_cast<std::int64_t>(s.max_mem_fraction * static_cast<double>(hw.gpu_tensor_capacity())) -
+              static_cast<std::int64_t>(s.max_mem_fraction *
+                                        static_cast<double>(q.best.metrics.gpu_mem_capacity_bytes)) -
               q.best.metrics.peak_gpu_mem_bytes;
           split_losses(q);
           q.microbatch_held_by_memory = microbatch_held_by_memory(q.best, o.search.max_mem_fraction);

@@ -516,7 +516,7 @@ struct Simulation {
     ++result.simulated;
     // A configuration fits when its simulated peak stays within the allowed share of GPU memory.
     if (c.metrics.oom || static_cast<double>(c.metrics.peak_gpu_mem_bytes) >
-                             o.max_mem_fraction * static_cast<double>(hw.gpu_tensor_capacity())) {
+                             o.max_mem_fraction * static_cast<double>(c.metrics.gpu_mem_capacity_bytes)) {
       ++result.oom;
       if (data_parallel_mode(c.job) == "ddp" && c.job.dp > 1 &&
           (leanest_ddp_oom == nullptr ||

@@ -104,7 +104,7 @@ void Run::setup_devices() {
   cpu_waiting_.resize(nd);
   for (std::size_t d = 0; d < nd; ++d) {
     const auto& dev = plan_.devices[d];
-    devices_[d].capacity = dev.kind == DeviceKind::kGpu    ? plan_.hw.gpu_tensor_capacity()
+    devices_[d].capacity = dev.kind == DeviceKind::kGpu    ? plan_.gpu_tensor_capacity()
                            : dev.kind == DeviceKind::kHost ? plan_.hw.host.dram_bytes
                                                            : plan_.hw.host.nvme.bytes;
     if (dev.kind != DeviceKind::kGpu) devices_[d].copies = std::max(1, plan_.meta.node_twins);

@@ -383,8 +383,17 @@ void read_nvlink(JsonObject& n, int gpus, NvlinkSpec& nvlink) {
     nv.fail("domain_nodes",
             "an NVLink domain of several nodes needs NVLink between all GPUs of a node (a rate > 0, no "
             "groups)");
-  nvlink.sources = read_sources(nv, {"GBps_per_direction", "latency_us", "allreduce_busbw_GBps",
-                                     "allreduce_busbw_by_size", "groups", "domain_nodes"});
+  nvlink.nccl_channels = static_cast<int>(nv.integer_or("nccl_channels", 0, 1, 64));
+  nvlink.nccl_p2p_channels_per_peer = static_cast<int>(nv.integer_or("nccl_p2p_channels_per_peer", 0, 1, 64));
+  nvlink.nvls = nv.boolean_or("nvls", false);
+  if ((nvlink.nccl_channels > 0) != (nvlink.nccl_p2p_channels_per_peer > 0))
+    nv.fail(nvlink.nccl_channels > 0 ? "nccl_channels" : "nccl_p2p_channels_per_peer",
+            "NCCL's channels come as a pair; valid: nccl_channels with nccl_p2p_channels_per_peer");
+  if (nvlink.nvls && nvlink.nccl_channels == 0)
+    nv.fail("nvls", "NVLS buffers are sized by NCCL's channels; valid: with nccl_channels");
+  nvlink.sources =
+      read_sources(nv, {"GBps_per_direction", "latency_us", "allreduce_busbw_GBps", "allreduce_busbw_by_size",
+                        "groups", "domain_nodes", "nccl_channels", "nccl_p2p_channels_per_peer", "nvls"});
   nv.finish();
 }
 
@@ -535,6 +544,11 @@ std::string hardware_profile_to_json(const HardwareProfile& hw) {
     nv["allreduce_busbw_by_size"] = curve_json(hw.node.nvlink.allreduce_busbw_by_size, "bytes", "GBps");
   if (!hw.node.nvlink.groups.empty()) nv["groups"] = hw.node.nvlink.groups;
   if (hw.node.nvlink.domain_nodes > 1) nv["domain_nodes"] = hw.node.nvlink.domain_nodes;
+  if (hw.node.nvlink.nccl_channels > 0) {
+    nv["nccl_channels"] = hw.node.nvlink.nccl_channels;
+    nv["nccl_p2p_channels_per_peer"] = hw.node.nvlink.nccl_p2p_channels_per_peer;
+  }
+  if (hw.node.nvlink.nvls) nv["nvls"] = true;
   write_sources(nv, hw.node.nvlink.sources);
   json h = {{"cpu_model", hw.host.cpu_model},
             {"cores", hw.host.cores},

@@ -9,6 +9,7 @@
 #include "core/json_reader.hpp"
 #include "job/framework_kernels.hpp"
 #include "job/framework_split.hpp"
+#include "job/nccl_communicators.hpp"
 #include "pipesim/sim/core/error.hpp"
 #include "pipesim/sim/job/option_parsing.hpp"
 
@@ -236,6 +237,8 @@ Framework parse_framework(const std::string& text, const std::string& file) {
     check_word(v, "in-place", "flattened-copy");
   });
   f.tp_gather_buffers = integer_setting(s, "tp_gather_buffers", 0, 0, 8);
+  f.nccl_communicators = list_setting(s, "nccl_communicators", 16, "process group names",
+                                      [](const std::string& group) { check_communicator_group(group); });
   f.grad_16bit_memory = optional_word_setting(
       s, "grad_16bit_memory", "step", [](const std::string& v) { check_word(v, "step", "ddp-buckets"); });
   s.finish();

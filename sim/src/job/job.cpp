@@ -11,6 +11,7 @@
 
 #include "job/framework_rates.hpp"
 #include "job/framework_split.hpp"
+#include "job/nccl_communicators.hpp"
 #include "job/parallelism_checks.hpp"
 #include "pipesim/sim/core/error.hpp"
 #include "pipesim/sim/hardware/nccl_tuning.hpp"
@@ -552,6 +553,9 @@ ScheduleInput make_schedule_input(const JobOptions& job, const ScheduleDescripto
   in.framework = framework_name(j);
   resolve_layout(j, in);
   resolve_execution(j, schedule, in);
+  in.communicator_bytes = rank0_communicator_bytes(
+      j.loaded_framework->nccl_communicators.value,
+      RankLayout{in.tp, in.cp, in.dp, in.pp, in.virtual_stages, in.dp_inside_pp}, in.hw);
   const Kernels kernels = parse_kernels(j);
   in.sharding = resolve_sharding(j, in, schedule);
   resolve_partition(j, schedule, in);

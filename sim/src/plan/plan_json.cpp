@@ -73,6 +73,7 @@ json meta_json(const PlanMeta& m) {
   if (m.host_dispatch_ns > 0) j["host_dispatch_ns"] = m.host_dispatch_ns;
   if (m.elementwise_efficiency < 1) j["elementwise_efficiency"] = m.elementwise_efficiency;
   if (m.gpu_speed_cv > 0) j["gpu_speed_cv"] = m.gpu_speed_cv;
+  if (m.communicator_bytes > 0) j["communicator_bytes"] = m.communicator_bytes;
   if (m.node_twins > 1) j["node_twins"] = m.node_twins;
   if (m.switch_twins > 1) j["switch_twins"] = m.switch_twins;
   return j;
@@ -109,6 +110,7 @@ PlanMeta meta_from(JsonObject o) {
   m.host_dispatch_ns = o.integer_or("host_dispatch_ns", 0, 0, 1000000);  // at most 1 ms per kernel
   m.elementwise_efficiency = o.number_or("elementwise_efficiency", 1, kMinElementwiseEfficiency, 1);
   m.gpu_speed_cv = o.number_or("gpu_speed_cv", 0, 0, kMaxSpeedCv);
+  m.communicator_bytes = o.integer_or("communicator_bytes", 0, 0, std::int64_t{1} << 50);
   const json& part = o.raw("partition");
   if (!part.is_array()) o.fail("partition", "expected an array of block counts");
   for (std::size_t i = 0; i < part.size(); ++i)

@@ -208,6 +208,7 @@ Metrics compute_metrics(const Plan& plan, const Timeline& tl) {
   Metrics m;
   m.schedule = plan.meta.schedule;
   m.num_gpus = plan.num_gpus();
+  m.gpu_mem_capacity_bytes = plan.gpu_tensor_capacity();
   m.ops = static_cast<std::int64_t>(plan.ops.size());
   m.events = tl.events;
   // One sweep over the ops (millions of them) for the metrics and the time breakdown: the run's span and
@@ -278,7 +279,7 @@ std::string metrics_to_json(const Plan& plan, const Metrics& m, double sim_wall_
   j["mfu"] = m.mfu;
   j["hfu"] = m.hfu;
   j["peak_gpu_mem_bytes"] = m.peak_gpu_mem_bytes;
-  j["gpu_mem_capacity_bytes"] = plan.hw.gpu_tensor_capacity();
+  j["gpu_mem_capacity_bytes"] = m.gpu_mem_capacity_bytes;
   j["peak_host_mem_bytes"] = m.peak_host_mem_bytes;
   if (m.peak_nvme_bytes > 0) j["peak_nvme_bytes"] = m.peak_nvme_bytes;
   j["host_mem_capacity_bytes"] = plan.hw.host.dram_bytes;

@@ -94,6 +94,7 @@ Metrics read_metrics(const Fields& f) {
   m.mfu = f.number("mfu");
   m.hfu = f.number("hfu");
   m.peak_gpu_mem_bytes = f.integer("peak_gpu_mem_bytes");
+  m.gpu_mem_capacity_bytes = f.integer("gpu_mem_capacity_bytes");
   m.peak_host_mem_bytes = f.integer("peak_host_mem_bytes");
   m.cpu_optimizer_busy_s = f.number("cpu_optimizer_busy_s");
   m.cpu_optimizer_exposed_s = f.number("cpu_optimizer_exposed_s");

@@ -16,6 +16,7 @@ void fill_job_metadata(PlanMeta& m, const ScheduleInput& in,
   m.host_dispatch_ns = in.host_dispatch_ns;
   m.elementwise_efficiency = in.elementwise_efficiency;
   m.gpu_speed_cv = in.gpu_speed_cv;
+  m.communicator_bytes = in.communicator_bytes;
   m.lora_rank = in.lora_rank;
   double model = 0, hardware = 0;
   for (std::int32_t i = 0; i < in.microbatches; ++i)

@@ -11,8 +11,11 @@
 #include "core/json_reader.hpp"
 #include "job/framework_split.hpp"
 #include "pipesim/sim/core/error.hpp"
+#include "pipesim/sim/engine/engine.hpp"
 #include "pipesim/sim/job/framework.hpp"
 #include "pipesim/sim/job/job.hpp"
+#include "pipesim/sim/plan/plan_json.hpp"
+#include "pipesim/sim/report/metrics.hpp"
 #include "pipesim/sim/workload/cost_model.hpp"
 #include "test_helpers.hpp"
 
@@ -179,6 +182,46 @@ TEST(Nanotron, SequenceParallelTpKeepsTwoGatherBuffers) {
   EXPECT_EQ(testing::plan_of("1f1b", j).devices[0].resident_bytes, all_reduce);
 }
 
+TEST(Nanotron, ItsProcessGroupsNcclBuffersComeOffEachGpusCapacity) {
+  // tp 4 x pp 2 on one node of h100-p5-8x (tp fastest, then dp, then the stages): rank 0's communicators
+  // are the default group and world_pg (8 GPUs each: 24 x 12 MiB of ring, as much of tree, 24 x 6 MiB of
+  // NVLS for each of 8 GPUs: 1,728 MiB), tp {0..3} (1,152 MiB), pp {0, 4} (288 MiB), mp (tp x pp: all 8
+  // GPUs, a group of its own beside world_pg: 1,728 MiB) and the peer stage (a two-rank communicator, 288
+  // MiB, and 32 channels of send and receive connections, 384 MiB); dp is rank 0 alone and the tied
+  // embeddings' first and last stage are pp's ranks again.
+  constexpr std::int64_t kMiB = 1 << 20;
+  JobOptions j = testing::job("", "h100-p5-8x", 2, 4, 1, 4);
+  j.loaded_model = std::make_shared<const ModelSpec>(ultrascale(2, 2048));
+  j.seq = 256;
+  j.framework = "nanotron";
+  const Plan plan = testing::plan_of("1f1b", j);
+  EXPECT_EQ(plan.meta.communicator_bytes, (3 * 1728 + 1152 + 288 + 288 + 384) * kMiB);
+  EXPECT_EQ(plan.gpu_tensor_capacity(), plan.hw.gpu_tensor_capacity() - 7296 * kMiB);
+  // The engine holds each GPU's tensors to it: with the capacity just under the peak it reports, the run
+  // is out of memory.
+  const testing::RunResult run = testing::simulate("1f1b", make_schedule_input(j, find_schedule("1f1b")));
+  EXPECT_FALSE(run.metrics.oom);
+  EXPECT_EQ(nlohmann::json::parse(metrics_to_json(run.plan, run.metrics, 0))["gpu_mem_capacity_bytes"],
+            plan.gpu_tensor_capacity());
+  Plan tight = plan;
+  tight.meta.communicator_bytes = plan.hw.gpu_tensor_capacity() - run.metrics.peak_gpu_mem_bytes + 1;
+  EXPECT_TRUE(compute_metrics(tight, Engine{}.run(tight)).oom);
+  // dp 8: the default group, world_pg and dp, each all 8 GPUs.
+  j.pp = 1;
+  j.tp = 1;
+  j.dp = 8;
+  EXPECT_EQ(testing::plan_of("1f1b", j).meta.communicator_bytes, 3 * 1728 * kMiB);
+  // The plan carries it; a framework that lists no communicators, or a profile that does not state NCCL's
+  // channels, counts none.
+  EXPECT_EQ(plan_from_json(plan_to_json(plan), "plan.json").meta.communicator_bytes,
+            plan.meta.communicator_bytes);
+  j.loaded_framework = nanotron_without("nccl_communicators");
+  EXPECT_EQ(testing::plan_of("1f1b", j).meta.communicator_bytes, 0);
+  j.loaded_framework = nullptr;
+  j.hw = "a100-80g-sxm-8x";
+  EXPECT_EQ(testing::plan_of("1f1b", j).meta.communicator_bytes, 0);
+}
+
 std::vector<LayerCost> nanotron_costs(const ModelSpec& m, std::int64_t s, const KernelRate& rate = {}) {
   CostOptions o{1, s, 1, Recompute::kNone};
   o.attention = AttentionKernel::kFlash;
@@ -331,6 +374,11 @@ TEST(Nanotron, BadSettingsNameTheirPath) {
   bad["settings"]["grad_16bit_memory"]["value"] = "buckets";
   EXPECT_EQ(err(bad),
             "f.json: /settings/grad_16bit_memory/value: unknown value 'buckets'; valid: step, ddp-buckets");
+  bad = j;
+  bad["settings"]["nccl_communicators"]["value"] = {"world", "ranks"};
+  EXPECT_EQ(err(bad).rfind(
+                "f.json: /settings/nccl_communicators/value/1: unknown group 'ranks'; valid: world, ", 0),
+            0u);
   bad = j;
   bad["settings"]["zero_param_gather"]["value"] = "copy";
   EXPECT_EQ(

@@ -95,6 +95,13 @@ struct NvlinkSpec {
   /// Consecutive nodes whose GPUs share one NVLink switch fabric (GB200 NVL72: 18 trays of 4 GPUs): traffic
   /// between their GPUs takes NVLink, not the network, and tensor parallelism may span them. 1: the node.
   int domain_nodes = 1;
+  /// What NCCL builds on these GPUs, which sets the device memory each communicator holds
+  /// (nccl_memory.hpp): its collective channels (`nccl_channels`), its send/receive channels to one peer
+  /// (`nccl_p2p_channels_per_peer`) and whether NVSwitch multicast (NVLS) runs. 0: not stated, no
+  /// communicator memory counted.
+  int nccl_channels = 0;
+  int nccl_p2p_channels_per_peer = 0;
+  bool nvls = false;
   std::map<std::string, std::string> sources;
 };
 

@@ -118,6 +118,11 @@ struct Framework {
   /// the whole run to all-gather into (nanotron's MemoryBuffer: the column linears' inputs and the row
   /// linears' output gradients). Optional in a file; absent: 0 (the gathered tensors are the passes' own).
   FrameworkSetting<std::int64_t> tp_gather_buffers{0, {}};
+  /// The process groups it runs NCCL operations on, in the order it makes them (world, tp, cp, dp, pp,
+  /// tp-pp, first-last-stage, pp-neighbours; job/nccl_communicators.hpp): their communicators' device memory
+  /// on rank 0 counts against each GPU's capacity where the hardware profile states NCCL's channels.
+  /// Optional in a file; absent: none counted.
+  FrameworkSetting<std::vector<std::string>> nccl_communicators;
   /// The framework's own element-wise kernels, saved tensors, residual width and optimizer traffic, where
   /// its file states them ("kernels"); null: the built-in Megatron-Core composition.
   std::shared_ptr<const KernelComposition> kernels;

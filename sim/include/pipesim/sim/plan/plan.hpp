@@ -264,6 +264,9 @@ struct PlanMeta {
   /// Coefficient of variation of the GPUs' speed (HardwareProfile gpu.speed_cv or --gpu-speed-cv): every
   /// GPU's compute runs at the expected slowest of the job's GPUs' pace (stragglers.hpp). 0: off.
   double gpu_speed_cv = 0;
+  /// Device memory the framework's NCCL communicators hold on each GPU (rank 0's; nccl_communicators.hpp),
+  /// outside its tensors: taken from each GPU's capacity for tensors, as the runtime's own memory is.
+  std::int64_t communicator_bytes = 0;
   std::vector<std::int32_t> partition;  ///< transformer blocks per stage (per virtual stage when v > 1)
   std::string note;
 };
@@ -279,6 +282,9 @@ struct Plan {
   std::string origin = "plan";  ///< file it was read from (for messages); not serialized
 
   std::int32_t num_gpus() const { return meta.pp * meta.tp * meta.cp * meta.dp; }
+  /// GPU memory for the job's tensors: the profile's (less what the runtime holds) less what the
+  /// framework's communicators hold.
+  std::int64_t gpu_tensor_capacity() const { return hw.gpu_tensor_capacity() - meta.communicator_bytes; }
   /// An op's extras: the defaults (no memory) when it has none. Its index is checked by the
   /// plan checks (validate_plan) and the engine.
   const OpExtras& extras_of(const Op& op) const {

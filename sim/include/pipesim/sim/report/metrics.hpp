@@ -51,6 +51,9 @@ struct Metrics {
   double mfu = 0;
   double hfu = 0;
   std::int64_t peak_gpu_mem_bytes = 0;
+  /// GPU memory for the job's tensors (Plan::gpu_tensor_capacity: the profile's less what the runtime and
+  /// the framework's NCCL communicators hold), what peak_gpu_mem_bytes is held to.
+  std::int64_t gpu_mem_capacity_bytes = 0;
   std::int64_t peak_host_mem_bytes = 0;
   std::int64_t peak_nvme_bytes = 0;  ///< ZeRO-Infinity's offloaded state on a node's NVMe volume
   bool oom = false;

@@ -111,6 +111,7 @@ struct ScheduleInput {
   /// Bytes each GPU keeps for the whole run to all-gather its sequence-parallel TP inputs into
   /// (Framework::tp_gather_buffers at the largest microbatch).
   std::int64_t tp_gather_buffer_bytes = 0;
+  std::int64_t communicator_bytes = 0;  ///< see PlanMeta::communicator_bytes
   /// HBM traffic of one GPU optimizer step per parameter (the job sets optimizer_step_bytes_per_param of its
   /// dtype; the default is Adam's own 28 bytes).
   std::int64_t optimizer_bytes_per_param = 28;
