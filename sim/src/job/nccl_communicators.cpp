@@ -27,15 +27,13 @@ Strides strides_of(const RankLayout& l) {
   return s;
 }
 
-/// The ranks of rank 0's `group`, sorted.
+/// The ranks of rank 0's `group` (any but `world`), sorted.
 std::vector<std::int64_t> ranks_of(const std::string& group, const RankLayout& l, const Strides& s) {
   std::vector<std::int64_t> ranks;
   auto line = [&](std::int32_t size, std::int64_t stride) {
     for (std::int32_t k = 0; k < size; ++k) ranks.push_back(k * stride);
   };
-  if (group == "world") {
-    line(l.tp * l.cp * l.dp * l.pp, 1);
-  } else if (group == "tp") {
+  if (group == "tp") {
     line(l.tp, s.tp);
   } else if (group == "cp") {
     line(l.cp, s.cp);
@@ -89,11 +87,15 @@ std::int64_t rank0_communicator_bytes(const std::vector<std::string>& groups, co
       bytes += pipeline_peer_bytes(layout, s, hw);
       continue;
     }
-    const std::vector<std::int64_t> ranks = ranks_of(group, layout, s);
-    if (group != "world") {
-      if (std::find(made.begin(), made.end(), ranks) != made.end()) continue;
-      made.push_back(ranks);
+    if (group == "world") {  // every rank, the first node's all on it; never shared
+      const std::int64_t gpus = std::int64_t{layout.tp} * layout.cp * layout.dp * layout.pp;
+      bytes += nccl_communicator_bytes(hw, static_cast<std::int32_t>(gpus),
+                                       static_cast<std::int32_t>(std::min<std::int64_t>(gpus, hw.node.gpus)));
+      continue;
     }
+    const std::vector<std::int64_t> ranks = ranks_of(group, layout, s);
+    if (std::find(made.begin(), made.end(), ranks) != made.end()) continue;
+    made.push_back(ranks);
     bytes += nccl_communicator_bytes(hw, static_cast<std::int32_t>(ranks.size()),
                                      on_first_node(ranks, hw.node.gpus));
   }
