@@ -9,13 +9,29 @@ The 8 RTX 4090s without peer-to-peer: the profile holds the published machine's 
 root port) and its measured bus bandwidth through host memory at large messages (staged_busbw_GBps, the
 published 32 MB figure); the sizes below it are NCCL's latency at work (a Simple ring's 8.4 us + 14 steps x
 5.7 us over PCIe, LL128 being off without NVLink), which the profile does not hold.
+
+AWS p5 nodes over EFA (nccl_tests_p5_efa.json: all_gather_perf and all_reduce_perf on 2 to 32 nodes, 32 MB
+to 2 or 8 GB, with the EFA plugin's tuner): h100-p5-8x describes those nodes but holds the bus bandwidth of
+another cluster (the Ultra-Scale Playbook's, by node count at 256 MB), so each op runs on h100-p5-8x given this
+cluster's own figure the same way, its bus bandwidth at 2 GB by node count (`collective_busbw_by_nodes`); every
+smaller size then comes from the model: NCCL's latency with the plugin's figures (a network step 20 us, 23
+with Simple; a tree's NVLink step 28 us and its rate half the ring's), the bytes at the NIC rate that gives
+the 2 GB figure back. With --check it exits 1 when an op's median error over its sizes and node counts leaves
+its bound in EFA_MEDIAN_BOUND_PCT, or its largest EFA_LARGEST_BOUND_PCT (each held where it is).
 """
 import json
 import os
+import statistics
 import subprocess
 import sys
+import tempfile
 
 BOUND_PCT = 15.0
+# Today, the 2 GB figures given left out: all-gather's median 21.0 % (its small messages on 8 to 32 nodes come
+# out up to 2.3 times too fast: the measured steps cost more than the plugin's 23 us), all-reduce's 10.4 %, its
+# largest 52.2 % (117.6 % with NCCL's own tree, at 0.92 of the ring's rate where the plugin's runs at half).
+EFA_MEDIAN_BOUND_PCT = {"all-gather": 21.5, "all-reduce": 10.5}
+EFA_LARGEST_BOUND_PCT = {"all-gather": 131.0, "all-reduce": 53.0}
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -42,9 +58,71 @@ def main():
             print(f"| {size >> 20} MiB | {published[size]:.2f} | {p['busbw_GBps']:.2f} | {error:+.1f}% | "
                   f"{p['algorithm']} |")
     print(f"largest error {worst:.1f}% (bound {BOUND_PCT}%)")
-    if "--check" in sys.argv and worst > BOUND_PCT:
+    failed = worst > BOUND_PCT
+    if failed:
         print("FAIL: a predicted bus bandwidth is more than the bound from the published one")
+    failed |= check_efa(pipesim)
+    if "--check" in sys.argv and failed:
         sys.exit(1)
+
+
+def efa_profile(tmp, data, op, measured):
+    """The data's profile given this cluster's own bus bandwidth of `op` at `profile_bytes`, by node count."""
+    with open(os.path.join(HERE, "..", "..", "hw_profiles", data["hw"] + ".json")) as f:
+        profile = json.load(f)
+    size = str(data["profile_bytes"])
+    points = [{"nodes": int(n), "GBps": measured[n][size]} for n in sorted(measured, key=int)]
+    profile["network"]["collective_busbw_by_nodes"] = {"message_bytes": data["profile_bytes"],
+                                                        op.replace("-", "_"): points}
+    profile["network"]["sources"]["collective_busbw_by_nodes"] = data["source"]
+    path = os.path.join(tmp, op + ".json")
+    with open(path, "w") as f:
+        json.dump(profile, f)
+    return path
+
+
+def check_efa(pipesim):
+    """Prints each op's predicted against published bus bandwidth by size and node count; True when an op's
+    median error leaves its bound."""
+    data = json.load(open(os.path.join(HERE, "nccl_tests_p5_efa.json")))
+    failed = False
+    with tempfile.TemporaryDirectory() as tmp:
+        for run in data["runs"]:
+            op, measured = run["op"], run["busbw_GBps"]
+            hw = efa_profile(tmp, data, op, measured)
+            nodes = sorted(measured, key=int)
+            sizes = sorted({int(b) for by_size in measured.values() for b in by_size})
+            predicted = {}
+            for n in nodes:
+                out = subprocess.run([pipesim, "collectives", "--hw", hw, "--op", op, "--nodes", n, "--min-bytes",
+                                      str(sizes[0]), "--max-bytes", str(sizes[-1]), "--format", "json"],
+                                     capture_output=True, text=True, check=True)
+                predicted[n] = {row["bytes"]: row["busbw_GBps"] for row in json.loads(out.stdout)["sizes"]}
+            print(f"\n{op} on p5 nodes over EFA, bus bandwidth GB/s published / pipesim (error), "
+                  f"{data['profile_bytes'] >> 30} GB given by node count")
+            print("| size | " + " | ".join(f"{n} nodes" for n in nodes) + " |")
+            print("| ---: |" + " ---: |" * len(nodes))
+            errors = []
+            for size in sizes:
+                cells = []
+                for n in nodes:
+                    published = measured[n].get(str(size))
+                    if published is None:
+                        cells.append("")
+                        continue
+                    error = 100 * (predicted[n][size] - published) / published
+                    if size != data["profile_bytes"]:
+                        errors.append(abs(error))
+                    cells.append(f"{published:.0f} / {predicted[n][size]:.0f} ({error:+.0f}%)")
+                print(f"| {size >> 20} MiB | " + " | ".join(cells) + " |")
+            median, largest = statistics.median(errors), max(errors)
+            bound, largest_bound = EFA_MEDIAN_BOUND_PCT[op], EFA_LARGEST_BOUND_PCT[op]
+            print(f"{op}: median error {median:.1f}% over {len(errors)} sizes and node counts (the given one left "
+                  f"out), largest {largest:.1f}% (bounds {bound}% and {largest_bound}%)")
+            if median > bound or largest > largest_bound:
+                print(f"FAIL: {op}'s error leaves its bounds")
+                failed = True
+    return failed
 
 
 if __name__ == "__main__":

@@ -55,7 +55,7 @@ FAILED_PREDICTED_TO_FIT_MAX = 1
 STATE_MEDIAN_BOUND_PCT = 2.0
 STATE_MAX_BOUND_PCT = 4.0
 # Medians today of the runs that measured the framework (those the sweep logged after its pipeline fix, or that
-# never ran a pipeline across nodes): -10.6 % (2 nodes), -17.6 (4), -20.7 (8), -17.7 (16), -18.0 (32), +37.5 (64),
+# never ran a pipeline across nodes): -10.6 % (2 nodes), -17.6 (4), -20.7 (8), -17.8 (16), -18.0 (32), +36.9 (64),
 # with nanotron's rank order (its framework file), each run's own pipeline split and the cluster's one-node
 # all-gather and reduce-scatter rates.
 NODE_MEDIAN_BOUND_PCT = {2: 12.0, 4: 19.0, 8: 22.0, 16: 19.0, 32: 19.5, 64: 39.0}

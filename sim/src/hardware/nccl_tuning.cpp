@@ -16,6 +16,13 @@ constexpr double kBaseLatency[2][3] = {{6.8, 14.0, 8.4}, {6.6, 14.0, 8.4}};
 constexpr double kNvlinkLatency[2][3] = {{0.6, 1.25, 4.0}, {0.6, 1.9, 3.4}};
 constexpr double kPciLatency[2][3] = {{1.0, 1.9, 4.0}, {1.0, 2.5, 5.7}};
 constexpr double kNetLatency[2][3] = {{5.0, 8.5, 14.0}, {2.7, 4.0, 14.0}};
+// aws/aws-ofi-nccl src/tuner/nccl_ofi_model.cpp (@ 2daf7d30), the EFA plugin's tuner for P5: its NVLink
+// latencies a tree step (model_platform_params nccl_nvlink_lat, Tree: LL, LL128, Simple) and its tree's
+// bandwidth, half the ring's (nccl_ofi_tuner_compute_cost, NCCL_ALGO_TREE: internode_bw x rails x channels /
+// 2), less the protocols' flags (0.5 for LL, 0.9375 for LL128).
+constexpr double kPluginNvlinkTreeLatency[3] = {0.6, 1.25, 28.0};
+constexpr double kPluginTreeRateDivisor = 2.0;
+constexpr double kPluginProtocolShare[3] = {0.5, 0.9375, 1.0};  // LL, LL128, Simple: the payload's share
 // getNetOverhead: the CPU proxy's cost of posting each network step (x86 Intel; AMD hosts 2), tripled for
 // Simple.
 constexpr double kNetOverheadUs = 1.0;
@@ -80,7 +87,11 @@ double nccl_latency_us(CollectiveKind kind, NcclAlgorithm algorithm, NcclProtoco
   nodes = std::clamp(nodes, 1, std::max(1, ranks));
   if (algorithm == NcclAlgorithm::kPat)
     return kPatBaseLatency + log2_floor(nodes) * (kNetLatency[0][p] / 3.5) + ranks * kPatPerRankUs;
-  const double intra = (nvlink ? kNvlinkLatency : kPciLatency)[a][p];
+  // Where the network's plugin tunes NCCL (its step latency given), its model's NVLink figures stand, which
+  // give a tree's Simple steps 28 us.
+  const double intra = net_step_us && nvlink && algorithm == NcclAlgorithm::kTree
+                           ? kPluginNvlinkTreeLatency[p]
+                           : (nvlink ? kNvlinkLatency : kPciLatency)[a][p];
   // With one GPU per node the network latency is fully exposed: NCCL takes the tree's figure.
   const double inter = net_step_us      ? (*net_step_us)[static_cast<std::size_t>(p)]
                        : ranks == nodes ? kNetLatency[0][p]
@@ -114,7 +125,10 @@ NcclCollective nccl_collective(CollectiveKind kind, std::int32_t ranks, std::int
       if (p == NcclProtocol::kLL128 && !nvlink) continue;
       // A tree moves the whole buffer up and down (2 x bytes per GPU) where a ring moves 2(n-1)/n of it.
       const double shape = a == NcclAlgorithm::kTree ? static_cast<double>(ranks) / (ranks - 1) : 1.0;
-      const double wire = shape / protocol_efficiency(a, p, nodes);
+      double wire = shape / protocol_efficiency(a, p, nodes);
+      // Across nodes the plugin's model runs a tree at half the ring's rate, less LL's and LL128's flags.
+      if (net_step_us && a == NcclAlgorithm::kTree && nodes > 1)
+        wire = kPluginTreeRateDivisor / kPluginProtocolShare[column(p)];
       const double latency = nccl_latency_us(kind, a, p, ranks, nodes, nvlink, net_step_us);
       const double us = latency + ring_bus * wire / bytes_per_us;
       if (us < best_us) best_us = us, best = {a, p, latency, wire};

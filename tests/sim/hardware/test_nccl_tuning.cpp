@@ -48,6 +48,34 @@ TEST(NcclTuning, AcrossSixteenNodesATreeBeatsTheRing) {
   EXPECT_NEAR(c.wire_factor, 128.0 / 127.0 / 0.92, 1e-12);
 }
 
+TEST(NcclTuning, WhereTheEfaPluginTunesNcclItsTreeRunsAtHalfTheRingsRate) {
+  // The EFA plugin's model for P5 (aws-ofi-nccl src/tuner/nccl_ofi_model.cpp): a network step 20 us (23 with
+  // Simple), a tree's NVLink step 28 us with Simple, and a tree across nodes at half the ring's rate. 256
+  // GPUs on 32 nodes at 50 GB/s a GPU. 1 GiB: the ring's bytes, 2 x 255/256 x 1 GiB / 50 GB/s = 42,782 us,
+  // come once with Simple (latency 8.4 + 448 x 3.4 + 62 x 23 = 2,957.6 us: 45,740 us), at 0.92 with LL128 (14
+  // + 448 x 1.9 + 62 x 20 = 2,105.2 us: 48,608) and twice over on the tree (8.4 + 2 x (7 x 28 + log2(32) x
+  // 23) = 630.4 us: 86,195): Simple's ring. 4 MiB (167 us of ring bytes): the tree's LL128, 14 + 2 x (7
+  // x 1.25 + 5 x 20) = 231.5 us and its bytes twice over at 0.9375 of the rate, 356.6 us: 588 us, against
+  // 2,286.8 for the ring's LL128 and 964.6 for the tree's Simple.
+  const std::array<double, 3> efa{20, 20, 23};
+  EXPECT_NEAR(nccl_latency_us(CollectiveKind::kAllReduce, NcclAlgorithm::kTree, NcclProtocol::kSimple, 256,
+                              32, true, &efa),
+              8.4 + 2 * (7 * 28.0 + 5 * 23.0), 1e-9);
+  const NcclCollective large = nccl_collective(CollectiveKind::kAllReduce, 256, 32, true, 1 << 30, 50, &efa);
+  EXPECT_EQ(large.algorithm, NcclAlgorithm::kRing);
+  EXPECT_EQ(large.protocol, NcclProtocol::kSimple);
+  EXPECT_NEAR(large.latency_us, 8.4 + 448 * 3.4 + 62 * 23.0, 1e-9);
+  const NcclCollective small = nccl_collective(CollectiveKind::kAllReduce, 256, 32, true, 4 << 20, 50, &efa);
+  EXPECT_EQ(small.algorithm, NcclAlgorithm::kTree);
+  EXPECT_EQ(small.protocol, NcclProtocol::kLL128);
+  EXPECT_NEAR(small.latency_us, 14.0 + 2 * (7 * 1.25 + 5 * 20.0), 1e-9);
+  EXPECT_DOUBLE_EQ(small.wire_factor, 2.0 / 0.9375);
+  // Without the plugin (InfiniBand's figures), NCCL's own tree: 0.92 of the rate, its bytes 256/255 of a
+  // ring's.
+  EXPECT_NEAR(nccl_collective(CollectiveKind::kAllReduce, 256, 32, true, 64 << 20, 50).wire_factor,
+              256.0 / 255.0 / 0.92, 1e-12);
+}
+
 TEST(NcclTuning, OneGpuANodeGathersByPat) {
   // An all-gather of 1 MiB over 64 nodes, one GPU each: PAT pays 8 + log2(64) x 14 / 3.5 + 64 x 2.8 =
   // 211.2 us where the ring pays 8.4 + 63 x 14 = 890.4 (with one GPU a node NCCL takes the tree's network

@@ -38,7 +38,9 @@ struct NcclCollective {
 /// collective; trees for all-reduces; PAT (Simple only) for all-gathers and reduce-scatters with one GPU a
 /// node, where NCCL enables it (ncclPatEnable).
 /// `net_step_us`: the network's latency a step by protocol (LL, LL128, Simple) where the network's NCCL
-/// plugin models its own (AWS EFA), else null for NCCL's InfiniBand figures.
+/// plugin models its own (AWS EFA), else null for NCCL's InfiniBand figures. With it the plugin's model also
+/// gives a tree's NVLink steps (28 us with Simple) and runs a tree across nodes at half the ring's rate
+/// (aws-ofi-nccl src/tuner/nccl_ofi_model.cpp).
 NcclCollective nccl_collective(CollectiveKind kind, std::int32_t ranks, std::int32_t nodes, bool nvlink,
                                std::int64_t message_bytes, double bus_GBps,
                                const std::array<double, 3>* net_step_us = nullptr);
