@@ -596,6 +596,17 @@ void add_calibrate(CLI::App& app, Commands& c) {
   cal->add_option("--framework-out", c.calibrate_framework_out,
                   "with --from-trace, also write --framework as a framework file whose CPU time a launch "
                   "(host_dispatch_us) is the trace's, the profiler's own cost taken out");
+  cal->add_option(
+         "--from-nccl-tests", c.calibrate_from_nccl_tests,
+         "set the network's bus bandwidth by node count (collective_busbw_by_nodes) from nccl-tests "
+         "outputs of all_reduce_perf, all_gather_perf or reduce_scatter_perf over every GPU of N nodes, "
+         "one file per run, instead of measuring; --base defaults to their GPU's shipped profile")
+      ->expected(1, 1 << 16);
+  cal->add_option("--nccl-tests-bytes", c.calibrate_nccl_tests_bytes,
+                  "the message size whose bus bandwidth the profile keeps, with --from-nccl-tests, e.g. 256M "
+                  "(default: the largest every output ran)")
+      ->transform(CLI::AsSizeValue(false))
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40));
   cal->add_flag("--replay-host", c.calibrate_replay_host,
                 "write the profile of the host replay backend instead: one plan stream's thread as a GPU "
                 "(its FMA, memcpy and Adam rates), to predict what replay --backend host measures");
@@ -908,6 +919,10 @@ int dispatch(CLI::App& app, Commands& c, bool no_arguments) {
     return pipesim::cli::run_bubbles(c.bubbles);
   }
   if (c.cal->parsed()) {
+    if (!c.calibrate_from_nccl_tests.empty())
+      return pipesim::cli::run_calibrate_from_nccl_tests(
+          c.calibrate_from_nccl_tests, c.calibrate_base->count() > 0 ? c.calibrate.base : "", c.calibrate.out,
+          c.calibrate.name, c.calibrate_nccl_tests_bytes);
     if (!c.calibrate_from_trace.empty())
       return pipesim::cli::run_calibrate_from_trace(
           c.calibrate_from_trace, c.calibrate_base->count() > 0 ? c.calibrate.base : "", c.calibrate.out,

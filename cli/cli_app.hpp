@@ -40,6 +40,8 @@ struct Commands {
   std::string calibrate_from_replay, calibrate_plan, calibrate_from_trace, calibrate_dtype = "bf16";
   std::string calibrate_framework;      ///< the framework that ran a trace (--from-trace)
   std::string calibrate_framework_out;  ///< that framework with the trace's CPU time a launch (--from-trace)
+  std::vector<std::string> calibrate_from_nccl_tests;  ///< nccl-tests outputs of the cluster's collectives
+  std::int64_t calibrate_nccl_tests_bytes = 0;  ///< the size their figure is taken at (0: largest common)
   CLI::Option* calibrate_base = nullptr;
   CLI::App *sim = nullptr, *cal = nullptr, *part = nullptr, *pl = nullptr, *explain = nullptr, *bub = nullptr,
            *rep = nullptr, *cmp = nullptr, *buy_cmd = nullptr, *check = nullptr, *import_trace_cmd = nullptr,

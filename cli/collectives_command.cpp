@@ -1,11 +1,15 @@
 #include "collectives_command.hpp"
 
+#include <filesystem>
 #include <iostream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "pipesim/calibrate/calibrate.hpp"
+#include "pipesim/calibrate/nccl_tests_output.hpp"
 #include "pipesim/sim/core/error.hpp"
+#include "pipesim/sim/core/output_file.hpp"
 #include "pipesim/sim/job/collective_probe.hpp"
 
 namespace pipesim::cli {
@@ -65,6 +69,35 @@ int run_collectives(const CollectivesOptions& o) {
               << "\n";
   else
     std::cout << table;
+  return 0;
+}
+
+int run_calibrate_from_nccl_tests(const std::vector<std::string>& files, const std::string& base,
+                                  const std::string& out, const std::string& name,
+                                  std::int64_t message_bytes) {
+  std::vector<calibrate::NcclTestsRun> runs;
+  for (const std::string& f : files) runs.push_back(calibrate::read_nccl_tests_output(f));
+  std::string base_name = base;
+  if (base_name.empty()) base_name = calibrate::base_for_gpu(runs.front().device);
+  if (base_name.empty())
+    throw sim::InputError(
+        sim::Option{"base"}, "",
+        fmt::format("no shipped profile for '{}'; give the profile these nodes are as --base",
+                    runs.front().device));
+  sim::HardwareProfile hw =
+      calibrate::with_nccl_tests(sim::load_hardware_profile(base_name), runs, message_bytes);
+  hw.name = name.empty() ? std::filesystem::path(out).stem().string() : name;
+  sim::write_output_file(out, sim::hardware_profile_to_json(hw));
+  const char* kinds[] = {"all_reduce", "all_gather", "reduce_scatter"};
+  std::cout << fmt::format("{}: bus bandwidth at {} bytes by node count (base {})\n", hw.name,
+                           hw.network.busbw_message_bytes, base_name);
+  for (std::size_t k = 0; k < 3; ++k)
+    for (const sim::CurvePoint& p : hw.network.busbw_by_nodes[k])
+      std::cout << fmt::format(
+          "  {:<14} {:>5} nodes {:>9.2f} GB/s, NICs at {:.1f} GB/s a GPU\n", kinds[k], static_cast<int>(p.x),
+          p.y,
+          sim::network_nic_GBps(hw, static_cast<sim::CollectiveKind>(k), static_cast<std::int32_t>(p.x)));
+  std::cout << fmt::format("wrote {}\n", out);
   return 0;
 }
 

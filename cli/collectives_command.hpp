@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace pipesim::cli {
 
@@ -19,5 +20,12 @@ struct CollectivesOptions {
 };
 
 int run_collectives(const CollectivesOptions& options);
+
+/// `pipesim calibrate --from-nccl-tests FILE...`: writes `base` (a profile name or file; default: the shipped
+/// profile of the GPU the outputs name) with its network's bus bandwidth by node count taken from the
+/// nccl-tests outputs at `message_bytes` (0: the largest size every output ran), as profile `name` to `out`.
+int run_calibrate_from_nccl_tests(const std::vector<std::string>& files, const std::string& base,
+                                  const std::string& out, const std::string& name,
+                                  std::int64_t message_bytes);
 
 }  // namespace pipesim::cli

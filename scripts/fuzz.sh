@@ -25,7 +25,7 @@ while [ $# -gt 0 ]; do
     *) echo "fuzz.sh: unknown argument '$1' (see the header of scripts/fuzz.sh)" >&2; exit 2 ;;
   esac
 done
-[ "$targets" = all ] && targets="model hw_profile workload framework plan timeline saved_result cli_args trace_import execution_trace"
+[ "$targets" = all ] && targets="model hw_profile workload framework plan timeline saved_result cli_args trace_import execution_trace nccl_tests_output"
 if [ ! -x "$build/tests/fuzz/fuzz_model" ] || [ "$build_only" = 1 ]; then
   command -v clang++ > /dev/null || { echo "fuzz.sh: clang++ is missing (scripts/install-deps.sh installs it)" >&2; exit 2; }
   CXX=clang++ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Debug -DPIPESIM_FUZZ=ON -DPIPESIM_SANITIZE=ON \
@@ -45,7 +45,7 @@ seeds() {
     framework) echo frameworks ;;
     workload) echo tests/fixtures/uniform_workload.json ;;
     plan) echo "" ;;
-    timeline | saved_result | cli_args | trace_import | execution_trace) echo "" ;;
+    timeline | saved_result | cli_args | trace_import | execution_trace | nccl_tests_output) echo "" ;;
   esac
 }
 

@@ -802,6 +802,49 @@ class BadInput(unittest.TestCase):
                               "--profiler-python-us")
             self.assertFalse(os.path.exists(out))
 
+    def test_calibrate_from_nccl_tests(self):
+        # Two nodes' all_reduce_perf and four nodes' all_gather_perf, as nccl-tests 2.13 prints them (here with
+        # mpirun --tag-output): the profile keeps each at 256 MiB by node count, and `collectives` gives it back.
+        def output(op, nodes, busbw, tag=""):
+            lines = [f"# Collective test starting: {op}_perf", "#"]
+            lines += [f"#  Rank {r:2d} Group  0 Pid {100 + r} on node{r // 8} device  {r % 8} [0x{r + 16:02x}] "
+                      "NVIDIA H100 80GB HBM3" for r in range(8 * nodes)]
+            lines += ["#       size         count      type   redop    root     time   algbw   busbw #wrong     "
+                      "time   algbw   busbw #wrong"]
+            lines += [f"   {size}  {size // 4}  float  sum  -1  1000.0  1.00  {bw:.2f}  0  1000.0  1.00  1.00  0"
+                      for size, bw in ((67108864, busbw / 2), (268435456, busbw))]
+            return "\n".join(tag + line for line in lines) + "\n"
+        with tempfile.TemporaryDirectory() as d:
+            ar, ag = os.path.join(d, "ar2.txt"), os.path.join(d, "ag4.txt")
+            with open(ar, "w") as f:
+                f.write(output("all_reduce", 2, 300.0))
+            with open(ag, "w") as f:
+                f.write(output("all_gather", 4, 120.0, "[1,0]<stdout>:"))
+            out = os.path.join(d, "mine.json")
+            rc, stdout, err = run("calibrate", "--from-nccl-tests", ar, ag, "--base", "h100-p5-8x", "--out", out)
+            self.assertEqual(rc, 0, err)
+            self.assertIn("all_gather         4 nodes    120.00 GB/s", stdout)
+            with open(out) as f:
+                net = json.load(f)["network"]
+            self.assertEqual(net["collective_busbw_by_nodes"]["message_bytes"], 268435456)
+            self.assertEqual(net["collective_busbw_by_nodes"]["all_reduce"], [{"nodes": 2, "GBps": 300.0}])
+            self.assertNotIn("reduce_scatter", net["collective_busbw_by_nodes"])
+            self.assertIn("ag4.txt (all_gather_perf, 4 nodes x 8 GPUs", net["sources"]["collective_busbw_by_nodes"])
+            rc, stdout, err = run("collectives", "--hw", out, "--op", "all-gather", "--nodes", "4", "--min-bytes",
+                                  "256M", "--max-bytes", "256M", "--format", "json")
+            self.assertEqual(rc, 0, err)
+            self.assertAlmostEqual(json.loads(stdout)["sizes"][0]["busbw_GBps"], 120.0, places=3)
+            bad = os.path.join(d, "x.json")
+            self.expect_error(["calibrate", "--from-nccl-tests", ar, ar, "--out", bad], "ar2.txt",
+                              "a second all_reduce_perf run on 2 nodes")
+            self.expect_error(["calibrate", "--from-nccl-tests", ar, "--nccl-tests-bytes", "1M", "--out", bad],
+                              "no result at 1048576 bytes")
+            with open(ag, "w") as f:
+                f.write("# Collective test starting: all_gather_perf\n   1024  256 float none -1 1.0 1.0 1.0 0\n")
+            self.expect_error(["calibrate", "--from-nccl-tests", ag, "--out", bad], "ag4.txt", "line 2",
+                              "a result row before the column header")
+            self.assertFalse(os.path.exists(bad))
+
     def test_calibrate_from_trace_with_a_framework(self):
         """The trace's framework sets the share of the streaming rate its element-wise kernels reach: the same
         trace fit for hf-transformers (0.88) gives the profile a rate 1 / 0.88 times the one for megatron-core
