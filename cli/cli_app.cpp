@@ -828,6 +828,10 @@ void add_collectives(CLI::App& app, Commands& c) {
   col->add_option("--max-bytes", o.max_bytes, "the largest message, e.g. 1G")
       ->transform(CLI::AsSizeValue(false))
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40));
+  col->add_option(
+      "--against", o.against,
+      "an nccl-tests output (all_reduce_perf, all_gather_perf or reduce_scatter_perf) to hold the profile "
+      "to: its collective, nodes, GPUs a node and sizes are priced, each beside what it measured");
   col->add_option("--step-factor", o.step_factor, "each size is this many times the one before")
       ->check(CLI::Range(2, 1024))
       ->capture_default_str();

@@ -17,6 +17,9 @@ struct CollectivesOptions {
   std::int64_t min_bytes = 1 << 20, max_bytes = std::int64_t{1} << 30;
   std::int32_t step_factor = 2;
   std::string format = "table";
+  /// An nccl-tests output to hold the profile to: its collective, nodes, GPUs a node and sizes are priced,
+  /// and each size's measured bus bandwidth printed beside the prediction (empty: none).
+  std::string against;
 };
 
 int run_collectives(const CollectivesOptions& options);

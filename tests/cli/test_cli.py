@@ -834,6 +834,18 @@ class BadInput(unittest.TestCase):
                                   "256M", "--max-bytes", "256M", "--format", "json")
             self.assertEqual(rc, 0, err)
             self.assertAlmostEqual(json.loads(stdout)["sizes"][0]["busbw_GBps"], 120.0, places=3)
+            # Held to the run it came from: the run's collective, nodes and sizes, each beside what it measured.
+            rc, stdout, err = run("collectives", "--hw", out, "--against", ag, "--format", "json")
+            self.assertEqual(rc, 0, err)
+            report = json.loads(stdout)
+            self.assertEqual((report["op"], report["nodes"]), ("all-gather", 4))
+            self.assertEqual([row["bytes"] for row in report["sizes"]], [67108864, 268435456])
+            self.assertEqual(report["sizes"][0]["measured_busbw_GBps"], 60.0)
+            self.assertAlmostEqual(report["sizes"][1]["error_pct"], 0.0, places=3)
+            self.assertAlmostEqual(report["median_abs_error_pct"],
+                                   sum(abs(row["error_pct"]) for row in report["sizes"]) / 2, places=9)
+            self.expect_error(["collectives", "--hw", "rtx3090-4x", "--against", ar], "ar2.txt",
+                              "16 ranks on 2 nodes", "at most the 4 of a rtx3090-4x node")
             bad = os.path.join(d, "x.json")
             self.expect_error(["calibrate", "--from-nccl-tests", ar, ar, "--out", bad], "ar2.txt",
                               "a second all_reduce_perf run on 2 nodes")
