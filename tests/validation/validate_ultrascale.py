@@ -6,13 +6,16 @@ nodes, EFA, its collectives' bus bandwidth measured by node count) and `--framew
 tok/s), rank 0's peak memory, and whether the runs that crashed or ran out of memory (MFU nan) are predicted not
 to fit.
 
-Usage: validate_ultrascale.py PIPESIM [--check] [--framework NAME] [--all-nodes]
+Usage: validate_ultrascale.py PIPESIM [--check] [--framework NAME] [--all-nodes] [--tp-across-nodes]
 With --all-nodes it also prints the step time's median error of the runs that ran on each node count (1 to 64
 nodes), of all of them and of those that measured the framework as it runs: the sweep's own log flags the runs
 made before a fix to its nanotron branch's pipeline (after_pp_fix False), and its pipelines across nodes made
 before it took 8 times as long (median step 18.8 s against 2.3 s after it), so those are left out of the second
 column. With --check too it exits 1 when a node count's median in the second column leaves its bound in
-NODE_MEDIAN_BOUND_PCT (the issue's goal is 15 % on every count; each is held where it is).
+NODE_MEDIAN_BOUND_PCT (the issue's goal is 15 % on every count; each is held where it is). With --tp-across-nodes
+it prints, for the layouts whose TP groups span nodes (pp 1, tp 16 and 32, ZeRO-0, microbatch 1 and 16), a
+microbatch's share of the step measured and predicted by node count, with the network shared by the job and by
+the group alone (docs/fidelity.md, "TP groups across nodes, layout by layout").
 Source: the Ultra-Scale Playbook's benchmark results (huggingface/nanotron, scripts/scaling_benchmarks.py for the
 model shapes: 1B 16 layers, hidden 2048, 32 heads, ffn 8192; 3B 28 layers, hidden 3072, 32 heads, ffn 8192; MHA,
 SwiGLU, vocabulary 131,072, tied embeddings); nanotron runs one 1F1B flush of GradAcc microbatches per step.
@@ -150,12 +153,12 @@ def logged(bench, r):
     return bench.get(config(r) + (float(r["GPU memory"].split()[0]),))
 
 
-def predict(pipesim, tmp, framework, r, local_params=None, trace=None):
+def predict(pipesim, tmp, framework, r, local_params=None, trace=None, extra=()):
     cmd = [pipesim, "simulate", "--model", os.path.join(tmp, r["model"] + ".json"), "--hw", HW,
            "--nodes", r["Nodes"], "--dp", r["DP"], "--tp", r["TP"], "--pp", r["PP"], "--microbatch-size", r["MBS"],
            "--global-batch", r["GBS"], "--seq", str(SEQ), "--schedule", "1f1b", "--framework", framework,
            "--format", "json"] + (["--zero", "1"] if r["ZeRO"] == "1" else []) + launch_flags(r) + \
-        partition_flags(r, local_params) + (["--trace", trace] if trace else [])
+        partition_flags(r, local_params) + (["--trace", trace] if trace else []) + list(extra)
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:
         raise SystemExit(f"pipesim simulate failed: {' '.join(cmd)}: {out.stderr.strip()}")
@@ -204,6 +207,33 @@ def print_node_counts(pipesim, framework):
         if abs(median_fixed) > NODE_MEDIAN_BOUND_PCT.get(nodes, 100.0):
             out_of_bounds.append(f"{nodes} nodes {median_fixed:+.1f}% (bound {NODE_MEDIAN_BOUND_PCT[nodes]}%)")
     return out_of_bounds
+
+
+def print_tp_across_nodes(pipesim, framework):
+    """The runs whose TP groups span nodes (pp 1, tp 16 and 32) at microbatch 1 and 16, by layout: a microbatch's
+    share of the step (step / accumulation steps) measured and predicted, with the network shared by the job's
+    nodes (the default) and by the group's own. The same layout on more nodes adds only data-parallel replicas,
+    whose gradient reduction runs once a step."""
+    with open(os.path.join(HERE, "ultrascale_playbook_1B_3B.csv")) as f:
+        rows = [r for r in csv.DictReader(f) if not failed_run(r) and r["PP"] == "1" and int(r["TP"]) >= 16
+                and r["MBS"] in ("1", "16") and r["ZeRO"] == "0"]
+    rows.sort(key=lambda r: (r["model"], int(r["TP"]), int(r["MBS"]), int(r["Nodes"])))
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in SHAPES:
+            model_file(tmp, name)
+        with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+            shared = list(pool.map(lambda r: predict(pipesim, tmp, framework, r), rows))
+            alone = list(pool.map(lambda r: predict(pipesim, tmp, framework, r, extra=("--network-sharing", "alone")),
+                                  rows))
+    print("| model | tp | microbatch | nodes | dp | measured s a microbatch | pipesim | error | "
+          "--network-sharing alone | error |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for r, s, a in zip(rows, shared, alone):
+        steps = int(r["GradAcc"])
+        measured = 256 * SEQ / float(r["tok/s"].replace(",", "")) / steps
+        cells = [f"{p['step_time_s'] / steps:.3f} | {100 * (p['step_time_s'] / steps - measured) / measured:+.0f}%"
+                 for p in (s, a)]
+        print(f"| {r['model']} | {r['TP']} | {r['MBS']} | {r['Nodes']} | {r['DP']} | {measured:.3f} | "
+              + " | ".join(cells) + " |")
 
 
 def before_pipeline_fix(log):
@@ -261,6 +291,8 @@ def main():
           f"against the allocated peak the run logged after its last reset) median error {state_median:+.1f}%, "
           f"largest {state_max:+.1f}%")
     out_of_bounds = print_node_counts(pipesim, framework) if "--all-nodes" in args else []
+    if "--tp-across-nodes" in args:
+        print_tp_across_nodes(pipesim, framework)
     if "--check" in args and out_of_bounds:
         print("FAIL: node counts beyond their bounds: " + ", ".join(out_of_bounds))
         sys.exit(1)
