@@ -71,6 +71,13 @@ double one_node_rate_ratio(const HardwareProfile& hw, CollectiveKind kind) {
   return 1.0;
 }
 
+/// The plugin's step latency for the collectives its tuner times: all-reduces only (aws-ofi-nccl
+/// src/tuner/nccl_ofi_model.cpp nccl_ofi_tuner_compute_cost models ncclFuncAllReduce and returns -1, NCCL's
+/// own selection, for every other collective); null for the rest, which take NCCL's figures.
+const std::array<double, 3>* tuned_step_latency(const NetworkSpec& net, CollectiveKind kind) {
+  return kind == CollectiveKind::kAllReduce ? net.step_latency() : nullptr;
+}
+
 }  // namespace
 
 CollectiveLatency parse_collective_latency(const std::string& word) {
@@ -82,20 +89,25 @@ CollectiveLatency parse_collective_latency(const std::string& word) {
 
 double nccl_latency_us(CollectiveKind kind, NcclAlgorithm algorithm, NcclProtocol protocol,
                        std::int32_t ranks, std::int32_t nodes, bool nvlink,
-                       const std::array<double, 3>* net_step_us) {
+                       const std::array<double, 3>* net_step_us, double net_reported_us) {
   const int a = row(algorithm), p = column(protocol);
   nodes = std::clamp(nodes, 1, std::max(1, ranks));
   if (algorithm == NcclAlgorithm::kPat)
-    return kPatBaseLatency + log2_floor(nodes) * (kNetLatency[0][p] / 3.5) + ranks * kPatPerRankUs;
+    return kPatBaseLatency +
+           log2_floor(nodes) *
+               ((kNetLatency[0][p] + net_reported_us * (protocol == NcclProtocol::kSimple ? 2 : 1)) / 3.5) +
+           ranks * kPatPerRankUs;
   // Where the network's plugin tunes NCCL (its step latency given), its model's NVLink figures stand, which
   // give a tree's Simple steps 28 us.
   const double intra = net_step_us && nvlink && algorithm == NcclAlgorithm::kTree
                            ? kPluginNvlinkTreeLatency[p]
                            : (nvlink ? kNvlinkLatency : kPciLatency)[a][p];
   // With one GPU per node the network latency is fully exposed: NCCL takes the tree's figure.
-  const double inter = net_step_us      ? (*net_step_us)[static_cast<std::size_t>(p)]
-                       : ranks == nodes ? kNetLatency[0][p]
-                                        : kNetLatency[a][p];
+  // Otherwise NCCL's own figure, plus the latency the network's plugin reports (twice with Simple, whose
+  // steps also wait for the receiver's flush).
+  const double inter = net_step_us ? (*net_step_us)[static_cast<std::size_t>(p)]
+                                   : (ranks == nodes ? kNetLatency[0][p] : kNetLatency[a][p]) +
+                                         net_reported_us * (protocol == NcclProtocol::kSimple ? 2 : 1);
   double latency = kBaseLatency[a][p];
   if (algorithm == NcclAlgorithm::kTree)
     return latency + 2 * ((ranks / nodes - 1) * intra + log2_floor(nodes) * inter);
@@ -109,7 +121,7 @@ double nccl_latency_us(CollectiveKind kind, NcclAlgorithm algorithm, NcclProtoco
 
 NcclCollective nccl_collective(CollectiveKind kind, std::int32_t ranks, std::int32_t nodes, bool nvlink,
                                std::int64_t message_bytes, double bus_GBps,
-                               const std::array<double, 3>* net_step_us) {
+                               const std::array<double, 3>* net_step_us, double net_reported_us) {
   NcclCollective best;
   if (ranks < 2) return best;
   const bool all_reduce = kind == CollectiveKind::kAllReduce;
@@ -129,7 +141,7 @@ NcclCollective nccl_collective(CollectiveKind kind, std::int32_t ranks, std::int
       // Across nodes the plugin's model runs a tree at half the ring's rate, less LL's and LL128's flags.
       if (net_step_us && a == NcclAlgorithm::kTree && nodes > 1)
         wire = kPluginTreeRateDivisor / kPluginProtocolShare[column(p)];
-      const double latency = nccl_latency_us(kind, a, p, ranks, nodes, nvlink, net_step_us);
+      const double latency = nccl_latency_us(kind, a, p, ranks, nodes, nvlink, net_step_us, net_reported_us);
       const double us = latency + ring_bus * wire / bytes_per_us;
       if (us < best_us) best_us = us, best = {a, p, latency, wire};
     }
@@ -145,8 +157,9 @@ double network_nic_GBps(const HardwareProfile& hw, CollectiveKind kind, std::int
   const double bus_bytes = (kind == CollectiveKind::kAllReduce ? 2.0 : 1.0) * (ranks - 1) / ranks *
                            static_cast<double>(net.busbw_message_bytes);
   const double measured_us = bus_bytes / (interpolate_log_x(curve, nodes) * 1e3);
-  const NcclCollective c = nccl_collective(kind, ranks, nodes, hw.node.nvlink.GBps_per_direction > 0,
-                                           net.busbw_message_bytes, net.nic_GBps, net.step_latency());
+  const NcclCollective c =
+      nccl_collective(kind, ranks, nodes, hw.node.nvlink.GBps_per_direction > 0, net.busbw_message_bytes,
+                      net.nic_GBps, tuned_step_latency(net, kind), net.reported_latency_us);
   const double wire_us = measured_us - c.latency_us;
   if (wire_us <= 0) return net.nic_GBps;
   return std::min(net.nic_GBps, bus_bytes * c.wire_factor / rails / (wire_us * 1e3));
@@ -162,7 +175,7 @@ NcclCollective nccl_timing(const HardwareProfile& hw, CollectiveKind kind, std::
     // collectives they belong to: a job's groups that communicate together load it as one group of all
     // their nodes would.
     NcclCollective c = nccl_collective(kind, ranks, nodes, nvlink, message_bytes, hw.network.nic_GBps,
-                                       hw.network.step_latency());
+                                       tuned_step_latency(hw.network, kind), hw.network.reported_latency_us);
     c.wire_factor *= hw.network.nic_GBps / network_nic_GBps(hw, kind, std::max(nodes, sharing_nodes));
     return c;
   }

@@ -76,6 +76,45 @@ TEST(NcclTuning, WhereTheEfaPluginTunesNcclItsTreeRunsAtHalfTheRingsRate) {
               256.0 / 255.0 / 0.92, 1e-12);
 }
 
+TEST(NcclTuning, CollectivesThePluginsTunerLeavesToNcclPayTheLatencyThePluginReports) {
+  // The EFA plugin's tuner times all-reduces only (aws-ofi-nccl nccl_ofi_tuner_compute_cost returns -1 for
+  // every other collective); NCCL then times the rest with its own figures, adding to each network step the
+  // latency the plugin reports (75 us on P5, src/platform-aws.cpp), twice with Simple (tuning.cc: the flush).
+  // An all-gather of 32 MiB over 256 GPUs on 32 nodes at 50 GB/s a GPU, 224 steps inside the nodes and 31
+  // across (the proxy's 1 us, 3 with Simple, where it exceeds NVLink's step):
+  //   Simple 8.4 + 224 x 3.4 + 31 x (14 + 2 x 75) = 5,854.0 us, plus 255/256 x 32 MiB / 50 GB/s = 668.5 us;
+  //   LL128  14 + 224 x 1.9 + 31 x (4 + 75) = 2,888.6 us, plus 668.5 / 0.92 = 726.6 us: 3,615.2 us;
+  //   LL     6.6 + 224 x 1.0 + 31 x (2.7 + 75) = 2,639.3 us, plus 668.5 / 0.5 = 1,336.9 us: 3,976.2 us.
+  const std::array<double, 3> efa{20, 20, 23};
+  const NcclCollective gather =
+      nccl_collective(CollectiveKind::kAllGather, 256, 32, true, 32 << 20, 50, nullptr, 75);
+  EXPECT_EQ(gather.algorithm, NcclAlgorithm::kRing);
+  EXPECT_EQ(gather.protocol, NcclProtocol::kLL128);
+  EXPECT_NEAR(gather.latency_us, 14 + 224 * 1.9 + 31 * (4 + 75.0), 1e-9);
+  EXPECT_NEAR(nccl_latency_us(CollectiveKind::kAllGather, NcclAlgorithm::kRing, NcclProtocol::kSimple, 256,
+                              32, true, nullptr, 75),
+              8.4 + 224 * 3.4 + 31 * (14 + 2 * 75.0), 1e-9);
+  // One GPU a node: PAT, its log term over NCCL's tree step plus the reported latency, 8 + 6 x (14 + 150) /
+  // 3.5 + 64 x 2.8 us.
+  EXPECT_NEAR(nccl_latency_us(CollectiveKind::kAllGather, NcclAlgorithm::kPat, NcclProtocol::kSimple, 64, 64,
+                              true, nullptr, 75),
+              8 + 6 * (14 + 150.0) / 3.5 + 64 * 2.8, 1e-9);
+
+  // Through a profile that gives both (as h100-p5-8x does): the all-gather takes NCCL's steps and the
+  // reported latency; the all-reduce the plugin's step alone, its 1 GiB Simple ring 8.4 + 448 x 3.4 + 62
+  // x 23.
+  HardwareProfile hw = load_hardware_profile("h100-sxm-8x");
+  hw.network.nic_GBps = 50;
+  hw.network.step_latency_us = efa;
+  hw.network.reported_latency_us = 75;
+  EXPECT_NEAR(nccl_timing(hw, CollectiveKind::kAllGather, 256, 32, 32 << 20).latency_us, gather.latency_us,
+              1e-9);
+  EXPECT_NEAR(nccl_timing(hw, CollectiveKind::kReduceScatter, 256, 32, 32 << 20).latency_us,
+              gather.latency_us, 1e-9);
+  EXPECT_NEAR(nccl_timing(hw, CollectiveKind::kAllReduce, 256, 32, 1 << 30).latency_us,
+              8.4 + 448 * 3.4 + 62 * 23.0, 1e-9);
+}
+
 TEST(NcclTuning, OneGpuANodeGathersByPat) {
   // An all-gather of 1 MiB over 64 nodes, one GPU each: PAT pays 8 + log2(64) x 14 / 3.5 + 64 x 2.8 =
   // 211.2 us where the ring pays 8.4 + 63 x 14 = 890.4 (with one GPU a node NCCL takes the tree's network

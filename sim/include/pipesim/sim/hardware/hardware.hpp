@@ -150,6 +150,10 @@ struct NetworkSpec {
   const std::array<double, 3>* step_latency() const {
     return step_latency_us[2] > 0 ? &step_latency_us : nullptr;
   }
+  /// `plugin_latency_us`: the latency the network's NCCL plugin reports to NCCL for a network transfer
+  /// (ncclNetProperties_t latency), which NCCL's own tuning adds to each network step, twice with Simple; 0
+  /// for NCCL's InfiniBand transport, which reports none.
+  double reported_latency_us = 0;
   /// Whether nodes `a` and `b` sit under different leaves.
   bool crosses_spine(std::int32_t a, std::int32_t b) const {
     return leaf_nodes > 0 && a / leaf_nodes != b / leaf_nodes;

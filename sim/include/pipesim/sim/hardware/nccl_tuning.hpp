@@ -43,7 +43,8 @@ struct NcclCollective {
 /// (aws-ofi-nccl src/tuner/nccl_ofi_model.cpp).
 NcclCollective nccl_collective(CollectiveKind kind, std::int32_t ranks, std::int32_t nodes, bool nvlink,
                                std::int64_t message_bytes, double bus_GBps,
-                               const std::array<double, 3>* net_step_us = nullptr);
+                               const std::array<double, 3>* net_step_us = nullptr,
+                               double net_reported_us = 0);
 
 /// How pipesim times one collective on `hw`: nccl_collective over the ring's bus bandwidth (a NIC's across
 /// nodes, an NVLink port's inside one, else a PCIe lane's, or host memory's where GPUs stage through it).
@@ -66,6 +67,6 @@ double network_nic_GBps(const HardwareProfile& hw, CollectiveKind kind, std::int
 /// NCCL's latency of one collective by algorithm and protocol (tuning.cc's latency model), in us.
 double nccl_latency_us(CollectiveKind kind, NcclAlgorithm algorithm, NcclProtocol protocol,
                        std::int32_t ranks, std::int32_t nodes, bool nvlink,
-                       const std::array<double, 3>* net_step_us = nullptr);
+                       const std::array<double, 3>* net_step_us = nullptr, double net_reported_us = 0);
 
 }  // namespace pipesim::sim
