@@ -71,9 +71,10 @@ double one_node_rate_ratio(const HardwareProfile& hw, CollectiveKind kind) {
   return 1.0;
 }
 
-/// The plugin's step latency for the collectives its tuner times: all-reduces only (aws-ofi-nccl
+/// The plugin's step latency for the collectives its tuner times: all-reduces only (aws-ofi-nccl @ 2daf7d30:
 /// src/tuner/nccl_ofi_model.cpp nccl_ofi_tuner_compute_cost models ncclFuncAllReduce and returns -1, NCCL's
-/// own selection, for every other collective); null for the rest, which take NCCL's figures.
+/// own selection, for every other collective; nccl_ofi_regions.cpp region_init_internal_p5_p5e sets regions
+/// for all-reduces only where a node has several ranks); null for the rest, which take NCCL's figures.
 const std::array<double, 3>* tuned_step_latency(const NetworkSpec& net, CollectiveKind kind) {
   return kind == CollectiveKind::kAllReduce ? net.step_latency() : nullptr;
 }

@@ -78,10 +78,11 @@ TEST(NcclTuning, WhereTheEfaPluginTunesNcclItsTreeRunsAtHalfTheRingsRate) {
 
 TEST(NcclTuning, CollectivesThePluginsTunerLeavesToNcclPayTheLatencyThePluginReports) {
   // The EFA plugin's tuner times all-reduces only (aws-ofi-nccl nccl_ofi_tuner_compute_cost returns -1 for
-  // every other collective); NCCL then times the rest with its own figures, adding to each network step the
-  // latency the plugin reports (75 us on P5, src/platform-aws.cpp), twice with Simple (tuning.cc: the flush).
-  // An all-gather of 32 MiB over 256 GPUs on 32 nodes at 50 GB/s a GPU, 224 steps inside the nodes and 31
-  // across (the proxy's 1 us, 3 with Simple, where it exceeds NVLink's step):
+  // every other collective, and its p5 regions cover only all-reduces where a node has several ranks); NCCL
+  // then times the rest with its own figures, adding to each network step the latency the plugin reports (75
+  // us on P5, src/platform-aws.cpp), twice with Simple (tuning.cc: the flush). An all-gather of 32 MiB over
+  // 256 GPUs on 32 nodes at 50 GB/s a GPU, 224 steps inside the nodes and 31 across (the proxy's 1 us, 3 with
+  // Simple, where it exceeds NVLink's step):
   //   Simple 8.4 + 224 x 3.4 + 31 x (14 + 2 x 75) = 5,854.0 us, plus 255/256 x 32 MiB / 50 GB/s = 668.5 us;
   //   LL128  14 + 224 x 1.9 + 31 x (4 + 75) = 2,888.6 us, plus 668.5 / 0.92 = 726.6 us: 3,615.2 us;
   //   LL     6.6 + 224 x 1.0 + 31 x (2.7 + 75) = 2,639.3 us, plus 668.5 / 0.5 = 1,336.9 us: 3,976.2 us.
