@@ -37,6 +37,12 @@ int column(NcclProtocol p) {
   return static_cast<int>(p);
 }
 
+/// What the latency the network's plugin reports adds to NCCL's network step (ncclTopoTuneModel:
+/// latencyInter, and again for Simple, whose steps also wait for the receiver's flush).
+double reported_step_us(double net_reported_us, NcclProtocol protocol) {
+  return net_reported_us * (protocol == NcclProtocol::kSimple ? 2 : 1);
+}
+
 int log2_floor(std::int32_t n) {
   int k = 0;
   while (n > 1) n >>= 1, ++k;
@@ -95,8 +101,7 @@ double nccl_latency_us(CollectiveKind kind, NcclAlgorithm algorithm, NcclProtoco
   nodes = std::clamp(nodes, 1, std::max(1, ranks));
   if (algorithm == NcclAlgorithm::kPat)
     return kPatBaseLatency +
-           log2_floor(nodes) *
-               ((kNetLatency[0][p] + net_reported_us * (protocol == NcclProtocol::kSimple ? 2 : 1)) / 3.5) +
+           log2_floor(nodes) * ((kNetLatency[0][p] + reported_step_us(net_reported_us, protocol)) / 3.5) +
            ranks * kPatPerRankUs;
   // Where the network's plugin tunes NCCL (its step latency given), its model's NVLink figures stand, which
   // give a tree's Simple steps 28 us.
@@ -104,11 +109,10 @@ double nccl_latency_us(CollectiveKind kind, NcclAlgorithm algorithm, NcclProtoco
                            ? kPluginNvlinkTreeLatency[p]
                            : (nvlink ? kNvlinkLatency : kPciLatency)[a][p];
   // With one GPU per node the network latency is fully exposed: NCCL takes the tree's figure.
-  // Otherwise NCCL's own figure, plus the latency the network's plugin reports (twice with Simple, whose
-  // steps also wait for the receiver's flush).
+  // Otherwise NCCL's own figure, plus the latency the network's plugin reports.
   const double inter = net_step_us ? (*net_step_us)[static_cast<std::size_t>(p)]
                                    : (ranks == nodes ? kNetLatency[0][p] : kNetLatency[a][p]) +
-                                         net_reported_us * (protocol == NcclProtocol::kSimple ? 2 : 1);
+                                         reported_step_us(net_reported_us, protocol);
   double latency = kBaseLatency[a][p];
   if (algorithm == NcclAlgorithm::kTree)
     return latency + 2 * ((ranks / nodes - 1) * intra + log2_floor(nodes) * inter);

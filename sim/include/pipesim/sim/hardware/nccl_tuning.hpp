@@ -40,7 +40,8 @@ struct NcclCollective {
 /// `net_step_us`: the network's latency a step by protocol (LL, LL128, Simple) where the network's NCCL
 /// plugin models its own (AWS EFA), else null for NCCL's InfiniBand figures. With it the plugin's model also
 /// gives a tree's NVLink steps (28 us with Simple) and runs a tree across nodes at half the ring's rate
-/// (aws-ofi-nccl src/tuner/nccl_ofi_model.cpp).
+/// (aws-ofi-nccl src/tuner/nccl_ofi_model.cpp). `net_reported_us`: where NCCL times the collective itself,
+/// the latency the network's plugin reports to it, which it adds to each network step (twice with Simple).
 NcclCollective nccl_collective(CollectiveKind kind, std::int32_t ranks, std::int32_t nodes, bool nvlink,
                                std::int64_t message_bytes, double bus_GBps,
                                const std::array<double, 3>* net_step_us = nullptr,
