@@ -23,6 +23,9 @@ constexpr double kNetLatency[2][3] = {{5.0, 8.5, 14.0}, {2.7, 4.0, 14.0}};
 constexpr double kPluginNvlinkTreeLatency[3] = {0.6, 1.25, 28.0};
 constexpr double kPluginTreeRateDivisor = 2.0;
 constexpr double kPluginProtocolShare[3] = {0.5, 0.9375, 1.0};  // LL, LL128, Simple: the payload's share
+// The plugin's model prices a ring all-reduce's bytes as the message over a GPU's NICs times the channels it
+// assumes (include/nccl_ofi_param.h TUNER_NUM_CHANNELS, default 8), not as the ring's bus bytes.
+constexpr double kPluginChannels = 8;
 // getNetOverhead: the CPU proxy's cost of posting each network step (x86 Intel; AMD hosts 2), tripled for
 // Simple.
 constexpr double kNetOverheadUs = 1.0;
@@ -131,7 +134,13 @@ NcclCollective nccl_collective(CollectiveKind kind, std::int32_t ranks, std::int
   if (ranks < 2) return best;
   const bool all_reduce = kind == CollectiveKind::kAllReduce;
   const double ring_bus = (all_reduce ? 2.0 : 1.0) * (ranks - 1) / ranks * static_cast<double>(message_bytes);
-  const double bytes_per_us = std::max(1e-9, bus_GBps) * 1e3;
+  // Across nodes each of a node's members sends its share of the ring through its own NIC: NCCL's model of
+  // the ring's bus bandwidth is its channels times a NIC's, the node's NICs together (ncclTopoTuneModel:
+  // nChannels x bwInter).
+  const double nic_bytes_per_us = std::max(1e-9, bus_GBps) * 1e3;
+  const double bytes_per_us = nodes > 1 ? nic_bytes_per_us * std::max(1, ranks / nodes) : nic_bytes_per_us;
+  // Where the plugin tunes the all-reduce, its model's cost: the message over a GPU's NICs and its channels.
+  const bool plugin_tuned = net_step_us != nullptr && all_reduce && nodes > 1;
   double best_us = std::numeric_limits<double>::infinity();
   for (NcclAlgorithm a : {NcclAlgorithm::kRing, NcclAlgorithm::kTree, NcclAlgorithm::kPat}) {
     if (a == NcclAlgorithm::kTree && !all_reduce) continue;  // NCCL's trees run all-reduces only
@@ -147,7 +156,9 @@ NcclCollective nccl_collective(CollectiveKind kind, std::int32_t ranks, std::int
       if (net_step_us && a == NcclAlgorithm::kTree && nodes > 1)
         wire = kPluginTreeRateDivisor / kPluginProtocolShare[column(p)];
       const double latency = nccl_latency_us(kind, a, p, ranks, nodes, nvlink, net_step_us, net_reported_us);
-      const double us = latency + ring_bus * wire / bytes_per_us;
+      const double us = latency + (plugin_tuned ? static_cast<double>(message_bytes) * wire /
+                                                      (nic_bytes_per_us * kPluginChannels)
+                                                : ring_bus * wire / bytes_per_us);
       if (us < best_us) best_us = us, best = {a, p, latency, wire};
     }
   }

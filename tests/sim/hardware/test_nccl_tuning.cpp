@@ -32,12 +32,12 @@ TEST(NcclTuning, ALargeAllReduceInsideANodeIsASimpleRing) {
 }
 
 TEST(NcclTuning, AcrossSixteenNodesATreeBeatsTheRing) {
-  // 64 MiB over 16 nodes of 8 GPUs at 50 GB/s a GPU. Ring Simple: 8.4 + 224 steps inside the nodes x 3.4 +
-  // 30 across x 14 = 1,190 us, plus 2 x 127/128 x 64 MiB / 50 GB/s = 2,662 us. Tree Simple: 8.4 + 2 x (7
-  // x 4.0
-  // + log2(16) x 14) = 176.4 us, plus the whole buffer up and down at 0.92 of the rate, 2,916 us: 3,093 us
-  // against the ring's 3,852 (LL128's tree: 99.5 + 3,111).
-  const std::int64_t bytes = 64 << 20;
+  // 512 MiB over 16 nodes of 8 GPUs, each GPU's NIC at 50 GB/s: NCCL's model runs the ring at the node's
+  // eight NICs, 400 GB/s of bus bandwidth (nChannels x bwInter). Ring Simple: 8.4 + 224 steps inside the
+  // nodes x 3.4 + 30 across x 14 = 1,190 us, plus 2 x 127/128 x 512 MiB / 400 GB/s = 2,663 us: 3,853 us. Tree
+  // Simple: 8.4 + 2 x (7 x 4.0 + log2(16) x 14) = 176.4 us, plus the whole buffer up and down at 0.92 of the
+  // rate, 2,918 us: 3,094 us (LL128's tree: 99.5 + 3,112).
+  const std::int64_t bytes = std::int64_t{512} << 20;
   EXPECT_NEAR(
       nccl_latency_us(CollectiveKind::kAllReduce, NcclAlgorithm::kRing, NcclProtocol::kSimple, 128, 16, true),
       8.4 + 224 * 3.4 + 30 * 14.0, 1e-9);
@@ -46,22 +46,26 @@ TEST(NcclTuning, AcrossSixteenNodesATreeBeatsTheRing) {
   EXPECT_EQ(c.protocol, NcclProtocol::kSimple);
   EXPECT_NEAR(c.latency_us, 8.4 + 2 * (7 * 4.0 + 4 * 14.0), 1e-9);
   EXPECT_NEAR(c.wire_factor, 128.0 / 127.0 / 0.92, 1e-12);
+  // A 64 MiB one (333 us of ring bytes) takes LL128's tree, 99.5 + 389 us against Simple's 176.4 + 365.
+  EXPECT_EQ(nccl_collective(CollectiveKind::kAllReduce, 128, 16, true, 64 << 20, 50).protocol,
+            NcclProtocol::kLL128);
 }
 
 TEST(NcclTuning, WhereTheEfaPluginTunesNcclItsTreeRunsAtHalfTheRingsRate) {
   // The EFA plugin's model for P5 (aws-ofi-nccl src/tuner/nccl_ofi_model.cpp): a network step 20 us (23 with
-  // Simple), a tree's NVLink step 28 us with Simple, and a tree across nodes at half the ring's rate. 256
-  // GPUs on 32 nodes at 50 GB/s a GPU. 1 GiB: the ring's bytes, 2 x 255/256 x 1 GiB / 50 GB/s = 42,782 us,
-  // come once with Simple (latency 8.4 + 448 x 3.4 + 62 x 23 = 2,957.6 us: 45,740 us), at 0.92 with LL128 (14
-  // + 448 x 1.9 + 62 x 20 = 2,105.2 us: 48,608) and twice over on the tree (8.4 + 2 x (7 x 28 + log2(32) x
-  // 23) = 630.4 us: 86,195): Simple's ring. 4 MiB (167 us of ring bytes): the tree's LL128, 14 + 2 x (7
-  // x 1.25 + 5 x 20) = 231.5 us and its bytes twice over at 0.9375 of the rate, 356.6 us: 588 us, against
-  // 2,286.8 for the ring's LL128 and 964.6 for the tree's Simple.
+  // Simple), a tree's NVLink step 28 us with Simple, and the message (not the ring's bus bytes) over a GPU's
+  // NICs times its 8 channels, a tree's at half that rate. 256 GPUs on 32 nodes at 50 GB/s a GPU: 400 GB/s.
+  // 8 GiB (21,475 us of message): Simple's ring, latency 8.4 + 448 x 3.4 + 62 x 23 = 2,957.6 us (24,432 us),
+  // against LL128's ring at 0.92 (14 + 448 x 1.9 + 62 x 20 = 2,105.2 us: 25,447) and the tree's Simple, twice
+  // the bytes (8.4 + 2 x (7 x 28 + log2(32) x 23) = 630.4 us: 43,580). 4 MiB (10.5 us of message): the tree's
+  // LL128, 14 + 2 x (7 x 1.25 + 5 x 20) = 231.5 us and twice the bytes at 0.9375 of the rate, 22.4 us: 253.9
+  // us, against 257.1 for the tree's LL (215.2 + 41.9) and 2,116.6 for the ring's LL128.
   const std::array<double, 3> efa{20, 20, 23};
   EXPECT_NEAR(nccl_latency_us(CollectiveKind::kAllReduce, NcclAlgorithm::kTree, NcclProtocol::kSimple, 256,
                               32, true, &efa),
               8.4 + 2 * (7 * 28.0 + 5 * 23.0), 1e-9);
-  const NcclCollective large = nccl_collective(CollectiveKind::kAllReduce, 256, 32, true, 1 << 30, 50, &efa);
+  const NcclCollective large =
+      nccl_collective(CollectiveKind::kAllReduce, 256, 32, true, std::int64_t{8} << 30, 50, &efa);
   EXPECT_EQ(large.algorithm, NcclAlgorithm::kRing);
   EXPECT_EQ(large.protocol, NcclProtocol::kSimple);
   EXPECT_NEAR(large.latency_us, 8.4 + 448 * 3.4 + 62 * 23.0, 1e-9);
@@ -70,10 +74,10 @@ TEST(NcclTuning, WhereTheEfaPluginTunesNcclItsTreeRunsAtHalfTheRingsRate) {
   EXPECT_EQ(small.protocol, NcclProtocol::kLL128);
   EXPECT_NEAR(small.latency_us, 14.0 + 2 * (7 * 1.25 + 5 * 20.0), 1e-9);
   EXPECT_DOUBLE_EQ(small.wire_factor, 2.0 / 0.9375);
-  // Without the plugin (InfiniBand's figures), NCCL's own tree: 0.92 of the rate, its bytes 256/255 of a
-  // ring's.
+  // Without the plugin (InfiniBand's figures), NCCL's own tree, LL128 at 64 MiB: 0.92 x 120/128 of the rate,
+  // its bytes 256/255 of a ring's (116.5 + 389 us against Simple's 204.4 + 365 and the ring's 2,400 + 334).
   EXPECT_NEAR(nccl_collective(CollectiveKind::kAllReduce, 256, 32, true, 64 << 20, 50).wire_factor,
-              256.0 / 255.0 / 0.92, 1e-12);
+              256.0 / 255.0 / (0.92 * 120 / 128), 1e-12);
 }
 
 TEST(NcclTuning, CollectivesThePluginsTunerLeavesToNcclPayTheLatencyThePluginReports) {
@@ -81,17 +85,17 @@ TEST(NcclTuning, CollectivesThePluginsTunerLeavesToNcclPayTheLatencyThePluginRep
   // every other collective, and its p5 regions cover only all-reduces where a node has several ranks); NCCL
   // then times the rest with its own figures, adding to each network step the latency the plugin reports (75
   // us on P5, src/platform-aws.cpp), twice with Simple (tuning.cc: the flush). An all-gather of 32 MiB over
-  // 256 GPUs on 32 nodes at 50 GB/s a GPU, 224 steps inside the nodes and 31 across (the proxy's 1 us, 3 with
-  // Simple, where it exceeds NVLink's step):
-  //   Simple 8.4 + 224 x 3.4 + 31 x (14 + 2 x 75) = 5,854.0 us, plus 255/256 x 32 MiB / 50 GB/s = 668.5 us;
-  //   LL128  14 + 224 x 1.9 + 31 x (4 + 75) = 2,888.6 us, plus 668.5 / 0.92 = 726.6 us: 3,615.2 us;
-  //   LL     6.6 + 224 x 1.0 + 31 x (2.7 + 75) = 2,639.3 us, plus 668.5 / 0.5 = 1,336.9 us: 3,976.2 us.
+  // 256 GPUs on 32 nodes at 50 GB/s a GPU (the ring at a node's eight NICs, 400 GB/s), 224 steps inside the
+  // nodes and 31 across (the proxy's 1 us, 3 with Simple, where it exceeds NVLink's step):
+  //   Simple 8.4 + 224 x 3.4 + 31 x (14 + 2 x 75) = 5,854.0 us, plus 255/256 x 32 MiB / 400 GB/s = 83.6 us;
+  //   LL128  14 + 224 x 1.9 + 31 x (4 + 75) = 2,888.6 us, plus 83.6 / 0.92 = 90.8 us: 2,979.4 us;
+  //   LL     6.6 + 224 x 1.0 + 31 x (2.7 + 75) = 2,639.3 us, plus 83.6 / 0.5 = 167.1 us: 2,806.4 us.
   const std::array<double, 3> efa{20, 20, 23};
   const NcclCollective gather =
       nccl_collective(CollectiveKind::kAllGather, 256, 32, true, 32 << 20, 50, nullptr, 75);
   EXPECT_EQ(gather.algorithm, NcclAlgorithm::kRing);
-  EXPECT_EQ(gather.protocol, NcclProtocol::kLL128);
-  EXPECT_NEAR(gather.latency_us, 14 + 224 * 1.9 + 31 * (4 + 75.0), 1e-9);
+  EXPECT_EQ(gather.protocol, NcclProtocol::kLL);
+  EXPECT_NEAR(gather.latency_us, 6.6 + 224 * 1.0 + 31 * (2.7 + 75.0), 1e-9);
   EXPECT_NEAR(nccl_latency_us(CollectiveKind::kAllGather, NcclAlgorithm::kRing, NcclProtocol::kSimple, 256,
                               32, true, nullptr, 75),
               8.4 + 224 * 3.4 + 31 * (14 + 2 * 75.0), 1e-9);
@@ -102,7 +106,7 @@ TEST(NcclTuning, CollectivesThePluginsTunerLeavesToNcclPayTheLatencyThePluginRep
               8 + 6 * (14 + 150.0) / 3.5 + 64 * 2.8, 1e-9);
 
   // Through a profile that gives both (as h100-p5-8x does): the all-gather takes NCCL's steps and the
-  // reported latency; the all-reduce the plugin's step alone, its 1 GiB Simple ring 8.4 + 448 x 3.4 + 62
+  // reported latency; the all-reduce the plugin's step alone, its 8 GiB Simple ring 8.4 + 448 x 3.4 + 62
   // x 23.
   HardwareProfile hw = load_hardware_profile("h100-sxm-8x");
   hw.network.nic_GBps = 50;
@@ -112,7 +116,7 @@ TEST(NcclTuning, CollectivesThePluginsTunerLeavesToNcclPayTheLatencyThePluginRep
               1e-9);
   EXPECT_NEAR(nccl_timing(hw, CollectiveKind::kReduceScatter, 256, 32, 32 << 20).latency_us,
               gather.latency_us, 1e-9);
-  EXPECT_NEAR(nccl_timing(hw, CollectiveKind::kAllReduce, 256, 32, 1 << 30).latency_us,
+  EXPECT_NEAR(nccl_timing(hw, CollectiveKind::kAllReduce, 256, 32, std::int64_t{8} << 30).latency_us,
               8.4 + 448 * 3.4 + 62 * 23.0, 1e-9);
 }
 
@@ -126,11 +130,14 @@ TEST(NcclTuning, OneGpuANodeGathersByPat) {
   EXPECT_NEAR(
       nccl_latency_us(CollectiveKind::kAllGather, NcclAlgorithm::kRing, NcclProtocol::kSimple, 64, 64, true),
       8.4 + 63 * 14.0, 1e-9);
-  // With eight GPUs a node PAT is off: a ring, its 7 x 8 = 56 steps inside the nodes at NVLink's 3.4 us and
-  // 63 across at 14 (ring latency: several GPUs a node).
+  // With eight GPUs a node PAT is off: a ring at the node's eight NICs (400 GB/s), its 448 steps inside the
+  // nodes and 63 across (ring latency: several GPUs a node). 1 GiB: LL128, 14 + 448 x 1.9 + 63 x 4.0 =
+  // 1,117.2 us plus 2,679 / 0.92 us of bytes, against Simple's 8.4 + 448 x 3.4 + 63 x 14 = 2,413.6 plus
+  // 2,679.
   const NcclCollective eight = nccl_collective(CollectiveKind::kAllGather, 512, 64, true, 1 << 30, 50);
   EXPECT_EQ(eight.algorithm, NcclAlgorithm::kRing);
-  EXPECT_NEAR(eight.latency_us, 8.4 + (511 - 63) * 3.4 + 63 * 14.0, 1e-9);
+  EXPECT_EQ(eight.protocol, NcclProtocol::kLL128);
+  EXPECT_NEAR(eight.latency_us, 14 + (511 - 63) * 1.9 + 63 * 4.0, 1e-9);
 }
 
 TEST(NcclTuning, PcieGpusPayPciesStepLatency) {

@@ -102,14 +102,15 @@ TEST(NvlinkDomain, Tp16StaysOnNvlinkInAnNvl72RackAndCrossesTheNetworkOnHgxNodes)
   // The same job, tp 16: on GB200 NVL72 the group spans four trays of one rack; every ring hop goes through
   // the NVLink switches (900 GB/s ports), capped by the measured bus bandwidth at the message size. On HGX
   // B200 it spans two nodes: NCCL runs the ring as several rings, one leaving through each member's 50 GB/s
-  // NIC, so each member's NIC carries 1/8 of its ring bytes (the rest moves over NVLink beside it), and every
-  // member is priced on that hop.
+  // NIC, so each member's NIC carries 1/8 of its ring bytes (the rest moves over NVLink beside it), with
+  // LL128's flags (NCCL's model of such a ring: the eight NICs' 400 GB/s), and every member is priced on that
+  // hop.
   const Tp16 gb = tp16("gb200-nvl72"), hgx = tp16("b200-sxm-8x");
   EXPECT_EQ(gb.note, "tp 16 packs 4 groups into each 72-GPU NVLink domain: 8 of its GPUs idle");
   EXPECT_EQ(hgx.note, "tp 16 spans 2 nodes: its collectives cross the network");
   // 2(n-1)/n of each collective's buffer per GPU, 2(n-1) latency steps per collective; over the NICs an
   // eighth of it.
-  ASSERT_EQ(gb.w.bytes / 8, hgx.w.bytes);  // NCCL's Simple ring on both: no protocol overhead
+  ASSERT_NEAR(static_cast<double>(hgx.w.bytes), static_cast<double>(gb.w.bytes) / 8 / 0.92, 1.0);
   ASSERT_EQ(gb.w.latency_steps, hgx.w.latency_steps);
   EXPECT_EQ(gb.w.latency_steps % (2 * 15), 0);
   EXPECT_TRUE(load_hardware_profile("gb200-nvl72").nvlink_domain_shared(gb.src_node, gb.dst_node));
@@ -125,19 +126,19 @@ TEST(NvlinkDomain, Tp16StaysOnNvlinkInAnNvl72RackAndCrossesTheNetworkOnHgxNodes)
            static_cast<Duration>(std::ceil(static_cast<double>(w.bytes) / bytes_per_ns));
   };
   // In the rack the measured bus bandwidth at the message size holds NCCL's latency already. Across two HGX
-  // nodes each of sequence parallelism's all-gathers and reduce-scatters (16 MiB) is NCCL's Simple ring over
-  // 16 GPUs: 8.4 us of base latency, 14 steps inside the nodes at NVLink's 3.4 us (above the network proxy's
-  // 3 x 1 us) and one across at 14 us, 70 us each.
+  // nodes each of sequence parallelism's all-gathers and reduce-scatters (16 MiB) is NCCL's LL128 ring over
+  // 16 GPUs: 14 us of base latency, 14 steps inside the nodes at NVLink's 1.9 us (above the network proxy's
+  // 1 us) and one across at 4 us, 44.6 us each and 42.7 us of bytes (Simple's ring: 70 + 39.3 us).
   EXPECT_EQ(gb.w.latency_ns, 0);
   const NcclCollective ag = nccl_collective(CollectiveKind::kAllGather, 16, 2, true, hgx.w.message_bytes,
                                             hgxp.network.nic_GBps),
                        rs = nccl_collective(CollectiveKind::kReduceScatter, 16, 2, true, hgx.w.message_bytes,
                                             hgxp.network.nic_GBps);
-  EXPECT_EQ(ag.protocol, NcclProtocol::kSimple);
-  EXPECT_NEAR(ag.latency_us, 8.4 + 14 * 3.4 + 14.0, 1e-9);
+  EXPECT_EQ(ag.protocol, NcclProtocol::kLL128);
+  EXPECT_NEAR(ag.latency_us, 14 + 14 * 1.9 + 4.0, 1e-9);
   EXPECT_NEAR(rs.latency_us, ag.latency_us, 1e-9);
   EXPECT_GT(hgx.w.latency_ns, 0);
-  EXPECT_EQ(hgx.w.latency_ns % 140'000, 0);  // whole pairs of 70 us
+  EXPECT_EQ(hgx.w.latency_ns % 89'200, 0);  // whole pairs of 44.6 us
   EXPECT_EQ(gb.ns, expect(gb.w, bus));
   EXPECT_EQ(hgx.ns, expect(hgx.w, hgxp.network.nic_GBps));
   EXPECT_GT(hgx.ns, gb.ns);

@@ -85,14 +85,15 @@ TEST(CollectiveProbe, AcrossNodesEachRailCarriesItsShareOfTheRing) {
 }
 
 TEST(CollectiveProbe, ASmallAllReduceAcrossNodesIsATree) {
-  // 1 MiB over four H100 nodes: a tree with LL128, 14 us + 2 x (7 hops at 1.25 us + 2 levels at 8.5 us); it
-  // sends the whole buffer up and down (32/31 of a ring's bytes) at LL128's 120/128 of 92 %.
+  // 1 MiB over four H100 nodes: a tree with LL, 6.8 us + 2 x (7 hops at 0.6 us + 2 levels at 5.0 us) = 35.2
+  // us and 21.7 us of bytes, against LL128's tree, 65.5 + 6.1 us (the ring at the node's eight NICs, 400
+  // GB/s). It sends the whole buffer up and down (32/31 of a ring's bytes) at LL's 1/3.8 of 92 %.
   const HardwareProfile hw = load_hardware_profile("h100-sxm-8x");
   const CollectiveProbe p = probe_collective(hw, CollectiveKind::kAllReduce, 8, 4, kMiB);
   EXPECT_EQ(p.nccl.algorithm, NcclAlgorithm::kTree);
-  EXPECT_EQ(p.nccl.protocol, NcclProtocol::kLL128);
-  EXPECT_NEAR(p.nccl.latency_us, 14.0 + 2 * (7 * 1.25 + 2 * 8.5), 1e-9);
-  const double wire = 32.0 / 31 / (0.92 * 120 / 128);
+  EXPECT_EQ(p.nccl.protocol, NcclProtocol::kLL);
+  EXPECT_NEAR(p.nccl.latency_us, 6.8 + 2 * (7 * 0.6 + 2 * 5.0), 1e-9);
+  const double wire = 32.0 / 31 / (0.92 / 3.8);
   EXPECT_NEAR(p.nccl.wire_factor, wire, 1e-12);
   EXPECT_NEAR(static_cast<double>(p.time),
               p.nccl.latency_us * 1e3 + wire_ns(std::llround(2.0 * 31 / 32 * kMiB / 8 * wire), 50.0), 2.0);
@@ -148,15 +149,17 @@ TEST(CollectiveProbe, ANetworkMeasuredByNodeCountGivesItsBusBandwidthBack) {
       else  // measured faster than the NICs' datasheet 50 GB/s allow: those hold
         EXPECT_LT(p.busbw_GBps, point.y) << static_cast<int>(kind) << " on " << nodes;
     }
-  // Four nodes' all-reduce: 160.1 GB/s of 2 x 31/32 x 256 MiB is 3248.6 us; a Simple ring's latency, 8.4 us,
-  // 56 steps on NVLink at 3.4 and 6 on EFA at 23, leaves the rest for each NIC's eighth of the bus bytes.
+  // Four nodes' all-reduce: 160.1 GB/s of 2 x 31/32 x 256 MiB is 3248.6 us. The plugin's model takes LL128's
+  // ring there (14 + 56 x 1.9 + 6 x 20 = 240.4 us and 256 MiB / 400 GB/s / 0.92 = 729.4 us, against Simple's
+  // 8.4 + 56 x 3.4 + 6 x 23 = 336.8 and 671.1): its latency leaves the rest for each NIC's eighth of the bus
+  // bytes, 1/0.92 of them on the wire (LL128's flags as NCCL counts them).
   const double bus = 2.0 * 31 / 32 * 256 * kMiB, measured_us = bus / 160.1e3;
-  const double latency_us = 8.4 + 56 * 3.4 + 6 * 23.0;
-  EXPECT_NEAR(nccl_latency_us(CollectiveKind::kAllReduce, NcclAlgorithm::kRing, NcclProtocol::kSimple, 32, 4,
+  const double latency_us = 14 + 56 * 1.9 + 6 * 20.0;
+  EXPECT_NEAR(nccl_latency_us(CollectiveKind::kAllReduce, NcclAlgorithm::kRing, NcclProtocol::kLL128, 32, 4,
                               true, net.step_latency()),
               latency_us, 1e-9);
   EXPECT_NEAR(network_nic_GBps(hw, CollectiveKind::kAllReduce, 4),
-              bus / 8 / ((measured_us - latency_us) * 1e3), 1e-9);
+              bus / 0.92 / 8 / ((measured_us - latency_us) * 1e3), 1e-9);
   EXPECT_LT(network_nic_GBps(hw, CollectiveKind::kAllReduce, 64),
             network_nic_GBps(hw, CollectiveKind::kAllReduce, 4));
   // Two nodes' all-reduce measured faster than eight NICs at 50 GB/s give with that latency: the datasheet

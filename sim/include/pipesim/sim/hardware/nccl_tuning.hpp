@@ -33,13 +33,15 @@ struct NcclCollective {
 };
 
 /// How NCCL runs one collective of `message_bytes` over `ranks` GPUs spread evenly over `nodes` nodes whose
-/// GPUs talk over NVLink (`nvlink`) or PCIe, a ring reaching `bus_GBps` of bus bandwidth per GPU: the pair
-/// of algorithm and protocol with the least latency + bus bytes x wire factor / bandwidth. Rings for every
-/// collective; trees for all-reduces; PAT (Simple only) for all-gathers and reduce-scatters with one GPU a
-/// node, where NCCL enables it (ncclPatEnable).
+/// GPUs talk over NVLink (`nvlink`) or PCIe, each GPU's link reaching `bus_GBps` (its NIC across nodes,
+/// where NCCL's model runs the ring at the NICs of a node's members together): the pair of algorithm and
+/// protocol with the least latency + bus bytes x wire factor / bandwidth. Rings for every collective; trees
+/// for all-reduces; PAT (Simple only) for all-gathers and reduce-scatters with one GPU a node, where NCCL
+/// enables it (ncclPatEnable).
 /// `net_step_us`: the network's latency a step by protocol (LL, LL128, Simple) where the network's NCCL
 /// plugin models its own (AWS EFA), else null for NCCL's InfiniBand figures. With it the plugin's model also
-/// gives a tree's NVLink steps (28 us with Simple) and runs a tree across nodes at half the ring's rate
+/// gives a tree's NVLink steps (28 us with Simple), runs a tree across nodes at half the ring's rate and
+/// chooses an all-reduce across nodes by its own cost, the message over a GPU's NICs times its 8 channels
 /// (aws-ofi-nccl src/tuner/nccl_ofi_model.cpp). `net_reported_us`: where NCCL times the collective itself,
 /// the latency the network's plugin reports to it, which it adds to each network step (twice with Simple).
 NcclCollective nccl_collective(CollectiveKind kind, std::int32_t ranks, std::int32_t nodes, bool nvlink,
