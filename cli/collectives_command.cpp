@@ -19,7 +19,17 @@ namespace pipesim::cli {
 namespace {
 
 const char* algorithm_name(sim::NcclAlgorithm a) {
-  return a == sim::NcclAlgorithm::kTree ? "tree" : a == sim::NcclAlgorithm::kPat ? "pat" : "ring";
+  switch (a) {
+    case sim::NcclAlgorithm::kTree:
+      return "tree";
+    case sim::NcclAlgorithm::kPat:
+      return "pat";
+    case sim::NcclAlgorithm::kNvlsTree:
+      return "nvls-tree";
+    case sim::NcclAlgorithm::kRing:
+      break;
+  }
+  return "ring";
 }
 
 const char* protocol_name(sim::NcclProtocol p) {

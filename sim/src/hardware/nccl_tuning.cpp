@@ -29,6 +29,12 @@ constexpr double kPluginChannels = 8;
 // getNetOverhead: the CPU proxy's cost of posting each network step (x86 Intel; AMD hosts 2), tripled for
 // Simple.
 constexpr double kNetOverheadUs = 1.0;
+// NVLS-tree (all-reduces across nodes whose GPUs reduce over NVLink SHARP: each node reduces inside its
+// NVSwitch, the nodes' trees carry the result, the NVSwitch multicasts it): no base latency, one NVLink step
+// of 25 us and 2 x log2(nodes) network steps of 20.9 us with Simple, its only protocol. Across two nodes each
+// node's half goes one way up the pair of trees and the other down, so the NICs carry half what a one-way
+// tree's would (ncclTopoTuneModel: "Handle 2 node case of NVLSTree", interBw x 2).
+constexpr double kNvlsTreeNvlinkLatency = 25.0, kNvlsTreeNetLatency = 20.9;
 // PAT (all-gather and reduce-scatter with one GPU a node): 8 us of base latency, the network's tree latency
 // over 3.5 a level of the nodes' binary tree, a linear 2.8 us a rank, 0.75 of the ring's bandwidth.
 constexpr double kPatBaseLatency = 8.0, kPatPerRankUs = 2.8, kPatEfficiency = 0.75;
@@ -80,12 +86,28 @@ double one_node_rate_ratio(const HardwareProfile& hw, CollectiveKind kind) {
   return 1.0;
 }
 
-/// The plugin's step latency for the collectives its tuner times: all-reduces only (aws-ofi-nccl @ 2daf7d30:
-/// src/tuner/nccl_ofi_model.cpp nccl_ofi_tuner_compute_cost models ncclFuncAllReduce and returns -1, NCCL's
-/// own selection, for every other collective; nccl_ofi_regions.cpp region_init_internal_p5_p5e sets regions
-/// for all-reduces only where a node has several ranks); null for the rest, which take NCCL's figures.
-const std::array<double, 3>* tuned_step_latency(const NetworkSpec& net, CollectiveKind kind) {
-  return kind == CollectiveKind::kAllReduce ? net.step_latency() : nullptr;
+/// The plugin's step latency for the collectives its tuner times: all-reduces over more than two nodes
+/// (aws-ofi-nccl @ 2daf7d30: src/tuner/nccl_ofi_model.cpp nccl_ofi_tuner_compute_cost models
+/// ncclFuncAllReduce and returns -1, NCCL's own selection, for every other collective, and
+/// model_get_coll_info_internal_v3 leaves runs on two nodes or fewer to NCCL; nccl_ofi_regions.cpp
+/// region_init_internal_p5_p5e sets regions for all-reduces only where a node has several ranks); null for
+/// the rest, which take NCCL's figures.
+const std::array<double, 3>* tuned_step_latency(const NetworkSpec& net, CollectiveKind kind,
+                                                std::int32_t nodes) {
+  return kind == CollectiveKind::kAllReduce && nodes > 2 ? net.step_latency() : nullptr;
+}
+
+/// How many times a ring's NIC rate an NVLS-tree's bytes reach (tuning.cc: interBw, doubled on two nodes).
+double nvls_tree_nic_share(std::int32_t nodes) {
+  return nodes <= 2 ? 2.0 : 1.0;
+}
+
+/// The bus bandwidth of an all-reduce of `message_bytes` inside one of `hw`'s nodes by NVLink SHARP, where
+/// its GPUs have it and the profile measured that all-reduce by size; 0 otherwise.
+double nvls_busbw_GBps(const HardwareProfile& hw, std::int64_t message_bytes) {
+  const NvlinkSpec& nv = hw.node.nvlink;
+  if (!nv.nvls || nv.allreduce_busbw_by_size.empty()) return 0;
+  return interpolate_log_x(nv.allreduce_busbw_by_size, static_cast<double>(message_bytes));
 }
 
 }  // namespace
@@ -100,8 +122,12 @@ CollectiveLatency parse_collective_latency(const std::string& word) {
 double nccl_latency_us(CollectiveKind kind, NcclAlgorithm algorithm, NcclProtocol protocol,
                        std::int32_t ranks, std::int32_t nodes, bool nvlink,
                        const std::array<double, 3>* net_step_us, double net_reported_us) {
-  const int a = row(algorithm), p = column(protocol);
   nodes = std::clamp(nodes, 1, std::max(1, ranks));
+  if (algorithm == NcclAlgorithm::kNvlsTree)
+    return kNvlsTreeNvlinkLatency +
+           2 * log2_floor(nodes) *
+               (kNvlsTreeNetLatency + reported_step_us(net_reported_us, NcclProtocol::kSimple));
+  const int a = row(algorithm), p = column(protocol);
   if (algorithm == NcclAlgorithm::kPat)
     return kPatBaseLatency +
            log2_floor(nodes) * ((kNetLatency[0][p] + reported_step_us(net_reported_us, protocol)) / 3.5) +
@@ -129,7 +155,8 @@ double nccl_latency_us(CollectiveKind kind, NcclAlgorithm algorithm, NcclProtoco
 
 NcclCollective nccl_collective(CollectiveKind kind, std::int32_t ranks, std::int32_t nodes, bool nvlink,
                                std::int64_t message_bytes, double bus_GBps,
-                               const std::array<double, 3>* net_step_us, double net_reported_us) {
+                               const std::array<double, 3>* net_step_us, double net_reported_us,
+                               double nvls_GBps) {
   NcclCollective best;
   if (ranks < 2) return best;
   const bool all_reduce = kind == CollectiveKind::kAllReduce;
@@ -162,6 +189,18 @@ NcclCollective nccl_collective(CollectiveKind kind, std::int32_t ranks, std::int
       if (us < best_us) best_us = us, best = {a, p, latency, wire};
     }
   }
+  // NVLS-tree, where the nodes' GPUs reduce over NVLink SHARP and a node holds several of the group's: the
+  // ring's bytes at the slower of the node's NVLS all-reduce and its NICs (twice as fast on two nodes). The
+  // plugin's model never takes it: its own NVLS-tree (nccl_ofi_model.cpp: 2 x (23 + log2(nodes) x 23) us, at
+  // 20/50 of the ring's rate) is slower than its LL128 tree (217.5 us on 32 nodes, at 0.47 of the ring's).
+  if (all_reduce && nodes > 1 && ranks / nodes >= 2 && nvls_GBps > 0 && !plugin_tuned) {
+    const double nics = bytes_per_us * nvls_tree_nic_share(nodes);
+    const double wire = bytes_per_us / std::min(nvls_GBps * 1e3, nics);
+    const double latency = nccl_latency_us(kind, NcclAlgorithm::kNvlsTree, NcclProtocol::kSimple, ranks,
+                                           nodes, nvlink, net_step_us, net_reported_us);
+    if (latency + ring_bus * wire / bytes_per_us < best_us)
+      best = {NcclAlgorithm::kNvlsTree, NcclProtocol::kSimple, latency, wire};
+  }
   return best;
 }
 
@@ -173,9 +212,11 @@ double network_nic_GBps(const HardwareProfile& hw, CollectiveKind kind, std::int
   const double bus_bytes = (kind == CollectiveKind::kAllReduce ? 2.0 : 1.0) * (ranks - 1) / ranks *
                            static_cast<double>(net.busbw_message_bytes);
   const double measured_us = bus_bytes / (interpolate_log_x(curve, nodes) * 1e3);
+  // Through the ring or tree NCCL would run over the NICs: an NVLS-tree's rate on two nodes is the node's
+  // NVLS all-reduce's, not the network's, and on more it is the ring's.
   const NcclCollective c =
       nccl_collective(kind, ranks, nodes, hw.node.nvlink.GBps_per_direction > 0, net.busbw_message_bytes,
-                      net.nic_GBps, tuned_step_latency(net, kind), net.reported_latency_us);
+                      net.nic_GBps, tuned_step_latency(net, kind, nodes), net.reported_latency_us);
   const double wire_us = measured_us - c.latency_us;
   if (wire_us <= 0) return net.nic_GBps;
   return std::min(net.nic_GBps, bus_bytes * c.wire_factor / rails / (wire_us * 1e3));
@@ -190,9 +231,15 @@ NcclCollective nccl_timing(const HardwareProfile& hw, CollectiveKind kind, std::
     // rate falls with node count because the flows of more nodes share the fabric's links, whichever
     // collectives they belong to: a job's groups that communicate together load it as one group of all
     // their nodes would.
-    NcclCollective c = nccl_collective(kind, ranks, nodes, nvlink, message_bytes, hw.network.nic_GBps,
-                                       tuned_step_latency(hw.network, kind), hw.network.reported_latency_us);
-    c.wire_factor *= hw.network.nic_GBps / network_nic_GBps(hw, kind, std::max(nodes, sharing_nodes));
+    const double nic = hw.network.nic_GBps, nvls = nvls_busbw_GBps(hw, message_bytes);
+    NcclCollective c =
+        nccl_collective(kind, ranks, nodes, nvlink, message_bytes, nic,
+                        tuned_step_latency(hw.network, kind, nodes), hw.network.reported_latency_us, nvls);
+    const double nic_run = network_nic_GBps(hw, kind, std::max(nodes, sharing_nodes));
+    if (c.algorithm == NcclAlgorithm::kNvlsTree)  // the slower of the node's NVLS and its NICs as they run
+      c.wire_factor = std::max(nic / (nvls_tree_nic_share(nodes) * nic_run), ranks / nodes * nic / nvls);
+    else
+      c.wire_factor *= nic / nic_run;
     return c;
   }
   if (nvlink && !hw.node.nvlink.allreduce_busbw_by_size.empty()) {

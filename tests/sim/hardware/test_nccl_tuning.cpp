@@ -140,6 +140,51 @@ TEST(NcclTuning, OneGpuANodeGathersByPat) {
   EXPECT_NEAR(eight.latency_us, 14 + (511 - 63) * 1.9 + 63 * 4.0, 1e-9);
 }
 
+TEST(NcclTuning, AnAllReduceAcrossNodesWithNvlsRunsAsNvlsTree) {
+  // 1 GiB over two nodes of 8 NVLink-SHARP GPUs, a NIC each at 50 GB/s (the ring at 400 GB/s), the node's
+  // NVLS all-reduce at 466 GB/s. Ring Simple: 8.4 + 28 x 3.4 + 2 x 14 = 131.6 us plus 2 x 15/16 x 1 GiB / 400
+  // GB/s = 5,033.2 us. NVLS-tree: 25 + 2 x log2(2) x 20.9 = 66.8 us, its bytes at the slower of the node's
+  // NVLS (466) and, on two nodes, twice the NICs' (800): 4,320.3 us.
+  const std::int64_t gib = std::int64_t{1} << 30;
+  const NcclCollective two =
+      nccl_collective(CollectiveKind::kAllReduce, 16, 2, true, gib, 50, nullptr, 0, 466);
+  EXPECT_EQ(two.algorithm, NcclAlgorithm::kNvlsTree);
+  EXPECT_EQ(two.protocol, NcclProtocol::kSimple);
+  EXPECT_NEAR(two.latency_us, 25 + 2 * 20.9, 1e-9);
+  EXPECT_NEAR(two.wire_factor, 400.0 / 466, 1e-12);
+  // Four nodes: the NICs' 400 GB/s bound it as they bound the ring, with less latency (25 + 2 x 2 x 20.9 =
+  // 108.6 us against the ring's 282.8).
+  const NcclCollective four =
+      nccl_collective(CollectiveKind::kAllReduce, 32, 4, true, gib, 50, nullptr, 0, 466);
+  EXPECT_EQ(four.algorithm, NcclAlgorithm::kNvlsTree);
+  EXPECT_NEAR(four.latency_us, 25 + 4 * 20.9, 1e-9);
+  EXPECT_DOUBLE_EQ(four.wire_factor, 1.0);
+  // Not with one GPU a node, nor for an all-gather, nor without NVLS, nor where the EFA plugin's model
+  // chooses (its NVLS-tree is slower than its tree).
+  EXPECT_NE(nccl_collective(CollectiveKind::kAllReduce, 4, 4, true, gib, 50, nullptr, 0, 466).algorithm,
+            NcclAlgorithm::kNvlsTree);
+  EXPECT_NE(nccl_collective(CollectiveKind::kAllGather, 32, 4, true, gib, 50, nullptr, 0, 466).algorithm,
+            NcclAlgorithm::kNvlsTree);
+  EXPECT_NE(nccl_collective(CollectiveKind::kAllReduce, 32, 4, true, gib, 50).algorithm,
+            NcclAlgorithm::kNvlsTree);
+  const std::array<double, 3> efa{20, 20, 23};
+  EXPECT_NE(nccl_collective(CollectiveKind::kAllReduce, 32, 4, true, gib, 50, &efa, 0, 466).algorithm,
+            NcclAlgorithm::kNvlsTree);
+
+  // Through the profiles: h100-sxm-8x's node measured its NVLS all-reduce by size; on two nodes the bytes run
+  // at that rate. On h100-p5-8x's two nodes the EFA plugin's model leaves the choice to NCCL, whose network
+  // step adds the 75 us the plugin reports, twice with Simple: 25 + 2 x (20.9 + 150) us.
+  const HardwareProfile sxm = load_hardware_profile("h100-sxm-8x");
+  const double nvls = interpolate_log_x(sxm.node.nvlink.allreduce_busbw_by_size, static_cast<double>(gib));
+  const NcclCollective timed = nccl_timing(sxm, CollectiveKind::kAllReduce, 16, 2, gib);
+  EXPECT_EQ(timed.algorithm, NcclAlgorithm::kNvlsTree);
+  EXPECT_NEAR(timed.wire_factor, 8 * sxm.network.nic_GBps / nvls, 1e-12);
+  const NcclCollective p5 =
+      nccl_timing(load_hardware_profile("h100-p5-8x"), CollectiveKind::kAllReduce, 16, 2, gib);
+  EXPECT_EQ(p5.algorithm, NcclAlgorithm::kNvlsTree);
+  EXPECT_NEAR(p5.latency_us, 25 + 2 * (20.9 + 2 * 75.0), 1e-9);
+}
+
 TEST(NcclTuning, PcieGpusPayPciesStepLatency) {
   // No NVLink: 8 GPUs over PCIe, 1 GiB all-reduce as a Simple ring: 8.4 + 14 x 5.7 us.
   EXPECT_NEAR(nccl_collective(CollectiveKind::kAllReduce, 8, 1, false, 1 << 30, 25).latency_us,

@@ -67,14 +67,19 @@ TEST(CollectiveProbe, WithoutAMeasurementHostMemoryBoundsTheStagedRing) {
 }
 
 TEST(CollectiveProbe, AcrossNodesEachRailCarriesItsShareOfTheRing) {
-  // Four HGX H100 nodes, 512 MiB all-reduce: a Simple ring, one leaving through each of the 8 NICs, each
-  // carrying 2 x 31/32 / 8 of the buffer at 50 GB/s. NCCL's latency: 8.4 us, 56 steps inside the nodes at
-  // NVLink's 3.4 us and 6 across at 14 us.
+  // Four HGX H100 nodes, 512 MiB all-reduce: NVLS-tree, NCCL's latency 25 us + 2 x log2(4) x 20.9 us where a
+  // Simple ring's is 8.4 + 56 steps inside the nodes at NVLink's 3.4 us + 6 across at 14 us; its bytes at the
+  // slower of the node's NVLS all-reduce (444 GB/s at 512 MiB) and its eight NICs (400 GB/s): as a ring's,
+  // one leaving through each of the 8 NICs, each carrying 2 x 31/32 / 8 of the buffer at 50 GB/s.
   const HardwareProfile hw = load_hardware_profile("h100-sxm-8x");
   const CollectiveProbe p = probe_collective(hw, CollectiveKind::kAllReduce, 8, 4, 512 * kMiB);
-  EXPECT_EQ(p.nccl.algorithm, NcclAlgorithm::kRing);
+  EXPECT_EQ(p.nccl.algorithm, NcclAlgorithm::kNvlsTree);
   EXPECT_EQ(p.nccl.protocol, NcclProtocol::kSimple);
-  EXPECT_NEAR(p.nccl.latency_us, 8.4 + 56 * 3.4 + 6 * 14.0, 1e-9);
+  EXPECT_NEAR(p.nccl.latency_us, 25 + 2 * 2 * 20.9, 1e-9);
+  EXPECT_NEAR(
+      nccl_latency_us(CollectiveKind::kAllReduce, NcclAlgorithm::kRing, NcclProtocol::kSimple, 32, 4, true),
+      8.4 + 56 * 3.4 + 6 * 14.0, 1e-9);
+  EXPECT_DOUBLE_EQ(p.nccl.wire_factor, 1.0);
   EXPECT_NEAR(static_cast<double>(p.time),
               p.nccl.latency_us * 1e3 + wire_ns(2.0 * 31 / 32 * 512 * kMiB / 8, 50.0), 2.0);
   // One GPU a node: one rail, the whole 2 x 3/4 of the buffer through one NIC.

@@ -243,9 +243,12 @@ TEST(OrderLowering, DpBucketsFollowTheLastBackwardAndGateTheOptimizer) {
 
 TEST(OrderLowering, NodeLeavingDataParallelRingsSpreadOverTheNodesNics) {
   // NCCL runs a ring that leaves the node as one ring per member there, each leaving through another NIC:
-  // a member's NIC carries 1/k of its 2(n-1)/n share, k = the ring's members in a node.
+  // a member's NIC carries 1/k of its 2(n-1)/n share, k = the ring's members in a node. (The rings as laid
+  // out, each step at the path's latency: NCCL's choice, NVLS-tree among them, is test_nccl_tuning's.)
   auto bucket_bytes = [](int tp, int dp) {
-    const Plan plan = testing::plan_of("1f1b", testing::job("llama2-7b", "h100-sxm-8x", 1, tp, dp, 1));
+    JobOptions j = testing::job("llama2-7b", "h100-sxm-8x", 1, tp, dp, 1);
+    j.collective_latency = "steps";
+    const Plan plan = testing::plan_of("1f1b", j);
     std::vector<std::pair<std::int64_t, std::int64_t>> out;  // (bytes, buffer)
     for (const Op& op : plan.ops)
       if (plan.streams[static_cast<std::size_t>(op.stream)].name == "collective") {

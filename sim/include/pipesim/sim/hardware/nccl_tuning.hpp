@@ -20,7 +20,7 @@ enum class CollectiveKind : std::uint8_t { kAllReduce, kAllGather, kReduceScatte
 enum class CollectiveLatency : std::uint8_t { kNccl, kSteps, kNone };
 /// Parses nccl | steps | none; throws InputError naming the valid words.
 CollectiveLatency parse_collective_latency(const std::string& word);
-enum class NcclAlgorithm : std::uint8_t { kRing, kTree, kPat };
+enum class NcclAlgorithm : std::uint8_t { kRing, kTree, kPat, kNvlsTree };
 enum class NcclProtocol : std::uint8_t { kLL, kLL128, kSimple };
 
 struct NcclCollective {
@@ -44,10 +44,13 @@ struct NcclCollective {
 /// chooses an all-reduce across nodes by its own cost, the message over a GPU's NICs times its 8 channels
 /// (aws-ofi-nccl src/tuner/nccl_ofi_model.cpp). `net_reported_us`: where NCCL times the collective itself,
 /// the latency the network's plugin reports to it, which it adds to each network step (twice with Simple).
+/// `nvls_GBps`: where the nodes' GPUs reduce over NVLink SHARP, the bus bandwidth of an all-reduce of this
+/// size inside one node; an all-reduce across nodes with several of the group's GPUs a node may then run as
+/// NVLS-tree (Simple only; tuning.cc's NVLS_TREE), its wire factor the ring's rate over its own.
 NcclCollective nccl_collective(CollectiveKind kind, std::int32_t ranks, std::int32_t nodes, bool nvlink,
                                std::int64_t message_bytes, double bus_GBps,
-                               const std::array<double, 3>* net_step_us = nullptr,
-                               double net_reported_us = 0);
+                               const std::array<double, 3>* net_step_us = nullptr, double net_reported_us = 0,
+                               double nvls_GBps = 0);
 
 /// How pipesim times one collective on `hw`: nccl_collective over the ring's bus bandwidth (a NIC's across
 /// nodes, an NVLink port's inside one, else a PCIe lane's, or host memory's where GPUs stage through it).
@@ -67,7 +70,8 @@ NcclCollective nccl_timing(const HardwareProfile& hw, CollectiveKind kind, std::
 /// is the measured time, never above `nic_GBps`.
 double network_nic_GBps(const HardwareProfile& hw, CollectiveKind kind, std::int32_t nodes);
 
-/// NCCL's latency of one collective by algorithm and protocol (tuning.cc's latency model), in us.
+/// NCCL's latency of one collective by algorithm and protocol (tuning.cc's latency model), in us. NVLS-tree
+/// takes NCCL's figures whatever `net_step_us` says.
 double nccl_latency_us(CollectiveKind kind, NcclAlgorithm algorithm, NcclProtocol protocol,
                        std::int32_t ranks, std::int32_t nodes, bool nvlink,
                        const std::array<double, 3>* net_step_us = nullptr, double net_reported_us = 0);
