@@ -31,9 +31,9 @@ constexpr double kPluginChannels = 8;
 constexpr double kNetOverheadUs = 1.0;
 // NVLS-tree (all-reduces across nodes whose GPUs reduce over NVLink SHARP: each node reduces inside its
 // NVSwitch, the nodes' trees carry the result, the NVSwitch multicasts it): no base latency, one NVLink step
-// of 25 us and 2 x log2(nodes) network steps of 20.9 us with Simple, its only protocol. Across two nodes each
-// node's half goes one way up the pair of trees and the other down, so the NICs carry half what a one-way
-// tree's would (ncclTopoTuneModel: "Handle 2 node case of NVLSTree", interBw x 2).
+// of 25 us and 2 x log2(nodes) network steps of 20.9 us with Simple, its only protocol. On two nodes NCCL's
+// model gives the network twice a ring's rate, the tree being one exchange between the pair
+// (ncclTopoTuneModel: "Handle 2 node case of NVLSTree", interBw x 2).
 constexpr double kNvlsTreeNvlinkLatency = 25.0, kNvlsTreeNetLatency = 20.9;
 // PAT (all-gather and reduce-scatter with one GPU a node): 8 us of base latency, the network's tree latency
 // over 3.5 a level of the nodes' binary tree, a linear 2.8 us a rank, 0.75 of the ring's bandwidth.
