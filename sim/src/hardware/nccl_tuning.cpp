@@ -212,11 +212,14 @@ double network_nic_GBps(const HardwareProfile& hw, CollectiveKind kind, std::int
   const double bus_bytes = (kind == CollectiveKind::kAllReduce ? 2.0 : 1.0) * (ranks - 1) / ranks *
                            static_cast<double>(net.busbw_message_bytes);
   const double measured_us = bus_bytes / (interpolate_log_x(curve, nodes) * 1e3);
-  // Through the ring or tree NCCL would run over the NICs: an NVLS-tree's rate on two nodes is the node's
-  // NVLS all-reduce's, not the network's, and on more it is the ring's.
+  // Through the algorithm NCCL runs there, but on two nodes through the ring or tree it would run over the
+  // NICs: NCCL's model gives an NVLS-tree's network twice a ring's rate there, so the node's NVLS all-reduce
+  // bounds it and the measured rate tells nothing of the NICs. From three nodes on its network runs at a
+  // ring's rate.
   const NcclCollective c =
       nccl_collective(kind, ranks, nodes, hw.node.nvlink.GBps_per_direction > 0, net.busbw_message_bytes,
-                      net.nic_GBps, tuned_step_latency(net, kind, nodes), net.reported_latency_us);
+                      net.nic_GBps, tuned_step_latency(net, kind, nodes), net.reported_latency_us,
+                      nodes > 2 ? nvls_busbw_GBps(hw, net.busbw_message_bytes) : 0);
   const double wire_us = measured_us - c.latency_us;
   if (wire_us <= 0) return net.nic_GBps;
   return std::min(net.nic_GBps, bus_bytes * c.wire_factor / rails / (wire_us * 1e3));

@@ -105,9 +105,9 @@ TEST(NcclTuning, CollectivesThePluginsTunerLeavesToNcclPayTheLatencyThePluginRep
                               true, nullptr, 75),
               8 + 6 * (14 + 150.0) / 3.5 + 64 * 2.8, 1e-9);
 
-  // Through a profile that gives both (as h100-p5-8x does): the all-gather takes NCCL's steps and the
-  // reported latency; the all-reduce the plugin's step alone, its 8 GiB Simple ring 8.4 + 448 x 3.4 + 62
-  // x 23.
+  // Through a profile that gives both (a platform whose plugin tunes by its model): the all-gather takes
+  // NCCL's steps and the reported latency; the all-reduce the plugin's step alone, its 8 GiB Simple ring 8.4
+  // + 448 x 3.4 + 62 x 23.
   HardwareProfile hw = load_hardware_profile("h100-sxm-8x");
   hw.network.nic_GBps = 50;
   hw.network.step_latency_us = efa;
@@ -172,8 +172,8 @@ TEST(NcclTuning, AnAllReduceAcrossNodesWithNvlsRunsAsNvlsTree) {
             NcclAlgorithm::kNvlsTree);
 
   // Through the profiles: h100-sxm-8x's node measured its NVLS all-reduce by size; on two nodes the bytes run
-  // at that rate. On h100-p5-8x's two nodes the EFA plugin's model leaves the choice to NCCL, whose network
-  // step adds the 75 us the plugin reports, twice with Simple: 25 + 2 x (20.9 + 150) us.
+  // at that rate. On h100-p5-8x's two nodes (the plugin tunes p5 by regions, which NCCL's choice stands for)
+  // NCCL's network step adds the 75 us the plugin reports, twice with Simple: 25 + 2 x (20.9 + 150) us.
   const HardwareProfile sxm = load_hardware_profile("h100-sxm-8x");
   const double nvls = interpolate_log_x(sxm.node.nvlink.allreduce_busbw_by_size, static_cast<double>(gib));
   const NcclCollective timed = nccl_timing(sxm, CollectiveKind::kAllReduce, 16, 2, gib);
