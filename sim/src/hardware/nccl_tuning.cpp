@@ -86,12 +86,12 @@ double one_node_rate_ratio(const HardwareProfile& hw, CollectiveKind kind) {
   return 1.0;
 }
 
-/// The plugin's step latency for the collectives its tuner times: all-reduces over more than two nodes
-/// (aws-ofi-nccl @ 2daf7d30: src/tuner/nccl_ofi_model.cpp nccl_ofi_tuner_compute_cost models
-/// ncclFuncAllReduce and returns -1, NCCL's own selection, for every other collective, and
-/// model_get_coll_info_internal_v3 leaves runs on two nodes or fewer to NCCL; nccl_ofi_regions.cpp
-/// region_init_internal_p5_p5e sets regions for all-reduces only where a node has several ranks); null for
-/// the rest, which take NCCL's figures.
+/// Where the network's plugin tunes NCCL by its model (a profile giving `step_latency_us`; AWS's plugin does
+/// so only on platforms without regions, so not on p5), the model's step latency for what it times:
+/// all-reduces over more than two nodes (aws-ofi-nccl @ 2daf7d30: src/tuner/nccl_ofi_model.cpp
+/// nccl_ofi_tuner_compute_cost models ncclFuncAllReduce and returns -1, NCCL's own selection, for every other
+/// collective, and model_get_coll_info_internal_v3 leaves runs on two nodes or fewer to NCCL); null for the
+/// rest, which take NCCL's figures.
 const std::array<double, 3>* tuned_step_latency(const NetworkSpec& net, CollectiveKind kind,
                                                 std::int32_t nodes) {
   return kind == CollectiveKind::kAllReduce && nodes > 2 ? net.step_latency() : nullptr;
