@@ -130,8 +130,13 @@ nlohmann::json composition_json(const std::shared_ptr<const pipesim::sim::Kernel
     return a;
   };
   auto layer = [&](const pipesim::sim::LayerKernels& l) {
-    return nlohmann::json{
+    nlohmann::json j{
         {"forward", entries(l.forward)}, {"backward", entries(l.backward)}, {"saved", entries(l.saved)}};
+    if (l.launches)
+      j["launches"] = {{"forward", l.launches->forward},
+                       {"backward", l.launches->backward},
+                       {"source", l.launches->source}};
+    return j;
   };
   return {{"residual_bytes", k->residual_bytes},
           {"optimizer_step_bytes_per_param", k->optimizer_step_bytes_per_param},

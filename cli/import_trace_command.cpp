@@ -118,17 +118,37 @@ int run_calibrate_from_trace(const std::string& trace_file, const std::string& b
       throw sim::InputError(trace_file, "/traceEvents",
                             "no launch of GPU work to time the CPU by; --framework-out needs one");
     const std::string base_framework = framework.empty() ? "megatron-core" : framework;
+    const std::string trace_name = std::filesystem::path(trace_file).filename().string();
+    sim::FrameworkRefit refit;
+    refit.host_dispatch_us = std::round(fit.host_dispatch_us * 10) / 10;
+    refit.host_dispatch_source = fmt::format(
+        "the CPU's time a launch in the PyTorch profiler trace {}, the profiler's own cost per recorded "
+        "event taken out (pipesim calibrate --from-trace; docs/trace-import.md)",
+        trace_name);
+    std::string launches_said;
+    try {
+      const trace_import::StepProfile step = trace_import::profile_step(trace);
+      const trace_import::StepLaunches n = trace_import::step_launches(step);
+      const std::string counted = fmt::format("launches a pass counted in the PyTorch profiler trace {} ({}",
+                                              trace_name, step.step.empty() ? "the whole trace" : step.step);
+      auto layer = [&](const trace_import::LayerLaunchCounts& c, const std::string& which) {
+        return sim::LayerLaunches{c.forward, c.backward,
+                                  fmt::format("{}; {}; pipesim calibrate --from-trace)", counted, which)};
+      };
+      refit.embedding = layer(n.embedding, "its embedding's");
+      refit.block = layer(
+          n.block, fmt::format("the mean of its {} {} blocks", step.layers.size() - 2, step.block_module));
+      refit.head = layer(n.head, "its head's, the backward with what ran outside every layer");
+      launches_said = fmt::format(
+          "launches a block {} forward, {} backward; embedding {} and {}; head {} and {}", n.block.forward,
+          n.block.backward, n.embedding.forward, n.embedding.backward, n.head.forward, n.head.backward);
+    } catch (const sim::InputError& e) {  // a trace without its layers still times the CPU
+      launches_said = fmt::format("its layers' launches kept: {}", e.message());
+    }
     const std::string fitted = std::filesystem::path(framework_out).stem().string();
-    sim::write_output_file(
-        framework_out,
-        sim::framework_with_dispatch(
-            base_framework, fitted, std::round(fit.host_dispatch_us * 10) / 10,
-            fmt::format(
-                "the CPU's time a launch in the PyTorch profiler trace {}, the profiler's own cost per "
-                "recorded event taken out (pipesim calibrate --from-trace; docs/trace-import.md)",
-                std::filesystem::path(trace_file).filename().string())));
-    std::cout << fmt::format("wrote {} ({} with host_dispatch_us {:.1f})\n", framework_out, base_framework,
-                             fit.host_dispatch_us);
+    sim::write_output_file(framework_out, sim::refit_framework(base_framework, fitted, refit));
+    std::cout << fmt::format("wrote {} ({} with host_dispatch_us {:.1f}; {})\n", framework_out,
+                             base_framework, fit.host_dispatch_us, launches_said);
   }
   return 0;
 }

@@ -172,8 +172,8 @@ def check(result_file, plan=None):
 def calibrate(**kwargs):
     """``pipesim calibrate``: measures this machine (or, with ``replay_host=True``, describes the host replay
     backend; with ``from_replay=`` and ``plan=``, refits a profile from a replay; with ``from_trace=``, from a
-    PyTorch profiler trace, and ``framework_out=`` writes the framework with the trace's CPU time a launch) and
-    writes the profile to ``out``; returns the written profile as a dict. What the command reports goes to
+    PyTorch profiler trace, and ``framework_out=`` writes the framework with the trace's CPU time a launch and
+    its layers' launches) and writes the profile to ``out``; returns the written profile as a dict. What the command reports goes to
     ``report`` in it."""
     code, out, err = _pipesim.run(_arguments("calibrate", kwargs))
     if code != 0:

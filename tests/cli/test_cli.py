@@ -886,6 +886,14 @@ class BadInput(unittest.TestCase):
             self.assertEqual(framework["name"], "hf-qwen3")
             self.assertTrue(20 < framework["settings"]["host_dispatch_us"]["value"] < 32)
             self.assertIn("calibrate --from-trace", framework["settings"]["host_dispatch_us"]["source"])
+            # And each layer's launches a pass as the trace counted them: a block's 67 forward (what the
+            # framework's entries count for Qwen3) and 133 backward (the mean of 130 and three 134s), the
+            # embedding's 20 and 7 (the rotary tables and the mask are made before the first block), the head's
+            # 16 and 24.
+            launches = {layer: framework["kernels"][layer]["launches"] for layer in ("embedding", "block", "head")}
+            self.assertEqual([(n["forward"], n["backward"]) for n in launches.values()], [(20, 7), (67, 133), (16, 24)])
+            self.assertIn("the mean of its 4 Qwen3DecoderLayer blocks", launches["block"]["source"])
+            self.assertIn("launches a block 67 forward, 133 backward", stdout)
             rc, stdout, err = run("simulate", "--framework", fitted, "--model", "qwen3-1.7b", "--hw", "h100-sxm-8x",
                                   "--pp", "1", "--microbatches", "1", "--schedule", "1f1b", "--seq", "2048")
             self.assertEqual(rc, 0, err)

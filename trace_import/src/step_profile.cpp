@@ -262,4 +262,22 @@ ProfilerCost fit_profiler_cost(const KinetoTrace& trace, std::int64_t step, doub
   return scaled(hi);
 }
 
+StepLaunches step_launches(const StepProfile& step) {
+  StepLaunches n;
+  const auto blocks = static_cast<std::int32_t>(step.layers.size()) - 2;
+  if (blocks < 0) return n;
+  n.embedding = {step.layers.front().forward.launches, step.layers.front().backward.launches};
+  n.head = {step.layers.back().forward.launches,
+            step.layers.back().backward.launches + step.unattributed.launches};
+  std::int64_t forward = 0, backward = 0;  // summed in 64 bits: an untrusted trace's counts may be large
+  for (std::int32_t i = 1; i <= blocks; ++i) {
+    forward += step.layers[static_cast<std::size_t>(i)].forward.launches;
+    backward += step.layers[static_cast<std::size_t>(i)].backward.launches;
+  }
+  if (blocks > 0)
+    n.block = {static_cast<std::int32_t>((forward + blocks / 2) / blocks),
+               static_cast<std::int32_t>((backward + blocks / 2) / blocks)};
+  return n;
+}
+
 }  // namespace pipesim::trace_import

@@ -65,6 +65,7 @@ nlohmann::ordered_json workload_json(const StepProfile& step, const WorkloadOpti
   const std::int32_t blocks = options.blocks > 0 ? options.blocks : traced;
   const LayerProfile& embedding = step.layers.front();
   const LayerProfile& head = step.layers.back();
+  const StepLaunches launches = step_launches(step);
   const std::int64_t head_params = head.params + (options.tied_embeddings ? 0 : step.head_matrix);
   std::int64_t block_params = 0;
   for (std::int32_t i = 1; i <= traced; ++i) block_params += step.layers[static_cast<std::size_t>(i)].params;
@@ -106,11 +107,9 @@ nlohmann::ordered_json workload_json(const StepProfile& step, const WorkloadOpti
       bwd.gpu_us += l.backward.gpu_us / traced;
       fwd.host_wait_us += l.forward.host_wait_us / traced;
       bwd.host_wait_us += l.backward.host_wait_us / traced;
-      fwd.launches += l.forward.launches;
-      bwd.launches += l.backward.launches;
     }
-    fwd.launches = (fwd.launches + traced / 2) / traced;
-    bwd.launches = (bwd.launches + traced / 2) / traced;
+    fwd.launches = launches.block.forward;
+    bwd.launches = launches.block.backward;
     auto mean_of = [&](double sum) {
       return static_cast<std::int64_t>(std::min(9e18, std::round(sum / traced)));
     };
@@ -126,7 +125,7 @@ nlohmann::ordered_json workload_json(const StepProfile& step, const WorkloadOpti
   }
   PassProfile head_bwd = head.backward;
   head_bwd.gpu_us += step.unattributed.gpu_us;
-  head_bwd.launches += step.unattributed.launches;
+  head_bwd.launches = launches.head.backward;
   head_bwd.host_wait_us += step.unattributed.host_wait_us;
   layers.push_back(
       layer_entry("head", head.forward, head_bwd, memory(head_params, head), head.forward_flops, 1));

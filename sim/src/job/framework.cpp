@@ -256,14 +256,22 @@ std::vector<std::string> shipped_frameworks() {
   return shipped_names("frameworks");
 }
 
-std::string framework_with_dispatch(const std::string& name_or_path, const std::string& name, double us,
-                                    const std::string& source) {
+std::string refit_framework(const std::string& name_or_path, const std::string& name,
+                            const FrameworkRefit& refit) {
   const std::string path = resolve_shipped(name_or_path, "frameworks", "framework");
   const std::string base = detail::read_text_file(path);
   parse_framework(base, path);                      // a malformed base is named as itself
   auto root = nlohmann::ordered_json::parse(base);  // in its own order
   root["name"] = name;
-  root["settings"]["host_dispatch_us"] = {{"value", us}, {"source", source}};
+  root["settings"]["host_dispatch_us"] = {{"value", refit.host_dispatch_us},
+                                          {"source", refit.host_dispatch_source}};
+  const std::pair<const char*, const std::optional<LayerLaunches>*> layers[] = {
+      {"embedding", &refit.embedding}, {"block", &refit.block}, {"head", &refit.head}};
+  for (const auto& [layer, launches] : layers)
+    if (launches->has_value())
+      root["kernels"][layer]["launches"] = {{"forward", (*launches)->forward},
+                                            {"backward", (*launches)->backward},
+                                            {"source", (*launches)->source}};
   std::string text = root.dump(2) + "\n";
   parse_framework(text, name);  // what it wrote still reads as a framework
   return text;

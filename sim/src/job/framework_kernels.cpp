@@ -63,6 +63,18 @@ LayerKernels layer(JsonObject& kernels, const std::string& key) {
   l.forward = entries(pass, "forward", false);
   l.backward = entries(pass, "backward", false);
   l.saved = entries(pass, "saved", true);
+  if (pass.has("launches")) {
+    JsonObject n = pass.object("launches");
+    LayerLaunches c;
+    c.forward = static_cast<std::int32_t>(n.integer("forward", 0, kMaxKernels));
+    c.backward = static_cast<std::int32_t>(n.integer("backward", 0, kMaxKernels));
+    c.source = n.string("source");
+    if (c.source.empty()) n.fail("source", "empty; name the trace the launches were counted in");
+    n.finish();
+    l.launches = c;
+  } else {
+    pass.accept("launches");
+  }
   pass.finish();
   return l;
 }

@@ -231,6 +231,13 @@ LayerShape layer_shape(const ModelSpec& m, const CostOptions& whole) {
   };
 }
 
+/// A framework's traced launches of a layer in place of what its entries count (kernel_composition.hpp).
+void take_launches(const LayerKernels& k, LayerCost& c) {
+  if (!k.launches) return;
+  c.kernels = k.launches->forward;
+  c.input_grad_extra_kernels = k.launches->backward - 2 * k.launches->forward;
+}
+
 LayerCost embedding_cost(const LayerShape& x) {
   LayerCost emb;
   emb.role = LayerRole::kEmbedding;
@@ -248,6 +255,7 @@ LayerCost embedding_cost(const LayerShape& x) {
     }
     if (!k->embedding.backward.empty())
       emb.bwd_mem_bytes = static_cast<std::int64_t>(composition_bytes(k->embedding.backward, x.m, x.sizes));
+    take_launches(k->embedding, emb);
   }
   emb.output_bytes = x.boundary;
   emb.tp_bus_bytes = x.tp_bus;
@@ -434,6 +442,7 @@ LayerCost block_cost(const LayerShape& x, const BlockConstants& k, std::int64_t 
                                    : block_traffic(m, o);
   if (o.composition && !o.composition->block.forward.empty())
     c.kernels = composition_kernels(o.composition->block.forward, m);
+  if (o.composition) take_launches(o.composition->block, c);
   // An FP8 recipe's casts of the GEMMs' operands: their bytes, and their launches (the backward's its own
   // count, not twice the forward's).
   const Fp8CastTraffic casts = fp8_cast_traffic(m, o);
@@ -492,6 +501,7 @@ LayerCost head_cost(const LayerShape& x) {
   }
   if (k && !k->head.backward.empty())
     head.bwd_mem_bytes = static_cast<std::int64_t>(composition_bytes(k->head.backward, m, x.sizes));
+  if (k) take_launches(k->head, head);
   // A tied head still holds its own copy on the last stage (as Megatron does) unless it shares the stage.
   head.params = (m.tie_embeddings ? 0 : m.vocab * h) + h;
   head.trainable_params = x.lora ? 0 : head.params;

@@ -1,7 +1,7 @@
 // A framework's own kernels (frameworks/hf-transformers.json): a block's element-wise bytes, launches and
 // saved tensors, and the loss's, are exactly the sums of the entries that apply to the model, checked by
-// hand against the entries' formulas; a stage with a tied embedding and head holds the matrix once; bad
-// entries are refused naming their JSON path.
+// hand against the entries' formulas; launches counted in a trace replace the entries' count; a stage with a
+// tied embedding and head holds the matrix once; bad entries are refused naming their JSON path.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -94,10 +94,36 @@ TEST(FrameworkKernels, ElementwiseKernelsStreamAtTheFrameworksShare) {
   const ComputeWork* forward = compute_of(plan.ops[0].payload);
   ASSERT_NE(forward, nullptr);
   // The forward's memory-bound bytes take 1 / 0.88 as long; nothing else changes.
-  const auto extra = plan.hw.memory_ns(static_cast<std::int64_t>(static_cast<double>(forward->mem_bytes) / 0.88)) -
-                     plan.hw.memory_ns(forward->mem_bytes);
+  const auto extra =
+      plan.hw.memory_ns(static_cast<std::int64_t>(static_cast<double>(forward->mem_bytes) / 0.88)) -
+      plan.hw.memory_ns(forward->mem_bytes);
   EXPECT_NEAR(static_cast<double>((slow.end[0] - slow.start[0]) - (fast.end[0] - fast.start[0])),
               static_cast<double>(extra), 2.0);
+}
+
+TEST(FrameworkKernels, TracedLaunchesReplaceTheEntriesCount) {
+  // A framework refit from a trace (calibrate --from-trace --framework-out) names each layer's launches a
+  // pass: they replace the 67 the entries count for Qwen3's block and the backward's twice that; at TP 2 the
+  // block's two all-reduces still add a launch each, which a one-GPU trace could not have held.
+  const std::string text =
+      refit_framework("hf-transformers", "traced",
+                      FrameworkRefit{24, "a trace", LayerLaunches{20, 7, "a trace"},
+                                     LayerLaunches{70, 150, "a trace"}, LayerLaunches{16, 24, "a trace"}});
+  CostOptions o{1, 2048, 1, Recompute::kNone};
+  o.attention = AttentionKernel::kFlash;
+  o.sequence_parallel = false;
+  o.composition = parse_framework(text, "traced.json").kernels;
+  const std::vector<LayerCost> c = model_layer_costs(load_model("qwen3-1.7b"), o);
+  EXPECT_EQ(c.front().kernels, 20);
+  EXPECT_EQ(2 * c.front().kernels + c.front().input_grad_extra_kernels, 7);
+  EXPECT_EQ(c[1].kernels, 70);
+  EXPECT_EQ(2 * c[1].kernels + c[1].input_grad_extra_kernels, 150);
+  EXPECT_EQ(c.back().kernels, 16);
+  EXPECT_EQ(2 * c.back().kernels + c.back().input_grad_extra_kernels, 24);
+  // The bytes stay the entries': the launches say how often the CPU launches, not what the kernels move.
+  EXPECT_EQ(c[1].fwd_mem_bytes, hf_costs("qwen3-1.7b", 1, 2048, Recompute::kNone)[1].fwd_mem_bytes);
+  o.tp = 2;
+  EXPECT_EQ(model_layer_costs(load_model("qwen3-1.7b"), o)[1].kernels, 70 + 2);
 }
 
 TEST(FrameworkKernels, BadEntriesNameTheirPath) {
@@ -131,6 +157,13 @@ TEST(FrameworkKernels, BadEntriesNameTheirPath) {
   bad = j;
   bad["kernels"]["elementwise_efficiency"]["value"] = 0.01;
   EXPECT_NE(err(bad).find("/kernels/elementwise_efficiency/value"), std::string::npos);
+  bad = j;
+  bad["kernels"]["block"]["launches"] = {{"forward", 67}, {"backward", -1}, {"source", "a trace"}};
+  EXPECT_EQ(err(bad).rfind("f.json: /kernels/block/launches/backward:", 0), 0u);
+  bad["kernels"]["block"]["launches"] = {{"forward", 67}, {"backward", 134}, {"source", ""}};
+  EXPECT_EQ(err(bad).rfind("f.json: /kernels/block/launches/source: empty", 0), 0u);
+  bad["kernels"]["block"]["launches"] = {{"forward", 67}, {"source", "a trace"}};
+  EXPECT_EQ(err(bad).rfind("f.json: /kernels/block/launches/backward:", 0), 0u);
   bad = j;
   bad["kernels"]["block"]["forward"] = nlohmann::json::array();
   EXPECT_NE(err(bad).find("/kernels/block/forward: expected a list of 1 to 256 entries"), std::string::npos);

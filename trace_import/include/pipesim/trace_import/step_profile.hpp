@@ -74,6 +74,18 @@ struct StepProfile {
 /// repeated block module, or no step `step`.
 StepProfile profile_step(const KinetoTrace& trace, std::int64_t step = -1, const ProfilerCost& cost = {});
 
+/// Launches of one layer a pass.
+struct LayerLaunchCounts {
+  std::int32_t forward = 0, backward = 0;
+};
+
+/// What a step launched a pass: its embedding's, its blocks' mean (rounded to the nearest whole launch) and
+/// its head's, whose backward also counts the launches outside every layer's span (`unattributed`).
+struct StepLaunches {
+  LayerLaunchCounts embedding, block, head;
+};
+StepLaunches step_launches(const StepProfile& step);
+
 /// The profiler's cost per event on the host that took the trace, from a step measured there without it:
 /// `cost` scaled (its op and Python costs in the same ratio) until step `step`'s replay (replayed_step_us)
 /// lasts `measured_us` (the scale to 0.01 %, at most 64). Where even no cost at all leaves the replay

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -144,10 +145,18 @@ Framework load_framework(const std::string& name_or_path);
 /// Names of the shipped frameworks, sorted.
 std::vector<std::string> shipped_frameworks();
 
-/// The text of the framework file `name_or_path` (shipped or a path) renamed `name`, its host_dispatch_us set
-/// to `us` with `source`: a framework refit from what ran (calibrate --from-trace --framework-out). The text
-/// parses as a framework (checked).
-std::string framework_with_dispatch(const std::string& name_or_path, const std::string& name, double us,
-                                    const std::string& source);
+/// What a trace of a training step refits of the framework that ran it (calibrate --from-trace
+/// --framework-out): the CPU's time a launch and, where the trace names its layers, their launches a pass.
+struct FrameworkRefit {
+  double host_dispatch_us = 0;
+  std::string host_dispatch_source;
+  std::optional<LayerLaunches> embedding, block, head;
+};
+
+/// The text of the framework file `name_or_path` (shipped or a path) renamed `name`, with what `refit` holds
+/// in place of its own figures (settings.host_dispatch_us, kernels.<layer>.launches). The text parses as a
+/// framework (checked).
+std::string refit_framework(const std::string& name_or_path, const std::string& name,
+                            const FrameworkRefit& refit);
 
 }  // namespace pipesim::sim

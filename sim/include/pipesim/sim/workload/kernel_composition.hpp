@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,9 +47,18 @@ struct KernelTraffic {
   std::string source;
 };
 
+/// A layer's launches a pass as a trace counted them (calibrate --from-trace --framework-out): they replace
+/// the count of its forward entries and the backward's (twice the forward's otherwise). Launches that depend
+/// on the layout the trace did not have (TP collectives, shard-first GEMMs, FP8 casts) still add to them.
+struct LayerLaunches {
+  std::int32_t forward = 0, backward = 0;
+  std::string source;
+};
+
 /// A layer's passes; an empty list keeps the built-in composition of that pass.
 struct LayerKernels {
   std::vector<KernelTraffic> forward, backward, saved;
+  std::optional<LayerLaunches> launches;
 };
 
 struct KernelComposition {
