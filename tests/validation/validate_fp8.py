@@ -17,7 +17,7 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-# Today: H100 8B +12.0 %, 70B +3.9 %; B200 +19.4 % and +26.7 %; GB200 +25.8 % and +36.4 %.
+# Today: H100 8B +12.0 %, 70B +3.9 %; B200 +19.1 % and +26.4 %; GB200 +25.2 % and +35.8 %.
 BOUND_PCT = {("DGX-H100", "llama3-8b"): 15.0, ("DGX-H100", "llama3-70b"): 8.0, ("DGX-B200", "llama3-8b"): 30.0,
              ("DGX-GB200", "llama3-8b"): 40.0}
 

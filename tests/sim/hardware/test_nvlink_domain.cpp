@@ -32,15 +32,16 @@ TEST(NvlinkDomain, TrafficBetweenTraysOfOneRackTakesNvlinkAndLeavesItForTheNetwo
   EXPECT_EQ(out.latency, gb.network.latency);
 
   // A ring member whose neighbour sits on the next tray: its own NVLink ports, capped by the measured bus
-  // bandwidth at the message size (846 GB/s at 256 MiB). 2(n-1)/n of a 256 MiB all-reduce over 8 GPUs is
-  // 469,762,048 bytes: ceil(469762048 / 846) = 555,275 ns, plus 2(n-1) = 14 steps of 3 us.
+  // bandwidth at the message size (593.53 GB/s at 256 MiB, nccl-tests on a GB200 tray). 2(n-1)/n of a
+  // 256 MiB all-reduce over 8 GPUs is 469,762,048 bytes: ceil(469762048 / 593.53) = 791,472 ns, plus
+  // 2(n-1) = 14 steps of 3 us.
   const std::int64_t message = 268435456, bus = 2 * 7 * message / 8;
   Path ring = rack.ring_path({0, 3}, {1, 0}, bus, message);
   EXPECT_EQ(rack.link_name(ring.links[0]), "node0.gpu3.nvlink.tx");
-  EXPECT_DOUBLE_EQ(ring.max_bytes_per_ns, 846.0);
-  EXPECT_EQ(static_cast<std::int64_t>(std::ceil(static_cast<double>(bus) / ring.max_bytes_per_ns)), 555275);
+  EXPECT_DOUBLE_EQ(ring.max_bytes_per_ns, 593.53);
+  EXPECT_EQ(static_cast<std::int64_t>(std::ceil(static_cast<double>(bus) / ring.max_bytes_per_ns)), 791472);
   // The same member on HGX B200 (8 GPUs a node): the next node is only reached over its 50 GB/s NIC,
-  // 9,395,241 ns for the same bytes, 17 times longer.
+  // 9,395,241 ns for the same bytes, 12 times longer.
   const HardwareProfile hgx = load_hardware_profile("b200-sxm-8x");
   Topology nodes(hgx, 2);
   Path across = nodes.ring_path({0, 7}, {1, 0}, bus, message);
