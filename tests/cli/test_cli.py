@@ -859,7 +859,7 @@ class BadInput(unittest.TestCase):
 
     def test_calibrate_from_trace_with_a_framework(self):
         """The trace's framework sets the share of the streaming rate its element-wise kernels reach: the same
-        trace fit for hf-transformers (0.88) gives the profile a rate 1 / 0.88 times the one for megatron-core
+        trace fit for hf-transformers (0.87) gives the profile a rate 1 / 0.87 times the one for megatron-core
         (the full rate); an unknown framework is one line."""
         trace = os.path.join(SRC, "tests", "validation", "traces", "qwen3-1.7b-4layers.kineto.json.gz")
         with tempfile.TemporaryDirectory() as d:
@@ -873,7 +873,7 @@ class BadInput(unittest.TestCase):
                     gpu = json.load(f)["gpu"]
                 self.assertIn("--from-trace", gpu["sources"]["hbm_efficiency"])
                 rates[framework] = gpu["hbm_efficiency"]
-            self.assertAlmostEqual(rates["hf-transformers"] * 0.88, rates["megatron-core"], places=3)
+            self.assertAlmostEqual(rates["hf-transformers"] * 0.87, rates["megatron-core"], places=3)
             # The framework as the trace ran it: hf-transformers with the trace's CPU time a launch, the profiler's
             # own cost taken out (the 4-layer Qwen3 trace: 30.6 us, against the 24 measured without a profiler), a
             # file `simulate --framework` takes.

@@ -12,8 +12,8 @@ transformers 5.17.0; its "method" says how) and torch_h200.json (one H200, same 
 Peak memory is torch.cuda.max_memory_allocated (tensors only).
 
 With --check it exits 1 when the mean absolute step error, a step error, or a memory error leaves the bounds
-below. They guard what the modelled causes give today (H100 steps +4.2, -5.8, -5.6, -2.5, -2.9, +0.6 %; H200
-+4.4, -13.5 %, compiled GPT-2 -19.0 %; mean absolute 6.5 %; memory -0.4 to +5.5 %): GPT-2 on the H200 is short because eager PyTorch's
+below. They guard what the modelled causes give today (H100 steps +4.2, -5.7, -5.5, -2.4, -2.7, +0.7 %; H200
++4.4, -13.0 %, compiled GPT-2 -19.0 %; mean absolute 6.4 %; memory -0.4 to +5.5 %): GPT-2 on the H200 is short because eager PyTorch's
 element-wise kernels run 1.0-1.35x faster there than on the H100 (same SMs) where the HBM is 1.43x faster
 (docs/fidelity.md).
 """

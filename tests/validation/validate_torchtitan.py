@@ -7,7 +7,7 @@ fsdp --zero 3 --recompute selective`, on h100-sxm-8x given the benchmark hosts' 
 Usage: validate_torchtitan.py PIPESIM [--check]
 With --check it exits 1 when a run's peak memory leaves MEMORY_BOUND_PCT of the measured one (today -12.6 % and
 -13.4 %; torchtitan reports the caching allocator's peak reserved, pipesim the tensors), or when the
-throughput leaves THROUGHPUT_BOUND_PCT (today +62.5 % and +67.3 %: the benchmark's GPUs ran at a 500 W power
+throughput leaves THROUGHPUT_BOUND_PCT (today +62.9 % and +67.6 %: the benchmark's GPUs ran at a 500 W power
 limit, "between SXM and NVL" peak by the benchmark's own account, which pipesim's profile does not know).
 """
 import json

@@ -43,7 +43,7 @@ DEEPER_BOUND_PCT = 10.0
 CLASS_SUM_BOUND_PCT = 0.1
 MEMORY_BOUND_PCT = 3.0
 # HF's runs at other shapes from the profile `calibrate --from-trace` fits to the 28-layer trace: today +4.0 %
-# at the trace's own shape, -6.4 % to -11.3 % at larger ones, whose sustained GEMMs run slower than the traced
+# at the trace's own shape, -6.9 % to -11.4 % at larger ones, whose sustained GEMMs run slower than the traced
 # step's (docs/trace-import.md).
 FITTED_BOUND_PCT = 12.5
 GIB = 2**30

@@ -33,7 +33,7 @@ and its reserved peak, which all 1,127 match) gives two more facts per run:
   caching allocator's segments, the tensors and what the allocator keeps around them.
 
 With --check it exits 1 when a figure leaves the bounds below: the step median within the goal of 10 % (today
--9.5 %) and the memory median within 10 % (today -8.8 %); of the 66 failures whose very configuration no
+-9.6 %) and the memory median within 10 % (today -8.8 %); of the 66 failures whose very configuration no
 other row of the sweep ran through, at most the goal's 2 %, one (today one: 1B at dp 1, tp 8 and microbatch 32,
 predicted at 49.9 of 73.4 GiB; its vocabulary-sharded fp32 logits are 2^31 elements, one past a signed 32-bit
 index, which may be what it failed on); each GPU's capacity is the 80 GB less the CUDA runtime's memory and the
@@ -58,7 +58,7 @@ FAILED_PREDICTED_TO_FIT_MAX = 1
 STATE_MEDIAN_BOUND_PCT = 2.0
 STATE_MAX_BOUND_PCT = 4.0
 # Medians today of the runs that measured the framework (those the sweep logged after its pipeline fix, or that
-# never ran a pipeline across nodes): -10.6 % (2 nodes), -18.4 (4), -21.3 (8), -18.7 (16), -20.2 (32), +26.4 (64),
+# never ran a pipeline across nodes): -10.8 % (2 nodes), -18.6 (4), -21.4 (8), -18.8 (16), -20.3 (32), +26.4 (64),
 # with nanotron's rank order (its framework file), each run's own pipeline split, the cluster's one-node
 # all-gather and reduce-scatter rates, and NCCL's own network step plus the latency the EFA plugin reports. That
 # last took 32 nodes from -18.0 and 64 from +36.9: its TP groups across nodes, priced on the job's fabric, come
