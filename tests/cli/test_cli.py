@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """CLI contract tests for `pipesim`: JSON keys, traces, saved plans, determinism and every bad-input path
 (one line naming file / JSON path / flag, what is wrong and what is valid, exit code 2)."""
+import gzip
 import json
 import os
 import shutil
@@ -894,6 +895,23 @@ class BadInput(unittest.TestCase):
             self.assertEqual([(n["forward"], n["backward"]) for n in launches.values()], [(20, 7), (67, 133), (16, 24)])
             self.assertIn("the mean of its 4 Qwen3DecoderLayer blocks", launches["block"]["source"])
             self.assertIn("launches a block 67 forward, 133 backward", stdout)
+            # A trace that names no modules still times the CPU; its layers keep the framework's own launches,
+            # and the command says why in one line.
+            with gzip.open(trace) as f:
+                events = json.load(f)
+            for e in events["traceEvents"]:
+                if isinstance(e, dict) and str(e.get("name", "")).startswith("nn.Module"):
+                    e["cat"] = "cpu_op"
+            bare = os.path.join(d, "bare.json")
+            with open(bare, "w") as f:
+                json.dump(events, f)
+            rc, stdout, err = run("calibrate", "--from-trace", bare, "--out", os.path.join(d, "q.json"),
+                                  "--framework", "hf-transformers", "--framework-out", fitted)
+            self.assertEqual(rc, 0, err)
+            self.assertIn("its layers' launches kept:", stdout)
+            self.assertIn("no nn.Module spans", stdout)
+            with open(fitted) as f:
+                self.assertNotIn("launches", json.load(f)["kernels"]["block"])
             rc, stdout, err = run("simulate", "--framework", fitted, "--model", "qwen3-1.7b", "--hw", "h100-sxm-8x",
                                   "--pp", "1", "--microbatches", "1", "--schedule", "1f1b", "--seq", "2048")
             self.assertEqual(rc, 0, err)

@@ -82,6 +82,13 @@ TEST(TraceImport, ATinyStepByHand) {
   // Every kernel once: 5 + 2 x (22 + 70) + 50 + 80 + 7 + 3 + 50.
   EXPECT_DOUBLE_EQ(s.gpu_us, 379);
   EXPECT_EQ(s.launches, 15);
+  // Launches a pass as a refit framework takes them (calibrate --from-trace --framework-out): the embedding's
+  // one and one, the blocks' two and two, the head's two forward and its one backward plus the kernel
+  // launched outside every span; with the optimizer's one, the step's 15.
+  const StepLaunches n = step_launches(s);
+  EXPECT_EQ(std::make_pair(n.embedding.forward, n.embedding.backward), std::make_pair(1, 1));
+  EXPECT_EQ(std::make_pair(n.block.forward, n.block.backward), std::make_pair(2, 2));
+  EXPECT_EQ(std::make_pair(n.head.forward, n.head.backward), std::make_pair(2, 2));
   EXPECT_DOUBLE_EQ(s.classes[static_cast<std::size_t>(KernelClass::kGemm)], 2 * (20 + 70) + 40 + 80);
   EXPECT_DOUBLE_EQ(s.classes[static_cast<std::size_t>(KernelClass::kOptimizer)], 50);
   // Replayed at 5 us of profiler a recorded op and 2 a Python frame: the CPU keeps ahead of the GPU until the
