@@ -769,10 +769,13 @@ void add_import_trace(CLI::App& app, Commands& c) {
       "--et", o.et,
       "the execution trace (ExecutionTraceObserver JSON, plain or .gz) of another step of the same "
       "loop: each layer's activation memory");
-  imp->add_option("--step", o.step,
-                  "the step to import where the trace marks several (ProfilerStep#N, torch.profiler with a "
-                  "schedule; default: the last)")
-      ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 40));
+  auto* step = imp->add_option("--step", o.step,
+                               "the step to import where the trace marks several (ProfilerStep#N, "
+                               "torch.profiler with a schedule; default: the last)")
+                   ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 40));
+  imp->add_flag("--all-steps", o.all_steps,
+                "the mean of every step the trace marks: each layer's times, launches and waits")
+      ->excludes(step);
   imp->add_option("--name", o.name, "the workload's name (default: the trace's file name)");
   imp->add_option("--blocks", o.blocks,
                   "write the traced blocks' mean this many times: a trace of a few blocks stands for the "

@@ -35,7 +35,10 @@ std::string stem_of(const std::string& path) {
 
 void print_table(const trace_import::StepProfile& step, const std::string& out) {
   using trace_import::KernelClass;
-  if (!step.step.empty())
+  if (step.averaged_steps > 1)
+    std::cout << fmt::format("the mean of the {} steps the trace marks, {}\n", step.averaged_steps,
+                             step.step);
+  else if (!step.step.empty())
     std::cout << fmt::format("{} of the {} steps the trace marks\n", step.step, step.marked_steps);
   std::cout << fmt::format("{} blocks of {}; {} launches, {:.3f} ms of GPU time\n", step.layers.size() - 2,
                            step.block_module, step.launches, step.gpu_us / 1e3);
@@ -59,6 +62,14 @@ void print_table(const trace_import::StepProfile& step, const std::string& out) 
       "{:.2f} us an op and {:.2f} a Python frame): replayed step {:.3f} ms\n",
       step.host_wait_us / 1e3, step.profiler_cost.op_us, step.profiler_cost.python_us,
       step.replayed_step_us / 1e3);
+  if (step.memory_events > 0)
+    std::cout << fmt::format(
+        "the GPU's allocated memory ({} memory events): {:.1f} MiB before the step, {:.1f} MiB at its peak\n",
+        step.memory_events, static_cast<double>(step.allocated_at_start_bytes) / (1 << 20),
+        static_cast<double>(step.peak_allocated_bytes) / (1 << 20));
+  if (step.has_saved_bytes)
+    std::cout << fmt::format("kept MiB: what each layer's forward holds for the backward, from the {}\n",
+                             step.memory_source);
   std::cout << "kernel time by class:";
   for (int c = 0; c < trace_import::kKernelClasses; ++c) {
     const double t = step.classes[static_cast<std::size_t>(c)];
@@ -74,9 +85,10 @@ void print_table(const trace_import::StepProfile& step, const std::string& out) 
 int run_import_trace(const ImportTraceOptions& o) {
   const trace_import::KinetoTrace trace = trace_import::read_kineto_trace(o.trace);
   trace_import::ProfilerCost cost{o.profiler_op_us, o.profiler_python_us};
+  const std::int64_t which = o.all_steps ? trace_import::kAllSteps : o.step;
   if (o.measured_step_ms > 0)
-    cost = trace_import::fit_profiler_cost(trace, o.step, o.measured_step_ms * 1e3, cost);
-  trace_import::StepProfile step = trace_import::profile_step(trace, o.step, cost);
+    cost = trace_import::fit_profiler_cost(trace, which, o.measured_step_ms * 1e3, cost);
+  trace_import::StepProfile step = trace_import::profile_step(trace, which, cost);
   if (!o.et.empty()) trace_import::add_saved_activations(trace_import::read_execution_trace(o.et), step);
   trace_import::WorkloadOptions w;
   w.name = o.name.empty() ? stem_of(o.trace) : o.name;

@@ -16,6 +16,7 @@ struct ImportTraceOptions {
   std::string name;         ///< the workload's name (default: the trace's file name)
   std::int32_t blocks = 0;  ///< write the traced blocks' mean this many times (0: as traced)
   std::int64_t step = -1;   ///< the ProfilerStep#N to import (-1: the last the trace marks)
+  bool all_steps = false;   ///< the mean of every step the trace marks instead
   std::int64_t seq = 0, microbatch_size = 0;
   bool tied_embeddings = false;
   std::int64_t bytes_per_param = 16;

@@ -154,9 +154,11 @@ def import_trace(trace_file, **kwargs):
     time, launches, parameters and FLOPs, how long the GPU waited for the CPU before each pass's kernels
     (``host_wait_ms``: the step replayed with the profiler's own cost per recorded event taken out,
     ``profiler_op_us`` and ``profiler_python_us``, or fitted to ``measured_step_ms``, the same step timed
-    without the profiler), the optimizer, and the kernel time by class. ``et=PATH``
-    reads the matching execution trace too: each layer's activation memory (``saved_bytes``); ``step=N``
-    imports ProfilerStep#N of a trace that marks several (default: the last)."""
+    without the profiler), the optimizer, and the kernel time by class. A trace recorded with
+    ``profile_memory=True`` also gives each layer's activation memory (``saved_bytes``, ``memory_source``
+    "memory events") and the step's ``peak_allocated_bytes``; ``et=PATH`` reads the matching execution trace
+    for them instead (``memory_source`` "execution trace"); ``step=N`` imports ProfilerStep#N of a trace that
+    marks several (default: the last), ``all_steps=True`` their mean."""
     return _run_positional_json("import-trace", [trace_file], kwargs)
 
 

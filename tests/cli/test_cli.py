@@ -695,6 +695,103 @@ class Calibrate(unittest.TestCase):
         self.assertIn("nosuch: unknown hardware profile", err)
 
 
+class ImportTrace(unittest.TestCase):
+    def test_memory_events_give_each_layers_activation_memory(self):
+        """A trace taken with profile_memory=True: GPT-2's with a "[memory]" event (as PyTorch's profiler writes
+        them) allocating (i + 1) MiB inside block i's forward and freeing it after the backward. Each block keeps
+        its own for the backward, the step's peak is the sum over what was held before, and the workload carries
+        them; an execution trace, where given, takes their place."""
+        kineto = os.path.join(SRC, "tests", "validation", "traces", "gpt2.kineto.json.gz")
+        with gzip.open(kineto) as f:
+            trace = json.load(f)
+        events = [e for e in trace["traceEvents"] if isinstance(e, dict)]
+        blocks = sorted((e for e in events if e.get("ph") == "X" and str(e.get("name", "")).startswith(
+            "nn.Module: GPT2Block_")), key=lambda e: e["ts"])
+        end = max(e["ts"] + e.get("dur", 0) for e in events if "ts" in e)
+        mib, total = 1 << 20, 1 << 30
+        memory = []
+        for i, b in enumerate(blocks):
+            total += (i + 1) * mib
+            memory.append((b["ts"] + 0.5, b["tid"], 4096 * (i + 1), (i + 1) * mib, total))
+        peak = total
+        for i, b in enumerate(blocks):
+            total -= (i + 1) * mib
+            memory.append((end + 1 + i, b["tid"], 4096 * (i + 1), -(i + 1) * mib, total))
+        for ts, tid, addr, size, after in reversed(memory):  # Kineto writes them last, out of time order
+            trace["traceEvents"].append({
+                "ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": blocks[0]["pid"],
+                "tid": tid, "ts": ts, "args": {"Total Reserved": 2 << 30, "Total Allocated": after, "Bytes": size,
+                                               "Device Id": 0, "Device Type": 1, "Addr": addr}})
+        with tempfile.TemporaryDirectory() as d:
+            traced = os.path.join(d, "gpt2-memory.json")
+            with open(traced, "w") as f:
+                json.dump(trace, f)
+            out = os.path.join(d, "w.json")
+            rc, stdout, err = run("import-trace", traced, "--out", out, "--format", "json")
+            self.assertEqual(rc, 0, err)
+            report = json.loads(stdout)
+            self.assertEqual(report["memory_source"], "memory events")
+            self.assertEqual(report["memory_events"], 2 * len(blocks))
+            self.assertEqual(report["allocated_at_start_bytes"], 1 << 30)
+            self.assertEqual(report["peak_allocated_bytes"], peak)
+            saved = [layer["saved_bytes"] for layer in report["layers"]]
+            self.assertEqual(saved, [0] + [(i + 1) * mib for i in range(len(blocks))] + [0])
+            with open(out) as f:
+                workload = json.load(f)
+            self.assertEqual([layer.get("activation_bytes", 0) for layer in workload["layers"]], saved)
+            rc, stdout, err = run("import-trace", traced, "--out", out)
+            self.assertEqual(rc, 0, err)
+            self.assertIn(f"the GPU's allocated memory ({2 * len(blocks)} memory events): 1024.0 MiB before the "
+                          f"step, {peak / mib:.1f} MiB at its peak", stdout)
+            self.assertIn("from the memory events", stdout)
+            et = os.path.join(SRC, "tests", "validation", "traces", "gpt2.et.json.gz")
+            rc, stdout, err = run("import-trace", traced, "--et", et, "--out", out, "--format", "json")
+            self.assertEqual(rc, 0, err)
+            report = json.loads(stdout)
+            self.assertEqual(report["memory_source"], "execution trace")
+            self.assertNotEqual([layer["saved_bytes"] for layer in report["layers"]], saved)
+            self.assertEqual(report["peak_allocated_bytes"], peak)
+
+
+    def test_all_steps_a_trace_marks_averaged(self):
+        """--all-steps imports the mean of the steps a trace marks (two of the tiny loop, the second's kernels
+        10 times as long): each layer's GPU time between the two steps', its launches as in each; with --step it
+        is one line."""
+        with open(os.path.join(SRC, "tests", "fuzz", "corpus", "trace_import", "two-profiler-steps.json")) as f:
+            events = json.load(f)
+        second = next(e["ts"] for e in events["traceEvents"] if e["name"] == "ProfilerStep#2")
+        for e in events["traceEvents"]:
+            if e["cat"] == "kernel" and e["ts"] > second:
+                e["dur"] *= 10
+        with tempfile.TemporaryDirectory() as d:
+            trace = os.path.join(d, "two-steps.json")
+            with open(trace, "w") as f:
+                json.dump(events, f)
+            out = os.path.join(d, "w.json")
+            reports = {}
+            for args in (["--step", "1"], ["--step", "2"], ["--all-steps"]):
+                rc, stdout, err = run("import-trace", trace, "--out", out, "--format", "json", *args)
+                self.assertEqual(rc, 0, err)
+                reports[args[-1]] = json.loads(stdout)
+            mean = reports["--all-steps"]
+            self.assertEqual(mean["averaged_steps"], 2)
+            self.assertEqual(mean["step"], "ProfilerStep#1 to ProfilerStep#2")
+            self.assertAlmostEqual(reports["2"]["gpu_ms"], 10 * reports["1"]["gpu_ms"], places=6)
+            self.assertAlmostEqual(mean["gpu_ms"], (reports["1"]["gpu_ms"] + reports["2"]["gpu_ms"]) / 2, places=6)
+            for i, layer in enumerate(mean["layers"]):
+                for p in ("forward", "backward"):
+                    self.assertAlmostEqual(layer[p]["gpu_ms"], (reports["1"]["layers"][i][p]["gpu_ms"] +
+                                                                reports["2"]["layers"][i][p]["gpu_ms"]) / 2, places=6)
+                    self.assertEqual(layer[p]["launches"], reports["2"]["layers"][i][p]["launches"])
+            rc, stdout, err = run("import-trace", trace, "--out", out, "--all-steps")
+            self.assertEqual(rc, 0, err)
+            self.assertIn("the mean of the 2 steps the trace marks, ProfilerStep#1 to ProfilerStep#2", stdout)
+            rc, _, err = run("import-trace", trace, "--out", out, "--all-steps", "--step", "1")
+            self.assertEqual(rc, 2)
+            self.assertEqual(len(err.strip().splitlines()), 1, err)
+            self.assertIn("--all-steps", err)
+
+
 class Startup(unittest.TestCase):
     def expect_never_loaded(self, names, linked_names, commands):
         """None of `linked_names` is linked into pipesim, and none of `names` is opened by the loader while

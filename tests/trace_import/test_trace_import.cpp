@@ -129,9 +129,10 @@ TEST(TraceImport, ATinyStepByHand) {
   EXPECT_EQ(deeper.optimizer_ns, std::llround(50000 * written / traced));
 }
 
-TEST(TraceImport, ImportsOneOfTheStepsATraceMarks) {
-  // Two steps of the tiny loop, as torch.profiler's schedule records them: ProfilerStep#3, then #4 5 ms later
-  // with every kernel twice as long (its correlation ids 1,000 on).
+/// Two steps of the tiny loop, as torch.profiler's schedule records them: ProfilerStep#3, then #4 5 ms later
+/// with every kernel twice as long (its correlation ids 1,000 on); `second_block_renamed`: #4's second block
+/// is not one (another model).
+json two_steps(bool second_block_renamed = false) {
   const json one = tiny_trace();
   json events = json::array();
   for (int copy = 0; copy < 2; ++copy) {
@@ -148,10 +149,17 @@ TEST(TraceImport, ImportsOneOfTheStepsATraceMarks) {
       if (e["args"].contains("correlation"))
         e["args"]["correlation"] = e["args"]["correlation"].get<int>() + 1000 * copy;
       if (e["cat"] == "kernel") e["dur"] = e["dur"].get<double>() * (1 + copy);
+      if (copy == 1 && second_block_renamed && e["name"] == "nn.Module: TinyBlock_1")
+        e["name"] = "nn.Module: Tiny_1";
       events.push_back(e);
     }
   }
-  const std::string two = json{{"traceEvents", events}}.dump();
+  return {{"traceEvents", events}};
+}
+
+TEST(TraceImport, ImportsOneOfTheStepsATraceMarks) {
+  const json one = tiny_trace();
+  const std::string two = two_steps().dump();
   const StepProfile alone = profile_step(parse(one.dump()));
   const StepProfile third = profile_step(parse(two), 3), last = profile_step(parse(two));
   EXPECT_EQ(third.step, "ProfilerStep#3");
@@ -177,6 +185,47 @@ TEST(TraceImport, ImportsOneOfTheStepsATraceMarks) {
   EXPECT_NE(error(two, 7).find("no ProfilerStep#7 (--step); valid: 3, 4"), std::string::npos)
       << error(two, 7);
   EXPECT_NE(error(one.dump(), 3).find("the trace marks no steps"), std::string::npos) << error(one.dump(), 3);
+}
+
+TEST(TraceImport, TheMeanOfEveryStepATraceMarks) {
+  const StepProfile alone = profile_step(parse(tiny_trace().dump()));
+  const StepProfile mean = profile_step(parse(two_steps().dump()), kAllSteps);
+  EXPECT_EQ(mean.step, "ProfilerStep#3 to ProfilerStep#4");
+  EXPECT_EQ(mean.averaged_steps, 2);
+  EXPECT_EQ(mean.marked_steps, 2);
+  // The kernels of #4 run twice as long as #3's: the mean 1.5 times the tiny step's, layer by layer and class
+  // by class; launches, parameters and FLOPs as in each.
+  ASSERT_EQ(mean.layers.size(), 4u);
+  EXPECT_DOUBLE_EQ(mean.gpu_us, 1.5 * alone.gpu_us);
+  for (std::size_t l = 0; l < 4; ++l) {
+    EXPECT_DOUBLE_EQ(mean.layers[l].forward.gpu_us, 1.5 * alone.layers[l].forward.gpu_us);
+    EXPECT_DOUBLE_EQ(mean.layers[l].backward.gpu_us, 1.5 * alone.layers[l].backward.gpu_us);
+    EXPECT_EQ(mean.layers[l].backward.launches, alone.layers[l].backward.launches);
+    EXPECT_EQ(mean.layers[l].params, alone.layers[l].params);
+    EXPECT_DOUBLE_EQ(mean.layers[l].forward_flops, alone.layers[l].forward_flops);
+  }
+  for (std::size_t c = 0; c < alone.classes.size(); ++c)
+    EXPECT_DOUBLE_EQ(mean.classes[c], 1.5 * alone.classes[c]);
+  EXPECT_DOUBLE_EQ(mean.optimizer.gpu_us, 1.5 * alone.optimizer.gpu_us);
+  EXPECT_EQ(mean.launches, alone.launches);
+  // The replays' mean: each step's replay from its own events.
+  const StepProfile third = profile_step(parse(two_steps().dump()), 3),
+                    last = profile_step(parse(two_steps().dump()));
+  EXPECT_DOUBLE_EQ(mean.replayed_step_us, (third.replayed_step_us + last.replayed_step_us) / 2);
+  EXPECT_DOUBLE_EQ(mean.host_wait_us, (third.host_wait_us + last.host_wait_us) / 2);
+  // A trace that marks no steps is one step, as without kAllSteps.
+  EXPECT_DOUBLE_EQ(profile_step(parse(tiny_trace().dump()), kAllSteps).gpu_us, alone.gpu_us);
+  // Steps of other models are not averaged.
+  try {
+    profile_step(parse(two_steps(true).dump()), kAllSteps);
+    ADD_FAILURE() << "averaged steps of two models";
+  } catch (const sim::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find(
+                  "ProfilerStep#3 runs 2 blocks of TinyBlock, ProfilerStep#4 1 of TinyBlock: "
+                  "the steps averaged must run one model"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(TraceImport, TheProfilersCostFromAStepMeasuredWithoutIt) {

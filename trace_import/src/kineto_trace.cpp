@@ -28,6 +28,11 @@ struct EventFields {
   std::vector<std::vector<std::int64_t>> input_dims;  ///< args."Input Dims", one list per input
   std::vector<std::string> concrete;                  ///< args."Concrete Inputs" (scalars as text)
   std::vector<std::string> input_types;               ///< args."Input type", one per input
+  /// A memory event's args ("[memory]"): -1 where absent; Addr, Bytes and Total Allocated each with whether
+  /// it was a whole number.
+  std::int64_t device_type = -1, device_id = -1;
+  std::int64_t addr = 0, bytes = 0, total_allocated = 0;
+  bool has_addr = false, has_bytes = false, has_total = false;
 };
 
 /// Bytes an element of a recorded dtype takes ("Input type" as PyTorch's profiler writes it); 0 for one not
@@ -177,10 +182,25 @@ class TraceHandler : public nlohmann::json_sax<nlohmann::json> {
         ev_.tid = integer;
       }
     } else if (depth_ == 4 && key_ == "args") {
-      if (arg_ == "correlation")
+      const bool whole = v == static_cast<double>(integer);
+      if (arg_ == "correlation") {
         ev_.correlation = integer;
-      else if (arg_ == "Sequence number")
+      } else if (arg_ == "Sequence number") {
         ev_.sequence = integer;
+      } else if (arg_ == "Device Type") {
+        ev_.device_type = integer;
+      } else if (arg_ == "Device Id") {
+        ev_.device_id = integer;
+      } else if (arg_ == "Addr") {
+        ev_.addr = integer;
+        ev_.has_addr = whole;
+      } else if (arg_ == "Bytes") {
+        ev_.bytes = integer;
+        ev_.has_bytes = whole;
+      } else if (arg_ == "Total Allocated") {
+        ev_.total_allocated = integer;
+        ev_.has_total = whole && integer >= 0;
+      }
     } else if (depth_ == 6 && key_ == "args" && arg_ == "Input Dims" && !ev_.input_dims.empty()) {
       ev_.input_dims.back().push_back(integer);
     }
@@ -188,7 +208,8 @@ class TraceHandler : public nlohmann::json_sax<nlohmann::json> {
   }
 
   void finish_event() {
-    if (ev_.ph != "X") return;  // flows, instants and metadata carry nothing an import times
+    if (ev_.ph == "i" && ev_.name == "[memory]") return add_memory_event();
+    if (ev_.ph != "X") return;  // flows, other instants and metadata carry nothing an import times
     const std::string_view cat = ev_.cat;
     const bool gpu = cat == "kernel" || cat == "gpu_memcpy" || cat == "gpu_memset";
     const bool launch = cat == "cuda_runtime" || cat == "cuda_driver";
@@ -233,6 +254,21 @@ class TraceHandler : public nlohmann::json_sax<nlohmann::json> {
       const bool backward = ev_.name.rfind("autograd::engine::evaluate_function", 0) == 0;
       out_.autograd.push_back({ev_.sequence, ev_.tid, ev_.ts, ev_.dur, backward});
     }
+  }
+
+  /// A "[memory]" instant of the first CUDA device the trace names (the one a single-GPU step runs on);
+  /// the host's (Device Type 0) and other devices' are skipped.
+  void add_memory_event() {
+    constexpr std::int64_t kCuda = 1;  // c10::DeviceType::CUDA, as the profiler writes "Device Type"
+    if (ev_.device_type != kCuda) return;
+    if (memory_device_ < 0) memory_device_ = ev_.device_id;
+    if (ev_.device_id != memory_device_) return;
+    if (!ev_.has_ts) fail("ts", "missing; a memory event needs its time");
+    if (!ev_.has_bytes)
+      fail("args/Bytes", "missing or not a whole number; valid: the bytes allocated, negative for a free");
+    if (!ev_.has_addr) fail("args/Addr", "missing or not a whole number; valid: the block's address");
+    if (!ev_.has_total) fail("args/Total Allocated", "missing or not a whole number of bytes at least 0");
+    if (ev_.bytes != 0) out_.memory.push_back({ev_.ts, ev_.tid, ev_.addr, ev_.bytes, ev_.total_allocated});
   }
 
   void add_mark(CpuMark::Kind kind) {
@@ -326,6 +362,7 @@ class TraceHandler : public nlohmann::json_sax<nlohmann::json> {
   EventFields ev_;
   std::unordered_map<std::string, std::int32_t> name_index_;
   std::unordered_map<std::int64_t, std::int32_t> thread_index_;
+  std::int64_t memory_device_ = -1;  ///< the CUDA device whose memory events are read
 };
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "pipesim/sim/core/error.hpp"
+#include "saturating_bytes.hpp"
 
 namespace pipesim::trace_import {
 
@@ -92,12 +93,6 @@ std::int64_t sequence_offset(const ExecutionTrace& et, const StepProfile& step,
                                  "model at the same shapes",
                                  et_forward.size(), step.layer_of_sequence.size()));
   return *et_first - first;
-}
-
-/// `total` + `bytes`, held at int64's ends: sums of many tensors of an untrusted trace must not overflow
-/// (a workload of such sizes is refused where it is read).
-void add_bytes(std::int64_t& total, std::int64_t bytes) {
-  if (__builtin_add_overflow(total, bytes, &total)) total = bytes > 0 ? INT64_MAX : INT64_MIN;
 }
 
 /// The layer of the forward op the execution trace numbers `sequence` (-1: none, or no such op), its
@@ -213,6 +208,8 @@ void add_saved_activations(const ExecutionTrace& et, StepProfile& step) {
   std::unordered_set<std::int64_t> forward_sequences;
   const auto made = forward_storages(et, place, forward_end, forward_sequences);
   const std::int64_t offset = sequence_offset(et, step, forward_sequences);
+  // The execution trace's figures replace what the Kineto trace's memory events gave.
+  for (LayerProfile& l : step.layers) l.saved_bytes = l.backward_working_bytes = l.output_bytes = 0;
   add_layer_outputs(et, place, forward_end, made, offset, step);
   const auto head = static_cast<std::int32_t>(step.layers.size()) - 1;
   // An op of the backward belongs to the layer whose forward op made the node it evaluates (the head when
@@ -238,6 +235,7 @@ void add_saved_activations(const ExecutionTrace& et, StepProfile& step) {
     step.layers[l].backward_working_bytes = backward.working_peaks[l];
   step.step_grad_bytes = backward.left_for_optimizer;
   step.has_saved_bytes = true;
+  step.memory_source = "execution trace";
 }
 
 }  // namespace pipesim::trace_import

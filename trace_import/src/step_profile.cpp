@@ -9,6 +9,7 @@
 #include <fmt/ranges.h>
 
 #include "pipesim/sim/core/error.hpp"
+#include "pipesim/trace_import/memory_events.hpp"
 
 namespace pipesim::trace_import {
 
@@ -123,19 +124,39 @@ KinetoTrace within(const KinetoTrace& trace, const CpuSpan& step) {
   out.threads = trace.threads;
   for (const CpuMark& m : trace.marks)
     if (inside(m.ts)) out.marks.push_back(m);
+  for (const MemoryEvent& m : trace.memory)
+    if (inside(m.ts)) out.memory.push_back(m);
   return out;
 }
+
+/// Attributes one step's events (the whole trace, or one step's window of it).
+StepProfile profile_events(const KinetoTrace& trace, std::int32_t marked_steps, const ProfilerCost& cost);
 
 }  // namespace
 
 StepProfile profile_step(const KinetoTrace& whole, std::int64_t step, const ProfilerCost& cost) {
-  if (step >= 0 && whole.steps.empty())
-    throw sim::InputError(
-        whole.file, "/traceEvents",
-        "the trace marks no steps (ProfilerStep#N: torch.profiler with a schedule); leave out "
-        "--step to import all of it");
-  const KinetoTrace windowed = whole.steps.empty() ? KinetoTrace{} : within(whole, chosen_step(whole, step));
-  const KinetoTrace& trace = whole.steps.empty() ? whole : windowed;
+  if (whole.steps.empty()) {
+    if (step >= 0)
+      throw sim::InputError(
+          whole.file, "/traceEvents",
+          "the trace marks no steps (ProfilerStep#N: torch.profiler with a schedule); leave out "
+          "--step to import all of it");
+    return profile_events(whole, 0, cost);
+  }
+  const auto marked = static_cast<std::int32_t>(whole.steps.size());
+  if (step != kAllSteps) return profile_events(within(whole, chosen_step(whole, step)), marked, cost);
+  std::vector<const CpuSpan*> spans;
+  for (const CpuSpan& s : whole.steps) spans.push_back(&s);
+  std::stable_sort(spans.begin(), spans.end(),
+                   [](const CpuSpan* a, const CpuSpan* b) { return a->ts < b->ts; });
+  std::vector<StepProfile> each;
+  for (const CpuSpan* s : spans) each.push_back(profile_events(within(whole, *s), marked, cost));
+  return mean_of_steps(each, whole.file);
+}
+
+namespace {
+
+StepProfile profile_events(const KinetoTrace& trace, std::int32_t marked_steps, const ProfilerCost& cost) {
   using sim::InputError;
   if (trace.modules.empty())
     throw InputError(trace.file, "/traceEvents",
@@ -151,7 +172,7 @@ StepProfile profile_step(const KinetoTrace& whole, std::int64_t step, const Prof
     if (counts[c]++ == 0) order.push_back(c);
   }
   StepProfile out;
-  out.marked_steps = static_cast<std::int32_t>(whole.steps.size());
+  out.marked_steps = marked_steps;
   if (!trace.steps.empty()) out.step = trace.steps.front().name;
   for (const std::string& c : order)
     if (out.block_module.empty() || counts[c] > counts[out.block_module]) out.block_module = c;
@@ -242,8 +263,29 @@ StepProfile profile_step(const KinetoTrace& whole, std::int64_t step, const Prof
     add(*pass, a, c);
     pass->host_wait_us += host.before[static_cast<std::size_t>(&a - trace.gpu.data())];
   }
+  // Memory events: a forward's on the model's thread outside the optimizer, a backward's inside an
+  // evaluation of one of the model's autograd nodes.
+  BackwardWindow backward{1e300, -1e300};
+  for (const AutogradOp& a : trace.autograd) {
+    if (!a.backward) continue;
+    backward.begin = std::min(backward.begin, a.ts);
+    backward.end = std::max(backward.end, a.ts + a.dur);
+  }
+  auto place = [&](std::int64_t tid, double ts) -> PassPlace {
+    using Pass = PassPlace::Pass;
+    if (tid == model_tid)
+      return optimizer_at.find(tid, ts) >= 0
+                 ? PassPlace{}
+                 : PassPlace{Pass::kForward, static_cast<std::int32_t>(forward_layer(tid, ts))};
+    const std::int64_t seq = backward_at.find(tid, ts);
+    const auto layer = seq >= 0 ? layer_of_sequence.find(seq) : layer_of_sequence.end();
+    return layer != layer_of_sequence.end() ? PassPlace{Pass::kBackward, layer->second} : PassPlace{};
+  };
+  add_memory_events(trace.memory, place, backward, out);
   return out;
 }
+
+}  // namespace
 
 ProfilerCost fit_profiler_cost(const KinetoTrace& trace, std::int64_t step, double measured_us,
                                const ProfilerCost& cost) {

@@ -149,6 +149,7 @@ nlohmann::ordered_json step_report(const StepProfile& step) {
   }
   return {{"step", step.step.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(step.step)},
           {"marked_steps", step.marked_steps},
+          {"averaged_steps", step.averaged_steps},
           {"block_module", step.block_module},
           {"head_matrix_params", step.head_matrix},
           {"blocks", static_cast<std::int64_t>(step.layers.size()) - 2},
@@ -163,6 +164,11 @@ nlohmann::ordered_json step_report(const StepProfile& step) {
           {"optimizer", pass_json(step.optimizer)},
           {"unattributed", pass_json(step.unattributed)},
           {"step_grad_bytes", step.step_grad_bytes},
+          {"memory_source", step.memory_source.empty() ? nlohmann::ordered_json()
+                                                       : nlohmann::ordered_json(step.memory_source)},
+          {"memory_events", step.memory_events},
+          {"allocated_at_start_bytes", step.allocated_at_start_bytes},
+          {"peak_allocated_bytes", step.peak_allocated_bytes},
           {"layers", layers}};
 }
 

@@ -1,7 +1,8 @@
 // A PyTorch profiler trace (Kineto's chrome-trace JSON, plain or gzip) reduced, as it streams in, to what an
 // import needs: the nn.Module and optimizer spans of the CPU threads, the autograd ops that link a backward
 // to its forward (their sequence numbers), the CUDA launches and the GPU activity they caused (kernels,
-// copies, fills), joined by correlation id, and the shapes of the GEMM and element-wise ops a fit reads.
+// copies, fills), joined by correlation id, the shapes of the GEMM and element-wise ops a fit reads, and the
+// GPU's allocations and frees where the profiler recorded them (profile_memory=True).
 // Everything else (other arguments and shapes, Python frames) is skipped while parsing, so memory grows with
 // those events only, not with the file.
 #pragma once
@@ -87,6 +88,17 @@ struct GpuActivity {
   std::int64_t stream = 0;  ///< the CUDA stream it ran on (the event's tid)
 };
 
+/// An allocation (bytes > 0) or a free (bytes < 0) of the GPU's caching allocator, as torch.profiler records
+/// them with profile_memory=True: Kineto's "[memory]" instant events of a CUDA device ("Device Type" 1), on
+/// the thread that allocated or freed.
+struct MemoryEvent {
+  TraceTime ts = 0;
+  std::int64_t tid = 0;
+  std::int64_t addr = 0;
+  std::int64_t bytes = 0;
+  std::int64_t total_allocated = 0;  ///< the device's allocated bytes after it
+};
+
 struct KinetoTrace {
   std::string file;
   std::string device;              ///< the first GPU's name (deviceProperties), when the trace gives it
@@ -101,6 +113,9 @@ struct KinetoTrace {
   std::vector<StreamingOp> streaming;
   std::vector<Launch> launches;
   std::vector<GpuActivity> gpu;
+  /// Of the first CUDA device the events name, in file order (Kineto writes them after the other CPU
+  /// events, not in time order).
+  std::vector<MemoryEvent> memory;
   std::vector<std::string> names;     ///< distinct GPU activity names
   std::vector<CpuMark> marks;         ///< every CPU event's start, in file order
   std::vector<std::int64_t> threads;  ///< the tids CpuMark::thread indexes

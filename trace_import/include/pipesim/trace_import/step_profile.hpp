@@ -31,10 +31,10 @@ struct LayerProfile {
   /// The head's leaves out a matrix shaped like the embedding's (`StepProfile::head_matrix`).
   std::int64_t params = 0;
   double forward_flops = 0;  ///< of its GEMMs and attention, from the recorded shapes
-  /// Bytes its forward keeps for the backward (from an execution trace: add_saved_activations); 0 unknown.
+  /// Bytes its forward keeps for the backward (StepProfile::memory_source); 0 unknown.
   std::int64_t saved_bytes = 0;
-  /// The most bytes its backward has made and still needs at once (from an execution trace): the gradients
-  /// passed between its ops, the logits' at the loss. Freed by the backward's end.
+  /// The most bytes its backward has made and still needs at once: the gradients passed between its ops,
+  /// the logits' at the loss. Freed by the backward's end.
   std::int64_t backward_working_bytes = 0;
   /// Bytes of its forward's results that later layers read (execution trace): what a pipeline stage ending
   /// with it sends on.
@@ -42,8 +42,11 @@ struct LayerProfile {
 };
 
 struct StepProfile {
-  std::string step;                  ///< the ProfilerStep#N imported; empty when the trace marks none
+  /// The ProfilerStep#N imported ("ProfilerStep#3 to ProfilerStep#5" for a mean); empty when the trace marks
+  /// none.
+  std::string step;
   std::int32_t marked_steps = 0;     ///< ProfilerStep spans in the trace
+  std::int32_t averaged_steps = 1;   ///< the steps this is the mean of (kAllSteps)
   std::string block_module;          ///< the repeated module taken as a block (e.g. Qwen3DecoderLayer)
   std::vector<LayerProfile> layers;  ///< [embedding, block 0 .. block n-1, head]
   /// Elements of the head's matrix shaped like the embedding's: the embedding's own where the two are tied
@@ -60,19 +63,38 @@ struct StepProfile {
   ProfilerCost profiler_cost;  ///< what the replay took out per recorded event
   /// The layer (index into `layers`) of each autograd op of the model's forward, by sequence number.
   std::unordered_map<std::int64_t, std::int32_t> layer_of_sequence;
-  bool has_saved_bytes = false;  ///< the layers' saved_bytes come from an execution trace
-  /// The gradients the backward made that the optimizer then read (execution trace): the step's own when
+  /// The layers' saved, working and passed-on bytes and step_grad_bytes are known: from an execution trace
+  /// (add_saved_activations) or the trace's memory events (memory_events.hpp), as memory_source says.
+  bool has_saved_bytes = false;
+  std::string memory_source;
+  /// The gradients the backward made that the optimizer then read: the step's own when
   /// zero_grad(set_to_none=True) frees them, none when the backward adds into gradients kept between steps.
   std::int64_t step_grad_bytes = 0;
+  /// From the GPU's memory events (profile_memory=True), where the trace has them: how many the step holds,
+  /// the bytes allocated before its first and the most allocated at once.
+  std::int64_t memory_events = 0;
+  std::int64_t allocated_at_start_bytes = 0, peak_allocated_bytes = 0;
 };
 
+/// profile_step's `step` for the last step a trace marks, and for the mean of all it marks.
+constexpr std::int64_t kLastStep = -1, kAllSteps = -2;
+
 /// Attributes the GPU activity of one step: ProfilerStep#`step` where the trace marks its steps
-/// (torch.profiler with a schedule), the last one marked for `step` -1; the whole trace where it marks none.
-/// Only the CPU events inside that step's span count, and the GPU work they launched. The GPU's waits for
-/// the CPU are found with the profiler's own cost per recorded event taken out (`cost`). Throws InputError
-/// naming the trace when it has no nn.Module spans (profile with with_stack=True or with_modules=True), no
-/// repeated block module, or no step `step`.
-StepProfile profile_step(const KinetoTrace& trace, std::int64_t step = -1, const ProfilerCost& cost = {});
+/// (torch.profiler with a schedule), the last one marked for kLastStep, the mean of every one marked for
+/// kAllSteps (mean_of_steps); the whole trace where it marks none.
+/// Only the CPU events inside that step's span count, and the GPU work they launched; its memory events,
+/// where the trace has them, give its activation memory (add_memory_events). The GPU's waits for the CPU are
+/// found with the profiler's own cost per recorded event taken out (`cost`). Throws InputError naming the
+/// trace when it has no nn.Module spans (profile with with_stack=True or with_modules=True), no repeated
+/// block module, or no step `step`.
+StepProfile profile_step(const KinetoTrace& trace, std::int64_t step = kLastStep,
+                         const ProfilerCost& cost = {});
+
+/// The mean of several steps of one loop, in the order they ran: each layer's and pass's GPU time, launches
+/// (rounded to the nearest whole one), kernel classes and waits for the CPU, and the step's; the memory
+/// figures of the last step (a steady loop allocates alike each step) with the most allocated at once of any.
+/// Throws InputError naming `file` when two steps run another block module or another number of blocks.
+StepProfile mean_of_steps(const std::vector<StepProfile>& steps, const std::string& file);
 
 /// Launches of one layer a pass.
 struct LayerLaunchCounts {
