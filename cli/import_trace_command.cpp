@@ -64,9 +64,13 @@ void print_table(const trace_import::StepProfile& step, const std::string& out) 
       step.replayed_step_us / 1e3);
   if (step.memory_events > 0)
     std::cout << fmt::format(
-        "the GPU's allocated memory ({} memory events): {:.1f} MiB before the step, {:.1f} MiB at its peak\n",
+        "the GPU's allocated memory ({} memory events): {:.1f} MiB before the step, {:.1f} MiB at its "
+        "peak{}\n",
         step.memory_events, static_cast<double>(step.allocated_at_start_bytes) / (1 << 20),
-        static_cast<double>(step.peak_allocated_bytes) / (1 << 20));
+        static_cast<double>(step.peak_allocated_bytes) / (1 << 20),
+        step.peak_reserved_bytes > 0 ? fmt::format(" ({:.1f} MiB reserved by the caching allocator)",
+                                                   static_cast<double>(step.peak_reserved_bytes) / (1 << 20))
+                                     : "");
   if (step.has_saved_bytes)
     std::cout << fmt::format("kept MiB: what each layer's forward holds for the backward, from the {}\n",
                              step.memory_source);

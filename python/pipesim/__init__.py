@@ -156,7 +156,7 @@ def import_trace(trace_file, **kwargs):
     ``profiler_op_us`` and ``profiler_python_us``, or fitted to ``measured_step_ms``, the same step timed
     without the profiler), the optimizer, and the kernel time by class. A trace recorded with
     ``profile_memory=True`` also gives each layer's activation memory (``saved_bytes``, ``memory_source``
-    "memory events") and the step's ``peak_allocated_bytes``; ``et=PATH`` reads the matching execution trace
+    "memory events") and the step's ``peak_allocated_bytes`` and ``peak_reserved_bytes``; ``et=PATH`` reads the matching execution trace
     for them instead (``memory_source`` "execution trace"); ``step=N`` imports ProfilerStep#N of a trace that
     marks several (default: the last), ``all_steps=True`` their mean."""
     return _run_positional_json("import-trace", [trace_file], kwargs)

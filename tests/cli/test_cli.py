@@ -734,6 +734,7 @@ class ImportTrace(unittest.TestCase):
             self.assertEqual(report["memory_events"], 2 * len(blocks))
             self.assertEqual(report["allocated_at_start_bytes"], 1 << 30)
             self.assertEqual(report["peak_allocated_bytes"], peak)
+            self.assertEqual(report["peak_reserved_bytes"], 2 << 30)
             saved = [layer["saved_bytes"] for layer in report["layers"]]
             self.assertEqual(saved, [0] + [(i + 1) * mib for i in range(len(blocks))] + [0])
             with open(out) as f:
@@ -742,7 +743,8 @@ class ImportTrace(unittest.TestCase):
             rc, stdout, err = run("import-trace", traced, "--out", out)
             self.assertEqual(rc, 0, err)
             self.assertIn(f"the GPU's allocated memory ({2 * len(blocks)} memory events): 1024.0 MiB before the "
-                          f"step, {peak / mib:.1f} MiB at its peak", stdout)
+                          f"step, {peak / mib:.1f} MiB at its peak (2048.0 MiB reserved by the caching allocator)",
+                          stdout)
             self.assertIn("from the memory events", stdout)
             et = os.path.join(SRC, "tests", "validation", "traces", "gpt2.et.json.gz")
             rc, stdout, err = run("import-trace", traced, "--et", et, "--out", out, "--format", "json")

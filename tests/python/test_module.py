@@ -92,11 +92,18 @@ class SameAsTheCommandLine(unittest.TestCase):
         self.assertEqual(len(blocks), 12)
         self.assertTrue(all(layer["saved_bytes"] > 0 for layer in blocks))
         self.assertGreater(report["step_grad_bytes"], 0)
+        self.assertEqual(report["memory_source"], "execution trace")
         # The GPU's waits for the CPU, the profiler's own cost taken out: fewer with more of it taken out.
         self.assertGreater(report["host_wait_ms"], 0)
         with tempfile.TemporaryDirectory() as tmp:
             dearer = pipesim.import_trace(kineto, out=os.path.join(tmp, "c.json"), profiler_op_us=8)
         self.assertLess(dearer["host_wait_ms"], report["host_wait_ms"])
+        # all_steps=True is --all-steps: the mean of the steps a trace marks.
+        two = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fuzz", "corpus", "trace_import",
+                           "two-profiler-steps.json")
+        with tempfile.TemporaryDirectory() as tmp:
+            mean = pipesim.import_trace(two, out=os.path.join(tmp, "m.json"), all_steps=True)
+        self.assertEqual((mean["averaged_steps"], mean["step"]), (2, "ProfilerStep#1 to ProfilerStep#2"))
 
     def test_lists_and_false_flags(self):
         # A list is joined with commas; False on a flag with a --no- form gives that form.

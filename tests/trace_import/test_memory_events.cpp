@@ -105,6 +105,7 @@ TEST(MemoryEvents, ActivationMemoryOfTheTinyStepByHand) {
   // The most at once: at 203 us, 200,000 + 256 + 1,024 + 1,024 + 512 + 32,000 (log-softmax) + 4 + 32,000 +
   // 64,000 + 1,024.
   EXPECT_EQ(step.peak_allocated_bytes, 331844);
+  EXPECT_EQ(step.peak_reserved_bytes, std::int64_t{1} << 30);
   // Kept: what each layer's forward made and still held at the backward's start (200 us), given to that
   // layer: the embedding's output; block 0's; block 1's and its 512 B result (not the scratch, freed); the
   // log-softmax and the loss (not the logits, freed at 90 us).
@@ -181,15 +182,28 @@ TEST(MemoryEvents, MalformedMemoryEventsGetOneLineEach) {
       {with([](json& e) { e["args"].erase("Bytes"); }), at + "/args/Bytes: missing or not a whole number"},
       {with([](json& e) { e["args"]["Bytes"] = 1.5; }), at + "/args/Bytes: missing or not a whole number"},
       {with([](json& e) { e["args"]["Bytes"] = "many"; }), at + "/args/Bytes: missing or not a whole number"},
-      {with([](json& e) { e["args"].erase("Addr"); }), at + "/args/Addr: missing or not a whole number"},
-      {with([](json& e) { e["args"]["Total Allocated"] = -5; }), at + "/args/Total Allocated: missing"},
-      {with([](json& e) { e["args"]["Total Allocated"] = 1e30; }), at + "/args/Total Allocated: missing"},
+      {with([](json& e) { e["args"]["Addr"] = 1.5; }), at + "/args/Addr: not a whole number"},
+      {with([](json& e) { e["args"]["Total Allocated"] = -5; }),
+       at + "/args/Total Allocated: not a whole number"},
+      {with([](json& e) { e["args"]["Total Allocated"] = 1e30; }), at + "/args/Total Allocated: not a whole"},
+      {with([](json& e) { e["args"]["Total Reserved"] = -1; }),
+       at + "/args/Total Reserved: not a whole number"},
   };
   for (const auto& [text, expected] : cases) {
     const std::string err = error_of(text);
     EXPECT_NE(err.find(expected), std::string::npos) << err;
     EXPECT_EQ(err.find('\n'), std::string::npos) << err;
   }
+  // Profilers before PyTorch 1.10 wrote neither the address nor the totals: such events are not read.
+  json older = good;
+  for (json& e : older["traceEvents"])
+    if (e["name"] == "[memory]") {
+      e["args"].erase("Addr");
+      e["args"].erase("Total Allocated");
+    }
+  const StepProfile without = profile_step(testing::parse(older.dump()));
+  EXPECT_EQ(without.memory_events, 0);
+  EXPECT_FALSE(without.has_saved_bytes);
   // The memory of a device other than the first one named, or the host's, is not read.
   for (const auto& [type, id] : {std::pair{1, 3}, std::pair{0, 0}}) {
     json t = good;

@@ -18,6 +18,17 @@ namespace {
 
 using sim::InputError;
 
+/// A whole-number argument of an event: whether it was there, and whether it was a whole number.
+struct WholeArg {
+  std::int64_t value = 0;
+  bool present = false, whole = false;
+  void set(double v, std::int64_t integer) {
+    value = integer;
+    present = true;
+    whole = v == static_cast<double>(integer);
+  }
+};
+
 /// The fields of one event an import reads; the rest of it is skipped as it streams past.
 struct EventFields {
   std::string ph, cat, name;
@@ -28,11 +39,10 @@ struct EventFields {
   std::vector<std::vector<std::int64_t>> input_dims;  ///< args."Input Dims", one list per input
   std::vector<std::string> concrete;                  ///< args."Concrete Inputs" (scalars as text)
   std::vector<std::string> input_types;               ///< args."Input type", one per input
-  /// A memory event's args ("[memory]"): -1 where absent; Addr, Bytes and Total Allocated each with whether
-  /// it was a whole number.
+  /// A memory event's args ("[memory]"): the device's type and index (-1 where absent), and the figures read
+  /// as whole numbers of bytes.
   std::int64_t device_type = -1, device_id = -1;
-  std::int64_t addr = 0, bytes = 0, total_allocated = 0;
-  bool has_addr = false, has_bytes = false, has_total = false;
+  WholeArg addr, bytes, total_allocated, total_reserved;
 };
 
 /// Bytes an element of a recorded dtype takes ("Input type" as PyTorch's profiler writes it); 0 for one not
@@ -182,7 +192,6 @@ class TraceHandler : public nlohmann::json_sax<nlohmann::json> {
         ev_.tid = integer;
       }
     } else if (depth_ == 4 && key_ == "args") {
-      const bool whole = v == static_cast<double>(integer);
       if (arg_ == "correlation") {
         ev_.correlation = integer;
       } else if (arg_ == "Sequence number") {
@@ -192,14 +201,13 @@ class TraceHandler : public nlohmann::json_sax<nlohmann::json> {
       } else if (arg_ == "Device Id") {
         ev_.device_id = integer;
       } else if (arg_ == "Addr") {
-        ev_.addr = integer;
-        ev_.has_addr = whole;
+        ev_.addr.set(v, integer);
       } else if (arg_ == "Bytes") {
-        ev_.bytes = integer;
-        ev_.has_bytes = whole;
+        ev_.bytes.set(v, integer);
       } else if (arg_ == "Total Allocated") {
-        ev_.total_allocated = integer;
-        ev_.has_total = whole && integer >= 0;
+        ev_.total_allocated.set(v, integer);
+      } else if (arg_ == "Total Reserved") {
+        ev_.total_reserved.set(v, integer);
       }
     } else if (depth_ == 6 && key_ == "args" && arg_ == "Input Dims" && !ev_.input_dims.empty()) {
       ev_.input_dims.back().push_back(integer);
@@ -257,18 +265,27 @@ class TraceHandler : public nlohmann::json_sax<nlohmann::json> {
   }
 
   /// A "[memory]" instant of the first CUDA device the trace names (the one a single-GPU step runs on);
-  /// the host's (Device Type 0) and other devices' are skipped.
+  /// the host's (Device Type 0) and other devices' are skipped, and so are those of profilers before
+  /// PyTorch 1.10, which wrote neither the block's address nor the device's totals.
   void add_memory_event() {
     constexpr std::int64_t kCuda = 1;  // c10::DeviceType::CUDA, as the profiler writes "Device Type"
     if (ev_.device_type != kCuda) return;
     if (memory_device_ < 0) memory_device_ = ev_.device_id;
     if (ev_.device_id != memory_device_) return;
     if (!ev_.has_ts) fail("ts", "missing; a memory event needs its time");
-    if (!ev_.has_bytes)
+    if (!ev_.bytes.present || !ev_.bytes.whole)
       fail("args/Bytes", "missing or not a whole number; valid: the bytes allocated, negative for a free");
-    if (!ev_.has_addr) fail("args/Addr", "missing or not a whole number; valid: the block's address");
-    if (!ev_.has_total) fail("args/Total Allocated", "missing or not a whole number of bytes at least 0");
-    if (ev_.bytes != 0) out_.memory.push_back({ev_.ts, ev_.tid, ev_.addr, ev_.bytes, ev_.total_allocated});
+    if (!ev_.addr.present || !ev_.total_allocated.present) return;
+    if (!ev_.addr.whole) fail("args/Addr", "not a whole number; valid: the block's address");
+    const auto bytes_at_least_0 = [&](const WholeArg& a, const char* key) {
+      if (a.present && (!a.whole || a.value < 0))
+        fail(fmt::format("args/{}", key), "not a whole number of bytes at least 0");
+    };
+    bytes_at_least_0(ev_.total_allocated, "Total Allocated");
+    bytes_at_least_0(ev_.total_reserved, "Total Reserved");
+    if (ev_.bytes.value != 0)
+      out_.memory.push_back({ev_.ts, ev_.tid, ev_.addr.value, ev_.bytes.value, ev_.total_allocated.value,
+                             ev_.total_reserved.present ? ev_.total_reserved.value : -1});
   }
 
   void add_mark(CpuMark::Kind kind) {

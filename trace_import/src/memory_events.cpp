@@ -46,6 +46,7 @@ void add_memory_events(const std::vector<MemoryEvent>& events, const PlaceOf& pl
   for (std::size_t k = 0; k < n; ++k) {
     const MemoryEvent& e = event(k);
     step.peak_allocated_bytes = std::max(step.peak_allocated_bytes, e.total_allocated);
+    step.peak_reserved_bytes = std::max(step.peak_reserved_bytes, e.total_reserved);
     where[k] = place(e.tid, e.ts);
     const auto it = held.find(e.addr);
     if (it != held.end()) {

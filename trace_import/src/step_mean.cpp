@@ -77,6 +77,7 @@ StepProfile mean_of_steps(const std::vector<StepProfile>& steps, const std::stri
     out.host_cpu_us += s.host_cpu_us / n;
     out.replayed_step_us += s.replayed_step_us / n;
     out.peak_allocated_bytes = std::max(out.peak_allocated_bytes, s.peak_allocated_bytes);
+    out.peak_reserved_bytes = std::max(out.peak_reserved_bytes, s.peak_reserved_bytes);
   }
   out.averaged_steps = static_cast<std::int32_t>(steps.size());
   out.step = fmt::format("{} to {}", steps.front().step, steps.back().step);

@@ -169,6 +169,7 @@ nlohmann::ordered_json step_report(const StepProfile& step) {
           {"memory_events", step.memory_events},
           {"allocated_at_start_bytes", step.allocated_at_start_bytes},
           {"peak_allocated_bytes", step.peak_allocated_bytes},
+          {"peak_reserved_bytes", step.peak_reserved_bytes},
           {"layers", layers}};
 }
 

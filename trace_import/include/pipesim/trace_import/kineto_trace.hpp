@@ -97,6 +97,7 @@ struct MemoryEvent {
   std::int64_t addr = 0;
   std::int64_t bytes = 0;
   std::int64_t total_allocated = 0;  ///< the device's allocated bytes after it
+  std::int64_t total_reserved = -1;  ///< the caching allocator's reserved bytes after it; -1 not written
 };
 
 struct KinetoTrace {

@@ -71,9 +71,10 @@ struct StepProfile {
   /// zero_grad(set_to_none=True) frees them, none when the backward adds into gradients kept between steps.
   std::int64_t step_grad_bytes = 0;
   /// From the GPU's memory events (profile_memory=True), where the trace has them: how many the step holds,
-  /// the bytes allocated before its first and the most allocated at once.
+  /// the bytes allocated before its first and the most allocated at once (torch.cuda.max_memory_allocated),
+  /// and the most the caching allocator reserved (max_memory_reserved; 0 where the events do not say).
   std::int64_t memory_events = 0;
-  std::int64_t allocated_at_start_bytes = 0, peak_allocated_bytes = 0;
+  std::int64_t allocated_at_start_bytes = 0, peak_allocated_bytes = 0, peak_reserved_bytes = 0;
 };
 
 /// profile_step's `step` for the last step a trace marks, and for the mean of all it marks.
