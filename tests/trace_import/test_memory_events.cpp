@@ -159,6 +159,17 @@ TEST(MemoryEvents, ATraceWithoutThemHasNoMemoryFigures) {
   EXPECT_EQ(step.peak_allocated_bytes, 0);
 }
 
+TEST(MemoryEvents, ExtremeFiguresDoNotOverflow) {
+  // The first event a free of int64's most negative size, an allocation of its largest: held at their ends.
+  json trace = tiny_trace_with_memory();
+  trace["traceEvents"].push_back(memory_event(0.5, 1, 0x70, INT64_MIN, 0));
+  trace["traceEvents"].push_back(memory_event(2.6, 1, 0x71, INT64_MAX, INT64_MAX));
+  const StepProfile step = profile_step(testing::parse(trace.dump()));
+  EXPECT_EQ(step.allocated_at_start_bytes, 0);
+  EXPECT_EQ(step.peak_allocated_bytes, INT64_MAX);
+  EXPECT_EQ(step.layers[0].saved_bytes, INT64_MAX);  // 256 + INT64_MAX, held at the end
+}
+
 std::string error_of(const std::string& text) {
   try {
     profile_step(testing::parse(text));

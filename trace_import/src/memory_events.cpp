@@ -32,8 +32,8 @@ void add_memory_events(const std::vector<MemoryEvent>& events, const PlaceOf& pl
   auto event = [&](std::size_t k) -> const MemoryEvent& { return events[order[k]]; };
   const std::size_t n = order.size();
   // Before the first event the device held its total less what that event changed.
-  std::int64_t before = event(0).total_allocated;
-  add_bytes(before, -event(0).bytes);
+  std::int64_t before = 0;
+  if (__builtin_sub_overflow(event(0).total_allocated, event(0).bytes, &before)) before = 0;
   step.allocated_at_start_bytes = std::max<std::int64_t>(0, before);
   step.peak_allocated_bytes = step.allocated_at_start_bytes;
   step.memory_events = static_cast<std::int64_t>(n);
