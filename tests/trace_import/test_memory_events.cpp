@@ -205,7 +205,7 @@ TEST(MemoryEvents, MalformedMemoryEventsGetOneLineEach) {
     EXPECT_NE(err.find(expected), std::string::npos) << err;
     EXPECT_EQ(err.find('\n'), std::string::npos) << err;
   }
-  // Profilers before PyTorch 1.10 wrote neither the address nor the totals: such events are not read.
+  // Older profilers wrote only the device and the bytes: such events are not read.
   json older = good;
   for (json& e : older["traceEvents"])
     if (e["name"] == "[memory]") {

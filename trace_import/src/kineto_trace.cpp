@@ -265,8 +265,8 @@ class TraceHandler : public nlohmann::json_sax<nlohmann::json> {
   }
 
   /// A "[memory]" instant of the first CUDA device the trace names (the one a single-GPU step runs on);
-  /// the host's (Device Type 0) and other devices' are skipped, and so are those of profilers before
-  /// PyTorch 1.10, which wrote neither the block's address nor the device's totals.
+  /// the host's (Device Type 0) and other devices' are skipped, and so are those of older profilers, which
+  /// wrote only the device and the bytes (PyTorch's reportMemoryUsage of 2021): they cannot be followed.
   void add_memory_event() {
     constexpr std::int64_t kCuda = 1;  // c10::DeviceType::CUDA, as the profiler writes "Device Type"
     if (ev_.device_type != kCuda) return;
