@@ -11,8 +11,11 @@ With --all-nodes it also prints the step time's median error of the runs that ra
 nodes), of all of them and of those that measured the framework as it runs: the sweep's own log flags the runs
 made before a fix to its nanotron branch's pipeline (after_pp_fix False), and its pipelines across nodes made
 before it took 8 times as long (median step 18.8 s against 2.3 s after it), so those are left out of the second
-column. With --check too it exits 1 when a node count's median in the second column leaves its bound in
-NODE_MEDIAN_BOUND_PCT (the issue's goal is 15 % on every count; each is held where it is). With --tp-across-nodes
+column. The third column simulates each of those runs on the network its own job measured at its start (the
+log's six bandwidths, below) instead of the profile's medians of the cluster, and splits them by the pool of nodes
+the job landed on. With --check too it exits 1 when a node count's median in the second column leaves its bound
+in NODE_MEDIAN_BOUND_PCT, or in the third OWN_NETWORK_BOUND_PCT (the issue's goal is 15 % on every count; each
+is held where it is). With --tp-across-nodes
 it prints, for the layouts whose TP groups span nodes (pp 1, tp 16 and 32, ZeRO-0, microbatch 1 and 16), a
 microbatch's share of the step measured and predicted by node count, with the network shared by the job and by
 the group alone (docs/fidelity.md, "TP groups across nodes, layout by layout").
@@ -23,7 +26,7 @@ SwiGLU, vocabulary 131,072, tied embeddings); nanotron runs one 1F1B flush of Gr
 The sweep's own log of every run that ran (ultrascale_bench_log.csv: the benchmark CSV nanotron's
 src/nanotron/helpers.py log_throughput wrote, as republished in eyao600/Rapid-LLM
 validation_scripts/huggingface_data/bench_final2_mod_add.csv; each row joined to the playbook's by configuration
-and its reserved peak, which all 1,127 match) gives two more facts per run:
+and its reserved peak, which all 1,127 match) gives more facts per run:
 - "Local Params", rank 0's parameters: the split the run really had. Where a block's cumulative cost meets a
   rank's share exactly (the 1B model at pp 2 and 4), most runs put that block on the next rank, one block fewer on
   rank 0 than build_model's rule; those runs are simulated with their own split (--partition).
@@ -31,6 +34,13 @@ and its reserved peak, which all 1,127 match) gives two more facts per run:
   training_step's log_memory after each of the first five train_batch_iter calls): the optimizer step's peak,
   rank 0's memory with no activations. The playbook's "GPU memory" is "Mem Res", max_memory_reserved(): the
   caching allocator's segments, the tensors and what the allocator keeps around them.
+- The network the job measured before training (src/nanotron/trainer.py measure_bandwidth, the sweep's branch
+  at 67c5ebb6): bus bandwidth of an all-reduce, reduce-scatter and all-gather of 1 GiB (256 Mi fp32 elements;
+  its comment says "256MB in elements") over all the job's GPUs ("AllReduce",
+  "ReduceScatter", "AllGather") and over each node's eight ("AR/RS/AG Intra-node"), and the job's Slurm id. The
+  one-node all-reduce splits the sweep into two pools of nodes, 449-462 GB/s and 407-435, whose jobs alternate
+  through it: the first's all-reduce over 4 to 64 nodes holds 175-207 GB/s, the second's halves with each
+  doubling of nodes from 4 on (160 to 13 GB/s), and most pipelines across nodes ran on the second.
 
 With --check it exits 1 when a figure leaves the bounds below: the step median within the goal of 10 % (today
 -9.6 %) and the memory median within 10 % (today -8.8 %); of the 66 failures whose very configuration no
@@ -66,7 +76,18 @@ STATE_MAX_BOUND_PCT = 4.0
 # weighing the bytes as its model does (the node's NICs together, not one) and the all-reduces taken from the
 # plugin's model (p5 is tuned by its regions) moved 8 nodes from -20.8, 16 from -19.0 and 32 from -21.5.
 NODE_MEDIAN_BOUND_PCT = {2: 12.0, 4: 19.0, 8: 22.0, 16: 19.0, 32: 21.0, 64: 27.0}
+# The same runs, each on the network its own job measured at its start (ultrascale_bench_log.csv: nanotron's
+# measure_bandwidth over the job's GPUs and over one node, 1 GiB), held where they are: -8.5 % (1 node), -9.7 (2),
+# -16.9 (4), -18.5 (8), -17.0 (16), -19.7 (32), -6.5 (64). The sweep ran on two pools of nodes (node_pool): on
+# their own networks the runs of both come out -16 to -19 % on 4 to 16 nodes; the pipelines' time a microbatch
+# that grows with tp and the blocks a stage holds is the 425 GB/s pool's alone (docs/fidelity.md).
+OWN_NETWORK_BOUND_PCT = {1: 9.5, 2: 10.5, 4: 18.0, 8: 19.5, 16: 18.0, 32: 21.0, 64: 8.0}
+# Between the one-node all-reduce of the sweep's two pools of nodes (407-435 and 449-462 GB/s, node_pool).
+POOL_BOUNDARY_GBPS = 440.0
+# nanotron's measure_bandwidth: torch.ones(256 * 1024 * 1024), fp32 (its comment: "256MB in elements").
+JOB_MEASUREMENT_BYTES = 4 * 256 * 1024 * 1024
 HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
 SHAPES = {"1B": (16, 2048, 32, 8192), "3B": (28, 3072, 32, 8192)}
 SEQ = 4096
 VOCAB = 131072
@@ -157,8 +178,8 @@ def logged(bench, r):
     return bench.get(config(r) + (float(r["GPU memory"].split()[0]),))
 
 
-def predict(pipesim, tmp, framework, r, local_params=None, trace=None, extra=()):
-    cmd = [pipesim, "simulate", "--model", os.path.join(tmp, r["model"] + ".json"), "--hw", HW,
+def predict(pipesim, tmp, framework, r, local_params=None, trace=None, extra=(), hw=HW):
+    cmd = [pipesim, "simulate", "--model", os.path.join(tmp, r["model"] + ".json"), "--hw", hw,
            "--nodes", r["Nodes"], "--dp", r["DP"], "--tp", r["TP"], "--pp", r["PP"], "--microbatch-size", r["MBS"],
            "--global-batch", r["GBS"], "--seq", str(SEQ), "--schedule", "1f1b", "--framework", framework,
            "--format", "json"] + (["--zero", "1"] if r["ZeRO"] == "1" else []) + launch_flags(r) + \
@@ -167,6 +188,34 @@ def predict(pipesim, tmp, framework, r, local_params=None, trace=None, extra=())
     if out.returncode != 0:
         raise SystemExit(f"pipesim simulate failed: {' '.join(cmd)}: {out.stderr.strip()}")
     return json.loads(out.stdout)
+
+
+def node_pool(log):
+    """The pool of nodes a run's job landed on, by the all-reduce it measured inside one node at its start: the
+    sweep's nodes measured either 449-462 GB/s or 407-435 (one job 45), never between, jobs of both pools
+    alternating through the sweep (ultrascale_bench_log.csv, "AR Intra-node")."""
+    return "458" if float(log["AR Intra-node (GB/s)"]) >= POOL_BOUNDARY_GBPS else "425"
+
+
+def job_network_profile(tmp, log, nodes):
+    """h100-p5-8x with the network the run's own job measured at its start (nanotron src/nanotron/trainer.py
+    measure_bandwidth at the sweep's branch: torch.ones(256 * 1024 * 1024), fp32, so 1 GiB, all-reduced,
+    reduce-scattered and all-gathered 10 times over all the job's GPUs and over each node's eight): its
+    `collective_busbw_by_nodes` at 1 GiB, the node's figures as one node and the job's as its node count."""
+    with open(os.path.join(ROOT, "hw_profiles", HW + ".json")) as f:
+        profile = json.load(f)
+    network = {"message_bytes": JOB_MEASUREMENT_BYTES}
+    for kind, job, node in (("all_reduce", "AllReduce (GB/s)", "AR Intra-node (GB/s)"),
+                            ("all_gather", "AllGather (GB/s)", "AG Intra-node (GB/s)"),
+                            ("reduce_scatter", "ReduceScatter (GB/s)", "RS Intra-node (GB/s)")):
+        network[kind] = [{"nodes": 1, "GBps": float(log[node])}] + \
+            ([{"nodes": nodes, "GBps": float(log[job])}] if nodes > 1 else [])
+    profile["network"]["collective_busbw_by_nodes"] = network
+    profile["network"]["sources"]["collective_busbw_by_nodes"] = f"measured by the run's own job {log['job_id']}"
+    path = os.path.join(tmp, f"job-{log['job_id']}.json")
+    with open(path, "w") as f:
+        json.dump(profile, f)
+    return path
 
 
 def optimizer_step_peak_bytes(trace):
@@ -189,27 +238,49 @@ def print_node_counts(pipesim, framework):
         # A pipeline deeper than the model's blocks (3B at pp 32) is refused: those runs are left out.
         rows = [r for r in csv.DictReader(f) if not failed_run(r) and int(r["PP"]) <= SHAPES[r["model"]][0]]
     bench = bench_log()
+    logs = [logged(bench, r) for r in rows]
     with tempfile.TemporaryDirectory() as tmp:
         for name in SHAPES:
             model_file(tmp, name)
+        own = [job_network_profile(tmp, log, int(r["Nodes"])) if log else None for r, log in zip(rows, logs)]
         with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
-            results = list(pool.map(
-                lambda r: predict(pipesim, tmp, framework, r, (logged(bench, r) or {}).get("Local Params")), rows))
-    errors, fixed = {}, {}
-    for r, p in zip(rows, results):
+            shipped = list(pool.map(lambda r, log: predict(pipesim, tmp, framework, r, (log or {}).get("Local Params")),
+                                    rows, logs))
+            measured_network = list(pool.map(
+                lambda r, log, hw: predict(pipesim, tmp, framework, r, log.get("Local Params"), hw=hw) if hw else None,
+                rows, logs, own))
+    errors, fixed, by_pool, own_network = {}, {}, {}, {}
+    for r, log, p, q in zip(rows, logs, shipped, measured_network):
         measured = 256 * SEQ / float(r["tok/s"].replace(",", ""))
+        nodes = int(r["Nodes"])
         error = 100 * (p["step_time_s"] - measured) / measured
-        errors.setdefault(int(r["Nodes"]), []).append(error)
-        if not before_pipeline_fix(logged(bench, r)):
-            fixed.setdefault(int(r["Nodes"]), []).append(error)
-    print("| nodes | runs | step median error | runs less the pipelines logged before the fix | their median error |\n"
-          "| ---: | ---: | ---: | ---: | ---: |")
+        errors.setdefault(nodes, []).append(error)
+        if before_pipeline_fix(log):
+            continue
+        fixed.setdefault(nodes, []).append(error)
+        if log:
+            own_error = 100 * (q["step_time_s"] - measured) / measured
+            own_network.setdefault(nodes, []).append(own_error)
+            by_pool.setdefault((node_pool(log), nodes), []).append(own_error)
+
+    def cell(values):
+        return f"{statistics.median(values):+.1f}% ({len(values)})" if values else "–"
+
+    print("| nodes | runs | step median error | runs less the pipelines logged before the fix | their median error "
+          "| each on the network its job measured | those on the 458 GB/s pool's nodes | on the 425 GB/s pool's |\n"
+          "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     out_of_bounds = []
     for nodes in sorted(errors):
         median, median_fixed = statistics.median(errors[nodes]), statistics.median(fixed[nodes])
-        print(f"| {nodes} | {len(errors[nodes])} | {median:+.1f}% | {len(fixed[nodes])} | {median_fixed:+.1f}% |")
+        print(f"| {nodes} | {len(errors[nodes])} | {median:+.1f}% | {len(fixed[nodes])} | {median_fixed:+.1f}% | "
+              f"{cell(own_network.get(nodes))} | {cell(by_pool.get(('458', nodes)))} | "
+              f"{cell(by_pool.get(('425', nodes)))} |")
         if abs(median_fixed) > NODE_MEDIAN_BOUND_PCT.get(nodes, 100.0):
             out_of_bounds.append(f"{nodes} nodes {median_fixed:+.1f}% (bound {NODE_MEDIAN_BOUND_PCT[nodes]}%)")
+        own_median = statistics.median(own_network[nodes])
+        if abs(own_median) > OWN_NETWORK_BOUND_PCT.get(nodes, 100.0):
+            out_of_bounds.append(f"{nodes} nodes on their jobs' networks {own_median:+.1f}% "
+                                 f"(bound {OWN_NETWORK_BOUND_PCT[nodes]}%)")
     return out_of_bounds
 
 
