@@ -242,7 +242,9 @@ def print_node_counts(pipesim, framework):
     with tempfile.TemporaryDirectory() as tmp:
         for name in SHAPES:
             model_file(tmp, name)
-        own = [job_network_profile(tmp, log, int(r["Nodes"])) if log else None for r, log in zip(rows, logs)]
+        # The runs the second column keeps, each on its own job's network.
+        own = [job_network_profile(tmp, log, int(r["Nodes"])) if log and not before_pipeline_fix(log) else None
+               for r, log in zip(rows, logs)]
         with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
             shipped = list(pool.map(lambda r, log: predict(pipesim, tmp, framework, r, (log or {}).get("Local Params")),
                                     rows, logs))
