@@ -174,6 +174,7 @@ nlohmann::json framework_json(const std::string& name, const pipesim::sim::Frame
           {"host_offload", f.host_offload.value},
           {"vocab_padding", f.vocab_padding.value},
           {"dp_grad_bytes", f.dp_grad_bytes.value},
+          {"dp_bucket_params", f.dp_bucket_params.value},
           {"zero_param_gather", f.zero_param_gather.value},
           {"grad_16bit_memory", f.grad_16bit_memory.value},
           {"tp_gather_buffers", f.tp_gather_buffers.value},
@@ -201,6 +202,7 @@ nlohmann::json framework_json(const std::string& name, const pipesim::sim::Frame
             {"host_offload", f.host_offload.source},
             {"vocab_padding", f.vocab_padding.source},
             {"dp_grad_bytes", f.dp_grad_bytes.source},
+            {"dp_bucket_params", f.dp_bucket_params.source},
             {"zero_param_gather", f.zero_param_gather.source},
             {"grad_16bit_memory", f.grad_16bit_memory.source},
             {"tp_gather_buffers", f.tp_gather_buffers.source},
@@ -236,6 +238,9 @@ int list_frameworks(const std::string& format) {
     if (f.dp_grad_bytes.value != 2)
       table += fmt::format("{:<20} data parallelism reduces {} B gradients a parameter\n", "",
                            f.dp_grad_bytes.value);
+    if (f.dp_bucket_params.value > 0)
+      table += fmt::format("{:<20} its reducer's buckets close at {} parameters' gradients\n", "",
+                           f.dp_bucket_params.value);
     if (f.tp_gather_buffers.value > 0)
       table += fmt::format("{:<20} {} whole-hidden buffers kept for its sequence-parallel all-gathers\n", "",
                            f.tp_gather_buffers.value);

@@ -68,20 +68,22 @@ FAILED_PREDICTED_TO_FIT_MAX = 1
 STATE_MEDIAN_BOUND_PCT = 2.0
 STATE_MAX_BOUND_PCT = 4.0
 # Medians today of the runs that measured the framework (those the sweep logged after its pipeline fix, or that
-# never ran a pipeline across nodes): -10.8 % (2 nodes), -18.6 (4), -21.4 (8), -18.8 (16), -20.3 (32), +26.4 (64),
+# never ran a pipeline across nodes): -10.7 % (2 nodes), -18.4 (4), -21.0 (8), -17.9 (16), -20.3 (32), +26.5 (64),
 # with nanotron's rank order (its framework file), each run's own pipeline split, the cluster's one-node
 # all-gather and reduce-scatter rates, and NCCL's own network step plus the latency the EFA plugin reports. That
 # last took 32 nodes from -18.0 and 64 from +36.9: its TP groups across nodes, priced on the job's fabric, come
 # out less slow, and balance less of the pipelines' optimism (docs/fidelity.md). NCCL's choice of protocol
 # weighing the bytes as its model does (the node's NICs together, not one) and the all-reduces taken from the
-# plugin's model (p5 is tuned by its regions) moved 8 nodes from -20.8, 16 from -19.0 and 32 from -21.5.
-NODE_MEDIAN_BOUND_PCT = {2: 12.0, 4: 19.0, 8: 22.0, 16: 19.0, 32: 21.0, 64: 27.0}
+# plugin's model (p5 is tuned by its regions) moved 8 nodes from -20.8, 16 from -19.0 and 32 from -21.5; the
+# gradients reduced one DDP bucket (25 MiB of bf16 parameters) a collective, as nanotron's reducer does, rather
+# than a layer or more, moved 4 nodes from -18.6, 8 from -21.4 and 16 from -18.8.
+NODE_MEDIAN_BOUND_PCT = {2: 11.5, 4: 19.0, 8: 21.5, 16: 18.5, 32: 21.0, 64: 27.0}
 # The same runs, each on the network its own job measured at its start (ultrascale_bench_log.csv: nanotron's
-# measure_bandwidth over the job's GPUs and over one node, 1 GiB), held where they are: -8.5 % (1 node), -9.7 (2),
-# -16.9 (4), -18.5 (8), -17.0 (16), -19.7 (32), -6.5 (64). The sweep ran on two pools of nodes (node_pool): on
-# their own networks the runs of both come out -16 to -19 % on 4 to 16 nodes; the pipelines' time a microbatch
+# measure_bandwidth over the job's GPUs and over one node, 1 GiB), held where they are: -8.5 % (1 node), -9.6 (2),
+# -16.8 (4), -17.6 (8), -15.5 (16), -16.6 (32), -6.4 (64). The sweep ran on two pools of nodes (node_pool): on
+# their own networks the runs of both come out -14 to -18 % on 4 to 16 nodes; the pipelines' time a microbatch
 # that grows with tp and the blocks a stage holds is the 425 GB/s pool's alone (docs/fidelity.md).
-OWN_NETWORK_BOUND_PCT = {1: 9.5, 2: 10.5, 4: 18.0, 8: 19.5, 16: 18.0, 32: 21.0, 64: 8.0}
+OWN_NETWORK_BOUND_PCT = {1: 9.5, 2: 10.5, 4: 17.5, 8: 18.5, 16: 16.5, 32: 17.5, 64: 7.5}
 # Between the one-node all-reduce of the sweep's two pools of nodes (407-435 and 449-462 GB/s, node_pool).
 POOL_BOUNDARY_GBPS = 440.0
 # nanotron's measure_bandwidth: torch.ones(256 * 1024 * 1024), fp32 (its comment: "256MB in elements").

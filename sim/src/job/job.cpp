@@ -389,6 +389,10 @@ void resolve_execution(const JobOptions& j, const ScheduleDescriptor& schedule, 
         fmt::format("{}; valid: 0 .. {}", *j.host_dispatch_us, kMaxHostDispatchUs));
   in.host_dispatch_ns = duration_from_us(*j.host_dispatch_us);
   in.dp_grad_bytes_per_param = j.loaded_framework->dp_grad_bytes.value;
+  if (const std::int64_t cap = j.loaded_framework->dp_bucket_params.value; cap > 0) {
+    in.dp_bucket_cap_params = cap;
+    in.dp_bucket_params = cap;
+  }
   in.param_gather_copies = j.loaded_framework->zero_param_gather.value == "flattened-copy";
   in.grads_in_ddp_buckets = j.loaded_framework->grad_16bit_memory.value == "ddp-buckets";
   in.gpu_speed_cv = j.gpu_speed_cv.value_or(in.hw.gpu.speed_cv);

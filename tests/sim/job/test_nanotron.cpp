@@ -4,6 +4,7 @@
 // and 3B (nanotron scripts/scaling_benchmarks.py).
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <memory>
 #include <set>
 #include <string>
@@ -73,16 +74,21 @@ TEST(Nanotron, ASimulatedJobUsesTheFrameworksSplitUnlessOneIsGiven) {
 }
 
 /// Bytes of the gradient all-reduces device 0 issues for data parallelism (one buffer per bucket).
-std::int64_t dp_all_reduce_bytes(const Plan& plan) {
-  std::set<std::int32_t> groups;
-  std::int64_t bytes = 0;
+/// Device 0's data-parallel gradient all-reduces of the first step: the collectives they stand for (a ring of
+/// two ranks pays two latency steps a collective) and those collectives' bytes together (each op's share of
+/// its buffer rounded down, so within a byte a collective of the buffers).
+std::pair<std::int64_t, std::int64_t> dp_all_reduce_messages(const Plan& plan) {
+  std::int64_t messages = 0, bytes = 0;
   for (const Op& op : plan.ops) {
     const auto* t = std::get_if<TransferWork>(&op.payload);
     const Stream& s = plan.streams[static_cast<std::size_t>(op.stream)];
-    if (op.kind != OpKind::kAllReduce || t == nullptr || s.device != 0 || s.name != "collective") continue;
-    if (groups.insert(t->group).second) bytes += t->message_bytes;
+    if (op.kind != OpKind::kAllReduce || t == nullptr || s.device != 0 || s.name != "collective" ||
+        op.tags.iteration != 0)
+      continue;
+    messages += t->latency_steps / 2;
+    bytes += t->latency_steps / 2 * t->message_bytes;
   }
-  return bytes;
+  return {messages, bytes};
 }
 
 TEST(Nanotron, DataParallelismReducesTheFp32AccumulationBuffers) {
@@ -90,14 +96,39 @@ TEST(Nanotron, DataParallelismReducesTheFp32AccumulationBuffers) {
   // 4 B a parameter, twice what a 16-bit gradient all-reduce moves.
   JobOptions j = two_block_job(1, 2);
   EXPECT_EQ(load_framework("nanotron").dp_grad_bytes.value, 4);
-  const std::int64_t fp32 = dp_all_reduce_bytes(testing::plan_of("1f1b", j));
+  const auto [messages, fp32] = dp_all_reduce_messages(testing::plan_of("1f1b", j));
   nlohmann::json bf16 = nlohmann::json::parse(
       detail::read_text_file(std::string(PIPESIM_SOURCE_DIR) + "/frameworks/nanotron.json"));
   bf16["settings"].erase("dp_grad_bytes");  // absent: 16-bit gradients
   j.loaded_framework = std::make_shared<const Framework>(parse_framework(bf16.dump(), "bf16.json"));
-  const std::int64_t half = dp_all_reduce_bytes(testing::plan_of("1f1b", j));
+  const auto [same_messages, half] = dp_all_reduce_messages(testing::plan_of("1f1b", j));
+  EXPECT_EQ(same_messages, messages);
   EXPECT_GT(half, 0);
-  EXPECT_EQ(fp32, 2 * half);
+  EXPECT_LE(std::abs(fp32 - 2 * half), 2 * messages);
+}
+
+TEST(Nanotron, ItsDdpBucketsCloseAtTheirCapNeverSplittingATensor) {
+  // torch DDP with nanotron's bucket_cap_mb 25: 25 MiB of bf16 parameters, 13,107,200. Last tensor first,
+  // the output layer's norm (2,048) opens a bucket that block 1's down projection (2,048 x 8,192 =
+  // 16,777,216) closes; its gate_up (33,554,432) goes alone; o (4,194,304) and qkv (12,582,912) close the
+  // third; the norms' 4,096 open the next, which block 0's down closes, then its gate_up, o with qkv, and
+  // the embedding (268,435,456) with block 0's norms: 7 all-reduces. Megatron's rule (no cap: whole layers
+  // to 40 M parameters a collective) gives one a group of layers: block 1 with the output layer, block 0,
+  // the embedding.
+  EXPECT_EQ(load_framework("nanotron").dp_bucket_params.value, 13'107'200);
+  const JobOptions j = two_block_job(1, 2);
+  const auto [messages, bytes] = dp_all_reduce_messages(testing::plan_of("1f1b", j));
+  const std::int64_t params = 268'435'456 + 2 * (67'108'864 + 2 * 2048) + 2048;
+  EXPECT_EQ(messages, 7);
+  // Each op's collectives are equal shares of its bytes, rounded down: within a byte a collective.
+  EXPECT_LE(bytes, 4 * params);
+  EXPECT_GE(bytes, 4 * params - messages);
+  nlohmann::json megatron = nlohmann::json::parse(
+      detail::read_text_file(std::string(PIPESIM_SOURCE_DIR) + "/frameworks/nanotron.json"));
+  megatron["settings"].erase("dp_bucket_params");
+  JobOptions k = j;
+  k.loaded_framework = std::make_shared<const Framework>(parse_framework(megatron.dump(), "megatron.json"));
+  EXPECT_EQ(dp_all_reduce_messages(testing::plan_of("1f1b", k)), std::make_pair(std::int64_t{3}, 4 * params));
 }
 
 /// Memory device 0's parameter all-gathers allocate when they start and free when they end.

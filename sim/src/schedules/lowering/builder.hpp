@@ -403,10 +403,12 @@ class Builder {
   /// without one.
   OpId join_context_exchange(GpuRank& g, const Task& task, const RangeCost& cc, const OpTags& tags, OpId fork,
                              OpId last);
-  /// Layers [lo, hi) of a chunk in gradient buckets of about dp_bucket_params, last layer first.
+  /// Layers [lo, hi) of a chunk in gradient buckets of about dp_bucket_params, last layer first, and the
+  /// collectives the framework's reducer reduces their gradients in (PlanBuilderInput::dp_bucket_cap_params).
   struct Bucket {
     std::int32_t lo, hi;
     std::int64_t params;
+    std::int32_t messages = 1;
   };
   std::vector<Bucket> gradient_buckets(const RangeCost& cc) const;
   /// ZeRO-1/2: after the optimizer updated this GPU's shard, every bucket's weights are gathered back.
@@ -446,7 +448,8 @@ class Builder {
                                               const OpTags& tags, std::int32_t launch_share = 0,
                                               bool rows_with_input = false);
   /// One bucket's gradient reduction of `params` after op `after`, on the collective stream.
-  void emit_gradient_reduction(GpuRank& g, const OpTags& tags, std::int64_t params, OpId after);
+  void emit_gradient_reduction(GpuRank& g, const OpTags& tags, std::int64_t params, OpId after,
+                               std::int32_t messages = 1);
   void emit_grad_sync_after_backward(GpuRank& g, std::int32_t iter);
   /// The optimizer step after the iteration's last gradients; returns the op after which this GPU's weights
   /// are updated (the step itself, the copy back from an offloaded optimizer, or the gathers of ZeRO-1/2).

@@ -51,29 +51,74 @@ OpId Builder::join_context_exchange(GpuRank& g, const Task& task, const RangeCos
   return join;
 }
 
-void Builder::emit_gradient_reduction(GpuRank& g, const OpTags& tags, std::int64_t params, OpId after) {
+void Builder::emit_gradient_reduction(GpuRank& g, const OpTags& tags, std::int64_t params, OpId after,
+                                      std::int32_t messages) {
   // Plain data parallelism all-reduces the gradients; ZeRO-1 and 2 reduce-scatter them, each rank keeping
   // the reduced shard its optimizer updates.
   const bool sharded = in_.sharding.stage != ZeroStage::k0;
   OpId op = emit_dp_collective(g, sharded ? OpKind::kReduceScatter : OpKind::kAllReduce, kCollectiveStream,
-                               tags, params * in_.dp_grad_bytes_per_param, DpGroup::kShard, after);
+                               tags, params * in_.dp_grad_bytes_per_param, DpGroup::kShard, after, messages);
   if (op != kNone) g.dp_ops.push_back(op);
 }
 
+namespace {
+
+/// Adds one layer's gradients, last tensor first, to a reducer's open bucket of `filling` parameters and
+/// returns the buckets that close: torch DDP (torch/nn/parallel/distributed.py, the reducer's buckets from
+/// dist._compute_bucket_assignment_by_size over the parameters in reverse) closes a bucket once it holds
+/// `cap`, never splitting a tensor, so a tensor above the cap goes out alone. A block's tensors are its
+/// weight matrices (its GEMMs' weights on this TP rank); what pipesim holds no shapes for (norms, routers,
+/// experts, adapters, a profiled layer's weights) fills the bucket as if divisible.
+std::int32_t fill_reducer_buckets(const LayerCost& l, std::int64_t rank_params, std::int64_t cap,
+                                  std::int64_t& filling) {
+  std::int32_t closed = 0;
+  std::int64_t shaped = 0;
+  auto add_tensor = [&](std::int64_t params) {
+    filling += params;
+    if (filling >= cap) {
+      ++closed;
+      filling = 0;
+    }
+  };
+  if (l.role == LayerRole::kBlock && l.trainable_params == l.params) {
+    for (auto it = l.gemms.rbegin(); it != l.gemms.rend(); ++it) {
+      const std::int64_t weight = it->n * it->k * std::max<std::int64_t>(1, it->count);
+      if (shaped + weight > rank_params) break;
+      shaped += weight;
+      add_tensor(weight);
+    }
+  } else if (l.role != LayerRole::kBlock && l.trainable_params == l.params) {
+    shaped = rank_params;  // an embedding or output layer: its table is one tensor
+    add_tensor(rank_params);
+  }
+  filling += rank_params - shaped;
+  closed += static_cast<std::int32_t>(filling / cap);
+  filling %= cap;
+  return closed;
+}
+
+}  // namespace
+
 std::vector<Builder::Bucket> Builder::gradient_buckets(const RangeCost& cc) const {
   const auto& table = in_.costs.front();
+  const std::int64_t cap = in_.dp_bucket_cap_params;
   std::vector<Bucket> out;
+  std::int64_t filling = 0;  // the reducer's open bucket, carried from one group of layers to the next
   for (std::int32_t hi = cc.end; hi > cc.begin;) {
     std::int32_t lo = hi;
     std::int64_t params = 0, param_bytes = 0;
+    std::int32_t messages = 0;
     while (lo > cc.begin && (params < in_.dp_bucket_params || lo == hi)) {
       const LayerCost& l = table[static_cast<std::size_t>(--lo)];
-      params += (l.trainable_params + in_.tp - 1) / in_.tp;
+      const std::int64_t rank_params = (l.trainable_params + in_.tp - 1) / in_.tp;
+      params += rank_params;
       param_bytes += l.param_bytes;
+      if (cap > 0) messages += fill_reducer_buckets(l, rank_params, cap, filling);
     }
     // Profiled layers give bytes on the GPU, not parameter counts.
     if (params == 0 && param_bytes > 0) params = param_bytes / kGpuTrainingBytesPerParam;
-    out.push_back({lo, hi, params});
+    if (lo == cc.begin && filling > 0) ++messages;  // the last bucket goes out when the backward ends
+    out.push_back({lo, hi, params, std::max(1, messages)});
     hi = lo;
   }
   return out;
@@ -84,7 +129,8 @@ void Builder::emit_grad_sync_after_backward(GpuRank& g, std::int32_t iter) {
   for (std::int32_t v = 0; v < in_.virtual_stages; ++v) {
     const RangeCost& cc = chunk_costs_[0][static_cast<std::size_t>(model_chunk(v, g.stage))];
     for (const Bucket& b : gradient_buckets(cc))
-      emit_gradient_reduction(g, OpTags{g.stage, v, -1, b.lo, b.hi, iter}, b.params, last_compute_op_);
+      emit_gradient_reduction(g, OpTags{g.stage, v, -1, b.lo, b.hi, iter}, b.params, last_compute_op_,
+                              b.messages);
   }
 }
 

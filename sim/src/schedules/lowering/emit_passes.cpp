@@ -257,7 +257,7 @@ std::pair<OpId, OpId> Builder::emit_gradient_buckets(GpuRank& g, const Task& tas
         backward_fixed(task.kind, part));
     if (first == kNone) first = b;
     last = b;
-    emit_gradient_reduction(g, bt, bucket.params, b);
+    emit_gradient_reduction(g, bt, bucket.params, b, bucket.messages);
   }
   return {first, last};
 }

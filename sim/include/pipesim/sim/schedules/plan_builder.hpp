@@ -62,6 +62,11 @@ struct ScheduleInput {
   /// The schedule's own parameters (its descriptor's defaults with the given flags applied).
   ScheduleParameters parameters;
   std::int64_t dp_bucket_params = 40'000'000;  ///< gradient all-reduce bucket (Megatron DDP default)
+  /// > 0: the framework's reducer closes a bucket as soon as it holds this many parameters' gradients, never
+  /// splitting a tensor (torch DDP's bucket_cap_mb), and reduces each bucket as one collective: a layer's
+  /// gradients go out as the collectives their tensors fill. 0: one collective per group of whole layers of
+  /// at least dp_bucket_params.
+  std::int64_t dp_bucket_cap_params = 0;
   /// DP gradient all-reduce: true, in buckets as the last backward produces them (PyTorch DDP, Megatron's
   /// --overlap-grad-reduce); false, all of it after the backward, as Megatron-LM's local DDP did (2021).
   bool overlap_grad_sync = true;
