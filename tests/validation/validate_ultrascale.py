@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Predicts the one-node runs of the HF Ultra-Scale Playbook's nanotron sweep (ultrascale_playbook_1B_3B.csv: its
-1B and 3B Llama-style models on 8 H100s, seq 4096, global batch 256 sequences, every DP x TP x PP split,
+1B and 3B Llama-style models on 8 H100s, seq 4096, global batch 256 sequences (ten runs ran another: each run
+is simulated at the batch it ran, sequences()), every DP x TP x PP split,
 microbatch size and ZeRO-0/1 tried) with the shipped h100-p5-8x profile (the cluster the sweep ran on: AWS p5
 nodes, EFA, its collectives' bus bandwidth measured by node count) and `--framework nanotron`: step time (from
 tok/s), rank 0's peak memory, and whether the runs that crashed or ran out of memory (MFU nan) are predicted not
@@ -68,7 +69,7 @@ FAILED_PREDICTED_TO_FIT_MAX = 1
 STATE_MEDIAN_BOUND_PCT = 2.0
 STATE_MAX_BOUND_PCT = 4.0
 # Medians today of the runs that measured the framework (those the sweep logged after its pipeline fix, or that
-# never ran a pipeline across nodes): -10.7 % (2 nodes), -18.4 (4), -21.0 (8), -17.9 (16), -20.3 (32), +26.5 (64),
+# never ran a pipeline across nodes): -10.7 % (2 nodes), -18.1 (4), -20.3 (8), -17.9 (16), -20.3 (32), +26.5 (64),
 # with nanotron's rank order (its framework file), each run's own pipeline split, the cluster's one-node
 # all-gather and reduce-scatter rates, and NCCL's own network step plus the latency the EFA plugin reports. That
 # last took 32 nodes from -18.0 and 64 from +36.9: its TP groups across nodes, priced on the job's fabric, come
@@ -76,14 +77,15 @@ STATE_MAX_BOUND_PCT = 4.0
 # weighing the bytes as its model does (the node's NICs together, not one) and the all-reduces taken from the
 # plugin's model (p5 is tuned by its regions) moved 8 nodes from -20.8, 16 from -19.0 and 32 from -21.5; the
 # gradients reduced one DDP bucket (25 MiB of bf16 parameters) a collective, as nanotron's reducer does, rather
-# than a layer or more, moved 4 nodes from -18.6, 8 from -21.4 and 16 from -18.8.
-NODE_MEDIAN_BOUND_PCT = {2: 11.5, 4: 19.0, 8: 21.5, 16: 18.5, 32: 21.0, 64: 27.0}
+# than a layer or more, moved 4 nodes from -18.6, 8 from -21.4 and 16 from -18.8; each run at the batch it ran
+# (sequences()) 4 from -18.4 and 8 from -21.0.
+NODE_MEDIAN_BOUND_PCT = {2: 11.5, 4: 18.5, 8: 21.0, 16: 18.5, 32: 21.0, 64: 27.0}
 # The same runs, each on the network its own job measured at its start (ultrascale_bench_log.csv: nanotron's
 # measure_bandwidth over the job's GPUs and over one node, 1 GiB), held where they are: -8.5 % (1 node), -9.6 (2),
-# -16.8 (4), -17.6 (8), -15.5 (16), -16.6 (32), -6.4 (64). The sweep ran on two pools of nodes (node_pool): on
+# -16.8 (4), -17.6 (8), -15.5 (16), -17.8 (32), -6.4 (64). The sweep ran on two pools of nodes (node_pool): on
 # their own networks the runs of both come out -14 to -18 % on 4 to 16 nodes; the pipelines' time a microbatch
 # that grows with tp and the blocks a stage holds is the 425 GB/s pool's alone (docs/fidelity.md).
-OWN_NETWORK_BOUND_PCT = {1: 9.5, 2: 10.5, 4: 17.5, 8: 18.5, 16: 16.5, 32: 17.5, 64: 7.5}
+OWN_NETWORK_BOUND_PCT = {1: 9.5, 2: 10.5, 4: 17.5, 8: 18.5, 16: 16.5, 32: 18.5, 64: 7.5}
 # Between the one-node all-reduce of the sweep's two pools of nodes (407-435 and 449-462 GB/s, node_pool).
 POOL_BOUNDARY_GBPS = 440.0
 # nanotron's measure_bandwidth: torch.ones(256 * 1024 * 1024), fp32 (its comment: "256MB in elements").
@@ -113,6 +115,21 @@ def model_file(tmp, name):
 
 def failed_run(r):
     return r["MFU"].startswith("nan") or not r["tok/s"]
+
+
+def sequences(r):
+    """The sequences of a run's step as it ran: nanotron's global batch, micro_batch_size x
+    batch_accumulation_per_replica x dp (src/nanotron/trainer.py DistributedTrainer.__init__), from which it
+    computed tokens_per_sec (train_step_logs). The playbook's GBS column is the sweep's target of 256; ten runs
+    ran another batch (1B at dp 16, pp 2, microbatch 8 and one accumulation step: 128, as the sweep's log
+    records it, "gbs" 128)."""
+    return int(r["DP"]) * int(r["MBS"]) * int(r["GradAcc"])
+
+
+def measured_step_s(r):
+    """The run's step time from its throughput: its third step alone (nanotron's benchmark mode logs
+    log_throughput at iteration_step 3 and exits, src/nanotron/trainer.py train_step_logs)."""
+    return sequences(r) * SEQ / float(r["tok/s"].replace(",", ""))
 
 
 def config(r):
@@ -183,7 +200,7 @@ def logged(bench, r):
 def predict(pipesim, tmp, framework, r, local_params=None, trace=None, extra=(), hw=HW):
     cmd = [pipesim, "simulate", "--model", os.path.join(tmp, r["model"] + ".json"), "--hw", hw,
            "--nodes", r["Nodes"], "--dp", r["DP"], "--tp", r["TP"], "--pp", r["PP"], "--microbatch-size", r["MBS"],
-           "--global-batch", r["GBS"], "--seq", str(SEQ), "--schedule", "1f1b", "--framework", framework,
+           "--global-batch", str(sequences(r)), "--seq", str(SEQ), "--schedule", "1f1b", "--framework", framework,
            "--format", "json"] + (["--zero", "1"] if r["ZeRO"] == "1" else []) + launch_flags(r) + \
         partition_flags(r, local_params) + (["--trace", trace] if trace else []) + list(extra)
     out = subprocess.run(cmd, capture_output=True, text=True)
@@ -255,7 +272,7 @@ def print_node_counts(pipesim, framework):
                 rows, logs, own))
     errors, fixed, by_pool, own_network = {}, {}, {}, {}
     for r, log, p, q in zip(rows, logs, shipped, measured_network):
-        measured = 256 * SEQ / float(r["tok/s"].replace(",", ""))
+        measured = measured_step_s(r)
         nodes = int(r["Nodes"])
         error = 100 * (p["step_time_s"] - measured) / measured
         errors.setdefault(nodes, []).append(error)
@@ -308,7 +325,7 @@ def print_tp_across_nodes(pipesim, framework):
           "--network-sharing alone | error |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r, s, a in zip(rows, shared, alone):
         steps = int(r["GradAcc"])
-        measured = 256 * SEQ / float(r["tok/s"].replace(",", "")) / steps
+        measured = measured_step_s(r) / steps
         cells = [f"{p['step_time_s'] / steps:.3f} | {100 * (p['step_time_s'] / steps - measured) / measured:+.0f}%"
                  for p in (s, a)]
         print(f"| {r['model']} | {r['TP']} | {r['MBS']} | {r['Nodes']} | {r['DP']} | {measured:.3f} | "
@@ -353,7 +370,7 @@ def main():
             failed += 1
             failed_fit += 0 if p["oom"] else 1
             continue
-        measured = 256 * SEQ / float(r["tok/s"].replace(",", ""))
+        measured = measured_step_s(r)
         steps.append(100 * (p["step_time_s"] - measured) / measured)
         measured_bytes = float(r["GPU memory"].split()[0]) * GIB
         memory.append(100 * (p["peak_gpu_mem_bytes"] - measured_bytes) / measured_bytes)
