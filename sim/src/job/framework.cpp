@@ -233,7 +233,8 @@ Framework parse_framework(const std::string& text, const std::string& file) {
     s.accept("host_offload");
   f.vocab_padding = integer_setting(s, "vocab_padding", 1, 1, 1 << 16);
   f.dp_grad_bytes = integer_setting(s, "dp_grad_bytes", 2, 1, 8);
-  f.dp_bucket_params = integer_setting(s, "dp_bucket_params", 0, 0, std::int64_t{1} << 40);
+  f.dp_bucket_params =
+      integer_setting(s, "dp_bucket_params", 0, std::int64_t{1} << 20, std::int64_t{1} << 40);
   f.zero_param_gather = optional_word_setting(s, "zero_param_gather", "in-place", [](const std::string& v) {
     check_word(v, "in-place", "flattened-copy");
   });

@@ -411,6 +411,9 @@ TEST(Nanotron, BadSettingsNameTheirPath) {
                 "f.json: /settings/nccl_communicators/value/1: unknown group 'ranks'; valid: world, ", 0),
             0u);
   bad = j;
+  bad["settings"]["dp_bucket_params"]["value"] = 1000;  // a collective for every 1,000 parameters
+  EXPECT_EQ(err(bad).rfind("f.json: /settings/dp_bucket_params/value: ", 0), 0u);
+  bad = j;
   bad["settings"]["zero_param_gather"]["value"] = "copy";
   EXPECT_EQ(
       err(bad),

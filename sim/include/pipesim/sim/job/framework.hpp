@@ -105,10 +105,10 @@ struct Framework {
   /// Bytes per parameter of the gradients data parallelism reduces: 2 (16-bit gradients) or 4 (the fp32
   /// accumulation buffers, as nanotron's DDP hook all-reduces them). Optional in a file; absent: 2.
   FrameworkSetting<std::int64_t> dp_grad_bytes{2, {}};
-  /// The parameters whose gradients fill one bucket of its data-parallel reducer, which reduces each bucket
-  /// as one collective once it holds that many and never splits a tensor (torch DDP's bucket_cap_mb over the
-  /// bytes of a parameter). Optional in a file; absent: 0, whole layers grouped to at least 40 M parameters
-  /// a collective (Megatron's DDP bucket).
+  /// The parameters (2^20 to 2^40) whose gradients fill one bucket of its data-parallel reducer, which
+  /// reduces each bucket as one collective once it holds that many and never splits a tensor (torch DDP's
+  /// bucket_cap_mb over the bytes of a parameter). Optional in a file; absent: 0, whole layers grouped to at
+  /// least 40 M parameters a collective (Megatron's DDP bucket).
   FrameworkSetting<std::int64_t> dp_bucket_params{0, {}};
   /// How ZeRO-1/2 gathers the updated parameters after the optimizer step: `in-place` (into the parameters'
   /// own storage) or `flattened-copy` (nanotron: the rank's shard and every rank's part flattened into new
