@@ -404,7 +404,7 @@ class Builder {
   OpId join_context_exchange(GpuRank& g, const Task& task, const RangeCost& cc, const OpTags& tags, OpId fork,
                              OpId last);
   /// Layers [lo, hi) of a chunk in gradient buckets of about dp_bucket_params, last layer first, and the
-  /// collectives the framework's reducer reduces their gradients in (PlanBuilderInput::dp_bucket_cap_params).
+  /// collectives the framework's reducer reduces their gradients in (ScheduleInput::dp_bucket_cap_params).
   struct Bucket {
     std::int32_t lo, hi;
     std::int64_t params;

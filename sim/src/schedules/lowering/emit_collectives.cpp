@@ -66,9 +66,9 @@ namespace {
 /// Adds one layer's gradients, last tensor first, to a reducer's open bucket of `filling` parameters and
 /// returns the buckets that close: torch DDP (torch/nn/parallel/distributed.py, the reducer's buckets from
 /// dist._compute_bucket_assignment_by_size over the parameters in reverse) closes a bucket once it holds
-/// `cap`, never splitting a tensor, so a tensor above the cap goes out alone. A block's tensors are its
-/// weight matrices (its GEMMs' weights on this TP rank); what pipesim holds no shapes for (norms, routers,
-/// experts, adapters, a profiled layer's weights) fills the bucket as if divisible.
+/// `cap`, never splitting a tensor: one that reaches the cap closes the bucket it joins. A block's tensors
+/// are its weight matrices (its GEMMs' weights on this TP rank); what pipesim holds no shapes for (norms,
+/// routers, experts, adapters, a profiled layer's weights) fills the bucket as if divisible.
 std::int32_t fill_reducer_buckets(const LayerCost& l, std::int64_t rank_params, std::int64_t cap,
                                   std::int64_t& filling) {
   std::int32_t closed = 0;
