@@ -406,6 +406,11 @@ void add_kernel_options(CLI::App* sim, pipesim::sim::JobOptions& j) {
          "slowest of the job's GPUs; 0: off (default: the hardware profile's gpu.speed_cv, absent: off)")
       ->check(CLI::Range(0.0, pipesim::sim::kMaxSpeedCv));
   sim->add_option_function<double>(
+      "--power-limit", [&j](double w) { j.power_limit = w; },
+      "the GPUs held to this board power, in W (nvidia-smi -pl): GEMMs and fused attention run at the clock "
+      "it sustains, the profile's gpu.power_clock_exponent (default: the profile's gpu.power_limit_W, "
+      "absent: the rated board power)");
+  sim->add_option_function<double>(
          "--spine-oversubscription", [&j](double r) { j.spine_oversubscription = r; },
          "the network's leaves, oversubscribed R : 1 towards the spine: traffic between leaves shares their "
          "uplinks (default: the hardware profile's network.oversubscription; needs its leaf_nodes)")

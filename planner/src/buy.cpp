@@ -168,7 +168,9 @@ BuyResult buy(const BuyOptions& o, std::ostream* progress) {
           q.time_to_train_s = static_cast<double>(q.steps) * step_s;
           q.gpu_hours = static_cast<double>(gpus) * q.time_to_train_s / 3600.0;
           q.usd = q.gpu_hours * q.usd_per_gpu_hour;
-          q.energy_kwh = q.gpu_hours * hw.gpu.board_W / 1000.0;
+          const double watts =
+              s.base.power_limit.value_or(hw.gpu.power_limit_W > 0 ? hw.gpu.power_limit_W : hw.gpu.board_W);
+          q.energy_kwh = q.gpu_hours * watts / 1000.0;
           q.headroom_bytes =
               static_cast<std::int64_t>(s.max_mem_fraction *
                                         static_cast<double>(q.best.metrics.gpu_mem_capacity_bytes)) -

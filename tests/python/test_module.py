@@ -68,6 +68,21 @@ class SameAsTheCommandLine(unittest.TestCase):
         self.assertLess(pipesim.simulate(**kw, collective_latency="none")["step_time_s"], base)
         self.assertGreater(pipesim.simulate(**kw, gpu_speed_cv=0.02)["step_time_s"], base)
 
+    def test_power_limit(self):
+        # GPUs held to 500 W: the same answer as the command line's, slower, MFU still against the rated peak;
+        # a limit the profile cannot price is a ValueError with the command line's message.
+        kw = dict(JOB, pp=1, hw="h100-sxm-8x", dp=8)
+        args = ["--model", "llama3-8b", "--hw", "h100-sxm-8x", "--pp", "1", "--schedule", "1f1b",
+                "--global-batch", "8", "--dp", "8", "--power-limit", "500"]
+        limited = pipesim.simulate(**kw, power_limit=500)
+        self.assertEqual(without_wall_time(limited), without_wall_time(cli_json("simulate", *args)))
+        rated = pipesim.simulate(**kw)
+        self.assertGreater(limited["step_time_s"], rated["step_time_s"])
+        # Only GEMMs and attention slow, by 0.904 of their clock at most.
+        self.assertLess(limited["step_time_s"], rated["step_time_s"] / (500 / 700) ** (1 / 3.32))
+        with self.assertRaisesRegex(ValueError, "power_clock_exponent"):
+            pipesim.simulate(**dict(kw, hw="a100-80g-sxm-8x"), power_limit=300)
+
     def test_collectives(self):
         # One collective alone, as nccl-tests reports it: the same table as the command line's, bus bandwidth
         # rising with the message size.

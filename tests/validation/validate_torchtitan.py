@@ -2,13 +2,13 @@
 """Predicts torchtitan's published FSDP runs of Llama 3.1 8B on H100s (torchtitan_h100.json: 8 and 128 GPUs,
 local batch 2 of 8192 tokens, torchtitan's per-op selective activation checkpointing, eager) with `--framework
 fsdp --zero 3 --recompute selective`, on h100-sxm-8x given the benchmark hosts' memory (96 GB of HBM2e at
-2.4 TB/s, from the benchmark's notes).
+2.4 TB/s) and power limit (500 W), both from the benchmark's notes.
 
 Usage: validate_torchtitan.py PIPESIM [--check]
 With --check it exits 1 when a run's peak memory leaves MEMORY_BOUND_PCT of the measured one (today -12.6 % and
 -13.4 %; torchtitan reports the caching allocator's peak reserved, pipesim the tensors), or when the
-throughput leaves THROUGHPUT_BOUND_PCT (today +62.9 % and +67.6 %: the benchmark's GPUs ran at a 500 W power
-limit, "between SXM and NVL" peak by the benchmark's own account, which pipesim's profile does not know).
+throughput leaves THROUGHPUT_BOUND_PCT (today +50.5 % and +54.9 % with the benchmark's 500 W power limit priced,
++62.9 % and +67.6 % without: what else its eager steps spend is not found yet).
 """
 import json
 import os
@@ -17,13 +17,13 @@ import sys
 import tempfile
 
 MEMORY_BOUND_PCT = 15.0
-THROUGHPUT_BOUND_PCT = 70.0
+THROUGHPUT_BOUND_PCT = 60.0
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
 
 def profile(tmp):
-    """h100-sxm-8x with the benchmark hosts' HBM: 96 GB at 2.4 TB/s."""
+    """h100-sxm-8x with the benchmark hosts' HBM (96 GB at 2.4 TB/s) and their GPUs' 500 W power limit."""
     p = json.load(open(os.path.join(ROOT, "hw_profiles", "h100-sxm-8x.json")))
     p["name"] = "h100-hbm2e-96g-8x"
     p["gpu"]["hbm_bytes"] = 96 * 10**9
@@ -31,6 +31,9 @@ def profile(tmp):
     note = "pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md: 96GB HBM2e with 2.4 TB/sec"
     p["gpu"]["sources"]["hbm_bytes"] = note
     p["gpu"]["sources"]["hbm_GBps"] = note
+    p["gpu"]["power_limit_W"] = 500
+    p["gpu"]["sources"]["power_limit_W"] = ("pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md: 'We used "
+                                            "the default 500W power limit'")
     path = os.path.join(tmp, "h100-hbm2e.json")
     json.dump(p, open(path, "w"))
     return path

@@ -1,4 +1,5 @@
 #include "pipesim/sim/hardware/hardware.hpp"
+#include "pipesim/sim/hardware/power_limit.hpp"
 #include "pipesim/sim/hardware/stragglers.hpp"
 
 #include <algorithm>
@@ -157,6 +158,12 @@ void read_gpu(JsonObject& r, GpuSpec& gpu) {
   gpu.gemm_efficiency = read_curve(g, "gemm_efficiency", "gemm_gflop", "efficiency", 1.0, true);
   gpu.gemm_efficiency_by_dtype = read_dtype_curves(g, gpu.peak_tflops);
   gpu.board_W = g.number_or("board_W", 0, 0, 1e4);
+  gpu.power_clock_exponent = g.number_or("power_clock_exponent", 0, 0.5, 10);
+  if (g.has("power_limit_W")) {
+    gpu.power_limit_W = g.number("power_limit_W", 0, 1e4);
+    if (const std::string why = power_limit_error(gpu, gpu.power_limit_W); !why.empty())
+      g.fail("power_limit_W", why);
+  }
   gpu.speed_cv = g.number_or("speed_cv", 0, 0, kMaxSpeedCv);
   gpu.runtime_reserved_bytes = g.has("runtime_reserved_bytes")
                                    ? g.integer("runtime_reserved_bytes", 0, gpu.hbm_bytes - 1)
@@ -169,10 +176,11 @@ void read_gpu(JsonObject& r, GpuSpec& gpu) {
   } else {
     g.accept("unaligned_gemm_tflops");
   }
-  gpu.sources = read_sources(
-      g, {"model", "peak_tflops", "hbm_bytes", "hbm_GBps", "hbm_efficiency", "unfused_attention_efficiency",
-          "collective_compute_slowdown", "launch_overhead_us", "gemm_efficiency", "gemm_efficiency_by_dtype",
-          "board_W", "unaligned_gemm_tflops", "runtime_reserved_bytes", "speed_cv"});
+  gpu.sources =
+      read_sources(g, {"model", "peak_tflops", "hbm_bytes", "hbm_GBps", "hbm_efficiency",
+                       "unfused_attention_efficiency", "collective_compute_slowdown", "launch_overhead_us",
+                       "gemm_efficiency", "gemm_efficiency_by_dtype", "board_W", "power_clock_exponent",
+                       "power_limit_W", "unaligned_gemm_tflops", "runtime_reserved_bytes", "speed_cv"});
   g.finish();
 }
 
@@ -390,6 +398,8 @@ std::string hardware_profile_to_json(const HardwareProfile& hw) {
   if (hw.gpu.collective_compute_slowdown > 0)
     g["collective_compute_slowdown"] = hw.gpu.collective_compute_slowdown;
   if (hw.gpu.board_W > 0) g["board_W"] = hw.gpu.board_W;
+  if (hw.gpu.power_clock_exponent > 0) g["power_clock_exponent"] = hw.gpu.power_clock_exponent;
+  if (hw.gpu.power_limit_W > 0) g["power_limit_W"] = hw.gpu.power_limit_W;
   if (hw.gpu.speed_cv > 0) g["speed_cv"] = hw.gpu.speed_cv;
   if (hw.gpu.runtime_reserved_bytes > 0) g["runtime_reserved_bytes"] = hw.gpu.runtime_reserved_bytes;
   if (hw.gpu.unaligned_gemm.forward_tflops > 0)

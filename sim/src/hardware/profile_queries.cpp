@@ -82,7 +82,8 @@ const std::vector<CurvePoint>& HardwareProfile::gemm_curve(const std::string& dt
 std::int64_t HardwareProfile::compute_ns(double flops, double gemm_gflop, std::int32_t kernels,
                                          const std::string& dtype) const {
   const double eff = interpolate_log_x(gemm_curve(dtype), std::max(gemm_gflop, 1e-12));
-  return duration_for_work(flops, peak_flops(dtype) * std::max(eff, 1e-6)) + gpu.launch_overhead * kernels;
+  const double rate = peak_flops(dtype) * std::max(eff, 1e-6) * gpu.compute_clock_share();
+  return duration_for_work(flops, rate) + gpu.launch_overhead * kernels;
 }
 
 std::int64_t HardwareProfile::op_ns(double flops, double gemm_gflop, std::int32_t kernels,
@@ -101,7 +102,7 @@ std::int64_t HardwareProfile::op_ns(double flops, double gemm_gflop, std::int32_
   std::int64_t ns = compute_ns(flops - expert_flops - attention_flops - wide_flops - rated_flops, gemm_gflop,
                                kernels, dtype);
   // Kernels at their own measured rate (flash attention, unaligned GEMMs: both well below the GEMM curve).
-  if (rated_flops > 0) ns += duration_for_work(rated_flops, rated_tflops * 1e12);
+  if (rated_flops > 0) ns += duration_for_work(rated_flops, rated_tflops * 1e12 * gpu.compute_clock_share());
   // Of the memory-bound bytes, the softmax, mask and dropout over unfused attention's scores run at the
   // score kernels' own bandwidth.
   const bool own_score_rate = gpu.unfused_attention_efficiency > 0 && score_bytes > 0;

@@ -15,6 +15,7 @@
 #include "job/parallelism_checks.hpp"
 #include "pipesim/sim/core/error.hpp"
 #include "pipesim/sim/hardware/nccl_tuning.hpp"
+#include "pipesim/sim/hardware/power_limit.hpp"
 #include "pipesim/sim/hardware/stragglers.hpp"
 #include "pipesim/sim/job/option_parsing.hpp"
 #include "pipesim/sim/workload/model.hpp"
@@ -320,6 +321,12 @@ void resolve_layout(const JobOptions& j, ScheduleInput& in) {
       bad(Option{"spine_oversubscription"}, "valid: >= 1, on a profile whose network states its leaf_nodes");
     in.hw.network.oversubscription = *j.spine_oversubscription;
     in.hw.network.sources["oversubscription"] = "--spine-oversubscription";
+  }
+  if (j.power_limit) {
+    if (const std::string why = power_limit_error(in.hw.gpu, *j.power_limit); !why.empty())
+      bad(Option{"power_limit"}, why);
+    in.hw.gpu.power_limit_W = *j.power_limit;
+    in.hw.gpu.sources["power_limit_W"] = "--power-limit";
   }
   if (j.nodes < 0) bad(Option{"nodes"}, "must be >= 1");
   if (j.tp < 1) bad(Option{"tp"}, "must be >= 1");

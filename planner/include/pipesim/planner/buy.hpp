@@ -46,8 +46,9 @@ struct ClusterQuote {
   double time_to_train_s = 0;
   double gpu_hours = 0;
   double usd = 0;  ///< 0 when the profile has no price and none was given
-  /// The GPUs at their rated board power for the whole run (GPUs x board_W x time): what the GPUs alone draw
-  /// at most, without host, network and cooling; 0 when the profile has no board power figure.
+  /// The GPUs at their rated board power, or the power limit they are held to, for the whole run (GPUs x
+  /// watts x time): what the GPUs alone draw at most, without host, network and cooling; 0 when the profile
+  /// has no board power figure.
   double energy_kwh = 0;
   std::int64_t headroom_bytes = 0;  ///< allowed GPU memory (the search's share) minus the peak
   /// Where a GPU's time goes besides useful model FLOPs at peak, as shares of GPU time (mfu + every loss =

@@ -44,7 +44,15 @@ struct GpuSpec {
   /// the work of bf16's per clock and run into the board's power limit sooner, so they reach a smaller share
   /// of their peak. A dtype not here uses gemm_efficiency.
   std::map<std::string, std::vector<CurvePoint>> gemm_efficiency_by_dtype;
-  double board_W = 0;  ///< rated board power (TDP), for energy estimates; 0: unknown
+  double board_W = 0;  ///< rated board power (TDP), for energy estimates and power limits; 0: unknown
+  /// k in P ∝ f^k: how the compute clock this GPU sustains follows the board power it may draw
+  /// (power_limit.hpp); 0: unknown, and no power limit can be priced.
+  double power_clock_exponent = 0;
+  /// The board power the GPUs are held to, below board_W; 0: none. Compute-bound kernels (GEMMs, fused
+  /// attention) run at compute_clock_share() of their rated rate; memory-bound ones keep theirs.
+  double power_limit_W = 0;
+  /// The compute clock under power_limit_W as a share of the rated one (1 without a limit).
+  double compute_clock_share() const;
   /// What a training process holds on the GPU beyond its tensors (the CUDA context, cuBLAS's handle and
   /// workspace, NCCL's first communicator), measured; the tensors fit in hbm_bytes less this. 0: not
   /// measured.

@@ -73,6 +73,8 @@ struct JobOptions {
   std::optional<double> host_dispatch_us;  ///< CPU time to issue one kernel (see Framework::host_dispatch_us)
   /// Coefficient of variation of the GPUs' speed (stragglers); unset: the profile's gpu.speed_cv; 0: off.
   std::optional<double> gpu_speed_cv;
+  /// The board power the GPUs are held to, in W (power_limit.hpp); unset: the profile's gpu.power_limit_W.
+  std::optional<double> power_limit;
   /// The network's leaves' NIC-side over spine-side capacity (>= 1); unset: the profile's.
   std::optional<double> spine_oversubscription;
   std::string collective_latency = "nccl";  ///< nccl | steps | none (CollectiveLatency)
