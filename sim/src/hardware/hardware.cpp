@@ -385,31 +385,39 @@ std::vector<std::string> shipped_hardware_profiles() {
   return shipped_names("hw_profiles");
 }
 
-std::string hardware_profile_to_json(const HardwareProfile& hw) {
-  json g = {{"model", hw.gpu.model},
-            {"peak_tflops", hw.gpu.peak_tflops},
-            {"hbm_bytes", hw.gpu.hbm_bytes},
-            {"hbm_GBps", hw.gpu.hbm_GBps},
-            {"launch_overhead_us", to_us(hw.gpu.launch_overhead)},
-            {"gemm_efficiency", curve_json(hw.gpu.gemm_efficiency, "gemm_gflop", "efficiency")}};
-  if (hw.gpu.hbm_efficiency != 1.0) g["hbm_efficiency"] = hw.gpu.hbm_efficiency;
-  if (hw.gpu.unfused_attention_efficiency > 0)
-    g["unfused_attention_efficiency"] = hw.gpu.unfused_attention_efficiency;
-  if (hw.gpu.collective_compute_slowdown > 0)
-    g["collective_compute_slowdown"] = hw.gpu.collective_compute_slowdown;
-  if (hw.gpu.board_W > 0) g["board_W"] = hw.gpu.board_W;
-  if (hw.gpu.power_clock_exponent > 0) g["power_clock_exponent"] = hw.gpu.power_clock_exponent;
-  if (hw.gpu.power_limit_W > 0) g["power_limit_W"] = hw.gpu.power_limit_W;
-  if (hw.gpu.speed_cv > 0) g["speed_cv"] = hw.gpu.speed_cv;
-  if (hw.gpu.runtime_reserved_bytes > 0) g["runtime_reserved_bytes"] = hw.gpu.runtime_reserved_bytes;
-  if (hw.gpu.unaligned_gemm.forward_tflops > 0)
-    g["unaligned_gemm_tflops"] = {{"forward", hw.gpu.unaligned_gemm.forward_tflops},
-                                  {"backward", hw.gpu.unaligned_gemm.backward_tflops}};
-  for (const auto& [dtype, curve] : hw.gpu.gemm_efficiency_by_dtype)
+namespace {
+
+/// The profile's gpu section as its file writes it.
+json gpu_json(const GpuSpec& gpu) {
+  json g = {{"model", gpu.model},
+            {"peak_tflops", gpu.peak_tflops},
+            {"hbm_bytes", gpu.hbm_bytes},
+            {"hbm_GBps", gpu.hbm_GBps},
+            {"launch_overhead_us", to_us(gpu.launch_overhead)},
+            {"gemm_efficiency", curve_json(gpu.gemm_efficiency, "gemm_gflop", "efficiency")}};
+  if (gpu.hbm_efficiency != 1.0) g["hbm_efficiency"] = gpu.hbm_efficiency;
+  if (gpu.unfused_attention_efficiency > 0)
+    g["unfused_attention_efficiency"] = gpu.unfused_attention_efficiency;
+  if (gpu.collective_compute_slowdown > 0) g["collective_compute_slowdown"] = gpu.collective_compute_slowdown;
+  if (gpu.board_W > 0) g["board_W"] = gpu.board_W;
+  if (gpu.power_clock_exponent > 0) g["power_clock_exponent"] = gpu.power_clock_exponent;
+  if (gpu.power_limit_W > 0) g["power_limit_W"] = gpu.power_limit_W;
+  if (gpu.speed_cv > 0) g["speed_cv"] = gpu.speed_cv;
+  if (gpu.runtime_reserved_bytes > 0) g["runtime_reserved_bytes"] = gpu.runtime_reserved_bytes;
+  if (gpu.unaligned_gemm.forward_tflops > 0)
+    g["unaligned_gemm_tflops"] = {{"forward", gpu.unaligned_gemm.forward_tflops},
+                                  {"backward", gpu.unaligned_gemm.backward_tflops}};
+  for (const auto& [dtype, curve] : gpu.gemm_efficiency_by_dtype)
     g["gemm_efficiency_by_dtype"][dtype] = curve_json(curve, "gemm_gflop", "efficiency");
-  if (!hw.gpu.attention_kernels.empty())
-    g["attention_kernels"] = attention_kernels_json(hw.gpu.attention_kernels);
-  write_sources(g, hw.gpu.sources);
+  if (!gpu.attention_kernels.empty()) g["attention_kernels"] = attention_kernels_json(gpu.attention_kernels);
+  write_sources(g, gpu.sources);
+  return g;
+}
+
+}  // namespace
+
+std::string hardware_profile_to_json(const HardwareProfile& hw) {
+  json g = gpu_json(hw.gpu);
   json p = {{"lane_GBps", hw.node.pcie.lane_GBps},
             {"uplink_GBps", hw.node.pcie.uplink_GBps},
             {"latency_us", to_us(hw.node.pcie.latency)},
