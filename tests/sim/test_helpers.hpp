@@ -3,6 +3,9 @@
 
 #include <string>
 
+#include <nlohmann/json.hpp>
+
+#include "core/json_reader.hpp"
 #include "pipesim/sim/core/error.hpp"
 #include "pipesim/sim/engine/engine.hpp"
 #include "pipesim/sim/hardware/hardware.hpp"
@@ -121,6 +124,15 @@ std::string error_of(F&& f) {
     return e.what();
   }
   return "no error";
+}
+
+/// The error reading the shipped hardware profile `name` once `edit` has changed its JSON, or "no error".
+template <typename Edit>
+std::string edited_profile_error(const std::string& name, Edit&& edit) {
+  const std::string path = std::string(PIPESIM_SOURCE_DIR) + "/hw_profiles/" + name + ".json";
+  nlohmann::json p = nlohmann::json::parse(detail::read_text_file(path));
+  edit(p);
+  return error_of([&] { parse_hardware_profile(p.dump(), "mine.json"); });
 }
 
 inline Duration step_ns(const RunResult& r) {

@@ -103,11 +103,7 @@ TEST(UnalignedGemm, KernelsAtDifferentRatesAddTheirTimesExactly) {
 TEST(UnalignedGemm, BadFiguresNameTheirPath) {
   const std::string path = std::string(PIPESIM_SOURCE_DIR) + "/hw_profiles/h200-sxm-8x.json";
   const nlohmann::json profile = nlohmann::json::parse(detail::read_text_file(path));
-  auto profile_error = [&](auto edit) {
-    nlohmann::json p = profile;
-    edit(p);
-    return testing::error_of([&] { parse_hardware_profile(p.dump(), "mine.json"); });
-  };
+  auto profile_error = [](auto edit) { return testing::edited_profile_error("h200-sxm-8x", edit); };
   EXPECT_NE(profile_error([](nlohmann::json& p) {
               p["gpu"]["unaligned_gemm_tflops"]["forward"] = -1;
             }).find("/gpu/unaligned_gemm_tflops/forward"),
