@@ -263,7 +263,7 @@ class Frameworks(unittest.TestCase):
         rows = json.loads(out)
         self.assertEqual([r["name"] for r in rows], ["deepspeed", "fsdp", "hf-transformers", "hf-transformers-compile",
                                                      "megatron-core", "megatron-deepspeed", "megatron-lm-2021",
-                                                     "megatron-lm-2022", "nanotron"])
+                                                     "megatron-lm-2022", "nanotron", "torchtitan-2024-12"])
         self.assertEqual({r["name"]: r for r in rows}["hf-transformers-compile"]["attention_mask"], "dense")
         by_name = {r["name"]: r for r in rows}
         self.assertEqual(by_name["megatron-lm-2021"]["grad_accumulation"], "main-grad")
@@ -278,6 +278,7 @@ class Frameworks(unittest.TestCase):
         self.assertIsNone(by_name["megatron-core"]["kernels"])
         self.assertEqual(by_name["nanotron"]["pipeline_split"], "block-costs")
         self.assertEqual(by_name["fsdp"]["attention_kernel"], "cudnn")
+        self.assertEqual(by_name["torchtitan-2024-12"]["attention_kernel"], "flash-attn-2")
         job = ["--model", "llama3-8b", "--hw", "h100-sxm-8x", "--pp", "4", "--schedule", "1f1b"]
         rc, out, _ = run("simulate", *job, "--format", "json")
         core = json.loads(out)

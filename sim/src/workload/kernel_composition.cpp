@@ -21,7 +21,7 @@ constexpr std::array<std::pair<const char*, KernelTensor>, 7> kTensors{{
     {"vocab_params", KernelTensor::kVocabParams},
 }};
 
-constexpr std::array<std::pair<const char*, ModelFeature>, 10> kFeatures{{
+constexpr std::array<std::pair<const char*, ModelFeature>, 12> kFeatures{{
     {"always", ModelFeature::kAlways},
     {"rmsnorm", ModelFeature::kRmsNorm},
     {"layernorm", ModelFeature::kLayerNorm},
@@ -32,6 +32,8 @@ constexpr std::array<std::pair<const char*, ModelFeature>, 10> kFeatures{{
     {"gelu", ModelFeature::kGelu},
     {"tied_embeddings", ModelFeature::kTiedEmbeddings},
     {"untied_embeddings", ModelFeature::kUntiedEmbeddings},
+    {"grouped_query", ModelFeature::kGroupedQuery},
+    {"no_grouped_query", ModelFeature::kNoGroupedQuery},
 }};
 
 template <class Table>
@@ -88,6 +90,10 @@ bool model_has(const ModelSpec& m, ModelFeature f) {
       return m.tie_embeddings;
     case ModelFeature::kUntiedEmbeddings:
       return !m.tie_embeddings;
+    case ModelFeature::kGroupedQuery:
+      return m.kv_heads > 0 && m.kv_heads < m.heads;
+    case ModelFeature::kNoGroupedQuery:
+      return !(m.kv_heads > 0 && m.kv_heads < m.heads);
   }
   return false;
 }

@@ -27,7 +27,8 @@ TEST(Framework, ShippedFilesLoadAndCiteEverySetting) {
   const std::vector<std::string> names = shipped_frameworks();
   EXPECT_EQ(names, (std::vector<std::string>{"deepspeed", "fsdp", "hf-transformers",
                                              "hf-transformers-compile", "megatron-core", "megatron-deepspeed",
-                                             "megatron-lm-2021", "megatron-lm-2022", "nanotron"}));
+                                             "megatron-lm-2021", "megatron-lm-2022", "nanotron",
+                                             "torchtitan-2024-12"}));
   for (const std::string& name : names) {
     const Framework f = load_framework(name);
     EXPECT_EQ(f.name, name);

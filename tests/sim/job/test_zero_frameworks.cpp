@@ -54,6 +54,27 @@ TEST(ZeroFrameworks, FsdpRunsTorchtitansLlamaByHand) {
   EXPECT_EQ(block.stored_activation_bytes, 8 * T * h + 6 * T * q + 4 * T * kv + 8 * T * f);
 }
 
+TEST(ZeroFrameworks, TorchtitanOf2024RunsItsNormsInPyTorchOpsAndCopiesKAndVByHand) {
+  // The same block as torchtitan ran it at the end of 2024: each RMSNorm eight kernels in fp32 (36 forward, 92
+  // backward per T x h element against the fused 4 and 6), and repeat_kv copying k and v to the 32 query heads
+  // (read 2 + 2 per kv element, written 2 + 2 per q element; its backward sums them back).
+  const std::int64_t T = 2048, h = 4096, q = 4096, kv = 1024, f = 14336;
+  const std::int64_t params = h * (q + 2 * kv) + q * h + 3 * h * f + 2 * h;
+  const LayerCost block = block_of("torchtitan-2024-12", "llama3-8b", T);
+  EXPECT_EQ(block.fwd_mem_bytes, (72 + 12) * T * h + (24 + 4) * T * q + (20 + 4) * T * kv + 10 * T * f);
+  EXPECT_EQ(block.kernels, 16 + 7 + 3 + 3 + 2 + 1 + 1 + 2 + 2);
+  EXPECT_EQ(block.bwd_mem_bytes,
+            (184 + 12) * T * h + (24 + 4) * T * q + (20 + 4) * T * kv + 18 * T * f + 6 * params);
+  // Saved without recompute: the norms' fp32 inputs and bf16 outputs (12), SDPA's k and v as the copies.
+  EXPECT_EQ(block.stored_activation_bytes, 12 * T * h + (6 + 4) * T * q + 8 * T * f);
+  // A model with a key/value head for every query head copies nothing: Llama-2-7B (32 of each).
+  const LayerCost mha = block_of("torchtitan-2024-12", "llama2-7b", T);
+  const std::int64_t h2 = 4096, f2 = 11008;
+  EXPECT_EQ(mha.fwd_mem_bytes, (72 + 12) * T * h2 + 24 * T * h2 + 20 * T * h2 + 10 * T * f2);
+  EXPECT_EQ(mha.stored_activation_bytes, 12 * T * h2 + 6 * T * h2 + 4 * T * h2 + 8 * T * f2);
+  EXPECT_EQ(load_framework("torchtitan-2024-12").kernels->optimizer_step_bytes_per_param, 92);
+}
+
 TEST(ZeroFrameworks, DeepSpeedReducesAfterTheBackwardUnlessGradientsAreSharded) {
   JobOptions j = testing::job("qwen3-1.7b", "h100-sxm-8x", 1, 1, 8, 4);
   j.framework = "deepspeed";

@@ -35,7 +35,9 @@ enum class ModelFeature {
   kSwiGlu,
   kGelu,
   kTiedEmbeddings,
-  kUntiedEmbeddings
+  kUntiedEmbeddings,
+  kGroupedQuery,   ///< fewer key/value heads than query heads (grouped-query attention)
+  kNoGroupedQuery  ///< a key/value head for every query head
 };
 
 struct KernelTraffic {
