@@ -55,9 +55,9 @@ TEST(ZeroFrameworks, FsdpRunsTorchtitansLlamaByHand) {
 }
 
 TEST(ZeroFrameworks, TorchtitanOf2024RunsItsNormsInPyTorchOpsAndCopiesKAndVByHand) {
-  // The same block as torchtitan ran it at the end of 2024: each RMSNorm eight kernels in fp32 (36 forward, 92
-  // backward per T x h element against the fused 4 and 6), and repeat_kv copying k and v to the 32 query heads
-  // (read 2 + 2 per kv element, written 2 + 2 per q element; its backward sums them back).
+  // The same block as torchtitan ran it at the end of 2024: each RMSNorm eight kernels in fp32 (36 forward,
+  // 92 backward per T x h element against the fused 4 and 6), and repeat_kv copying k and v to the 32 query
+  // heads (read 2 + 2 per kv element, written 2 + 2 per q element; its backward sums them back).
   const std::int64_t T = 2048, h = 4096, q = 4096, kv = 1024, f = 14336;
   const std::int64_t params = h * (q + 2 * kv) + q * h + 3 * h * f + 2 * h;
   const LayerCost block = block_of("torchtitan-2024-12", "llama3-8b", T);
