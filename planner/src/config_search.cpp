@@ -14,6 +14,7 @@
 #include "pipesim/planner/partition.hpp"
 #include "pipesim/sim/core/error.hpp"
 #include "pipesim/sim/engine/engine.hpp"
+#include "pipesim/sim/hardware/power_limit.hpp"
 #include "pipesim/sim/job/option_parsing.hpp"
 #include "pipesim/sim/report/invariants.hpp"
 #include "pipesim/sim/schedules/plan_builder.hpp"
@@ -591,6 +592,10 @@ SearchResult search(const SearchOptions& given, std::ostream* progress) {
   o.base = sim::with_framework(given.base);  // the framework's options, read once for every candidate
   check_search_options(o);
   const sim::HardwareProfile hw = sim::load_hardware_profile(o.base.hw);
+  // A limit the profile cannot price fails every candidate alike: said once, not as "nothing fits".
+  if (o.base.power_limit)
+    if (const std::string why = sim::power_limit_error(hw.gpu, *o.base.power_limit); !why.empty())
+      throw sim::InputError(sim::Option{"power_limit"}, "", why);
   const double usd = o.gpu_hour_usd > 0 ? o.gpu_hour_usd : hw.gpu_hour_usd;
   if (o.objective == "cost" && usd <= 0)
     throw sim::InputError(sim::Option{"gpu_hour_usd"}, "",

@@ -537,6 +537,30 @@ class Buy(unittest.TestCase):
                                  for o in r["clusters"]))
         self.assertTrue(front)
 
+    def test_a_power_limit_prices_the_plan_at_its_clock_and_the_energy_at_the_limit(self):
+        args = [*self.JOB, "--hw", "h100-sxm-8x", "--gpus", "8", "--tokens", "1e10", "--format", "json"]
+        rc, out, err = run("buy", *args, "--power-limit", "500")
+        self.assertEqual(rc, 0, err)
+        limited = json.loads(out)["clusters"][0]
+        rc, out, err = run("buy", *args)
+        self.assertEqual(rc, 0, err)
+        rated = json.loads(out)["clusters"][0]
+        step = limited["plan"]["step_time_s"]
+        self.assertGreater(step, rated["plan"]["step_time_s"])
+        self.assertEqual(limited["energy_kwh"], 8 * (152588 * step) / 3600 * 500 / 1000)
+        # The plan is the one `plan` finds at the same limit; MFU stays against the rated peak.
+        rc, plan_out, err = run("plan", *self.JOB, "--hw", "h100-sxm-8x", "--gpus", "8", "--top", "1",
+                                "--power-limit", "500", "--format", "json")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(limited["plan"], json.loads(plan_out)[0])
+        self.assertLess(limited["plan"]["mfu"], rated["plan"]["mfu"])
+        # One line, exit 2, for a limit the profile cannot price.
+        rc, out, err = run("buy", *self.JOB, "--hw", "a100-80g-sxm-8x", "--gpus", "8", "--tokens", "1e10",
+                           "--power-limit", "300")
+        self.assertEqual(rc, 2)
+        self.assertEqual(len(err.strip().splitlines()), 1, err)
+        self.assertIn("power_clock_exponent", err)
+
     def test_memory_holding_the_microbatch_down_is_named(self):
         # Qwen3-1.7B at 4K tokens without recompute on 24 GB cards: b 2 does not fit, so b 1 is memory's choice.
         args = ["--model", "qwen3-1.7b", "--global-batch", "64", "--seq", "4096", "--schedules", "1f1b",
