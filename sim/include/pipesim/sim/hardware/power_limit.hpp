@@ -11,9 +11,9 @@ namespace pipesim::sim {
 
 struct GpuSpec;
 
-/// The lowest limit priced: a quarter of the rated power. The exponents come from ratings at 57 % (Hopper)
-/// and 83 % (Blackwell) of the larger one; far below, the clocks reach their floor and the law no longer
-/// holds.
+/// The lowest limit priced: a quarter of the rated power. The exponents come from ratings at 57 % (Hopper),
+/// 70 % (B200) and 83 % (GB200) of the larger one; far below, the clocks reach their floor and the law no
+/// longer holds.
 inline constexpr double kMinPowerLimitShare = 0.25;
 
 /// The compute clock of a GPU rated `board_W` and run at `limit_W`, as a share of its rated clock:
