@@ -140,6 +140,7 @@ nlohmann::json composition_json(const std::shared_ptr<const pipesim::sim::Kernel
   };
   return {{"residual_bytes", k->residual_bytes},
           {"optimizer_step_bytes_per_param", k->optimizer_step_bytes_per_param},
+          {"gather_copy_bytes_per_param", k->gather_copy_bytes_per_param},
           {"embedding", layer(k->embedding)},
           {"block", layer(k->block)},
           {"head", layer(k->head)}};

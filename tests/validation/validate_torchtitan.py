@@ -8,9 +8,9 @@ benchmark's notes.
 Usage: validate_torchtitan.py PIPESIM [--check]
 With --check it exits 1 when a run's peak memory leaves MEMORY_BOUND_PCT of the measured one (today -12.6 % and
 -13.4 %; torchtitan reports the caching allocator's peak reserved, pipesim the tensors), or when the
-throughput leaves THROUGHPUT_BOUND_PCT (today +17.5 % and +22.3 %; with today's torchtitan, `--framework fsdp`,
-+50.0 % and +54.8 %; without the power limit as well, +62.3 % and +67.5 %; the benchmark's torchtitan without
-it, +25.7 % and +31.0 %).
+throughput leaves THROUGHPUT_BOUND_PCT (today +16.0 % and +20.8 %; with today's torchtitan, `--framework fsdp`,
++47.6 % and +52.4 %; without the power limit as well, +59.5 % and +64.7 %; the benchmark's torchtitan without
+it, +24.0 % and +29.3 %).
 """
 import json
 import os

@@ -115,6 +115,7 @@ std::shared_ptr<const KernelComposition> parse_framework_kernels(JsonObject& roo
   c->residual_bytes = sourced_integer(k, "residual_bytes", 2, 1, 8);
   c->optimizer_step_bytes_per_param = sourced_integer(k, "optimizer_step_bytes_per_param", 0, 1, 1000);
   c->grad_buffer_bytes_per_param = sourced_integer(k, "grad_buffer_bytes_per_param", 0, 1, 64);
+  c->gather_copy_bytes_per_param = sourced_integer(k, "gather_copy_bytes_per_param", 0, 1, 64);
   c->elementwise_efficiency = sourced_number(k, "elementwise_efficiency", 1, kMinElementwiseEfficiency, 1);
   c->embedding = layer(k, "embedding");
   c->block = layer(k, "block");

@@ -379,8 +379,10 @@ void resolve_execution(const JobOptions& j, const ScheduleDescriptor& schedule, 
   if (j.loaded_framework && j.loaded_framework->kernels &&
       j.loaded_framework->kernels->optimizer_step_bytes_per_param > 0)
     in.optimizer_bytes_per_param = j.loaded_framework->kernels->optimizer_step_bytes_per_param;
-  if (j.loaded_framework && j.loaded_framework->kernels)
+  if (j.loaded_framework && j.loaded_framework->kernels) {
     in.elementwise_efficiency = j.loaded_framework->kernels->elementwise_efficiency;
+    in.gather_copy_bytes_per_param = j.loaded_framework->kernels->gather_copy_bytes_per_param;
+  }
   if (std::isnan(j.p2p_time_ms)) bad(Option{"p2p_time_ms"}, "not a number; valid: 0 .. 1e6");
   if (j.p2p_time_ms >= 0) {
     if (!std::isfinite(j.p2p_time_ms) || j.p2p_time_ms > 1e6) bad(Option{"p2p_time_ms"}, "valid: 0 .. 1e6");

@@ -7,6 +7,8 @@
 
 #include "pipesim/sim/job/framework.hpp"
 #include "pipesim/sim/job/job.hpp"
+#include "pipesim/sim/plan/plan.hpp"
+#include "pipesim/sim/schedules/plan_builder.hpp"
 #include "pipesim/sim/workload/cost_model.hpp"
 #include "test_helpers.hpp"
 
@@ -73,6 +75,53 @@ TEST(ZeroFrameworks, TorchtitanOf2024RunsItsNormsInPyTorchOpsAndCopiesKAndVByHan
   EXPECT_EQ(mha.fwd_mem_bytes, (72 + 12) * T * h2 + 24 * T * h2 + 20 * T * h2 + 10 * T * f2);
   EXPECT_EQ(mha.stored_activation_bytes, 12 * T * h2 + 6 * T * h2 + 4 * T * h2 + 8 * T * f2);
   EXPECT_EQ(load_framework("torchtitan-2024-12").kernels->optimizer_step_bytes_per_param, 92);
+}
+
+TEST(ZeroFrameworks, Fsdp2CopiesEachGatheredLayerIntoItsParametersBeforeTheFirstOpThatUsesThem) {
+  // FSDP2 all-gathers a layer into one bf16 buffer and copies it into the parameters on the compute stream
+  // (split_with_sizes_copy: read 2, write 2 a parameter, one launch), before the forward and again before the
+  // backward's first op. DeepSpeed's and FSDP1's parameters are views of the gathered buffer.
+  JobOptions j = testing::job("qwen3-1.7b", "h100-sxm-8x", 1, 1, 8, 2);
+  j.framework = "fsdp";
+  j.zero = 3;
+  const ScheduleDescriptor& s = find_schedule("1f1b");
+  const ScheduleInput with = make_schedule_input(j, s);
+  ASSERT_EQ(with.gather_copy_bytes_per_param, 4);
+  ScheduleInput without = with;
+  without.gather_copy_bytes_per_param = 0;
+  const Plan a = build_plan(s, with), b = build_plan(s, without);
+  ASSERT_EQ(a.ops.size(), b.ops.size());
+  const auto& layers = with.costs.front();
+  std::int64_t forwards = 0, copies = 0, copied_bytes = 0, gathered_bytes = 0;
+  for (std::size_t i = 0; i < a.ops.size(); ++i) {
+    const ComputeWork* x = compute_of(a.ops[i].payload);
+    const ComputeWork* y = compute_of(b.ops[i].payload);
+    ASSERT_EQ(x == nullptr, y == nullptr);
+    if (x == nullptr) continue;
+    const OpTags& t = a.ops[i].tags;
+    const std::int64_t params =
+        t.layer_end == t.layer_begin + 1 ? layers[static_cast<std::size_t>(t.layer_begin)].params : 0;
+    if (a.ops[i].kind == OpKind::kForward && params > 0) {
+      ++forwards;
+      gathered_bytes += 2 * 4 * params;  // each forward's layer is gathered again for its backward
+    }
+    if (x->mem_bytes == y->mem_bytes) {
+      EXPECT_EQ(x->kernels, y->kernels);
+      continue;
+    }
+    ++copies;
+    copied_bytes += x->mem_bytes - y->mem_bytes;
+    EXPECT_EQ(x->mem_bytes - y->mem_bytes, 4 * params) << "op " << i;
+    EXPECT_EQ(x->kernels, y->kernels + 1) << "op " << i;
+    EXPECT_EQ(x->flops, y->flops);
+  }
+  EXPECT_GT(forwards, 0);
+  EXPECT_EQ(copies, 2 * forwards);
+  EXPECT_EQ(copied_bytes, gathered_bytes);
+  EXPECT_GT(testing::step_ns(testing::simulate("1f1b", with)),
+            testing::step_ns(testing::simulate("1f1b", without)));
+  EXPECT_EQ(load_framework("deepspeed").kernels->gather_copy_bytes_per_param, 0);
+  EXPECT_EQ(load_framework("torchtitan-2024-12").kernels->gather_copy_bytes_per_param, 4);
 }
 
 TEST(ZeroFrameworks, DeepSpeedReducesAfterTheBackwardUnlessGradientsAreSharded) {

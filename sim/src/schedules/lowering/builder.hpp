@@ -119,16 +119,25 @@ inline Duration backward_fixed(TaskKind kind, const RangeCost& part) {
 }
 
 /// The pass a compute work belongs to, which tells apart the works of one range: the forward, its
-/// recompute, or a backward kind with the rows of its weight gradient run beside the input gradient or not.
+/// recompute, or a backward kind with the rows of its weight gradient run beside the input gradient or not,
+/// each with or without the copy of the layer's all-gathered weights into its parameters before it.
 struct WorkPass {
   enum class Kind : std::uint8_t { kForward, kRecompute, kBackward };
   Kind kind = Kind::kForward;
   TaskKind task = TaskKind::kForward;
   bool rows_with_input = false;
+  bool copies_gathered = false;
   bool operator==(const WorkPass&) const = default;
   std::size_t code() const {
-    return (static_cast<std::size_t>(kind) * 4 + static_cast<std::size_t>(task)) * 2 +
-           (rows_with_input ? 1 : 0);
+    return ((static_cast<std::size_t>(kind) * 4 + static_cast<std::size_t>(task)) * 2 +
+            (rows_with_input ? 1 : 0)) *
+               2 +
+           (copies_gathered ? 1 : 0);
+  }
+  WorkPass copying(bool copy) const {
+    WorkPass p = *this;
+    p.copies_gathered = copy;
+    return p;
   }
 };
 inline constexpr WorkPass kForwardPass{WorkPass::Kind::kForward};
@@ -422,6 +431,19 @@ class Builder {
                               bool last_round);
   std::int64_t layer_weight_params(const RangeCost& layer) const {
     return in_.lora_rank > 0 ? layer.params + layer.trainable : layer.params;
+  }
+  /// Whether the first op to use a layer's gathered weights copies them into the parameters first (FSDP2's
+  /// copy-out: the all-gather's one buffer split into each parameter on the compute stream).
+  bool copies_gathered(OpId gathered) const {
+    return gathered != kNone && shard_ranks() > 1 && in_.gather_copy_bytes_per_param > 0;
+  }
+  /// `w` with that copy folded in: its bytes and its launch.
+  ComputeWork with_gather_copy(ComputeWork w, const RangeCost& layer, bool copy) const {
+    if (copy) {
+      w.mem_bytes += in_.gather_copy_bytes_per_param * layer_weight_params(layer);
+      ++w.kernels;
+    }
+    return w;
   }
   /// The GPU of (replica, stage), before any of its ops.
   GpuRank gpu_rank(std::size_t replica, std::int32_t stage);

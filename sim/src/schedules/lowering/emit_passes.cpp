@@ -350,9 +350,10 @@ void Builder::emit_layerwise_task(GpuRank& g, const Task& task, std::int32_t ite
       const RangeCost& lc = layers[static_cast<std::size_t>(i)];
       const OpTags tags = layer_tags(i);
       const OpId gathered = gather_layer(g, lc, tags);
+      const bool copy = copies_gathered(gathered);
       OpId f = add_op(
-          compute, OpKind::kForward, tags, lc, kForwardPass, lc.kernels, lc.gemm,
-          [&] { return forward_work(lc); }, forward_fixed(lc));
+          compute, OpKind::kForward, tags, lc, kForwardPass.copying(copy), lc.kernels, lc.gemm,
+          [&] { return with_gather_copy(forward_work(lc), lc, copy); }, forward_fixed(lc));
       plan_.add_alloc(f, lc.stored);
       use_gathered(g, f, gathered, lc);
       if (sl.fwd_first == kNone) sl.fwd_first = f;
@@ -372,17 +373,20 @@ void Builder::emit_layerwise_task(GpuRank& g, const Task& task, std::int32_t ite
     // The input-gradient pass (and the recompute before it) needs the weights again; the weight-gradient pass
     // only activations and output gradients.
     const OpId gathered = weight_only ? kNone : gather_layer(g, lc, tags);
+    bool copy = copies_gathered(gathered);  // into the first op that uses the weights
     if (!weight_only && (lc.recompute > 0 || lc.recompute_ns > 0)) {
       first = add_op(
-          compute, OpKind::kRecompute, tags, lc, kRecomputePass, lc.kernels, lc.gemm,
-          [&] { return recompute_work(lc); }, recompute_fixed(lc));
+          compute, OpKind::kRecompute, tags, lc, kRecomputePass.copying(copy), lc.kernels, lc.gemm,
+          [&] { return with_gather_copy(recompute_work(lc), lc, copy); }, recompute_fixed(lc));
+      copy = false;
       plan_.add_alloc(first, lc.extra);
       if (gathered != kNone) plan_.ops[static_cast<std::size_t>(first)].deps.push_back(gathered);
     }
     const std::int32_t kernels = backward_launches(task.kind, lc);
     OpId b = add_op(
-        compute, backward_kind(task.kind), tags, lc, backward_pass(task.kind, false), kernels, lc.gemm,
-        [&] { return backward_work(task.kind, lc, lc.gemm, kernels); }, backward_fixed(task.kind, lc));
+        compute, backward_kind(task.kind), tags, lc, backward_pass(task.kind, false).copying(copy), kernels,
+        lc.gemm, [&] { return with_gather_copy(backward_work(task.kind, lc, lc.gemm, kernels), lc, copy); },
+        backward_fixed(task.kind, lc));
     if (first == kNone && !weight_only && lc.extra > 0) plan_.add_alloc(b, lc.extra);
     plan_.add_free(b, whole         ? lc.stored + lc.extra
                       : weight_only ? lc.weight_grad_share

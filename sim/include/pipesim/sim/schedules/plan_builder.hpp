@@ -109,6 +109,9 @@ struct ScheduleInput {
   /// the whole gathered parameters in new 16-bit buffers, nanotron's all_gather_coalesced) rather than into
   /// the parameters' own storage: 2 (1 + 1/shards) bytes a parameter held for the gather.
   bool param_gather_copies = false;
+  /// HBM bytes a layer's first op after each of its ZeRO-3 all-gathers moves per gathered parameter, in one
+  /// more launch (KernelComposition::gather_copy_bytes_per_param: FSDP2's copy-out on the compute stream).
+  std::int64_t gather_copy_bytes_per_param = 0;
   /// The 16-bit gradients are DDP's bucket buffers (nanotron, whose DDP hook adds them into fp32 buffers):
   /// with one data-parallel rank there is no DDP, and each backward's gradients are freed once added.
   /// Otherwise they are made by a step's first backward and freed by its optimizer step.

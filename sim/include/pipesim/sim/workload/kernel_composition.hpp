@@ -69,6 +69,12 @@ struct KernelComposition {
   std::int64_t residual_bytes = 2;
   /// HBM bytes a GPU optimizer step moves per parameter (0: the dtype's, optimizer_step_bytes_per_param).
   std::int64_t optimizer_step_bytes_per_param = 0;
+  /// HBM bytes the framework moves on the compute stream per parameter of a layer after each ZeRO-3 / FSDP
+  /// all-gather of its weights, in one launch: FSDP2 gathers a layer into one buffer and copies it into
+  /// each parameter (4: read and write 2). 0 where the parameters are views of the gathered buffer (FSDP1's
+  /// flat parameter) or the copy runs on the all-gather's own stream (DeepSpeed's ZeRO-3, whose
+  /// AllGatherCoalescedHandle.wait concatenates each parameter there), which pipesim does not price.
+  std::int64_t gather_copy_bytes_per_param = 0;
   /// Bytes per trained parameter the framework keeps beside its weights, gradients and optimizer state on
   /// every rank whatever the ZeRO stage (nanotron's fp32 gradient accumulation buffer).
   std::int64_t grad_buffer_bytes_per_param = 0;
