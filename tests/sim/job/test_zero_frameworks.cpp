@@ -124,6 +124,33 @@ TEST(ZeroFrameworks, Fsdp2CopiesEachGatheredLayerIntoItsParametersBeforeTheFirst
   EXPECT_EQ(load_framework("torchtitan-2024-12").kernels->gather_copy_bytes_per_param, 4);
 }
 
+TEST(ZeroFrameworks, AProfiledLayersMeasuredTimeTakesTheCopyOfItsGatheredWeightsAtTheStreamingRate) {
+  // A profiled block of 10^6 parameters, sharded over two ranks: each forward's and each backward's measured
+  // time grows by exactly the time of streaming 4 B a parameter.
+  ScheduleInput in = testing::uniform_input(1, 2, 1'000'000, 600'000, 400'000);
+  for (LayerCost& l : in.costs.front()) l.params = l.trainable_params = 1'000'000;
+  in.dp = 2;
+  in.sharding.stage = ZeroStage::k3;
+  in.sharding.shard_group = 2;
+  ScheduleInput with = in;
+  with.gather_copy_bytes_per_param = 4;
+  const ScheduleDescriptor& s = find_schedule("1f1b");
+  const Plan a = build_plan(s, with), b = build_plan(s, in);
+  ASSERT_EQ(a.ops.size(), b.ops.size());
+  const Duration copy = with.hw.memory_ns(4'000'000);
+  ASSERT_GT(copy, 0);
+  std::int32_t forwards = 0, backwards = 0;
+  for (std::size_t i = 0; i < a.ops.size(); ++i) {
+    if (a.ops[i].fixed_duration < 0) continue;
+    const Duration extra = a.ops[i].fixed_duration - b.ops[i].fixed_duration;
+    if (a.ops[i].kind != OpKind::kForward && a.ops[i].kind != OpKind::kBackward) continue;
+    ++(a.ops[i].kind == OpKind::kForward ? forwards : backwards);
+    EXPECT_EQ(extra, copy) << "op " << i;
+  }
+  EXPECT_EQ(forwards, 2);  // one block, two microbatches (one replica simulated)
+  EXPECT_EQ(backwards, 2);
+}
+
 TEST(ZeroFrameworks, DeepSpeedReducesAfterTheBackwardUnlessGradientsAreSharded) {
   JobOptions j = testing::job("qwen3-1.7b", "h100-sxm-8x", 1, 1, 8, 4);
   j.framework = "deepspeed";

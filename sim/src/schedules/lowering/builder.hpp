@@ -437,13 +437,20 @@ class Builder {
   bool copies_gathered(OpId gathered) const {
     return gathered != kNone && shard_ranks() > 1 && in_.gather_copy_bytes_per_param > 0;
   }
+  std::int64_t gather_copy_bytes(const RangeCost& layer) const {
+    return in_.gather_copy_bytes_per_param * layer_weight_params(layer);
+  }
   /// `w` with that copy folded in: its bytes and its launch.
   ComputeWork with_gather_copy(ComputeWork w, const RangeCost& layer, bool copy) const {
     if (copy) {
-      w.mem_bytes += in_.gather_copy_bytes_per_param * layer_weight_params(layer);
+      w.mem_bytes += gather_copy_bytes(layer);
       ++w.kernels;
     }
     return w;
+  }
+  /// A profiled layer's measured time (fixed >= 0) with the copy's streaming time added; -1 stays -1.
+  Duration with_gather_copy(Duration fixed, const RangeCost& layer, bool copy) const {
+    return copy && fixed >= 0 ? fixed + in_.hw.memory_ns(gather_copy_bytes(layer)) : fixed;
   }
   /// The GPU of (replica, stage), before any of its ops.
   GpuRank gpu_rank(std::size_t replica, std::int32_t stage);

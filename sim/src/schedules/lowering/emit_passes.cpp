@@ -353,7 +353,8 @@ void Builder::emit_layerwise_task(GpuRank& g, const Task& task, std::int32_t ite
       const bool copy = copies_gathered(gathered);
       OpId f = add_op(
           compute, OpKind::kForward, tags, lc, kForwardPass.copying(copy), lc.kernels, lc.gemm,
-          [&] { return with_gather_copy(forward_work(lc), lc, copy); }, forward_fixed(lc));
+          [&] { return with_gather_copy(forward_work(lc), lc, copy); },
+          with_gather_copy(forward_fixed(lc), lc, copy));
       plan_.add_alloc(f, lc.stored);
       use_gathered(g, f, gathered, lc);
       if (sl.fwd_first == kNone) sl.fwd_first = f;
@@ -377,7 +378,8 @@ void Builder::emit_layerwise_task(GpuRank& g, const Task& task, std::int32_t ite
     if (!weight_only && (lc.recompute > 0 || lc.recompute_ns > 0)) {
       first = add_op(
           compute, OpKind::kRecompute, tags, lc, kRecomputePass.copying(copy), lc.kernels, lc.gemm,
-          [&] { return with_gather_copy(recompute_work(lc), lc, copy); }, recompute_fixed(lc));
+          [&] { return with_gather_copy(recompute_work(lc), lc, copy); },
+          with_gather_copy(recompute_fixed(lc), lc, copy));
       copy = false;
       plan_.add_alloc(first, lc.extra);
       if (gathered != kNone) plan_.ops[static_cast<std::size_t>(first)].deps.push_back(gathered);
@@ -386,7 +388,7 @@ void Builder::emit_layerwise_task(GpuRank& g, const Task& task, std::int32_t ite
     OpId b = add_op(
         compute, backward_kind(task.kind), tags, lc, backward_pass(task.kind, false).copying(copy), kernels,
         lc.gemm, [&] { return with_gather_copy(backward_work(task.kind, lc, lc.gemm, kernels), lc, copy); },
-        backward_fixed(task.kind, lc));
+        with_gather_copy(backward_fixed(task.kind, lc), lc, copy));
     if (first == kNone && !weight_only && lc.extra > 0) plan_.add_alloc(b, lc.extra);
     plan_.add_free(b, whole         ? lc.stored + lc.extra
                       : weight_only ? lc.weight_grad_share
