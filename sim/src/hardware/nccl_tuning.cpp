@@ -39,6 +39,18 @@ constexpr double kNvlsTreeNvlinkLatency = 25.0, kNvlsTreeNetLatency = 20.9;
 // over 3.5 a level of the nodes' binary tree, a linear 2.8 us a rank, 0.75 of the ring's bandwidth.
 constexpr double kPatBaseLatency = 8.0, kPatPerRankUs = 2.8, kPatEfficiency = 0.75;
 
+// ncclTopoGetAlgoTime's corrections to the model (NVIDIA/nccl src/graph/tuning.cc): a tree all-reduce's
+// bandwidth by protocol and log2 of its bytes / 64 (64 B .. 256 MB; "trees are not perfectly sticking to the
+// model for medium sizes"), and a Simple ring all-reduce across nodes taking 1.4 times its latency once each
+// rank's share of a channel reaches 64 B (1.9 before Ampere; "plateau effect of ring"), NCCL's rings counted
+// as its 32 (MAXCHANNELS / 2).
+constexpr double kTreeCorrection[3][23] = {
+    {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0},
+    {1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0},
+    {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9}};
+constexpr double kRingPlateauLatency = 1.4;
+constexpr std::int64_t kRingChannels = 32;
+
 int row(NcclAlgorithm a) {
   return a == NcclAlgorithm::kTree ? 0 : 1;
 }
@@ -182,7 +194,18 @@ NcclCollective nccl_collective(CollectiveKind kind, std::int32_t ranks, std::int
       // Across nodes the plugin's model runs a tree at half the ring's rate, less LL's and LL128's flags.
       if (net_step_us && a == NcclAlgorithm::kTree && nodes > 1)
         wire = kPluginTreeRateDivisor / kPluginProtocolShare[column(p)];
-      const double latency = nccl_latency_us(kind, a, p, ranks, nodes, nvlink, net_step_us, net_reported_us);
+      double latency = nccl_latency_us(kind, a, p, ranks, nodes, nvlink, net_step_us, net_reported_us);
+      if (!plugin_tuned && all_reduce) {
+        if (a == NcclAlgorithm::kTree) {
+          std::int64_t chunks = message_bytes >> 6;
+          int log_size = 0;
+          while (chunks >>= 1) ++log_size;
+          if (log_size < 23) wire /= kTreeCorrection[column(p)][log_size];
+        }
+        if (a == NcclAlgorithm::kRing && p == NcclProtocol::kSimple && nodes > 1 &&
+            message_bytes / (kRingChannels * ranks) >= 64)
+          latency *= kRingPlateauLatency;
+      }
       const double us = latency + (plugin_tuned ? static_cast<double>(message_bytes) * wire /
                                                       (nic_bytes_per_us * kPluginChannels)
                                                 : ring_bus * wire / bytes_per_us);

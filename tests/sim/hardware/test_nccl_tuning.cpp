@@ -74,10 +74,36 @@ TEST(NcclTuning, WhereTheEfaPluginTunesNcclItsTreeRunsAtHalfTheRingsRate) {
   EXPECT_EQ(small.protocol, NcclProtocol::kLL128);
   EXPECT_NEAR(small.latency_us, 14.0 + 2 * (7 * 1.25 + 5 * 20.0), 1e-9);
   EXPECT_DOUBLE_EQ(small.wire_factor, 2.0 / 0.9375);
-  // Without the plugin (InfiniBand's figures), NCCL's own tree, LL128 at 64 MiB: 0.92 x 120/128 of the rate,
-  // its bytes 256/255 of a ring's (116.5 + 389 us against Simple's 204.4 + 365 and the ring's 2,400 + 334).
+  // Without the plugin (InfiniBand's figures), NCCL's own tree, LL128 at 64 MiB: 0.92 x 120/128 of the rate
+  // and 0.9 of that (its tree correction at 64 MiB), its bytes 256/255 of a ring's (116.5 + 432 us against
+  // Simple's 204.4 + 456 at its 0.8 and the ring's 3,359 + 334).
   EXPECT_NEAR(nccl_collective(CollectiveKind::kAllReduce, 256, 32, true, 64 << 20, 50).wire_factor,
-              256.0 / 255.0 / (0.92 * 120 / 128), 1e-12);
+              256.0 / 255.0 / (0.92 * 120 / 128) / 0.9, 1e-12);
+}
+
+TEST(NcclTuning, TreesTakeNcclsCorrectionAtMediumSizesAndSimpleRingsAcrossNodesItsPlateau) {
+  // ncclTopoGetAlgoTime (NVIDIA/nccl src/graph/tuning.cc): a tree all-reduce's bandwidth times
+  // treeCorrectionFactor[protocol][log2(bytes / 64)] below 512 MiB, and a Simple ring all-reduce across nodes
+  // 1.4 times its latency once each rank's share of a channel reaches 64 B.
+  // 8 GiB over 32 nodes (InfiniBand's figures, 400 GB/s a node): Simple's ring, latency (8.4 + 448 x 3.4 + 62
+  // x 14) x 1.4 = 3,359.4 us and 42,781 us of bytes, against Simple's tree, 204.4 us and its bytes 256/255 /
+  // 0.92 as long (46,683 us), uncorrected at 8 GiB.
+  const NcclCollective large =
+      nccl_collective(CollectiveKind::kAllReduce, 256, 32, true, std::int64_t{8} << 30, 50);
+  EXPECT_EQ(large.algorithm, NcclAlgorithm::kRing);
+  EXPECT_EQ(large.protocol, NcclProtocol::kSimple);
+  EXPECT_NEAR(large.latency_us, (8.4 + 448 * 3.4 + 62 * 14.0) * 1.4, 1e-9);
+  EXPECT_NEAR(large.latency_us,
+              1.4 * nccl_latency_us(CollectiveKind::kAllReduce, NcclAlgorithm::kRing, NcclProtocol::kSimple,
+                                    256, 32, true),
+              1e-9);
+  EXPECT_DOUBLE_EQ(large.wire_factor, 1.0);
+  // Inside one node nothing is corrected: 16 MiB on 8 GPUs over PCIe's figures is a ring at its full rate.
+  const NcclCollective inside = nccl_collective(CollectiveKind::kAllReduce, 8, 1, false, 16 << 20, 25);
+  EXPECT_EQ(inside.algorithm, NcclAlgorithm::kRing);
+  EXPECT_NEAR(inside.latency_us,
+              nccl_latency_us(CollectiveKind::kAllReduce, inside.algorithm, inside.protocol, 8, 1, false),
+              1e-9);
 }
 
 TEST(NcclTuning, CollectivesThePluginsTunerLeavesToNcclPayTheLatencyThePluginReports) {

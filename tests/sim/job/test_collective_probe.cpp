@@ -90,15 +90,17 @@ TEST(CollectiveProbe, AcrossNodesEachRailCarriesItsShareOfTheRing) {
 }
 
 TEST(CollectiveProbe, ASmallAllReduceAcrossNodesIsATree) {
-  // 1 MiB over four H100 nodes: a tree with LL, 6.8 us + 2 x (7 hops at 0.6 us + 2 levels at 5.0 us) = 35.2
-  // us and 21.7 us of bytes, against LL128's tree, 65.5 + 6.1 us (the ring at the node's eight NICs, 400
-  // GB/s). It sends the whole buffer up and down (32/31 of a ring's bytes) at LL's 1/3.8 of 92 %.
+  // 1 MiB over four H100 nodes: a tree with LL128, 14 us + 2 x (7 hops at 1.25 us + 2 levels at 8.5 us)
+  // = 65.5 us, sending the whole buffer up and down (32/31 of a ring's bytes) at 0.92 x 120/128 of the ring's
+  // rate (the node's eight NICs, 400 GB/s) and at 0.6 of that, NCCL's correction of trees at 1 MiB
+  // (ncclTopoGetAlgoTime: treeCorrectionFactor[LL128][log2(1 MiB / 64)]): 10.1 us, 75.6 in all; against LL's
+  // tree, 6.8 + 2 x (7 x 0.6 + 2 x 5.0) = 35.2 us and its bytes at 1/3.8 of 92 % and 0.5 of that, 43.3 us.
   const HardwareProfile hw = load_hardware_profile("h100-sxm-8x");
   const CollectiveProbe p = probe_collective(hw, CollectiveKind::kAllReduce, 8, 4, kMiB);
   EXPECT_EQ(p.nccl.algorithm, NcclAlgorithm::kTree);
-  EXPECT_EQ(p.nccl.protocol, NcclProtocol::kLL);
-  EXPECT_NEAR(p.nccl.latency_us, 6.8 + 2 * (7 * 0.6 + 2 * 5.0), 1e-9);
-  const double wire = 32.0 / 31 / (0.92 / 3.8);
+  EXPECT_EQ(p.nccl.protocol, NcclProtocol::kLL128);
+  EXPECT_NEAR(p.nccl.latency_us, 14.0 + 2 * (7 * 1.25 + 2 * 8.5), 1e-9);
+  const double wire = 32.0 / 31 / (0.92 * 120 / 128) / 0.6;
   EXPECT_NEAR(p.nccl.wire_factor, wire, 1e-12);
   EXPECT_NEAR(static_cast<double>(p.time),
               p.nccl.latency_us * 1e3 + wire_ns(std::llround(2.0 * 31 / 32 * kMiB / 8 * wire), 50.0), 2.0);

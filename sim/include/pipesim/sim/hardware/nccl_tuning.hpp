@@ -35,7 +35,9 @@ struct NcclCollective {
 /// How NCCL runs one collective of `message_bytes` over `ranks` GPUs spread evenly over `nodes` nodes whose
 /// GPUs talk over NVLink (`nvlink`) or PCIe, each GPU's link reaching `bus_GBps` (its NIC across nodes,
 /// where NCCL's model runs the ring at the NICs of a node's members together): the pair of algorithm and
-/// protocol with the least latency + bus bytes x wire factor / bandwidth. Rings for every collective; trees
+/// protocol with the least latency + bus bytes x wire factor / bandwidth, with NCCL's corrections of its time
+/// (ncclTopoGetAlgoTime: a tree all-reduce's bandwidth by its size, a Simple ring all-reduce's latency across
+/// nodes), which the returned latency and wire factor hold. Rings for every collective; trees
 /// for all-reduces; PAT (Simple only) for all-gathers and reduce-scatters with one GPU a node, where NCCL
 /// enables it (ncclPatEnable).
 /// `net_step_us`: the network's latency a step by protocol (LL, LL128, Simple) where the network's NCCL
