@@ -391,6 +391,11 @@ void add_kernel_options(CLI::App* sim, pipesim::sim::JobOptions& j) {
          "least "
          "its kernels times this; 0: not modelled (default: the framework's)")
       ->check(CLI::Range(0.0, pipesim::sim::kMaxHostDispatchUs));
+  sim->add_option_function<std::string>(
+      "--attention-kernel", [&j](const std::string& k) { j.attention_kernel = k; },
+      "the fused attention kernel whose published rate the attention core takes: a name of the hardware "
+      "profile's gpu.attention_kernels (cudnn, flash-attn-2, ...) or gemm (the GEMM rate) (default: the "
+      "framework's attention_kernel)");
   sim->add_option("--collective-latency", j.collective_latency,
                   "how collectives pay latency: nccl (NCCL's tuning model for the algorithm and protocol it "
                   "picks by size: ring, tree, PAT; LL, LL128, Simple), steps (the profile's latency once per "

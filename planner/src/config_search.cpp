@@ -596,6 +596,8 @@ SearchResult search(const SearchOptions& given, std::ostream* progress) {
   if (o.base.power_limit)
     if (const std::string why = sim::power_limit_error(hw.gpu, *o.base.power_limit); !why.empty())
       throw sim::InputError(sim::Option{"power_limit"}, "", why);
+  if (const std::string why = sim::attention_kernel_error(o.base, hw); !why.empty())
+    throw sim::InputError(sim::Option{"attention_kernel"}, "", why);
   const double usd = o.gpu_hour_usd > 0 ? o.gpu_hour_usd : hw.gpu_hour_usd;
   if (o.objective == "cost" && usd <= 0)
     throw sim::InputError(sim::Option{"gpu_hour_usd"}, "",

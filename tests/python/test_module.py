@@ -83,6 +83,22 @@ class SameAsTheCommandLine(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "power_clock_exponent"):
             pipesim.simulate(**dict(kw, hw="a100-80g-sxm-8x"), power_limit=300)
 
+    def test_attention_kernel(self):
+        # Another attention kernel, as a what-if: the same answer as the command line's; cuDNN's published H100
+        # rate (the framework's) lies between FlashAttention-2's and the GEMM curve's; a kernel the profile has
+        # no rate for is a ValueError naming the valid ones.
+        kw = dict(JOB, pp=1, hw="h100-sxm-8x", dp=8, seq=8192)
+        args = ["--model", "llama3-8b", "--hw", "h100-sxm-8x", "--pp", "1", "--schedule", "1f1b",
+                "--global-batch", "8", "--dp", "8", "--seq", "8192", "--attention-kernel", "flash-attn-2"]
+        flash = pipesim.simulate(**kw, attention_kernel="flash-attn-2")
+        self.assertEqual(without_wall_time(flash), without_wall_time(cli_json("simulate", *args)))
+        cudnn = pipesim.simulate(**kw)
+        gemm = pipesim.simulate(**kw, attention_kernel="gemm")
+        self.assertLess(gemm["step_time_s"], cudnn["step_time_s"])
+        self.assertLess(cudnn["step_time_s"], flash["step_time_s"])
+        with self.assertRaisesRegex(ValueError, "valid: gemm, cudnn, flash-attn-2"):
+            pipesim.simulate(**kw, attention_kernel="flash-attn-3")
+
     def test_collectives(self):
         # One collective alone, as nccl-tests reports it: the same table as the command line's, bus bandwidth
         # rising with the message size.

@@ -1,6 +1,11 @@
 #include "job/framework_rates.hpp"
 
 #include <algorithm>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "pipesim/sim/job/job.hpp"
 
 namespace pipesim::sim {
 
@@ -15,6 +20,24 @@ KernelRate framework_attention_rate(const Framework& framework, const HardwarePr
     rate.backward_tflops /= 2;
   }
   return rate;
+}
+
+std::shared_ptr<const Framework> with_attention_kernel(std::shared_ptr<const Framework> framework,
+                                                       const std::string& kernel) {
+  const std::string named = kernel == kGemmRateKernel ? "" : kernel;
+  if (framework->attention_kernel.value == named) return framework;
+  Framework changed = *framework;
+  changed.attention_kernel = {named, "--attention-kernel"};
+  return std::make_shared<const Framework>(std::move(changed));
+}
+
+std::string attention_kernel_error(const JobOptions& job, const HardwareProfile& hw) {
+  if (!job.attention_kernel || *job.attention_kernel == kGemmRateKernel ||
+      hw.gpu.attention_kernels.count(*job.attention_kernel))
+    return "";
+  std::string valid(kGemmRateKernel);
+  for (const auto& [name, rates] : hw.gpu.attention_kernels) valid += ", " + name;
+  return fmt::format("'{}' has no published rate on {}; valid: {}", *job.attention_kernel, hw.name, valid);
 }
 
 Duration framework_tp_collective_host_ns(const Framework& framework, bool sequence_parallel,

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <string>
 
 #include "pipesim/sim/core/time.hpp"
 #include "pipesim/sim/hardware/hardware.hpp"
@@ -17,6 +19,11 @@ namespace pipesim::sim {
 /// framework's explicit mask makes the kernel compute every score. None when the profile does not list it.
 KernelRate framework_attention_rate(const Framework& framework, const HardwareProfile& hw,
                                     std::int64_t head_dim, std::int64_t seq);
+
+/// `framework` with `kernel` as its attention kernel (kGemmRateKernel: none, the GEMM rate): the framework
+/// itself where it already names that kernel.
+std::shared_ptr<const Framework> with_attention_kernel(std::shared_ptr<const Framework> framework,
+                                                       const std::string& kernel);
 
 /// CPU time to issue one forward TP collective pair (an all-reduce; under sequence parallelism an all-gather
 /// and a reduce-scatter) beyond the `dispatch_ns` per launch the pair's kernels already cost; 0 where the

@@ -195,6 +195,9 @@ JobOptions with_framework(JobOptions job) {
   if (!job.loaded_framework)
     job.loaded_framework = std::make_shared<const Framework>(
         load_framework(job.framework.empty() ? std::string(kDefaultFramework) : job.framework));
+  // An attention kernel asked for replaces the framework's (a what-if: another kernel, or none).
+  if (job.attention_kernel)
+    job.loaded_framework = with_attention_kernel(job.loaded_framework, *job.attention_kernel);
   const Framework& f = *job.loaded_framework;
   auto take = [](auto& option, const auto& setting) {
     if (!option) option = setting.value;
@@ -397,6 +400,8 @@ void resolve_execution(const JobOptions& j, const ScheduleDescriptor& schedule, 
     bad(Option{"host_dispatch_us"},
         fmt::format("{}; valid: 0 .. {}", *j.host_dispatch_us, kMaxHostDispatchUs));
   in.host_dispatch_ns = duration_from_us(*j.host_dispatch_us);
+  if (const std::string why = attention_kernel_error(j, in.hw); !why.empty())
+    bad(Option{"attention_kernel"}, why);
   in.dp_grad_bytes_per_param = j.loaded_framework->dp_grad_bytes.value;
   if (const std::int64_t cap = j.loaded_framework->dp_bucket_params.value; cap > 0) {
     in.dp_bucket_cap_params = cap;

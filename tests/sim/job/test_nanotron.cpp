@@ -377,12 +377,37 @@ TEST(Nanotron, FlashAttentionRunsAtFlashAttention2sPublishedRate) {
               16 * attn / 284e12 * 1e9 -
                   static_cast<double>(hw.compute_ns(16 * attn, forward->gemm_gflop, 0, "bf16")),
               2.0);
-  // A framework that names no kernel keeps the GEMM rate.
+  // megatron-core names cuDNN's kernel (Transformer Engine prefers it on Hopper): cuDNN's rate.
   j.framework = "megatron-core";
   const Plan megatron_plan = testing::plan_of("1f1b", j);
   const ComputeWork* megatron = compute_of(megatron_plan.ops[0].payload);
   ASSERT_NE(megatron, nullptr);
-  EXPECT_EQ(megatron->rated_flops, 0);
+  EXPECT_DOUBLE_EQ(megatron->rated_flops, 16 * attn);
+  EXPECT_DOUBLE_EQ(megatron->rated_tflops,
+                   attention_rate(hw.gpu.attention_kernels.at("cudnn"), 64, T).forward_tflops);
+  // --attention-kernel replaces the framework's: gemm keeps the GEMM rate, another kernel takes its rate.
+  j.attention_kernel = "gemm";
+  const ComputeWork* gemm = compute_of(testing::plan_of("1f1b", j).ops[0].payload);
+  ASSERT_NE(gemm, nullptr);
+  EXPECT_EQ(gemm->rated_flops, 0);
+  j.attention_kernel = "flash-attn-2";
+  const Plan flash_plan = testing::plan_of("1f1b", j);
+  EXPECT_DOUBLE_EQ(compute_of(flash_plan.ops[0].payload)->rated_tflops, 284);
+  EXPECT_EQ(flash_plan.meta.framework, "megatron-core");
+}
+
+TEST(Nanotron, AnAttentionKernelWithoutAPublishedRateOnTheGpuIsRefusedInOneLine) {
+  JobOptions j = testing::job("", "h100-sxm-8x", 1, 1, 1, 1);
+  j.loaded_model = std::make_shared<const ModelSpec>(ultrascale(16, 2048));
+  j.seq = 4096;
+  j.attention_kernel = "flash-attn-9";
+  const std::string why = testing::error_of([&] { testing::plan_of("1f1b", j); });
+  EXPECT_NE(why.find("'flash-attn-9' has no published rate on h100-sxm-8x; valid: gemm, cudnn, flash-attn-2"),
+            std::string::npos)
+      << why;
+  j.hw = "b200-sxm-8x";
+  j.attention_kernel = "cudnn";
+  EXPECT_NE(testing::error_of([&] { testing::plan_of("1f1b", j); }).find("valid: gemm"), std::string::npos);
 }
 
 TEST(Nanotron, BadSettingsNameTheirPath) {

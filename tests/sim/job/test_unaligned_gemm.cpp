@@ -64,11 +64,16 @@ TEST(UnalignedGemm, Gpt2sOutputLayerRunsAtTheRateMeasuredForUnalignedGemms) {
 
 TEST(UnalignedGemm, MegatronPadsTheVocabularyTo128TimesTp) {
   // megatron-core: 50,257 -> 50,304 at tp 1 and 50,432 at tp 2 (multiples of 128 and 256); each shard a
-  // multiple of 8, so nothing runs at the unaligned rate, and the output GEMM computes the padded logits.
+  // multiple of 8, so nothing runs at the unaligned rate (only cuDNN's attention has a rate of its own), and
+  // the output GEMM computes the padded logits.
+  const HardwareProfile hw = load_hardware_profile("h100-sxm-8x");
+  const KernelRate cudnn = attention_rate(hw.gpu.attention_kernels.at("cudnn"), 64, 1024);
   for (int tp : {1, 2}) {
     const Plan plan = testing::plan_of("1f1b", gpt2_job("megatron-core", tp));
     const ComputeWork* forward = work_of(plan, OpKind::kForward)[0];
-    EXPECT_EQ(forward->rated_flops, 0) << "tp " << tp;
+    const double attention = 12 * 4.0 * 1024 * 512 * 768 / tp;  // 12 causal layers, 4 s (s / 2) h / tp each
+    EXPECT_DOUBLE_EQ(forward->rated_flops, attention) << "tp " << tp;
+    EXPECT_NEAR(forward->rated_tflops, cudnn.forward_tflops, 1e-9) << "tp " << tp;
     const std::int64_t shard = tp == 1 ? 50304 : 50432 / 2;
     bool head = false;
     for (const GemmShape& g : forward->gemms) head = head || (g.n == shard && g.k == 768);

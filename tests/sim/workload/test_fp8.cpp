@@ -71,7 +71,11 @@ JobOptions llama8b(const std::string& dtype) {
 }
 
 TEST(Fp8, AttentionAndTheOutputHeadAreTheSixteenBitShare) {
-  const ScheduleInput in = make_schedule_input(llama8b("fp8"), find_schedule("1f1b"));
+  // At the GEMM rate (no published kernel's rate: --attention-kernel gemm) the attention core is the
+  // blocks' 16-bit share.
+  JobOptions at_gemm_rate = llama8b("fp8");
+  at_gemm_rate.attention_kernel = "gemm";
+  const ScheduleInput in = make_schedule_input(at_gemm_rate, find_schedule("1f1b"));
   const auto& layers = in.costs.front();
   const LayerCost& block = layers[1];
   const LayerCost& head = layers.back();
@@ -80,6 +84,13 @@ TEST(Fp8, AttentionAndTheOutputHeadAreTheSixteenBitShare) {
   EXPECT_DOUBLE_EQ(block.wide_fwd_flops, attn);
   EXPECT_DOUBLE_EQ(block.wide_bwd_input_flops, 2 * attn);
   EXPECT_DOUBLE_EQ(block.wide_bwd_weight_flops, 0);
+  EXPECT_DOUBLE_EQ(block.fused_attention_fwd_flops, 0);
+  // megatron-core runs cuDNN's fused attention, at its own published (16-bit) rate: none of it is the
+  // GEMMs' 16-bit share then.
+  const LayerCost& cudnn_block = make_schedule_input(llama8b("fp8"), find_schedule("1f1b")).costs.front()[1];
+  EXPECT_DOUBLE_EQ(cudnn_block.fused_attention_fwd_flops, attn);
+  EXPECT_DOUBLE_EQ(cudnn_block.fused_attention_bwd_flops, 2 * attn);
+  EXPECT_DOUBLE_EQ(cudnn_block.wide_fwd_flops + cudnn_block.wide_bwd_input_flops, 0);
   // The output head: 2 x tokens x hidden x vocab in each of its three GEMMs.
   const double logits = 2 * tokens * 4096 * 128256;
   EXPECT_DOUBLE_EQ(head.wide_fwd_flops, logits);

@@ -20,6 +20,9 @@ namespace pipesim::sim {
 /// Tokens per sequence when neither the job nor a profiled workload gives one.
 inline constexpr std::int64_t kDefaultSequenceLength = 2048;
 
+/// `--attention-kernel gemm`: the attention core at the GEMM rate, whatever kernel the framework names.
+inline constexpr const char* kGemmRateKernel = "gemm";
+
 struct JobOptions {
   std::string model = "llama3-8b";  ///< preset name or config.json path
   std::string workload;             ///< profiled workload file; replaces model when set
@@ -71,6 +74,9 @@ struct JobOptions {
   std::optional<std::string> norm_backward;      ///< one-pass | two-pass (see NormBackward)
   std::optional<bool> blocking_p2p;        ///< pipeline sends hold the sender's compute until they complete
   std::optional<double> host_dispatch_us;  ///< CPU time to issue one kernel (see Framework::host_dispatch_us)
+  /// The fused attention kernel whose published rate the attention core takes: a name of the profile's
+  /// gpu.attention_kernels, or "gemm" (the GEMM rate); unset: the framework's (Framework::attention_kernel).
+  std::optional<std::string> attention_kernel;
   /// Coefficient of variation of the GPUs' speed (stragglers); unset: the profile's gpu.speed_cv; 0: off.
   std::optional<double> gpu_speed_cv;
   /// The board power the GPUs are held to, in W (power_limit.hpp); unset: the profile's gpu.power_limit_W.
@@ -101,6 +107,10 @@ struct JobOptions {
 /// The job with each framework option it leaves unset taken from its framework (loaded once, kept in
 /// `loaded_framework`). Throws InputError naming an unknown framework or a bad framework file.
 JobOptions with_framework(JobOptions job);
+
+/// Why the job's `attention_kernel` cannot run on `hw` (a kernel the profile has no published rate for), with
+/// the valid names; empty when it can, or when none is asked for.
+std::string attention_kernel_error(const JobOptions& job, const HardwareProfile& hw);
 
 /// The framework's name as results report it.
 std::string framework_name(const JobOptions& job);
