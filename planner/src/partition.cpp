@@ -8,6 +8,7 @@
 #include <boost/graph/dag_shortest_paths.hpp>
 
 #include "pipesim/sim/core/error.hpp"
+#include "pipesim/sim/workload/rated_work.hpp"
 #include "pipesim/sim/workload/sharding.hpp"
 
 namespace pipesim::planner {
@@ -196,15 +197,28 @@ PartitionProblem make_partition_problem(const sim::ScheduleInput& in, const sim:
     if (l.fwd_ns >= 0) {
       ns = l.fwd_ns + l.bwd_input_ns + l.bwd_weight_ns + std::max<sim::Duration>(0, l.recompute_ns);
     } else {
+      // Kernels at a published rate of their own (fused attention, unaligned GEMMs) take their time at it, as
+      // the simulator runs them.
+      const sim::KernelRate& a = l.fused_attention_rate;
+      const sim::KernelRate& u = l.unaligned_gemm_rate;
+      sim::RatedWork fwd, bwd, recompute;
+      fwd.add(l.fused_attention_fwd_flops / t, a.forward_tflops);
+      fwd.add(l.unaligned_fwd_flops / t, u.forward_tflops);
+      bwd.add(l.fused_attention_bwd_flops / t, a.backward_tflops);
+      bwd.add((l.unaligned_bwd_input_flops + l.unaligned_bwd_weight_flops) / t, u.backward_tflops);
+      recompute.add(l.fused_attention_recompute_flops / t, a.forward_tflops);
       ns = hw.op_ns(l.fwd_flops / t, l.gemm_gflop, l.kernels, in.dtype, 0, l.expert_fwd_flops / t,
-                    l.expert_gemm_gflop, l.expert_weight_bytes, 0, 0, l.wide_fwd_flops / t) +
+                    l.expert_gemm_gflop, l.expert_weight_bytes, 0, 0, l.wide_fwd_flops / t, 0, fwd.flops,
+                    fwd.tflops()) +
            hw.op_ns((l.bwd_input_flops + l.bwd_weight_flops) / t, l.gemm_gflop, 2 * l.kernels, in.dtype, 0,
                     (l.expert_bwd_input_flops + l.expert_bwd_weight_flops) / t, l.expert_gemm_gflop,
-                    2 * l.expert_weight_bytes, 0, 0, (l.wide_bwd_input_flops + l.wide_bwd_weight_flops) / t) +
-           (l.recompute_flops > 0 ? hw.op_ns(l.recompute_flops / t, l.gemm_gflop, l.kernels, in.dtype, 0,
-                                             l.expert_recompute_flops / t, l.expert_gemm_gflop,
-                                             l.expert_weight_bytes, 0, 0, l.wide_recompute_flops / t)
-                                  : 0) +
+                    2 * l.expert_weight_bytes, 0, 0, (l.wide_bwd_input_flops + l.wide_bwd_weight_flops) / t,
+                    0, bwd.flops, bwd.tflops()) +
+           (l.recompute_flops > 0
+                ? hw.op_ns(l.recompute_flops / t, l.gemm_gflop, l.kernels, in.dtype, 0,
+                           l.expert_recompute_flops / t, l.expert_gemm_gflop, l.expert_weight_bytes, 0, 0,
+                           l.wide_recompute_flops / t, 0, recompute.flops, recompute.tflops())
+                : 0) +
            hw.memory_ns(l.fwd_mem_bytes + l.bwd_mem_bytes + l.recompute_mem_bytes);
       // TP collectives: forward and backward each move the layer's bus bytes.
       ns += sim::duration_for_work(2.0 * static_cast<double>(l.tp_bus_bytes), tp_GBps * 1e9);

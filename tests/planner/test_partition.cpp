@@ -110,6 +110,30 @@ TEST(Partition, HeadHeavyModelGetsALighterLastStage) {
   EXPECT_NO_THROW(sim::build_plan(s, sim::make_schedule_input(j, s)));
 }
 
+TEST(Partition, KernelsAtTheirOwnRateTakeTheirTimeAtIt) {
+  // megatron-core's attention runs cuDNN's kernel at its published H100 rate: halving that rate lengthens a
+  // block by exactly its attention's time at the rate (forward and backward), as the simulator runs it.
+  sim::JobOptions j;
+  j.model = "llama3-8b";
+  j.hw = "h100-sxm-8x";
+  j.pp = 4;
+  j.seq = 8192;
+  const auto& s = sim::find_schedule("1f1b");
+  sim::ScheduleInput in = sim::make_schedule_input(j, s);
+  const sim::LayerCost& block = in.costs.front()[1];
+  ASSERT_GT(block.fused_attention_fwd_flops, 0);
+  const sim::KernelRate rate = block.fused_attention_rate;
+  const PartitionProblem at_rate = make_partition_problem(in, s, 1.0);
+  for (auto& l : in.costs.front()) {
+    l.fused_attention_rate.forward_tflops /= 2;
+    l.fused_attention_rate.backward_tflops /= 2;
+  }
+  const PartitionProblem halved = make_partition_problem(in, s, 1.0);
+  const double want_ns = 1e9 * (block.fused_attention_fwd_flops / (rate.forward_tflops * 1e12) +
+                                block.fused_attention_bwd_flops / (rate.backward_tflops * 1e12));
+  EXPECT_NEAR(static_cast<double>(halved.time_ns[1] - at_rate.time_ns[1]), want_ns, 4.0);
+}
+
 TEST(Partition, ShardedStateIsWhatTheSimulatorPlaces) {
   // ZeRO-1 over 8 ranks, FP8 (its weight copies stay whole), and nanotron's fp32 gradient buffer (whole too):
   // the planner's per-layer bytes add up to what the simulator places on the GPU, to the byte of a shard's
