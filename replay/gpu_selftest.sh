@@ -62,8 +62,9 @@ plans_json=""
 for schedule in 1f1b zb-h1 roundpipe spipe mobius; do
   say "== $schedule"
   base="$OUT_DIR/$schedule"
+  # The CUDA replay runs the attention core as GEMMs: the prediction prices it so (--attention-kernel gemm).
   if ! "$PIPESIM" simulate --model "$MODEL" --hw "$OUT_DIR/profile.json" --nodes 1 --pp "$PP" --seq "$SEQ" \
-      --microbatches $(( 2 * PP )) --schedule "$schedule" --plan-out "$base.plan.json" \
+      --microbatches $(( 2 * PP )) --schedule "$schedule" --attention-kernel gemm --plan-out "$base.plan.json" \
       --timeline "$base.predicted.json" >"$base.simulate.txt" 2>&1; then
     say "$schedule: not predicted: $(tail -1 "$base.simulate.txt")"
     continue

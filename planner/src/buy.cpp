@@ -9,6 +9,7 @@
 #include "pipesim/sim/core/error.hpp"
 #include "pipesim/sim/engine/engine.hpp"
 #include "pipesim/sim/hardware/hardware.hpp"
+#include "pipesim/sim/job/job.hpp"
 #include "pipesim/sim/report/invariants.hpp"
 
 namespace pipesim::planner {
@@ -130,6 +131,8 @@ BuyResult buy(const BuyOptions& o, std::ostream* progress) {
   std::vector<sim::HardwareProfile> profiles;
   for (const std::string& name : o.hardware) {
     profiles.push_back(sim::load_hardware_profile(name));
+    if (const std::string why = sim::attention_kernel_error(o.search.base, profiles.back()); !why.empty())
+      throw sim::InputError(sim::Option{"attention_kernel"}, "", why);
     const auto price = o.gpu_hour_usd.find(name);
     if (o.max_usd > 0 && price == o.gpu_hour_usd.end() && profiles.back().gpu_hour_usd <= 0)
       throw sim::InputError(

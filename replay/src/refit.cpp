@@ -6,7 +6,6 @@
 #include <fmt/format.h>
 
 #include "pipesim/sim/core/error.hpp"
-#include "pipesim/sim/core/time.hpp"
 
 namespace pipesim::replay {
 
@@ -31,20 +30,15 @@ std::vector<sim::CurvePoint> merge(const std::vector<sim::CurvePoint>& base,
 }
 
 /// The GEMM efficiency that makes the cost model give `measured_ns` for this compute op, or 0 when the op's
-/// time is all launches and memory traffic.
+/// time is all launches and memory traffic. Every FLOP counts as a GEMM's, kernels the plan prices at a rate
+/// of their own (fused attention) too: the CUDA replay runs them as GEMMs (cuda_work.hpp gemm_calls).
 double efficiency_of(const sim::HardwareProfile& hw, const sim::ComputeWork& c, const std::string& dtype,
                      double measured_ns) {
-  // Kernels at a published rate of their own (fused attention, unaligned GEMMs) take their time at that rate,
-  // whatever the GEMM curve says: they are part of the fixed time, not of the FLOPs the curve times.
-  const double rated = c.rated_tflops > 0 ? c.rated_flops : 0;
   const double fixed =
       static_cast<double>(hw.gpu.launch_overhead * c.kernels + hw.memory_ns(c.mem_bytes - c.score_bytes) +
-                          hw.score_memory_ns(c.score_bytes)) +
-      (rated > 0 ? static_cast<double>(
-                       sim::duration_for_work(rated, c.rated_tflops * 1e12 * hw.gpu.compute_clock_share()))
-                 : 0.0);
+                          hw.score_memory_ns(c.score_bytes));
   const double attention = c.attention_bytes > 0 ? c.attention_flops : 0;
-  const double dense = c.flops - c.expert_flops - attention - rated;
+  const double dense = c.flops - c.expert_flops - attention;
   const double peak = hw.peak_flops(dtype) / 1e9;  // FLOP per ns
   // Attention's score GEMMs are compute-bound (they share the efficiency) unless their bytes take longer.
   double eff = measured_ns > fixed ? (dense + attention) / (peak * (measured_ns - fixed)) : 0;

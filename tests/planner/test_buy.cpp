@@ -136,6 +136,17 @@ TEST(Buy, BadInputIsAnInputError) {
     EXPECT_NE(std::string(e.what()).find("gpu_hour_usd:"), std::string::npos) << e.what();
   }
   std::filesystem::remove_all(dir);
+  // An attention kernel one cluster has no rate for is refused before any search, naming that cluster.
+  o = small_buy();
+  o.search.base.attention_kernel = "cudnn";
+  try {
+    buy(o, nullptr);
+    ADD_FAILURE() << "cudnn has no rate on l40s-8x";
+  } catch (const sim::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("'cudnn' has no published rate on l40s-8x; valid: gemm"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

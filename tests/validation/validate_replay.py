@@ -33,7 +33,7 @@ def compare(pipesim, gpu, schedule, tmp):
     predicted = os.path.join(tmp, f"{gpu}-{schedule}.predicted.json")
     args = [pipesim, "simulate", "--model", "qwen3-1.7b", "--hw", os.path.join(runs, f"calibrated_{gpu}.json"),
             "--nodes", "1", "--pp", "1", "--seq", "1024", "--microbatches", "2", "--schedule", schedule,
-            "--timeline", predicted]
+            "--attention-kernel", "gemm", "--timeline", predicted]  # the CUDA replay runs attention as GEMMs
     subprocess.run(args, check=True, capture_output=True, text=True)
     out = subprocess.run([pipesim, "compare", predicted, os.path.join(runs, f"{schedule}.measured.json"),
                           "--format", "json"], check=True, capture_output=True, text=True).stdout
