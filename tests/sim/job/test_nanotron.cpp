@@ -387,7 +387,8 @@ TEST(Nanotron, FlashAttentionRunsAtFlashAttention2sPublishedRate) {
                    attention_rate(hw.gpu.attention_kernels.at("cudnn"), 64, T).forward_tflops);
   // --attention-kernel replaces the framework's: gemm keeps the GEMM rate, another kernel takes its rate.
   j.attention_kernel = "gemm";
-  const ComputeWork* gemm = compute_of(testing::plan_of("1f1b", j).ops[0].payload);
+  const Plan gemm_plan = testing::plan_of("1f1b", j);
+  const ComputeWork* gemm = compute_of(gemm_plan.ops[0].payload);
   ASSERT_NE(gemm, nullptr);
   EXPECT_EQ(gemm->rated_flops, 0);
   j.attention_kernel = "flash-attn-2";

@@ -87,7 +87,8 @@ TEST(Fp8, AttentionAndTheOutputHeadAreTheSixteenBitShare) {
   EXPECT_DOUBLE_EQ(block.fused_attention_fwd_flops, 0);
   // megatron-core runs cuDNN's fused attention, at its own published (16-bit) rate: none of it is the
   // GEMMs' 16-bit share then.
-  const LayerCost& cudnn_block = make_schedule_input(llama8b("fp8"), find_schedule("1f1b")).costs.front()[1];
+  const ScheduleInput cudnn_in = make_schedule_input(llama8b("fp8"), find_schedule("1f1b"));
+  const LayerCost& cudnn_block = cudnn_in.costs.front()[1];
   EXPECT_DOUBLE_EQ(cudnn_block.fused_attention_fwd_flops, attn);
   EXPECT_DOUBLE_EQ(cudnn_block.fused_attention_bwd_flops, 2 * attn);
   EXPECT_DOUBLE_EQ(cudnn_block.wide_fwd_flops + cudnn_block.wide_bwd_input_flops, 0);
